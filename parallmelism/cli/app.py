@@ -1,0 +1,237 @@
+"""`parallmelism` command line. Heavy imports (pandas, hydra, pydantic) happen inside commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.")
+
+OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
+CONFIG_DIR = typer.Option(None, "--config-dir", "-c",
+                          help="extra folder with models/, hardware/, workload/, grid/ (repeatable; "
+                               "also $PARALLMELISM_CONFIG_PATH)")
+EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _fail(message: str, code: int = 2):
+    _console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _print_cfg(overrides, config_dirs):
+    from omegaconf import OmegaConf
+
+    from ..config import expand_sweeps
+    from ..config.compose import compose
+
+    for job in expand_sweeps(overrides or []):
+        typer.echo(OmegaConf.to_yaml(compose(job, config_dirs)))
+
+
+def _default_output(runs, fmt: str, folder: str) -> Path:
+    names = lambda attr: {getattr(rc, attr).name for _, rc in runs}
+    model = names("model").pop() if len(names("model")) == 1 else "multi"
+    hw = names("hardware").pop() if len(names("hardware")) == 1 else "multi"
+    kinds = {rc.workload.kind for _, rc in runs}
+    kind = kinds.pop() if len(kinds) == 1 else "multi"
+    return Path(folder) / f"{model}_{hw}_{kind}.{fmt}"
+
+
+def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optional[int] = None):
+    """Evaluate every run of a (possibly swept) command line, write one table, print the best rows."""
+    import pandas as pd
+
+    from ..config import load_run_configs
+    from ..engine import evaluate
+    from ..errors import UserError
+    from ..grid import DROP_REASONS
+    from ..report.rank import rank_rows
+    from ..report.table import drop_table, frame_table
+    from ..report.writer import write_table
+
+    runs = load_run_configs(overrides, config_dirs)
+    frames, dropped, considered = [], {}, 0
+    for _, rc in runs:
+        df, grid = evaluate(rc)
+        frames.append(df)
+        considered += grid.considered
+        for k, v in grid.dropped.items():
+            dropped[k] = dropped.get(k, 0) + v
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if len(df) == 0:
+        from ..grid import LayoutGrid
+
+        raise UserError(LayoutGrid({}, dropped, considered).explain_empty())
+    out = runs[0][1].output
+    console = _console()
+    path = None
+    if out.write:
+        path = Path(out.path) if out.path else _default_output(runs, out.format, out.dir)
+        write_table(df, path, out.format if out.path is None or path.suffix not in (".csv", ".parquet") else None)
+    if not quiet:
+        console.print(drop_table(dropped, DROP_REASONS, len(df)))
+        best = rank_rows(df).head(top or out.top)
+        fits = int(df["fits"].sum())
+        console.print(frame_table(best, title=f"best layouts ({fits:,} of {len(df):,} fit in memory)"))
+    if path is not None:
+        console.print(f"wrote {len(df):,} rows to {path}")
+    return df, path
+
+
+@app.command(context_settings=EXTRA)
+def sweep(
+    overrides: Optional[List[str]] = OVERRIDES,
+    cfg: bool = typer.Option(False, "--cfg", help="print the composed config and exit"),
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+    multirun: bool = typer.Option(False, "--multirun", "-m",
+                                  help="hand the sweep to Hydra multirun (launcher plugins, one job per point)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no tables, just where it wrote"),
+    top: Optional[int] = typer.Option(None, "--top", help="rows in the terminal table"),
+):
+    """Evaluate every valid layout and write a CSV (default: results/<model>_<hardware>_<workload>.csv)."""
+    from ..errors import UserError
+
+    overrides = list(overrides or [])
+    try:
+        if cfg:
+            return _print_cfg(overrides, config_dir)
+        if multirun:
+            from .hydra_entry import run_multirun
+
+            return run_multirun(overrides, config_dir)
+        run_sweep(overrides, config_dir, quiet=quiet, top=top)
+    except UserError as exc:
+        _fail(str(exc))
+
+
+@app.command(context_settings=EXTRA)
+def show(
+    overrides: Optional[List[str]] = OVERRIDES,
+    cfg: bool = typer.Option(False, "--cfg", help="print the composed config and exit"),
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Explain one layout: pin the grid (grid.ngpus=[64] grid.tp=8 ...); the best match is shown."""
+    from ..config import load_run_configs
+    from ..engine import evaluate
+    from ..errors import UserError
+    from ..report.rank import rank_rows
+    from ..report.table import record_table
+    from ..schema import TRAINING_COLUMNS
+
+    overrides = list(overrides or [])
+    try:
+        if cfg:
+            return _print_cfg(overrides, config_dir)
+        runs = load_run_configs(overrides, config_dir)
+        if len(runs) > 1:
+            raise UserError("show explains one configuration; remove the sweep (a,b) from the overrides")
+        df, grid = evaluate(runs[0][1])
+        if len(df) == 0:
+            raise UserError(grid.explain_empty())
+        ranked = rank_rows(df)
+        row = ranked.iloc[0].to_dict()
+        console = _console()
+        title = "layout" if len(df) == 1 else f"best of {len(df):,} matching layouts (pin more grid keys to choose)"
+        console.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS))
+    except UserError as exc:
+        _fail(str(exc))
+
+
+@app.command("list")
+def list_(what: str = typer.Argument(..., help="models | hardware"),
+          config_dir: Optional[List[str]] = CONFIG_DIR):
+    """List the models or accelerators available (shipped and from config dirs)."""
+    from rich.table import Table
+
+    from ..config import option_files, user_config_dirs
+    from ..config.compose import _load_option
+    from ..errors import UserError
+
+    groups = {"models": "model", "model": "model", "hardware": "hardware"}
+    try:
+        if what not in groups:
+            raise UserError(f"cannot list {what!r}; choose models or hardware")
+        files = option_files(groups[what], user_config_dirs(config_dir))
+        table = Table(title=what)
+        if groups[what] == "model":
+            cols = ["name", "params", "hidden", "layers", "heads", "kv_heads", "ffn", "experts", "file"]
+        else:
+            cols = ["name", "bf16 TFLOP/s", "HBM GiB", "HBM GB/s", "scale-up GPUs", "scale-up GB/s/dir",
+                    "scale-out GB/s/dir", "file"]
+        for c in cols:
+            table.add_column(c)
+        for name, path in sorted(files.items()):
+            spec = _load_option(groups[what], name, path)
+            if groups[what] == "model":
+                from ..cost.params import total_params
+
+                table.add_row(name, f"{total_params(spec) / 1e9:.2f}B", str(spec.hidden), str(spec.layers),
+                              str(spec.heads), str(spec.g), str(spec.ffn_hidden),
+                              f"{spec.moe.num_experts}x top-{spec.moe.top_k}" if spec.moe else "-", str(path))
+            else:
+                so = spec.scale_out.bandwidth_gbps if spec.scale_out else "-"
+                table.add_row(name, f"{spec.peak_tflops['bf16']:g}", f"{spec.hbm_usable_gib:.1f}",
+                              f"{spec.hbm_bandwidth_gbps:g}", str(spec.scale_up.domain_size),
+                              f"{spec.scale_up.bandwidth_gbps:g}", f"{so}", str(path))
+        _console().print(table)
+    except UserError as exc:
+        _fail(str(exc))
+
+
+@app.command(context_settings=EXTRA)
+def validate(
+    cases: Optional[List[Path]] = typer.Option(None, "--cases", help="case file(s) in the format of "
+                                               "shared/reference/*_measured.csv (default: the shipped set)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the per-case table here (CSV)"),
+    max_error: Optional[float] = typer.Option(None, "--max-error", help="exit 1 if any |error| exceeds PCT"),
+    overrides: Optional[List[str]] = OVERRIDES,
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Predict published measurements and report the error per case."""
+    from ..errors import UserError
+    from ..validate.runner import run_validation, summary
+    from ..report.table import frame_table
+    from ..report.writer import write_table
+
+    try:
+        table = run_validation(cases, list(overrides or []), config_dir)
+        console = _console()
+        console.print(frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"],
+                                  title="validation"))
+        for line in summary(table):
+            console.print(line)
+        if out is not None:
+            write_table(table, out, "csv")
+            console.print(f"wrote {len(table)} rows to {out}")
+        if max_error is not None and (table["error_pct"].abs() > max_error).any():
+            worst = table.loc[table["error_pct"].abs().idxmax()]
+            _console(stderr=True).print(f"case {worst['case']} ({worst['quantity']}) is off by "
+                                        f"{worst['error_pct']:+.2f}%, above --max-error {max_error}%")
+            raise typer.Exit(1)
+    except UserError as exc:
+        _fail(str(exc))
+
+
+def main():
+    """Console entry: typer app; any UserError escaping a command is one line and exit 2."""
+    from ..errors import UserError
+
+    try:
+        app()
+    except UserError as exc:  # pragma: no cover - commands catch their own
+        _fail(str(exc))
+
+
+if __name__ == "__main__":
+    main()

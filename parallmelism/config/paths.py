@@ -1,0 +1,45 @@
+"""Where configs live: the shipped ones (inside the wheel or the checkout) and the user's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_CONFIG_PATH = "PARALLMELISM_CONFIG_PATH"
+GROUP_DIRS = {"model": "models", "hardware": "hardware"}
+
+
+def data_root() -> Path:
+    """Folder holding conf/, models/ and hardware/.
+
+    A wheel carries them in parallmelism/_data; a source checkout (editable install or
+    PYTHONPATH) has them at the top of the repository.
+    """
+    package = Path(__file__).resolve().parent.parent
+    shipped = package / "_data"
+    if (shipped / "conf").is_dir():
+        return shipped
+    return package.parent
+
+
+def user_config_dirs(extra: list[str] | None = None) -> list[Path]:
+    """User folders from $PARALLMELISM_CONFIG_PATH (os.pathsep-separated), then --config-dir."""
+    dirs = [p for p in os.environ.get(ENV_CONFIG_PATH, "").split(os.pathsep) if p]
+    dirs += list(extra or [])
+    return [Path(d).expanduser().resolve() for d in dirs]
+
+
+def option_files(group: str, user_dirs: list[Path]) -> dict[str, Path]:
+    """name -> YAML file for a group (model or hardware); user folders override shipped ones.
+
+    A user folder may hold `models/NAME.yaml` or `model/NAME.yaml` (likewise hardware).
+    """
+    roots = [data_root()] + list(user_dirs)
+    found: dict[str, Path] = {}
+    for root in roots:
+        for sub in (GROUP_DIRS[group], group):
+            folder = root / sub
+            if folder.is_dir():
+                for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
+                    found[f.stem] = f
+    return found

@@ -1,0 +1,1 @@
+"""Cost terms: pure functions over layout arrays (no I/O, no printing)."""

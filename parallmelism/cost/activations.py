@@ -1,0 +1,102 @@
+"""Activation memory: bytes saved for backward, per layer and per pipeline stage.
+
+Per-tensor inventory of one transformer layer for one micro-batch on one GPU, Megatron-style
+fused kernels (Korthikanti et al. 2022, section 4.1). Notation: S = s/cp tokens per sequence on
+this rank, b micro-batch, t TP, r = t with sequence parallelism else 1 (tensors outside the TP
+region are replicated without SP), 2-byte activations, 1-byte dropout masks.
+
+  attention: norm input 2Sbh/r, QKV input 2Sbh/r, Q 2Sbq/t, K and V 4Sb·d·g_local,
+             scores: softmax 2aSsb/t (+ dropout mask aSsb/t + dropout output 2aSsb/t),
+             or with flash attention only the fp32 log-sum-exp 4aSb/t,
+             projection input 2Sbq/t, dropout mask Sbh/r
+  MLP:       norm input 2Sbh/r, fc1 input 2Sbh/r, GELU 4SbI/t or SwiGLU 6SbI/t
+             (fc1 output 2·2SbI/t and the gated product 2SbI/t), dropout mask Sbh/r
+  MoE MLP:   fc1 input 2Sbh/r, router probabilities 4SbE/r (fp32); per routed token
+             (S·b·k·imbalance/r tokens, capped by the capacity factor): permuted input 2h,
+             expert MLP 6I_e/t (SwiGLU) or 4I_e/t, expert output 2h (combine backward)
+With GPT shapes (f = 4h, MHA, dropout, no flash) this is exactly Korthikanti's Table 2:
+  sbh(34 + 5as/h) unsharded, sbh(10 + 24/t + 5as/(ht)) with TP, /t with TP+SP.
+Selective recompute recomputes the attention core: drops the score terms (and the LSE).
+Full recompute keeps only the layer input 2Sbh/r.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..grid import RECOMPUTE_CODE
+from ..specs import ModelSpec
+
+NONE, SELECTIVE, FULL = (RECOMPUTE_CODE[k] for k in ("none", "selective", "full"))
+
+
+def layer_activation_bytes(model: ModelSpec, s: int, b, t, cp, sp, recompute, flash: bool,
+                           moe_layer: bool = False, moe_imbalance: float = 1.0) -> np.ndarray:
+    """Bytes one layer saves for backward, one micro-batch, one GPU (see module docstring)."""
+    h, a, q, d, I = model.hidden, model.heads, model.q_dim, model.d, model.ffn_hidden
+    b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
+    recompute = np.asarray(recompute)
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    S = s / cp
+    tok = S * b  # tokens of this micro-batch on this rank
+    g_local = np.maximum(model.g / t, 1.0)
+    mask = 1.0 if model.dropout else 0.0
+
+    # attention block
+    replicated = (2 * h + 2 * h + mask * h) * tok / r          # norm input, QKV input, dropout mask
+    sharded = (2 * q / t + 4 * d * g_local + 2 * q / t) * tok   # Q, K+V, projection input
+    if flash:
+        core = 4.0 * a * tok / t                                # fp32 log-sum-exp per head
+    else:
+        core = (2.0 + 3.0 * mask) * a * tok * s / t             # softmax (+ mask + dropout output)
+    core = np.where(recompute == NONE, core, 0.0)
+
+    # MLP block
+    replicated = replicated + (2 * h + 2 * h) * tok / r         # norm input, fc1 input
+    if moe_layer:
+        moe = model.moe
+        per_token = 2 * h + (6 if model.gated else 4) * moe.ffn_hidden / t + 2 * h
+        load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
+        mlp = tok * moe.top_k * load / r * per_token + 4.0 * moe.num_experts * tok / r
+        if moe.num_shared_experts:
+            sI = (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts
+            mlp = mlp + (6 if model.gated else 4) * sI / t * tok
+    else:
+        mlp = (6 if model.gated else 4) * I / t * tok + mask * h * tok / r
+    full_layer = replicated + sharded + core + mlp
+    return np.where(recompute == FULL, 2.0 * h * tok / r, full_layer)
+
+
+def inflight_micro_batches(pp, vpp, m, schedule: str, stage: str) -> np.ndarray:
+    """Layer-micro-batches of activations a stage holds, in units of (L/pp layers x 1 micro-batch).
+
+    1F1B: stage i holds min(pp - i, m) micro-batches (first stage: pp). Interleaved 1F1B with
+    v chunks: rank i holds min(2(pp-i-1) + (v-1)·pp + 1, m·v) chunks of L/(pp·v) layers, so the
+    first stage holds L·(1 + (pp-1)/(pp·v)) layers' worth (Korthikanti eq. for interleaving).
+    GPipe holds all m micro-batches. Zero-bubble (ZB-H1) keeps 1F1B's in-flight count.
+    """
+    pp, vpp, m = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m))
+    rank = np.zeros_like(pp) if stage == "first" else pp - 1
+    if schedule == "gpipe":
+        return m.copy()
+    plain = np.minimum(pp - rank, m)
+    chunks = np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp)
+    return np.where(vpp > 1, chunks / vpp, plain)
+
+
+def logits_bytes(model: ModelSpec, s: int, b, t, cp) -> np.ndarray:
+    """Last stage: bf16 logits (2SbV/t) and their fp32 copy kept by cross-entropy (4SbV/t)."""
+    b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
+    return 6.0 * (s / cp) * b * model.vocab / t
+
+
+def stage_extra_bytes(model: ModelSpec, s: int, b, t, cp, sp, stage_has_embedding, stage_has_head,
+                      inflight_first) -> np.ndarray:
+    """Outside the layers: embedding dropout mask per in-flight micro-batch on the first stage;
+    final-norm input and output-head input (2·2Sbh/r) on the last stage."""
+    b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    tok = (s / cp) * b
+    emb = (1.0 if model.dropout else 0.0) * model.hidden * tok / r * inflight_first
+    head = 4.0 * model.hidden * tok / r
+    return np.where(stage_has_embedding, emb, 0.0) + np.where(stage_has_head, head, 0.0)

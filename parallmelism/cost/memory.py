@@ -1,0 +1,84 @@
+"""Training memory per GPU on the most-loaded pipeline stage.
+
+Both candidate stages are evaluated: the first (embedding, most in-flight micro-batches) and
+the last (output head, logits and cross-entropy). The reported stage is the one with the larger
+total; `mem_stage` names it. Everything is in GiB (2**30 bytes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import AcceleratorSpec, ModelSpec, TrainWorkload, moe_layers_in_range
+from ..units import GIB
+from . import activations as act
+from .params import params_per_gpu
+from .states import fsdp_gather_bytes, model_states_bytes
+
+
+def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
+    tp, pp, cp, ep, dp = c["tp"], c["pp"], c["cp"], c["ep"], c["dp"]
+    b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
+    sp, rc, sh = c["sequence_parallel"], c["recompute"], c["dp_sharding"]
+    s, L = wl.seq_len, model.layers
+    fp8 = wl.precision == "fp8"
+
+    p = params_per_gpu(model, tp, pp, ep, stage)
+    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8)
+    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8)
+    per_stage = L // pp
+    layer_params = (p["attention"] + p["mlp"] + p["experts"]) / per_stage
+    gather = fsdp_gather_bytes(layer_params, sh)
+
+    lo = np.zeros_like(pp) if stage == "first" else L - per_stage
+    n_moe = moe_layers_in_range(model, lo, lo + per_stage)
+    n_dense = per_stage - n_moe
+    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
+    dense_layer = act.layer_activation_bytes(recompute=rc, **kw)
+    per_mb = n_dense * dense_layer
+    working = act.layer_activation_bytes(recompute=np.zeros_like(rc), **kw)
+    if model.moe is not None:
+        moe_layer = act.layer_activation_bytes(recompute=rc, moe_layer=True,
+                                               moe_imbalance=wl.moe_imbalance, **kw)
+        per_mb = per_mb + n_moe * moe_layer
+        moe_working = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
+                                                 moe_imbalance=wl.moe_imbalance, **kw)
+        working = np.where(n_moe > 0, np.maximum(working, moe_working), working)
+    inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, stage)
+    layers_bytes = per_mb * inflight
+    # Full recompute rebuilds one layer's activations at a time during backward.
+    layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
+
+    has_emb = (pp == 1) | (stage == "first")
+    has_head = (pp == 1) | (stage == "last")
+    inflight_first = act.inflight_micro_batches(pp, np.ones_like(vpp), m, wl.schedule, "first")
+    extra = act.stage_extra_bytes(model, s, b, tp, cp, sp, has_emb, has_head, inflight_first)
+    logits = np.where(has_head, act.logits_bytes(model, s, b, tp, cp), 0.0)
+    activations = layers_bytes + extra + logits
+    states = st["weights"] + st["grads"] + st["optimizer"]
+    return {
+        "params_per_gpu": p["total"], "params_embedding_per_gpu": p["embedding"],
+        "params_attention_per_gpu": p["attention"], "params_mlp_per_gpu": p["mlp"],
+        "params_experts_per_gpu": p["experts"],
+        "mem_weights_gib": st["weights"] / GIB, "mem_grads_gib": st["grads"] / GIB,
+        "mem_optimizer_gib": st["optimizer"] / GIB, "mem_states_gib": states / GIB,
+        "mem_states_embedding_gib": sum(emb_share.values()) / GIB,
+        "mem_fsdp_gather_gib": gather / GIB,
+        "mem_activations_gib": activations / GIB, "mem_logits_gib": logits / GIB,
+        "pp_inflight_micro_batches": inflight,
+        "mem_total_gib": (states + gather + activations) / GIB,
+    }
+
+
+def training_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
+                    wl: TrainWorkload) -> dict[str, np.ndarray]:
+    """Memory columns of the most-loaded stage for every layout row."""
+    first = _stage_memory(model, wl, cols, "first")
+    last = _stage_memory(model, wl, cols, "last")
+    use_last = last["mem_total_gib"] > first["mem_total_gib"]
+    out = {k: np.where(use_last, last[k], first[k]) for k in first}
+    out["mem_stage"] = np.where(use_last, "last", "first")
+    out["hbm_usable_gib"] = np.full(len(use_last), hw.hbm_usable_gib)
+    out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]
+    out["fits"] = out["mem_headroom_gib"] >= 0
+    return out

@@ -1,0 +1,123 @@
+"""Parameter counts: whole model and per GPU (one pipeline stage, one TP/EP shard).
+
+Formulas (`formulas.md`, Llama style; GPT adds biases, LayerNorm bias and learned positions):
+  attention per layer  h·q + 2·h·g·d + q·h
+  MLP per layer        3·h·I (SwiGLU) or 2·h·I (GELU)
+  MoE layer            E·3·h·I_e + router h·E (+ shared experts); active uses k instead of E
+  norms                2·h per layer (RMSNorm; LayerNorm has a bias: 4·h) + final norm
+  embedding            V·h; output head V·h unless tied
+Sharding: TP splits attention heads (KV heads replicate when tp > g: each rank keeps one whole
+KV head), the MLP and the vocabulary; EP splits experts (expert TP = tp, Megatron default);
+norms, biases of row-parallel layers and routers are replicated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import ModelSpec, moe_layers_in_range
+
+
+def _norm_params(model: ModelSpec) -> int:
+    return model.hidden * (2 if model.norm == "layernorm" else 1)
+
+
+def attention_params(model: ModelSpec) -> int:
+    h, q, kv = model.hidden, model.q_dim, model.kv_dim
+    n = h * q + 2 * h * kv + q * h
+    if model.bias:
+        n += q + 2 * kv + h
+    return n
+
+
+def mlp_params(model: ModelSpec, ffn: int) -> int:
+    h = model.hidden
+    if model.gated:
+        return 3 * h * ffn + (2 * ffn + h if model.bias else 0)
+    return 2 * h * ffn + (ffn + h if model.bias else 0)
+
+
+def moe_params(model: ModelSpec, experts: int) -> int:
+    """Routed experts (`experts` of them), router and shared experts of one MoE layer."""
+    moe = model.moe
+    n = experts * mlp_params(model, moe.ffn_hidden) + model.hidden * moe.num_experts
+    if moe.router_bias:
+        n += moe.num_experts
+    if moe.num_shared_experts:
+        n += moe.num_shared_experts * mlp_params(model, moe.shared_ffn_hidden or moe.ffn_hidden)
+    return n
+
+
+def embedding_params(model: ModelSpec) -> int:
+    """Input embedding (+ learned positions) and output head, counted once if tied."""
+    n = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
+    if model.position_embedding == "learned":
+        n += model.max_position * model.hidden
+    return n
+
+
+def total_params(model: ModelSpec, active: bool = False) -> int:
+    """Exact parameter count; `active` counts top-k routed experts instead of all."""
+    L, n_moe = model.layers, model.num_moe_layers
+    norms = 2 * _norm_params(model)
+    dense_layer = attention_params(model) + mlp_params(model, model.ffn_hidden) + norms
+    n = (L - n_moe) * dense_layer + embedding_params(model) + _norm_params(model)
+    if n_moe:
+        experts = model.moe.top_k if active else model.moe.num_experts
+        n += n_moe * (attention_params(model) + moe_params(model, experts) + norms)
+    return n
+
+
+def norm_params_total(model: ModelSpec) -> int:
+    """Norm weights (and biases) only: the seed PoC left these out of its counts."""
+    return (2 * model.layers + 1) * _norm_params(model)
+
+
+def params_per_gpu(model: ModelSpec, tp, pp, ep, stage: str) -> dict[str, np.ndarray]:
+    """Parameters held by one GPU of the first or last pipeline stage, by kind.
+
+    Returns arrays: embedding, attention, mlp (dense MLP + norms + routers + shared experts),
+    experts (routed experts, sharded over the expert-data-parallel group), and `dense` = the rest.
+    Layers are split evenly and contiguously: stage i holds layers [i·L/pp, (i+1)·L/pp).
+    """
+    h, L, d = model.hidden, model.layers, model.d
+    tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
+    per_stage = L // pp
+    lo = np.zeros_like(pp) if stage == "first" else L - per_stage
+    n_moe = moe_layers_in_range(model, lo, lo + per_stage)
+    n_dense = per_stage - n_moe
+    g_local = np.maximum(model.g // tp, 1)  # whole KV heads per rank (replicated when tp > g)
+
+    attn = (2 * h * model.q_dim) / tp + 2 * h * d * g_local
+    if model.bias:
+        attn = attn + model.q_dim / tp + 2 * d * g_local + h
+    norms = 2 * _norm_params(model)
+
+    def mlp_shard(ffn):
+        mult = 3 if model.gated else 2
+        n = mult * h * ffn / tp
+        if model.bias:
+            n = n + (2 if model.gated else 1) * ffn / tp + h
+        return n
+
+    mlp = n_dense * (mlp_shard(model.ffn_hidden) + norms) + n_moe * norms
+    experts = np.zeros(tp.shape, dtype=np.float64)
+    if model.moe is not None:
+        moe = model.moe
+        router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+        shared = moe.num_shared_experts * mlp_shard(moe.shared_ffn_hidden or moe.ffn_hidden)
+        mlp = mlp + n_moe * (router + shared)
+        experts = n_moe * (moe.num_experts / ep) * mlp_shard(moe.ffn_hidden)
+
+    vocab_shard = model.vocab * h / tp
+    first, last, single = (pp > 1) & (stage == "first"), (pp > 1) & (stage == "last"), pp == 1
+    pos = model.max_position * h if model.position_embedding == "learned" else 0
+    emb_in = vocab_shard + pos
+    head = vocab_shard  # tied heads still need a copy on the last stage when pp > 1
+    final_norm = _norm_params(model)
+    embedding = np.where(first, emb_in, 0.0) + np.where(last, head + final_norm, 0.0)
+    embedding = embedding + np.where(single, emb_in + (0 if model.tie_embeddings else head) + final_norm, 0.0)
+    attention = per_stage * attn
+    dense = embedding + attention + mlp
+    return {"embedding": embedding, "attention": attention, "mlp": mlp, "experts": experts,
+            "dense": dense, "total": dense + experts}

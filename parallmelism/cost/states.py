@@ -1,0 +1,47 @@
+"""Model states per GPU: weights, gradients, optimizer (mixed precision + Adam), per DP sharding.
+
+Bytes per parameter (`formulas.md`; Rajbhandari et al. 2020, ZeRO), n = sharding group size:
+  NO_OP                       weights 2, grads 4,   optimizer 12        (18 total; DDP)
+  OPTIMIZER_STATES            weights 2, grads 4,   optimizer 12/n      (ZeRO-1, dist. optimizer)
+  OPTIMIZER_STATES_AND_GRADS  weights 2, grads 4/n, optimizer 12/n      (ZeRO-2)
+  FULLY_SHARD                 weights 4/n, grads 4/n, optimizer 8/n     (ZeRO-3/FSDP: the fp32
+                              shard is the parameter; bf16 units are gathered when used)
+Optimizer = fp32 master copy (4) + Adam m and v (8); grads are fp32 main grads (Megatron).
+FP8 training keeps the bf16 weight and adds an fp8 copy (1 byte per parameter).
+Dense parameters shard over the DP×CP group (Megatron's distributed optimizer); expert
+parameters over the expert-data-parallel group dp·cp/ep.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..grid import SHARDING_CODE
+
+NO_OP, OS, OSG, FS = (SHARDING_CODE[k] for k in
+                      ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"))
+
+
+def bytes_per_param(sharding, n, fp8: bool = False) -> dict[str, np.ndarray]:
+    """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks."""
+    sharding = np.asarray(sharding)
+    n = np.asarray(n, dtype=np.float64)
+    fully = sharding == FS
+    weights = np.where(fully, 4.0 / n, 2.0 + (1.0 if fp8 else 0.0))
+    grads = np.where((sharding == OSG) | fully, 4.0 / n, 4.0)
+    optimizer = np.where(sharding == NO_OP, 12.0, np.where(fully, 8.0 / n, 12.0 / n))
+    return {"weights": weights, "grads": grads, "optimizer": optimizer}
+
+
+def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, fp8: bool = False):
+    """Weights, grads, optimizer bytes on one GPU for its dense and expert parameter shards."""
+    dense_group = np.asarray(dp) * np.asarray(cp)
+    expert_group = dense_group // np.asarray(ep)
+    bd = bytes_per_param(sharding, dense_group, fp8)
+    be = bytes_per_param(sharding, expert_group, fp8)
+    return {k: dense_params * bd[k] + expert_params * be[k] for k in bd}
+
+
+def fsdp_gather_bytes(layer_params_per_gpu, sharding, prefetch_units: int = 2):
+    """FULLY_SHARD gathers each layer's bf16 weights before use: the current unit and one prefetched."""
+    return np.where(np.asarray(sharding) == FS, prefetch_units * 2.0 * layer_params_per_gpu, 0.0)

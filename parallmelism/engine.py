@@ -1,0 +1,66 @@
+"""Evaluate a run: enumerate layouts, apply every cost term, return one tidy table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cost.memory import training_memory
+from .cost.params import total_params
+from .cost.pipeline import bubble_rate
+from .errors import UserError
+from .grid import RECOMPUTE_CODE, SHARDING_CODE, LayoutGrid, enumerate_training_layouts
+from .schema import TRAINING_COLUMNS
+from .specs import RunConfig
+
+SHARDING_NAMES = np.array(sorted(SHARDING_CODE, key=SHARDING_CODE.get))
+RECOMPUTE_NAMES = np.array(sorted(RECOMPUTE_CODE, key=RECOMPUTE_CODE.get))
+
+
+def evaluate_training_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:
+    """All cost columns for layout rows (codes, not strings)."""
+    model, hw, wl = run.model, run.hardware, run.workload
+    out = dict(cols)
+    n = len(cols["tp"])
+    out["seq_len"] = np.full(n, wl.seq_len)
+    out["global_batch"] = np.full(n, wl.global_batch)
+    out["params_total"] = np.full(n, total_params(model), dtype=np.int64)
+    out["params_active"] = np.full(n, total_params(model, active=True), dtype=np.int64)
+    out.update(training_memory(cols, model, hw, wl))
+    out["pp_bubble_rate"] = bubble_rate(cols["pp"], cols["vpp"], cols["num_micro_batches"], wl.schedule)
+    return out
+
+
+def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
+    """A pandas DataFrame in schema order with readable strings for coded columns."""
+    import pandas as pd
+
+    n = len(cols["tp"])
+    data = {
+        "model": pd.Categorical([run.model.name] * n) if n else pd.Categorical([]),
+        "hardware": pd.Categorical([run.hardware.name] * n) if n else pd.Categorical([]),
+        "workload": pd.Categorical([run.workload.kind] * n) if n else pd.Categorical([]),
+    }
+    for k, v in cols.items():
+        if k == "dp_sharding":
+            v = pd.Categorical.from_codes(v, categories=list(SHARDING_NAMES))
+        elif k == "recompute":
+            v = pd.Categorical.from_codes(v, categories=list(RECOMPUTE_NAMES))
+        elif k == "mem_stage":
+            v = pd.Categorical(v, categories=["first", "last"])
+        data[k] = v
+    order = [c for c in (column_order or TRAINING_COLUMNS) if c in data]
+    order += [c for c in data if c not in order]
+    return pd.DataFrame({c: data[c] for c in order})
+
+
+def evaluate(run: RunConfig):
+    """Evaluate every valid layout of a run. Returns (DataFrame, LayoutGrid)."""
+    if run.workload.kind != "train":
+        raise UserError("workload=inference is not available in this version; use workload=train")
+    grid = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid)
+    cols = evaluate_training_columns(grid.columns, run)
+    return to_frame(cols, run), grid
+
+
+def empty_grid_message(grid: LayoutGrid) -> str:
+    return grid.explain_empty()

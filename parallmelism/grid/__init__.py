@@ -1,0 +1,7 @@
+"""Layout enumeration: the one place that knows which parallel layouts are valid."""
+
+from .layouts import (DROP_REASONS, RECOMPUTE_CODE, SHARDING_CODE, LayoutGrid, divisors,
+                      enumerate_training_layouts)
+
+__all__ = ["DROP_REASONS", "RECOMPUTE_CODE", "SHARDING_CODE", "LayoutGrid", "divisors",
+           "enumerate_training_layouts"]

@@ -1,0 +1,201 @@
+"""Training layout grid: every valid (tp, pp, cp, ep, dp, vpp, micro_batch, sharding, recompute, sp).
+
+This module owns every divisibility rule (torchtitan's ParallelDims idea): the same rules build
+the valid grid and explain why layouts were dropped. Axes are crossed one at a time; rows that
+fail a rule are counted under the first rule they break, multiplied by the number of values of
+the axes not crossed yet, so `dropped` adds up to every combination that was considered.
+
+Rank order (Megatron): TP varies fastest, then CP, then DP (EP inside DP x CP), PP slowest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..specs import DP_SHARDING, RECOMPUTE, AcceleratorSpec, GridSpec, ModelSpec, TrainWorkload
+
+# reason key -> sentence shown to users. Order = order the rules are checked.
+DROP_REASONS: dict[str, str] = {
+    "product_not_dividing_ngpus": "tp·pp·cp does not divide ngpus",
+    "ngpus_exceeds_fabric": "ngpus exceeds the scale-up domain and the hardware has no scale-out tier",
+    "tp_exceeds_scale_up_domain": "tp is larger than the scale-up (NVLink) domain",
+    "heads_not_divisible_by_tp": "query heads are not divisible by tp",
+    "kv_heads_incompatible_with_tp": "kv heads neither divide by tp nor divide tp (no whole-head replication)",
+    "ffn_not_divisible_by_tp": "FFN size (or expert FFN size) is not divisible by tp",
+    "layers_not_divisible_by_pp": "layers are not divisible by pp",
+    "seq_not_divisible_by_cp": "sequence length is not divisible by 2·cp (load-balanced causal ring attention)",
+    "ep_on_dense_model": "ep > 1 on a model without experts",
+    "experts_not_divisible_by_ep": "experts are not divisible by ep",
+    "ep_not_dividing_dp_cp": "ep does not divide dp·cp (EP lives inside the data-parallel × CP group)",
+    "batch_not_divisible_by_dp_micro_batch": "global batch is not divisible by dp·micro_batch",
+    "vpp_needs_pp": "virtual pipeline stages (vpp > 1) need pp > 1",
+    "vpp_needs_1f1b": "virtual pipeline stages (vpp > 1) only exist for the 1F1B schedule",
+    "layers_not_divisible_by_pp_vpp": "layers are not divisible by pp·vpp",
+    "micro_batches_not_divisible_by_pp": "interleaved 1F1B needs the number of micro-batches divisible by pp",
+    "sequence_parallel_needs_tp": "sequence parallelism needs tp > 1",
+    "sharding_needs_dp": "a DP sharding strategy other than NO_OP needs a data-parallel group > 1",
+}
+
+# Integer codes for the string axes (kept as codes in the engine, strings in reports).
+SHARDING_CODE = {name: i for i, name in enumerate(DP_SHARDING)}
+RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
+
+
+def divisors(n: int) -> np.ndarray:
+    small = [i for i in range(1, int(n**0.5) + 1) if n % i == 0]
+    return np.array(sorted(set(small + [n // i for i in small])), dtype=np.int64)
+
+
+@dataclass
+class LayoutGrid:
+    """Valid layouts as array columns, and what was dropped."""
+
+    columns: dict[str, np.ndarray]
+    dropped: dict[str, int] = field(default_factory=dict)
+    considered: int = 0
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def explain_empty(self) -> str:
+        """One sentence for an empty grid, naming the main reasons."""
+        top = sorted(((n, r) for r, n in self.dropped.items() if n), reverse=True)[:3]
+        if not top:
+            return "no layout to evaluate"
+        parts = ", ".join(f"{DROP_REASONS[r]} ({n:,})" for n, r in top)
+        return f"all {self.considered:,} layouts were dropped: {parts}"
+
+
+class _Crosser:
+    """Crosses axes into a growing table and counts rule failures with their multiplicity."""
+
+    def __init__(self, cols: dict[str, np.ndarray], remaining: int):
+        self.cols = cols
+        self.remaining = remaining  # product of the sizes of axes not crossed yet
+        self.dropped = {r: 0 for r in DROP_REASONS}
+
+    def cross(self, name: str, values) -> None:
+        values = np.asarray(values)
+        n = len(next(iter(self.cols.values())))
+        self.cols = {k: np.repeat(v, len(values)) for k, v in self.cols.items()}
+        self.cols[name] = np.tile(values, n)
+        self.remaining //= len(values)
+
+    def rule(self, reason: str, bad: np.ndarray) -> None:
+        bad = np.asarray(bad, dtype=bool)
+        if bad.ndim == 0:
+            bad = np.full(len(next(iter(self.cols.values()))), bool(bad))
+        if bad.any():
+            self.dropped[reason] += int(bad.sum()) * self.remaining
+            keep = ~bad
+            self.cols = {k: v[keep] for k, v in self.cols.items()}
+
+
+def _candidates(pinned, default) -> np.ndarray:
+    return np.asarray(pinned if pinned is not None else default)
+
+
+def enumerate_training_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload,
+                               grid: GridSpec) -> LayoutGrid:
+    """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
+    parts, dropped, considered = [], {r: 0 for r in DROP_REASONS}, 0
+    for n in grid.ngpus:
+        g = _enumerate_one(model, hw, workload, grid, int(n))
+        parts.append(g.columns)
+        considered += g.considered
+        for r, c in g.dropped.items():
+            dropped[r] += c
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return LayoutGrid(cols, dropped, considered)
+
+
+def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
+    L, a, g, s, B = model.layers, model.heads, model.g, workload.seq_len, workload.global_batch
+    E = model.moe.num_experts if model.moe else 0
+    div_n = divisors(n)
+    tp_c = _candidates(grid.tp, div_n)
+    pp_c = _candidates(grid.pp, div_n)
+    cp_c = _candidates(grid.cp, div_n)
+    ep_c = _candidates(grid.ep, divisors(E)[divisors(E) <= n] if E else [1])
+    mb_default = divisors(B)
+    if grid.max_micro_batch:
+        mb_default = mb_default[mb_default <= grid.max_micro_batch]
+    mb_c = _candidates(grid.micro_batch, mb_default)
+    vpp_c = _candidates(grid.vpp, divisors(L))
+    sh_c = np.array([SHARDING_CODE[x] for x in (grid.dp_sharding or DP_SHARDING)], dtype=np.int8)
+    rc_c = np.array([RECOMPUTE_CODE[x] for x in (grid.recompute or RECOMPUTE)], dtype=np.int8)
+    sp_c = np.array(grid.sequence_parallel if grid.sequence_parallel is not None else [False, True])
+
+    # (tp, pp, cp) triples; unpinned axes only ever take factorizations of n.
+    tp, pp, cp = (x.ravel() for x in np.meshgrid(tp_c, pp_c, cp_c, indexing="ij"))
+    later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
+    x = _Crosser({"tp": tp, "pp": pp, "cp": cp}, later)
+    divides = n % (tp * pp * cp) == 0
+    if grid.tp is None and grid.pp is None and grid.cp is None:
+        keep = divides  # not layouts at all: nothing to report
+        x.cols = {k: v[keep] for k, v in x.cols.items()}
+    else:
+        x.rule("product_not_dividing_ngpus", ~divides)
+    considered = len(x.cols["tp"]) * later + x.dropped["product_not_dividing_ngpus"]
+    tp, pp, cp = x.cols["tp"], x.cols["pp"], x.cols["cp"]
+    x.cols["ngpus"] = np.full(len(tp), n, dtype=np.int64)
+    x.cols["dp"] = n // (tp * pp * cp)
+
+    domain = hw.scale_up.domain_size
+    x.rule("ngpus_exceeds_fabric", hw.scale_out is None and n > domain)
+    c = x.cols
+    x.rule("tp_exceeds_scale_up_domain", c["tp"] > domain)
+    c = x.cols
+    x.rule("heads_not_divisible_by_tp", a % c["tp"] != 0)
+    c = x.cols
+    x.rule("kv_heads_incompatible_with_tp", (g % c["tp"] != 0) & (c["tp"] % g != 0))
+    c = x.cols
+    ffn_bad = model.ffn_hidden % c["tp"] != 0
+    if model.moe is not None:
+        ffn_bad |= model.moe.ffn_hidden % c["tp"] != 0
+    x.rule("ffn_not_divisible_by_tp", ffn_bad)
+    c = x.cols
+    x.rule("layers_not_divisible_by_pp", L % c["pp"] != 0)
+    c = x.cols
+    x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (2 * c["cp"]) != 0))
+
+    x.cross("ep", ep_c)
+    c = x.cols
+    x.rule("ep_on_dense_model", (E == 0) & (c["ep"] > 1))
+    c = x.cols
+    if E:
+        x.rule("experts_not_divisible_by_ep", E % c["ep"] != 0)
+        c = x.cols
+    x.rule("ep_not_dividing_dp_cp", (c["dp"] * c["cp"]) % c["ep"] != 0)
+
+    x.cross("micro_batch", mb_c)
+    c = x.cols
+    x.rule("batch_not_divisible_by_dp_micro_batch", B % (c["dp"] * c["micro_batch"]) != 0)
+    c = x.cols
+    c["num_micro_batches"] = B // (c["dp"] * c["micro_batch"])
+
+    x.cross("vpp", vpp_c)
+    c = x.cols
+    x.rule("vpp_needs_pp", (c["vpp"] > 1) & (c["pp"] == 1))
+    c = x.cols
+    x.rule("vpp_needs_1f1b", (c["vpp"] > 1) & (workload.schedule != "1f1b"))
+    c = x.cols
+    x.rule("layers_not_divisible_by_pp_vpp", L % (c["pp"] * c["vpp"]) != 0)
+    c = x.cols
+    x.rule("micro_batches_not_divisible_by_pp", (c["vpp"] > 1) & (c["num_micro_batches"] % c["pp"] != 0))
+
+    x.cross("dp_sharding", sh_c)
+    x.cross("recompute", rc_c)
+    x.cross("sequence_parallel", sp_c)
+    c = x.cols
+    x.rule("sequence_parallel_needs_tp", c["sequence_parallel"] & (c["tp"] == 1))
+    c = x.cols
+    x.rule("sharding_needs_dp", (c["dp_sharding"] != SHARDING_CODE["NO_OP"]) & (c["dp"] * c["cp"] == 1))
+
+    c = x.cols
+    c["kv_replication"] = np.where(c["tp"] > g, c["tp"] // g, 1)
+    order = ["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "num_micro_batches",
+             "dp_sharding", "recompute", "sequence_parallel", "kv_replication"]
+    return LayoutGrid({k: c[k] for k in order}, x.dropped, considered)

@@ -1,0 +1,1 @@
+"""Reports: table writers and (at the edge) terminal tables."""

@@ -1,0 +1,51 @@
+"""Rich terminal tables (edge module: the core never imports rich)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+DEFAULT_COLUMNS = ["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute",
+                   "sequence_parallel", "mem_states_gib", "mem_activations_gib", "mem_total_gib",
+                   "mem_headroom_gib"]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:,.2f}" if abs(v) < 1e6 else f"{v:.3e}"
+    return str(v)
+
+
+def frame_table(df, columns=None, title: str | None = None) -> Table:
+    columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
+    table = Table(title=title, show_lines=False)
+    for c in columns:
+        table.add_column(c, justify="right" if df[c].dtype.kind in "iuf" else "left")
+    for row in df[columns].itertuples(index=False):
+        table.add_row(*(_fmt(v) for v in row))
+    return table
+
+
+def record_table(record: dict, title: str | None = None, descriptions: dict | None = None) -> Table:
+    """One layout shown vertically: column, value, meaning."""
+    table = Table(title=title)
+    table.add_column("column")
+    table.add_column("value", justify="right")
+    if descriptions:
+        table.add_column("meaning")
+    for k, v in record.items():
+        row = [k, _fmt(v)]
+        if descriptions:
+            row.append(descriptions.get(k, ""))
+        table.add_row(*row)
+    return table
+
+
+def drop_table(dropped: dict[str, int], reasons: dict[str, str], kept: int) -> Table:
+    table = Table(title="layouts considered")
+    table.add_column("outcome")
+    table.add_column("layouts", justify="right")
+    table.add_row("kept (valid)", f"{kept:,}")
+    for r, n in sorted(dropped.items(), key=lambda kv: -kv[1]):
+        if n:
+            table.add_row(f"dropped: {reasons[r]}", f"{n:,}")
+    return table

@@ -1,0 +1,86 @@
+"""Atomic table writers: write to a temporary file beside the target, then rename.
+
+A failed or interrupted run never leaves a partial file at the target path. CSV goes through
+pyarrow's writer (about 10x faster than pandas `to_csv`); Parquet through pyarrow too. Both
+carry the tool and schema version (a `# parallmelism ...` first line is NOT used for CSV, which
+must stay plain: the versions are in the Parquet metadata and in the CSV columns
+`tool_version`/`schema_version`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .. import SCHEMA_VERSION, __version__
+from ..errors import UserError
+
+
+def _arrow_table(df):
+    import pyarrow as pa
+
+    df = df.copy()
+    df["tool_version"] = __version__
+    df["schema_version"] = SCHEMA_VERSION
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta.update({b"parallmelism_version": __version__.encode(),
+                 b"parallmelism_schema_version": str(SCHEMA_VERSION).encode()})
+    return table.replace_schema_metadata(meta)
+
+
+def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
+    """Write df to path (csv or parquet, from fmt or the suffix) atomically. Returns the path."""
+    path = Path(path)
+    fmt = fmt or ("parquet" if path.suffix == ".parquet" else "csv")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output folder {str(path.parent)!r}: {exc.strerror}") from None
+    if path.is_dir():
+        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UserError(f"cannot write to {str(path.parent)!r}: {exc.strerror}") from None
+    os.close(fd)
+    try:
+        table = _arrow_table(df)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+        else:
+            import pyarrow.csv as pacsv
+
+            # Categorical (dictionary) columns are written as their plain strings.
+            table = table.cast(_plain_schema(table.schema))
+            pacsv.write_csv(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _plain_schema(schema):
+    import pyarrow as pa
+
+    fields = [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def read_table(path: str | Path):
+    """Read a CSV or Parquet file written by write_table (or any tidy table) into pandas."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"file {str(path)!r} does not exist")
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path)
+    except Exception as exc:
+        raise UserError(f"cannot read {str(path)!r}: {str(exc).splitlines()[0]}") from None

@@ -1,0 +1,63 @@
+"""The output schema: column name -> meaning. Names carry units; renaming one is a breaking change.
+
+Seed PoC (LLM Parallelism Explorer) columns map onto ours as noted in `SEED_COLUMNS`.
+"""
+
+TRAINING_COLUMNS: dict[str, str] = {
+    "model": "model name (models/NAME.yaml)",
+    "hardware": "accelerator name (hardware/NAME.yaml)",
+    "workload": "train or inference",
+    "ngpus": "GPUs in the job",
+    "tp": "tensor-parallel size",
+    "pp": "pipeline-parallel size",
+    "cp": "context-parallel size (sequence split for attention, ring)",
+    "ep": "expert-parallel size (inside dp·cp)",
+    "dp": "data-parallel size = ngpus / (tp·pp·cp)",
+    "vpp": "virtual pipeline stages per PP rank (1 = not interleaved)",
+    "micro_batch": "sequences per micro-batch (b)",
+    "num_micro_batches": "micro-batches per step per DP rank, m = global_batch / (dp·micro_batch)",
+    "dp_sharding": "NO_OP | OPTIMIZER_STATES | OPTIMIZER_STATES_AND_GRADS | FULLY_SHARD",
+    "recompute": "activation recomputation: none | selective | full",
+    "sequence_parallel": "Megatron sequence parallelism (activations outside TP regions split by tp)",
+    "kv_replication": "copies of each KV head across the TP group (tp / kv_heads when tp > kv_heads)",
+    "seq_len": "tokens per sequence",
+    "global_batch": "sequences per optimizer step",
+    "params_total": "parameters of the model",
+    "params_active": "parameters used per token (top-k experts)",
+    "params_per_gpu": "parameters held by one GPU of the reported stage",
+    "params_embedding_per_gpu": "embedding/output-head/final-norm parameters on that GPU",
+    "params_attention_per_gpu": "attention parameters on that GPU",
+    "params_mlp_per_gpu": "dense MLP, norm, router and shared-expert parameters on that GPU",
+    "params_experts_per_gpu": "routed-expert parameters on that GPU",
+    "mem_weights_gib": "weights per GPU, GiB",
+    "mem_grads_gib": "gradients per GPU, GiB",
+    "mem_optimizer_gib": "fp32 master weights and Adam moments per GPU, GiB",
+    "mem_states_gib": "weights + grads + optimizer per GPU, GiB",
+    "mem_states_embedding_gib": "part of mem_states_gib held for embedding/output head, GiB",
+    "mem_fsdp_gather_gib": "FULLY_SHARD gathered bf16 layer buffers (current + prefetch), GiB",
+    "mem_activations_gib": "activations saved for backward incl. logits, GiB",
+    "mem_logits_gib": "logits and cross-entropy copy on the last stage, GiB",
+    "mem_total_gib": "states + FSDP buffers + activations, GiB",
+    "hbm_usable_gib": "allocatable HBM per GPU, GiB",
+    "mem_headroom_gib": "hbm_usable_gib - mem_total_gib",
+    "fits": "mem_total_gib <= hbm_usable_gib",
+    "mem_stage": "pipeline stage reported (first or last): the one with the larger total",
+    "pp_inflight_micro_batches": "micro-batches' worth of layer activations held by that stage",
+    "pp_bubble_rate": "bubble time / ideal compute time: (p-1)/(v·m); ZB-H1 (p-1)/(3m)",
+}
+
+# Seed PoC column -> our column (or how to get it).
+SEED_COLUMNS: dict[str, str] = {
+    "name": "model",
+    "ngpus": "ngpus",
+    "TP / PP / EP / CP / DP": "tp / pp / ep / cp / dp",
+    "sub_seq_length": "seq_len / cp",
+    "micro_batch_size": "micro_batch",
+    "num_of_micro_batches": "num_micro_batches",
+    "data_parallel_sharding_strategy": "dp_sharding",
+    "total_memory_gb (GiB)": "mem_total_gib",
+    "model_and_optimizer_states_memory_gb (GiB)": "mem_states_gib",
+    "activations_memory_gb (GiB)": "mem_activations_gib",
+    "pipeline bubble rate": "pp_bubble_rate",
+    "token imbalance hypothesis": "workload.moe_imbalance (input)",
+}

@@ -1,0 +1,13 @@
+"""Typed, validated inputs: model, accelerator, workload, grid, and the run that holds them."""
+
+from .accelerator import AcceleratorSpec, Efficiency, ScaleOut, ScaleUp
+from .grid import DP_SHARDING, RECOMPUTE, GridSpec
+from .model import ModelSpec, MoESpec, moe_layers_in_range
+from .run import OutputSpec, RunConfig
+from .workload import BYTES_PER_ELEMENT, InferenceWorkload, TrainWorkload
+
+__all__ = [
+    "AcceleratorSpec", "Efficiency", "ScaleOut", "ScaleUp", "DP_SHARDING", "RECOMPUTE", "GridSpec",
+    "ModelSpec", "MoESpec", "moe_layers_in_range", "OutputSpec", "RunConfig", "BYTES_PER_ELEMENT",
+    "InferenceWorkload", "TrainWorkload",
+]

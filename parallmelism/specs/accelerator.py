@@ -1,0 +1,80 @@
+"""AcceleratorSpec: one accelerator and the interconnect of the cluster it sits in.
+
+Conventions: HBM capacity in GiB, bandwidths in GB/s (1e9 B/s) per direction, peak FLOP/s
+in dense TFLOP/s (no sparsity), latencies in microseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+
+class Efficiency(BaseModel):
+    """Achievable fractions of peak, set once per accelerator (never per case)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    matmul: float = Field(0.75, gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
+    attention: float = Field(0.6, gt=0, le=1, description="flash attention core, fraction of peak")
+    hbm: float = Field(0.85, gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth")
+    scale_up: float = Field(0.8, gt=0, le=1, description="large collectives in the scale-up domain")
+    scale_out: float = Field(0.9, gt=0, le=1, description="large collectives across nodes")
+    # Small GEMMs reach a lower fraction: efficiency = matmul * n/(n + matmul_half_size)
+    # with n the smallest GEMM dimension (a saturating fit, see cost.roofline).
+    matmul_half_dim: float = Field(0.0, ge=0, description="GEMM size at which efficiency halves")
+
+
+class ScaleUp(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    domain_size: PositiveInt = Field(description="GPUs that share the scale-up fabric (NVLink domain)")
+    bandwidth_gbps: PositiveFloat = Field(description="per GPU, per direction, GB/s")
+    latency_us: float = Field(2.0, ge=0)
+
+
+class ScaleOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    bandwidth_gbps: PositiveFloat = Field(description="per GPU, per direction, GB/s")
+    latency_us: float = Field(5.0, ge=0)
+
+
+class AcceleratorSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    display_name: Optional[str] = None
+    source: str = ""
+    confidence: str = ""
+    hbm_capacity_gib: PositiveFloat = Field(description="nominal HBM capacity")
+    hbm_usable_gib: PositiveFloat = Field(description="what the framework can allocate")
+    hbm_bandwidth_gbps: PositiveFloat
+    peak_tflops: dict[str, PositiveFloat] = Field(description="dense TFLOP/s per dtype: bf16, fp16, fp8, fp4, fp32")
+    scale_up: ScaleUp
+    scale_out: Optional[ScaleOut] = None
+    efficiency: Efficiency = Efficiency()
+    cost_per_gpu_hour_usd: float = Field(0.0, ge=0)
+    tdp_w: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _checks(self):
+        if self.hbm_usable_gib > self.hbm_capacity_gib:
+            raise ValueError(
+                f"hbm_usable_gib={self.hbm_usable_gib} exceeds hbm_capacity_gib={self.hbm_capacity_gib}"
+            )
+        if "bf16" not in self.peak_tflops:
+            raise ValueError("peak_tflops needs at least a bf16 entry")
+        return self
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s for a compute dtype; fp16 falls back to bf16, fp8/fp4 to the next wider."""
+        fallback = {"fp16": ["fp16", "bf16"], "fp8": ["fp8", "bf16"], "fp4": ["fp4", "fp8", "bf16"],
+                    "int8": ["int8", "fp8", "bf16"], "int4": ["int4", "fp4", "int8", "fp8", "bf16"]}
+        for key in fallback.get(dtype, [dtype, "bf16"]):
+            if key in self.peak_tflops:
+                return self.peak_tflops[key] * 1e12
+        return self.peak_tflops["bf16"] * 1e12

@@ -1,0 +1,47 @@
+"""GridSpec: which layouts to enumerate. A key left unset (null) means every valid value."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+
+DP_SHARDING = ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD")
+RECOMPUTE = ("none", "selective", "full")
+
+DpSharding = Literal["NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"]
+Recompute = Literal["none", "selective", "full"]
+
+
+def _as_list(value):
+    if value is None or isinstance(value, (list, tuple)):
+        return value
+    return [value]
+
+
+class GridSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ngpus: list[PositiveInt] = Field(min_length=1)
+    tp: Optional[list[PositiveInt]] = None
+    pp: Optional[list[PositiveInt]] = None
+    cp: Optional[list[PositiveInt]] = None
+    ep: Optional[list[PositiveInt]] = None
+    micro_batch: Optional[list[PositiveInt]] = None
+    vpp: Optional[list[PositiveInt]] = None
+    dp_sharding: Optional[list[DpSharding]] = None
+    recompute: Optional[list[Recompute]] = None
+    sequence_parallel: Optional[list[bool]] = None
+    max_micro_batch: Optional[PositiveInt] = Field(None, description="cap when micro_batch is unset")
+
+    _coerce = field_validator(
+        "ngpus", "tp", "pp", "cp", "ep", "micro_batch", "vpp", "dp_sharding", "recompute",
+        "sequence_parallel", mode="before")(_as_list)
+
+    @field_validator("ngpus", "tp", "pp", "cp", "ep", "micro_batch", "vpp", "dp_sharding", "recompute",
+                     "sequence_parallel")
+    @classmethod
+    def _non_empty(cls, value):
+        if value is not None and len(value) == 0:
+            raise ValueError("an empty list selects nothing; use null for every value")
+        return value

@@ -1,0 +1,116 @@
+"""ModelSpec: the architecture of a decoder-only transformer (dense or MoE)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+
+class MoESpec(BaseModel):
+    """Mixture-of-experts block that replaces the MLP in MoE layers.
+
+    Layer l (0-based) is an MoE layer when l >= first_dense_layers and
+    (l - first_dense_layers) % layer_freq == 0 (Megatron `--moe-layer-freq`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    num_experts: PositiveInt
+    top_k: PositiveInt
+    ffn_hidden: PositiveInt = Field(description="FFN size of one routed expert")
+    layer_freq: PositiveInt = 1
+    first_dense_layers: int = Field(0, ge=0)
+    num_shared_experts: int = Field(0, ge=0)
+    shared_ffn_hidden: Optional[PositiveInt] = None
+    capacity_factor: Optional[float] = Field(None, gt=0, description="None means dropless")
+    router_bias: bool = False
+
+    @model_validator(mode="after")
+    def _top_k_within_experts(self):
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k={self.top_k} exceeds num_experts={self.num_experts}")
+        return self
+
+
+class ModelSpec(BaseModel):
+    """Shapes of the model. Notation follows `formulas.md`: h, L, a, g, d, I, V."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    display_name: Optional[str] = None
+    source: str = ""
+    hidden: PositiveInt = Field(description="h")
+    layers: PositiveInt = Field(description="L")
+    heads: PositiveInt = Field(description="a, query heads")
+    kv_heads: Optional[PositiveInt] = Field(None, description="g; defaults to heads (MHA)")
+    head_dim: Optional[PositiveInt] = Field(None, description="d; defaults to hidden // heads")
+    ffn_hidden: PositiveInt = Field(description="I, dense FFN size")
+    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    vocab: PositiveInt
+    tie_embeddings: bool = False
+    bias: bool = Field(False, description="linear layers carry biases (GPT-2/3 style)")
+    position_embedding: Literal["rope", "learned"] = "rope"
+    max_position: Optional[PositiveInt] = Field(None, description="rows of a learned position table")
+    dropout: bool = Field(False, description="dropout after attention/MLP/embedding (GPT-3 era)")
+    moe: Optional[MoESpec] = None
+
+    @model_validator(mode="after")
+    def _shapes(self):
+        kv = self.kv_heads or self.heads
+        if kv > self.heads or self.heads % kv:
+            raise ValueError(f"heads={self.heads} is not a multiple of kv_heads={kv}")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}; set head_dim")
+        if self.position_embedding == "learned" and self.max_position is None:
+            raise ValueError("position_embedding=learned needs max_position")
+        if self.moe is not None and self.moe.first_dense_layers >= self.layers:
+            raise ValueError(f"moe.first_dense_layers={self.moe.first_dense_layers} leaves no MoE layer")
+        return self
+
+    # Derived shapes, named as in formulas.md.
+    @property
+    def g(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def d(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """q = a·d, width of the query projection."""
+        return self.heads * self.d
+
+    @property
+    def kv_dim(self) -> int:
+        """g·d, width of the key (and of the value) projection."""
+        return self.g * self.d
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp == "swiglu"
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else moe_layers_in_range(self, 0, self.layers)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+
+def moe_layers_in_range(model: ModelSpec, lo, hi):
+    """Number of MoE layers among layers [lo, hi); lo/hi may be numpy arrays."""
+    import numpy as np
+
+    if model.moe is None:
+        return np.zeros_like(np.asarray(hi)) if np.ndim(hi) else 0
+    fd, f = model.moe.first_dense_layers, model.moe.layer_freq
+    lo = np.maximum(np.asarray(lo), fd)
+    hi = np.maximum(np.asarray(hi), fd)
+    # count of l in [lo, hi) with (l - fd) % f == 0  ==  ceil((hi-fd)/f) - ceil((lo-fd)/f)
+    out = -((fd - hi) // f) + ((fd - lo) // f)
+    return out if np.ndim(out) else int(out)

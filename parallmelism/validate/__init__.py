@@ -1,0 +1,1 @@
+"""Validation against published measurements (case files)."""

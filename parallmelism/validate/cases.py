@@ -1,0 +1,134 @@
+"""Read case files (`shared/reference/*_measured.csv` format) into RunConfigs.
+
+One row is one published case: configuration columns, then measured values. How a row becomes
+a configuration, stated once:
+- model: the `model` column names a shipped model; else `model_desc` matching a shipped model's
+  display name (e.g. "Llama 3.1 405B"); else the architecture columns (hidden, layers, heads,
+  kv_heads [= heads], ffn, mlp [gelu when ffn = 4·hidden, the GPT convention, else swiglu],
+  vocab). GELU models are built GPT-style: LayerNorm, biases, learned positions, dropout, tied.
+- hardware: `accelerator`; empty means h100-sxm-80gb (only `fits` depends on it for memory).
+- `recompute` / `sequence_parallel` of `any` (or empty) mean none / false; empty `cp`, `ep`,
+  `vpp` mean 1; empty `global_batch` means dp·micro_batch; empty `micro_batch` means 1.
+- `dp_sharding`: the column; else a strategy name written in `notes`; else NO_OP.
+- `flash_attention`: the column; else false (the published Megatron cases predate it). The
+  shipped copies of the case files carry the column explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..errors import UserError
+from ..specs import DP_SHARDING
+
+DEFAULT_HARDWARE = "h100-sxm-80gb"
+
+
+def _blank(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() == "")
+
+
+def get(row: dict, key: str, default=None):
+    v = row.get(key)
+    return default if _blank(v) else v
+
+
+def as_int(row, key, default=None):
+    v = get(row, key, default)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is not a number") from None
+    if not f.is_integer():
+        raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is not a whole number")
+    return int(f)
+
+
+def as_bool(row, key, default=False):
+    v = get(row, key, None)
+    if v is None or str(v).lower() == "any":
+        return default
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is not true/false")
+
+
+def require(row, keys, kind: str):
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise UserError(f"{kind} case file is missing column(s) {', '.join(missing)}")
+
+
+def sharding_of(row) -> str:
+    v = get(row, "dp_sharding")
+    if v is not None:
+        if v not in DP_SHARDING:
+            raise UserError(f"case {row.get('case')!r}: dp_sharding={v!r} is not one of {', '.join(DP_SHARDING)}")
+        return v
+    notes = str(get(row, "notes", ""))
+    for name in sorted(DP_SHARDING, key=len, reverse=True):  # longest first: ..._AND_GRADS before ...
+        if re.search(rf"\b{name}\b", notes):
+            return name
+    return "NO_OP"
+
+
+def model_of(row, shipped_models: dict):
+    """ModelSpec for a case row (see module docstring)."""
+    from ..specs import ModelSpec
+
+    name = get(row, "model")
+    if name is not None:
+        if name not in shipped_models:
+            raise UserError(f"case {row.get('case')!r}: unknown model {name!r}")
+        return shipped_models[name]
+    desc = str(get(row, "model_desc", "")).strip().lower()
+    for spec in shipped_models.values():
+        if spec.display_name and spec.display_name.lower() == desc:
+            return spec
+    require(row, ["hidden", "layers", "heads", "ffn", "vocab"], "this")
+    h, ffn = as_int(row, "hidden"), as_int(row, "ffn")
+    heads = as_int(row, "heads")
+    mlp = get(row, "mlp") or ("gelu" if ffn == 4 * h else "swiglu")
+    gpt = mlp == "gelu"
+    try:
+        return ModelSpec(
+            name=str(get(row, "case", "case")), display_name=get(row, "model_desc"), hidden=h,
+            layers=as_int(row, "layers"), heads=heads, kv_heads=as_int(row, "kv_heads", heads), ffn_hidden=ffn,
+            mlp=mlp, norm="layernorm" if gpt else "rmsnorm", vocab=as_int(row, "vocab"), tie_embeddings=gpt,
+            bias=gpt, dropout=gpt, position_embedding="learned" if gpt else "rope",
+            max_position=as_int(row, "seq_len") if gpt else None)
+    except Exception as exc:
+        raise UserError(f"case {row.get('case')!r}: bad architecture ({str(exc).splitlines()[-1].strip()})") from None
+
+
+def train_run_of(row, shipped_models: dict, hardware_of, base_output):
+    """RunConfig with a fully pinned training grid for one case row."""
+    from pydantic import ValidationError
+
+    from ..errors import format_validation_error
+    from ..specs import GridSpec, RunConfig, TrainWorkload
+
+    model = model_of(row, shipped_models)
+    hw = hardware_of(get(row, "accelerator", DEFAULT_HARDWARE))
+    tp, pp = as_int(row, "tp", 1), as_int(row, "pp", 1)
+    cp, ep, dp = as_int(row, "cp", 1), as_int(row, "ep", 1), as_int(row, "dp", 1)
+    mb = as_int(row, "micro_batch", 1)
+    gpus = as_int(row, "gpus", tp * pp * cp * dp)
+    rc = get(row, "recompute", "none")
+    rc = "none" if str(rc).lower() == "any" else str(rc).lower()
+    precision = str(get(row, "precision", "bf16")).lower()
+    try:
+        wl = TrainWorkload(seq_len=as_int(row, "seq_len"), global_batch=as_int(row, "global_batch", dp * mb),
+                           precision=precision, flash_attention=as_bool(row, "flash_attention", False))
+        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], cp=[cp], ep=[ep], micro_batch=[mb],
+                        vpp=[as_int(row, "vpp", 1)], dp_sharding=[sharding_of(row)], recompute=[rc],
+                        sequence_parallel=[as_bool(row, "sequence_parallel", False)])
+        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
+    except ValidationError as exc:
+        raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None

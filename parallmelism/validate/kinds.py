@@ -1,0 +1,1 @@
+"""Imports the modules that register case kinds beyond memory (step time, inference)."""

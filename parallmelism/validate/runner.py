@@ -1,0 +1,121 @@
+"""Run case files through the cost model: one row per (case, quantity) with a signed error.
+
+error_pct = 100·(predicted − measured)/measured. Case kinds are recognised by their columns;
+each kind maps its `quantity` to one of our output columns.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from ..errors import UserError
+
+# memory case quantity -> how to read it from an evaluated row
+MEMORY_QUANTITIES = {
+    # Korthikanti et al. 2022 Figure 1 counts the transformer layers' states (18 bytes per
+    # parameter); the embedding/output-head share on the stage is reported separately.
+    "weights_grads_optimizer_per_gpu": lambda r: r["mem_states_gib"] - r["mem_states_embedding_gib"],
+    "activations_per_gpu": lambda r: r["mem_activations_gib"],
+}
+
+
+def shipped_case_files() -> list[Path]:
+    folder = resources.files("parallmelism") / "cases"
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".csv"))
+
+
+def _evaluate_one(run):
+    from ..engine import evaluate
+
+    df, grid = evaluate(run)
+    if len(df) == 0:
+        raise UserError(f"case layout is not valid: {grid.explain_empty()}")
+    return df.iloc[0]
+
+
+def _memory_rows(df, ctx):
+    from .cases import get, train_run_of
+
+    rows = []
+    for row in df.to_dict("records"):
+        q = row["quantity"]
+        if q not in MEMORY_QUANTITIES:
+            raise UserError(f"case {row['case']!r}: unknown quantity {q!r}; known: {', '.join(MEMORY_QUANTITIES)}")
+        run = train_run_of(row, *ctx)
+        pred = float(MEMORY_QUANTITIES[q](_evaluate_one(run)))
+        rows.append({"case": row["case"], "quantity": q, "unit": "GiB", "measured": float(row["measured_gib"]),
+                     "predicted": pred, "source": get(row, "source", "")})
+    return rows
+
+
+# kind name -> (required columns that identify it, handler)
+CASE_KINDS = {
+    "memory": (["case", "quantity", "measured_gib"], _memory_rows),
+}
+
+
+def register_case_kind(name: str, columns: list[str], handler) -> None:
+    """Later cost models (step time, inference) add their case kinds here."""
+    CASE_KINDS[name] = (columns, handler)
+
+
+def _context(overrides, config_dirs):
+    from ..config import option_files, user_config_dirs
+    from ..config.compose import _load_option, compose, to_run_config
+
+    user_dirs = user_config_dirs(config_dirs)
+    models = {n: _load_option("model", n, p) for n, p in option_files("model", user_dirs).items()}
+    hw_files = option_files("hardware", user_dirs)
+    cache = {}
+
+    def hardware_of(name):
+        if name not in hw_files:
+            raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
+        if name not in cache:
+            cache[name] = _load_option("hardware", name, hw_files[name])
+        return cache[name]
+
+    base = to_run_config(compose(overrides, config_dirs))
+    return models, hardware_of, base.output
+
+
+def run_validation(case_files, overrides, config_dirs):
+    import pandas as pd
+
+    from .. import validate as _pkg  # noqa: F401  (kinds register on import)
+    from . import kinds  # noqa: F401
+
+    files = list(case_files or shipped_case_files())
+    ctx = _context(overrides, config_dirs)
+    out = []
+    for f in files:
+        f = Path(f)
+        if not f.is_file():
+            raise UserError(f"case file {str(f)!r} does not exist")
+        try:
+            df = pd.read_csv(f, dtype=str, keep_default_na=False)
+        except Exception as exc:
+            raise UserError(f"cannot read case file {str(f)!r}: {str(exc).splitlines()[0]}") from None
+        df = df.replace({"": None})
+        for _, (cols, handler) in CASE_KINDS.items():
+            if all(c in df.columns for c in cols):
+                out += handler(df, ctx)
+                break
+        else:
+            known = "; ".join(f"{k}: {', '.join(c)}" for k, (c, _) in CASE_KINDS.items())
+            raise UserError(f"case file {str(f)!r} has none of the known column sets ({known})")
+    table = pd.DataFrame(out)
+    if len(table) == 0:
+        raise UserError("the case files hold no cases")
+    table["error_pct"] = 100.0 * (table["predicted"] - table["measured"]) / table["measured"]
+    return table[["case", "quantity", "unit", "measured", "predicted", "error_pct", "source"]]
+
+
+def summary(table) -> list[str]:
+    lines = []
+    for q, part in list(table.groupby("quantity", sort=False)) + [("all", table)]:
+        e = part["error_pct"].abs()
+        lines.append(f"{q}: {len(part)} cases, |error| mean {e.mean():.2f}%, median {e.median():.2f}%, "
+                     f"max {e.max():.2f}% ({part.loc[e.idxmax(), 'case']})")
+    return lines
