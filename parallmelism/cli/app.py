@@ -21,7 +21,10 @@ EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:  # pipes and CI: wide enough that tables do not wrap
+        console = Console(stderr=stderr, highlight=False, width=max(console.width, 200))
+    return console
 
 
 def _fail(message: str, code: int = 2):

@@ -45,6 +45,9 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
     except OSError as exc:
         raise UserError(f"cannot write to {str(path.parent)!r}: {exc.strerror}") from None
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
     try:
         table = _arrow_table(df)
         if fmt == "parquet":
