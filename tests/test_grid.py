@@ -1,0 +1,93 @@
+"""Layout grid: every drop reason, the bookkeeping, and that kept layouts satisfy every rule."""
+
+import numpy as np
+import pytest
+
+from parallmelism.config import load_option
+from parallmelism.grid import DROP_REASONS, enumerate_training_layouts
+from parallmelism.specs import GridSpec, TrainWorkload
+
+H100 = load_option("hardware", "h100-sxm-80gb")
+TPU = load_option("hardware", "tpu-v5p")
+L70 = load_option("model", "llama3.1-70b")
+MIX = load_option("model", "mixtral-8x7b")
+WL = TrainWorkload(seq_len=8192, global_batch=512)
+
+
+def grid(**kw):
+    return GridSpec(**kw)
+
+
+# reason -> (model, hardware, workload, grid) that triggers it
+CASES = {
+    "product_not_dividing_ngpus": (L70, H100, WL, grid(ngpus=[64], tp=[3])),
+    "ngpus_exceeds_fabric": (L70, TPU, WL, grid(ngpus=[16384])),
+    "tp_exceeds_scale_up_domain": (L70, H100, WL, grid(ngpus=[64], tp=[16])),
+    "heads_not_divisible_by_tp": (load_option("model", "grok-1"), load_option("hardware", "gb200-nvl72"), WL,
+                                  grid(ngpus=[64], tp=[32])),
+    "kv_heads_incompatible_with_tp": (L70.model_copy(update={"heads": 48, "kv_heads": 12, "head_dim": 128}),
+                                      H100, WL, grid(ngpus=[64], tp=[8])),
+    "ffn_not_divisible_by_tp": (L70.model_copy(update={"ffn_hidden": 28676}), H100, WL, grid(ngpus=[64], tp=[8])),
+    "layers_not_divisible_by_pp": (L70, H100, WL, grid(ngpus=[64], pp=[32])),
+    "seq_not_divisible_by_cp": (L70, H100, TrainWorkload(seq_len=8200, global_batch=512), grid(ngpus=[64], cp=[8])),
+    "ep_on_dense_model": (L70, H100, WL, grid(ngpus=[64], ep=[2])),
+    "experts_not_divisible_by_ep": (MIX, H100, WL, grid(ngpus=[48], ep=[3])),
+    "ep_not_dividing_dp_cp": (MIX, H100, WL, grid(ngpus=[64], tp=[8], pp=[4], cp=[1], ep=[8])),
+    "batch_not_divisible_by_dp_micro_batch": (L70, H100, WL, grid(ngpus=[64], micro_batch=[16], tp=[1], pp=[1],
+                                                                  cp=[1])),
+    "vpp_needs_pp": (L70, H100, WL, grid(ngpus=[64], pp=[1], vpp=[2])),
+    "vpp_needs_1f1b": (L70, H100, TrainWorkload(seq_len=8192, global_batch=512, schedule="gpipe"),
+                       grid(ngpus=[64], pp=[4], vpp=[2])),
+    "layers_not_divisible_by_pp_vpp": (L70, H100, WL, grid(ngpus=[64], pp=[8], vpp=[4])),
+    "micro_batches_not_divisible_by_pp": (L70, H100, TrainWorkload(seq_len=8192, global_batch=20),
+                                          grid(ngpus=[64], tp=[8], pp=[4], cp=[1], micro_batch=[1], vpp=[2])),
+    "sequence_parallel_needs_tp": (L70, H100, WL, grid(ngpus=[64], tp=[1], sequence_parallel=[True])),
+    "sharding_needs_dp": (L70, H100, WL, grid(ngpus=[64], tp=[8], pp=[8], cp=[1], dp_sharding=["FULLY_SHARD"])),
+}
+
+
+def test_every_reason_has_a_case():
+    assert set(CASES) == set(DROP_REASONS)
+
+
+@pytest.mark.parametrize("reason", list(CASES))
+def test_drop_reason_is_counted(reason):
+    model, hw, wl, g = CASES[reason]
+    out = enumerate_training_layouts(model, hw, wl, g)
+    assert out.dropped[reason] > 0
+    assert out.considered == len(out) + sum(out.dropped.values())
+
+
+def test_empty_grid_explains_itself():
+    out = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], tp=[16]))
+    assert len(out) == 0
+    assert "scale-up" in out.explain_empty() and "all" in out.explain_empty()
+
+
+def test_kept_layouts_obey_every_rule():
+    out = enumerate_training_layouts(MIX, H100, WL, grid(ngpus=[64, 128]))
+    c = out.columns
+    assert len(out) > 1000
+    assert np.all(c["tp"] * c["pp"] * c["cp"] * c["dp"] == c["ngpus"])
+    assert np.all(c["tp"] <= 8) and np.all(32 % c["tp"] == 0)
+    assert np.all(32 % (c["pp"] * c["vpp"]) == 0)
+    assert np.all(8 % c["ep"] == 0) and np.all((c["dp"] * c["cp"]) % c["ep"] == 0)
+    assert np.all(c["num_micro_batches"] * c["dp"] * c["micro_batch"] == 512)
+    assert not np.any(c["sequence_parallel"] & (c["tp"] == 1))
+    # every (tp, pp, cp) factorization of 64 with tp <= 8 appears
+    triples = {(int(a), int(b), int(d)) for a, b, d in zip(c["tp"], c["pp"], c["cp"]) if int(a * b * d) <= 64}
+    assert (8, 4, 2) in triples and (1, 1, 1) in triples
+
+
+def test_unset_axis_means_every_divisor():
+    out = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], pp=[1], cp=[1], vpp=[1], micro_batch=[1],
+                                                       dp_sharding=["NO_OP"], recompute=["none"],
+                                                       sequence_parallel=[False]))
+    assert sorted(set(out.columns["tp"].tolist())) == [1, 2, 4, 8]
+
+
+def test_kv_replication_flagged():
+    out = enumerate_training_layouts(L70, load_option("hardware", "gb200-nvl72"), WL,
+                                     grid(ngpus=[64], tp=[8, 16, 32], pp=[1], cp=[1]))
+    rep = dict(zip(out.columns["tp"].tolist(), out.columns["kv_replication"].tolist()))
+    assert rep == {8: 1, 16: 2, 32: 4}
