@@ -1,0 +1,173 @@
+"""Collective communication cost: alpha-beta model over a two-tier topology (scale-up, scale-out).
+
+Notation (`formulas.md`, Collectives): n ranks, S bytes of the full buffer, beta achievable
+bandwidth per rank per direction (GB/s = 1e9 B/s), alpha latency per step (us).
+
+  collective            ring time                              nccl-tests busbw factor
+  all_reduce            2(n-1)·alpha + 2(n-1)/n · S/beta        2(n-1)/n
+  reduce_scatter        (n-1)·alpha + (n-1)/n · S/beta          (n-1)/n
+  all_gather            (n-1)·alpha + (n-1)/n · S/beta          (n-1)/n
+  all_to_all            (n-1)·alpha + (n-1)/n · S/beta          (n-1)/n
+  broadcast, reduce     S/beta + (n-1)·alpha (pipelined ring)   1
+                        tree: log2(n)·(alpha + S/beta) (binary tree, unpipelined)
+  send_recv             alpha + S/beta                          1
+  parameter_server      2·alpha + 2·n·S/beta  (server link carries n·S in and n·S out)
+  all_reduce, tree      2·log2(n)·alpha + 2·S/beta  (NCCL double binary tree, pipelined)
+  hierarchical AR       intra reduce-scatter + inter all-reduce of S/n_local + intra all-gather
+
+S is always the full buffer: the all-reduced tensor, the gathered output of an all-gather, the
+input of a reduce-scatter, the bytes one rank holds before an all-to-all. busbw = algbw·factor
+with algbw = S / time (nccl-tests PERFORMANCE.md), so `busbw == beta` for large S on a ring.
+
+Topology (`group_link`): ranks are numbered in Megatron order (TP fastest, then CP, then DP with
+EP inside DP×CP, PP slowest); a group of `size` ranks `stride` apart spans size·stride
+consecutive ranks, so it stays inside one scale-up domain iff size·stride <= domain_size.
+A group that leaves the domain runs NCCL's rail-aligned rings: each of the k = domain/stride
+members a domain holds drives its own NIC, so a ring is limited per rank by
+min(scale-up, k · scale-out-per-GPU). This reproduces the 64-GPU H100 all-reduce busbw
+(366–387 GB/s measured vs 8 NICs x 50 GB/s x 0.94). An all-to-all cannot aggregate NICs: each
+rank pushes (n-k)/n of its buffer over its own NIC.
+
+Efficiency is applied HERE, in `group_link` (hw.efficiency.scale_up / scale_out multiply the
+nominal per-direction bandwidths); `collective_time_s` takes the achievable bandwidth as given.
+
+Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests busbw):
+  scale_up 0.80: 450 GB/s NVLink4 -> 360 GB/s, the maintainer's expected large all_gather and
+    non-NVLS all_reduce busbw (nccl-tests issue 326). NVLS all-reduce measured 466-480 GB/s at
+    1-8 GiB: the model is conservative there by 23-25 % (NVLS in-switch reduction not modelled).
+  scale_out 0.94: 47 GB/s ring busbw per NDR NIC (issue 290), 24/25 per HDR NIC (issue 160).
+    64-GPU IB all-reduce (8 nodes, SHARP) 1 GiB / 8 GiB: model 351 / 355 GB/s busbw vs
+    365.9 / 386.6 measured (-4.1 % / -8.1 %; the ring is NVLink-bound at 0.8·450 = 360 < 8·47).
+  scale_up latency 1.0 us per ring step: 8-rank 8-byte all-reduce floor 13 us measured vs 14 us
+    (+8 %). At 8 MiB the model gives 268 GB/s busbw vs 177 measured (+52 %: NCCL's protocol
+    switch between LL and Simple is not modelled); at 64 MiB 345 vs 362 (-4.6 %).
+  `group_collective_time_s(algorithm="auto")` takes the faster of ring and tree for groups that
+  span domains, as NCCL's tuner does (ring inside a domain).
+  `tests/test_collectives.py` asserts these errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast", "reduce",
+         "parameter_server")
+ALGORITHMS = ("ring", "tree", "hierarchical", "auto")
+
+
+def busbw_factor(kind: str, size):
+    """nccl-tests bus-bandwidth factor: busbw = algbw · factor (algbw = S / time)."""
+    n = np.asarray(size, dtype=np.float64)
+    if kind == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if kind in ("send_recv", "broadcast", "reduce", "parameter_server"):
+        return np.ones_like(n)
+    raise ValueError(f"unknown collective kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def busbw_gbps(kind: str, nbytes, size, time_s):
+    """Bus bandwidth (GB/s) of a measured or modelled collective, nccl-tests convention."""
+    return np.asarray(nbytes, dtype=np.float64) / np.asarray(time_s, dtype=np.float64) / 1e9 * busbw_factor(kind, size)
+
+
+def group_link(hw, size, stride, kind: str = "ring"):
+    """Achievable (bandwidth_gbps per rank per direction, latency_us per step) of a group.
+
+    `size` ranks, `stride` ranks apart in Megatron order (TP 1, CP tp, DP tp·cp, PP tp·cp·dp);
+    arrays broadcast. Inside the domain (size·stride <= domain_size): scale_up · eff.scale_up.
+    Spanning domains: rings run one per NIC rail, min(scale_up·eff, k·scale_out·eff) with k =
+    members per domain = clip(domain // stride, 1, size); pass kind="all_to_all" for the
+    all-to-all bound, scale_out·eff·(n-1)/(n-k) (each rank's own NIC carries (n-k)/n of S).
+    Efficiency is applied here (module docstring). size 1 returns the scale-up link (unused).
+    """
+    size = np.asarray(size, dtype=np.float64)
+    stride = np.asarray(stride, dtype=np.float64)
+    eff = hw.efficiency
+    up_bw = hw.scale_up.bandwidth_gbps * eff.scale_up
+    up_lat = hw.scale_up.latency_us
+    domain = hw.scale_up.domain_size
+    inside = size * stride <= domain
+    if hw.scale_out is None:
+        # No scale-out tier: the grid drops such layouts; keep the scale-up link for safety.
+        return np.broadcast_to(np.float64(up_bw), inside.shape).copy(), np.full(inside.shape, up_lat)
+    out_bw = hw.scale_out.bandwidth_gbps * eff.scale_out
+    k = np.clip(np.floor(domain / stride), 1.0, np.maximum(size, 1.0))
+    if kind == "all_to_all":
+        spans = np.minimum(out_bw * (size - 1) / np.maximum(size - k, 1.0), up_bw)
+    else:
+        spans = np.minimum(up_bw, k * out_bw)
+    bw = np.where(inside, up_bw, spans)
+    lat = np.where(inside, up_lat, hw.scale_out.latency_us)
+    return bw, lat
+
+
+def collective_time_s(kind: str, nbytes, size, bandwidth_gbps, latency_us, algorithm: str = "ring", *,
+                      local_size=None, inner_bandwidth_gbps=None, inner_latency_us=None):
+    """Seconds for one collective (module docstring table); arrays broadcast; size 1 costs 0.
+
+    `bandwidth_gbps` is the achievable per-rank per-direction bandwidth (see `group_link`).
+    algorithm: ring | tree (all_reduce, broadcast, reduce; others fall back to ring) | auto
+    (the faster of ring and tree, NCCL's tuner) |
+    hierarchical (all_reduce only; needs local_size and the inner link, see
+    `hierarchical_all_reduce_time_s`; bandwidth/latency are then the outer tier).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective kind {kind!r}; known: {', '.join(KINDS)}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    S = np.asarray(nbytes, dtype=np.float64)
+    n = np.asarray(size, dtype=np.float64)
+    beta = np.asarray(bandwidth_gbps, dtype=np.float64) * 1e9
+    alpha = np.asarray(latency_us, dtype=np.float64) * 1e-6
+    if algorithm == "hierarchical":
+        if kind != "all_reduce" or local_size is None:
+            raise ValueError("hierarchical needs kind='all_reduce' and local_size/inner link")
+        return hierarchical_all_reduce_time_s(S, n, local_size, inner_bandwidth_gbps, inner_latency_us,
+                                              bandwidth_gbps, latency_us)
+    if algorithm == "auto":
+        ring = collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "ring")
+        return np.minimum(ring, collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "tree"))
+    frac = (n - 1) / np.maximum(n, 1.0)
+    log2n = np.log2(np.maximum(n, 1.0))
+    if kind == "all_reduce":
+        t = (2 * log2n * alpha + 2 * S / beta) if algorithm == "tree" else 2 * (n - 1) * alpha + 2 * frac * S / beta
+    elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        t = (n - 1) * alpha + frac * S / beta
+    elif kind in ("broadcast", "reduce"):
+        t = log2n * (alpha + S / beta) if algorithm == "tree" else S / beta + (n - 1) * alpha
+    elif kind == "send_recv":
+        t = alpha + S / beta + 0.0 * n
+    else:  # parameter_server
+        t = 2 * alpha + 2 * n * S / beta
+    return np.where(n > 1, t, 0.0)
+
+
+def hierarchical_all_reduce_time_s(nbytes, size, local_size, inner_bandwidth_gbps, inner_latency_us,
+                                   outer_bandwidth_gbps, outer_latency_us):
+    """All-reduce of S over `size` ranks in nodes of `local_size`: reduce-scatter S inside the
+    node, all-reduce S/local_size across size/local_size nodes (each rank on its own NIC), then
+    all-gather S inside the node (`formulas.md`). Bandwidths are achievable per rank per direction."""
+    S = np.asarray(nbytes, dtype=np.float64)
+    n = np.asarray(size, dtype=np.float64)
+    k = np.minimum(np.asarray(local_size, dtype=np.float64), n)
+    nodes = n / k
+    rs = collective_time_s("reduce_scatter", S, k, inner_bandwidth_gbps, inner_latency_us)
+    ar = collective_time_s("all_reduce", S / k, nodes, outer_bandwidth_gbps, outer_latency_us)
+    ag = collective_time_s("all_gather", S, k, inner_bandwidth_gbps, inner_latency_us)
+    return np.where(n > 1, rs + ar + ag, 0.0)
+
+
+def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto"):
+    """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
+
+    algorithm="auto": ring inside the scale-up domain (NCCL's intra-node tree is a chain, no
+    log2 latency), the faster of ring and tree for groups spanning domains (NCCL's tuner).
+    """
+    bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
+    if algorithm != "auto":
+        return collective_time_s(kind, nbytes, size, bw, lat, algorithm)
+    ring = collective_time_s(kind, nbytes, size, bw, lat, "ring")
+    spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
+    return np.where(spans, np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree")), ring)

@@ -1,0 +1,89 @@
+"""Collective cost model against nccl-tests conventions and the measured busbw points."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from parallmelism.config import load_option
+from parallmelism.cost.collectives import (busbw_factor, busbw_gbps, collective_time_s, group_collective_time_s,
+                                           group_link, hierarchical_all_reduce_time_s)
+
+from conftest import shared_reference
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_option("hardware", "h100-sxm-80gb")
+
+
+def test_ring_closed_forms():
+    S, n, bw, lat = 1e9, 8, 100.0, 2.0
+    a, b = 2e-6, 1e9 / 100e9
+    assert collective_time_s("all_reduce", S, n, bw, lat) == pytest.approx(2 * 7 * a + 2 * 7 / 8 * b)
+    for k in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert collective_time_s(k, S, n, bw, lat) == pytest.approx(7 * a + 7 / 8 * b)
+    assert collective_time_s("send_recv", S, 2, bw, lat) == pytest.approx(a + b)
+    assert collective_time_s("broadcast", S, n, bw, lat) == pytest.approx(b + 7 * a)
+    assert collective_time_s("reduce", S, n, bw, lat, "tree") == pytest.approx(3 * (a + b))
+    assert collective_time_s("all_reduce", S, n, bw, lat, "tree") == pytest.approx(2 * 3 * a + 2 * b)
+    assert collective_time_s("parameter_server", S, n, bw, lat) == pytest.approx(2 * a + 2 * 8 * b)
+    for k in ("all_reduce", "all_gather", "send_recv", "parameter_server"):
+        assert collective_time_s(k, S, 1, bw, lat) == 0.0
+
+
+def test_busbw_equals_link_bandwidth_for_large_rings():
+    """nccl-tests: a bandwidth-bound ring reaches busbw = per-rank link bandwidth for every n."""
+    for kind in ("all_reduce", "all_gather", "reduce_scatter"):
+        for n in (2, 8, 64):
+            t = collective_time_s(kind, 1e12, n, 123.0, 0.0)
+            assert busbw_gbps(kind, 1e12, n, t) == pytest.approx(123.0)
+    assert busbw_factor("all_reduce", 8) == pytest.approx(1.75)
+
+
+def test_hierarchical_all_reduce_closed_form():
+    S, n, k = 8e9, 64, 8
+    t = hierarchical_all_reduce_time_s(S, n, k, 400.0, 0.0, 50.0, 0.0)
+    expect = 2 * (7 / 8) * S / 400e9 + 2 * (7 / 8) * (S / 8) / 50e9
+    assert t == pytest.approx(expect)
+    assert collective_time_s("all_reduce", S, n, 50.0, 0.0, "hierarchical", local_size=k,
+                             inner_bandwidth_gbps=400.0, inner_latency_us=0.0) == pytest.approx(expect)
+
+
+def test_group_link_placement(h100):
+    bw, _ = group_link(h100, np.array([8, 2, 16, 8, 4]), np.array([1, 4, 1, 8, 2]))
+    up, out = 450 * 0.8, 50 * 0.94
+    # TP8 and CP2 after TP4 stay on NVLink; TP16 spans two nodes with 8 rails; DP8 after TP8 has one rail.
+    assert bw.tolist() == pytest.approx([up, up, min(up, 8 * out), out, up])
+    a2a, _ = group_link(h100, 16, 1, kind="all_to_all")
+    assert a2a == pytest.approx(out * 15 / 8)
+
+
+def _measured():
+    with open(shared_reference("collectives_measured.csv")) as f:
+        return [r for r in csv.DictReader(f) if r["accelerator"] == "h100-sxm-80gb" and r["message_bytes"]]
+
+
+def test_calibration_error_against_nccl_tests(h100):
+    """Errors stated in cost/collectives.py: non-NVLS 360 GB/s exact, IB 64-GPU within 9 %,
+    latency floor within 10 %; NVLS all-reduce is under-predicted (no in-switch reduction)."""
+    errs = {}
+    for r in _measured():
+        S, n = float(r["message_bytes"]), int(r["ranks"])
+        t = group_collective_time_s(h100, r["collective"], S, n, 1)
+        if r["busbw_gbps"]:
+            errs[r["case"]] = busbw_gbps(r["collective"], S, n, t) / float(r["busbw_gbps"]) - 1
+        else:
+            errs[r["case"]] = t * 1e6 / float(r["time_us"]) - 1
+    assert abs(errs["dgxh100-ag-large"]) < 0.01
+    assert abs(errs["dgxh100-ar-small"]) < 0.10
+    assert abs(errs["dgxh100-ar-64MiB"]) < 0.06
+    assert abs(errs["h100-64gpu-ib-ar-1GiB"]) < 0.05
+    assert abs(errs["h100-64gpu-ib-ar-8GiB"]) < 0.09
+    assert -0.26 < errs["dgxh100-ar-8GiB"] < -0.2  # NVLS, conservative by design
+
+
+def test_per_nic_ring_busbw(h100):
+    """A DP ring with one rank per node rides one NIC: busbw = 0.94 · 50 ≈ 47 GB/s (issue 290)."""
+    t = group_collective_time_s(h100, "all_reduce", 8 * 2**30, 16, 8, algorithm="ring")
+    assert busbw_gbps("all_reduce", 8 * 2**30, 16, t) == pytest.approx(47.0, rel=0.02)
