@@ -226,6 +226,11 @@ def validate(
         _fail(str(exc))
 
 
+from .compare_cmd import compare as _compare  # noqa: E402  (CI regression check)
+
+app.command("compare")(_compare)
+
+
 def main():
     """Console entry: typer app; any UserError escaping a command is one line and exit 2."""
     from ..errors import UserError

@@ -1,0 +1,103 @@
+"""`parallmelism compare BASELINE NEW`: CI check that no capacity number moved beyond tolerance.
+
+Exit codes: 0 within tolerance, 1 something moved (or rows/columns were added/removed),
+2 bad input (unreadable file, unknown key column, duplicate keys, another schema_version).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def compare(
+    baseline: Path = typer.Argument(..., help="baseline table (CSV or Parquet), e.g. tests/golden/x.csv"),
+    new: Path = typer.Argument(..., help="new table to check against the baseline"),
+    rtol: float = typer.Option(1e-9, "--rtol", help="relative tolerance for numeric columns"),
+    atol: float = typer.Option(1e-12, "--atol", help="absolute tolerance for numeric columns"),
+    tolerances: Optional[Path] = typer.Option(None, "--tolerances",
+                                              help="YAML: column (or glob) -> {rtol, atol} or a bare rtol"),
+    key: Optional[str] = typer.Option(None, "--key", help="comma-separated columns that identify a row "
+                                      "(default: the configuration columns present in both files)"),
+    max_rows: int = typer.Option(40, "--max-rows", help="moved values listed (largest relative change first)"),
+):
+    """Compare two result tables; exit 0 within tolerance, 1 when something moved, 2 on bad input."""
+    from ..errors import UserError
+    from .app import _console, _fail
+
+    try:
+        from ..report.compare import compare_files, load_tolerances
+
+        tol = load_tolerances(tolerances) if tolerances is not None else None
+        keys = [k.strip() for k in key.split(",") if k.strip()] if key is not None else None
+        if keys is not None and not keys:
+            raise UserError(f"--key={key!r} names no column")
+        comp = compare_files(baseline, new, key=keys, rtol=rtol, atol=atol, tolerances=tol)
+    except UserError as exc:
+        _fail(str(exc))
+    print_comparison(comp, _console(), max_rows)
+    raise typer.Exit(0 if comp.ok else 1)
+
+
+def print_comparison(comp, console, max_rows: int = 40) -> None:
+    from rich.table import Table
+
+    from ..report.compare import row_label, summary_by_column, varying_key
+
+    shown = varying_key(comp)
+    if len(comp.moved):
+        summ = summary_by_column(comp)
+        t = Table(title=f"columns that moved ({len(comp.moved):,} values in {comp.rows_compared:,} rows compared)")
+        t.add_column("column")
+        t.add_column("rows moved", justify="right")
+        t.add_column("max |rel change|", justify="right")
+        for r in summ.itertuples(index=False):
+            t.add_row(r.column, f"{r.rows_moved:,}", _pct(r.max_abs_rel_change))
+        console.print(t)
+        moved = comp.moved.assign(_abs=comp.moved["rel_change"].astype(float).abs().fillna(np.inf))
+        moved = moved.sort_values("_abs", ascending=False, kind="stable").head(max_rows)
+        t = Table(title=f"largest changes (first {len(moved)} of {len(comp.moved):,})")
+        for c, just in (("row", "left"), ("column", "left"), ("old", "right"), ("new", "right"),
+                        ("rel change", "right")):
+            t.add_column(c, justify=just)
+        for _, r in moved.iterrows():
+            t.add_row(row_label(r, shown), str(r["column"]), _num(r["old"]), _num(r["new"]), _pct(r["rel_change"]))
+        console.print(t)
+    for label, frame in (("rows only in new (added)", comp.added_rows), ("rows only in baseline (removed)",
+                                                                         comp.removed_rows)):
+        if len(frame):
+            console.print(f"{label}: {len(frame):,}")
+            for _, r in frame.head(10).iterrows():
+                console.print(f"  {row_label(r, shown)}")
+            if len(frame) > 10:
+                console.print(f"  ... and {len(frame) - 10:,} more")
+    if comp.added_columns:
+        console.print(f"columns only in new (added): {', '.join(comp.added_columns)}")
+    if comp.removed_columns:
+        console.print(f"columns only in baseline (removed): {', '.join(comp.removed_columns)}")
+    verdict = "within tolerance" if comp.ok else "DIFFERENT"
+    console.print(f"{verdict}: {comp.rows_compared:,} rows x {comp.columns_compared} columns compared on key "
+                  f"({', '.join(comp.key)})")
+
+
+import numpy as np  # noqa: E402  (numpy is cheap; pandas stays inside the command)
+
+
+def _num(v) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _pct(v) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "-"
+    if np.isnan(f):
+        return "-"
+    if np.isinf(f):
+        return "new nonzero"
+    return f"{100 * f:+.4g}%"

@@ -1,0 +1,29 @@
+"""Rewrite the golden CSVs: `python -m tests.golden.refresh [NAME ...]` (default: all cases).
+
+Run it only when a change to the cost model is meant to move numbers; then commit the golden
+diff together with that change, so the review shows what moved. `parallmelism compare OLD NEW`
+prints the same diff in a readable table before you refresh.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .cases import CASES, generate, golden_path
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        print(f"unknown golden case(s) {', '.join(unknown)}; known: {', '.join(CASES)}", file=sys.stderr)
+        return 2
+    for name in names:
+        path = generate(name, golden_path(name))
+        rows = sum(1 for _ in open(path)) - 1
+        print(f"wrote {rows} rows to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
