@@ -35,10 +35,11 @@ def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
     import pandas as pd
 
     n = len(cols["tp"])
+    zeros = np.zeros(n, dtype=np.int8)  # one category, built from codes (no n-string list)
     data = {
-        "model": pd.Categorical([run.model.name] * n) if n else pd.Categorical([]),
-        "hardware": pd.Categorical([run.hardware.name] * n) if n else pd.Categorical([]),
-        "workload": pd.Categorical([run.workload.kind] * n) if n else pd.Categorical([]),
+        "model": pd.Categorical.from_codes(zeros, categories=[run.model.name]),
+        "hardware": pd.Categorical.from_codes(zeros, categories=[run.hardware.name]),
+        "workload": pd.Categorical.from_codes(zeros, categories=[run.workload.kind]),
     }
     for k, v in cols.items():
         if k == "dp_sharding":
@@ -46,7 +47,9 @@ def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
         elif k == "recompute":
             v = pd.Categorical.from_codes(v, categories=list(RECOMPUTE_NAMES))
         elif k == "mem_stage":
-            v = pd.Categorical(v, categories=["first", "last"])
+            v = np.asarray(v)
+            v = (pd.Categorical.from_codes((v == "last").astype(np.int8), categories=["first", "last"])
+                 if v.dtype.kind == "U" else pd.Categorical(v, categories=["first", "last"]))
         data[k] = v
     order = [c for c in (column_order or TRAINING_COLUMNS) if c in data]
     order += [c for c in data if c not in order]
