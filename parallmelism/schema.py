@@ -20,6 +20,9 @@ TRAINING_COLUMNS: dict[str, str] = {
     "recompute": "activation recomputation: none | selective | full",
     "sequence_parallel": "Megatron sequence parallelism (activations outside TP regions split by tp)",
     "kv_replication": "copies of each KV head across the TP group (tp / kv_heads when tp > kv_heads)",
+    "layers_first_stage": "transformer layers on the first pipeline stage (uneven splits shorten it)",
+    "layers_per_stage": "transformer layers on a middle pipeline stage, ceil(layers / pp)",
+    "layers_last_stage": "transformer layers on the last pipeline stage",
     "seq_len": "tokens per sequence",
     "global_batch": "sequences per optimizer step",
     "params_total": "parameters of the model",
@@ -41,7 +44,7 @@ TRAINING_COLUMNS: dict[str, str] = {
     "hbm_usable_gib": "allocatable HBM per GPU, GiB",
     "mem_headroom_gib": "hbm_usable_gib - mem_total_gib",
     "fits": "mem_total_gib <= hbm_usable_gib",
-    "mem_stage": "pipeline stage reported (first or last): the one with the larger total",
+    "mem_stage": "pipeline stage reported (first, second or last): the one with the larger total",
     "pp_inflight_micro_batches": "micro-batches' worth of layer activations held by that stage",
     "pp_bubble_rate": "bubble time / ideal compute time: (p-1)/(v·m); ZB-H1 (p-1)/(3m)",
 }

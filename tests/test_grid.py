@@ -28,7 +28,8 @@ CASES = {
     "kv_heads_incompatible_with_tp": (L70.model_copy(update={"heads": 48, "kv_heads": 12, "head_dim": 128}),
                                       H100, WL, grid(ngpus=[64], tp=[8])),
     "ffn_not_divisible_by_tp": (L70.model_copy(update={"ffn_hidden": 28676}), H100, WL, grid(ngpus=[64], tp=[8])),
-    "layers_not_divisible_by_pp": (L70, H100, WL, grid(ngpus=[64], pp=[32])),
+    "layers_not_divisible_by_pp": (L70, H100, WL, grid(ngpus=[64], pp=[32], uneven_pipeline=False)),
+    "pipeline_stage_empty": (L70, H100, WL, grid(ngpus=[64], pp=[64])),
     "seq_not_divisible_by_cp": (L70, H100, TrainWorkload(seq_len=8200, global_batch=512), grid(ngpus=[64], cp=[8])),
     "ep_on_dense_model": (L70, H100, WL, grid(ngpus=[64], ep=[2])),
     "experts_not_divisible_by_ep": (MIX, H100, WL, grid(ngpus=[48], ep=[3])),
@@ -71,6 +72,8 @@ def test_kept_layouts_obey_every_rule():
     assert np.all(c["tp"] * c["pp"] * c["cp"] * c["dp"] == c["ngpus"])
     assert np.all(c["tp"] <= 8) and np.all(32 % c["tp"] == 0)
     assert np.all(32 % (c["pp"] * c["vpp"]) == 0)
+    split = c["layers_first_stage"] + (c["pp"] - 2).clip(0) * c["layers_per_stage"] + c["layers_last_stage"]
+    assert np.all(np.where(c["pp"] == 1, c["layers_first_stage"], split) == 32)
     assert np.all(8 % c["ep"] == 0) and np.all((c["dp"] * c["cp"]) % c["ep"] == 0)
     assert np.all(c["num_micro_batches"] * c["dp"] * c["micro_batch"] == 512)
     assert not np.any(c["sequence_parallel"] & (c["tp"] == 1))

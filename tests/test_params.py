@@ -57,7 +57,7 @@ def test_llama_closed_form_per_layer():
 def test_per_gpu_shards_sum_to_total():
     m = load_option("model", "llama3.1-70b")
     tp, pp = np.array([1, 8]), np.array([1, 1])
-    p = params_per_gpu(m, tp, pp, np.array([1, 1]), "first")
+    p = params_per_gpu(m, tp, np.array([1, 1]), 80, 0, True, True)
     assert p["total"][0] == total_params(m)
     # TP=8 with 8 KV heads: every matrix splits 8 ways; norms stay replicated on every rank
     norms = (2 * 80 + 1) * 8192
@@ -66,7 +66,7 @@ def test_per_gpu_shards_sum_to_total():
 
 def test_kv_heads_replicate_above_kv_head_count():
     m = load_option("model", "llama3.1-70b")  # 8 KV heads of 128
-    p = params_per_gpu(m, np.array([8, 16]), np.array([1, 1]), np.array([1, 1]), "first")
+    p = params_per_gpu(m, np.array([8, 16]), np.array([1, 1]), 80, 0, True, True)
     kv_per_rank = 2 * 8192 * 128  # one whole KV head (K and V) per rank at tp 8 and at tp 16
     q_o = 2 * 8192 * 8192 * 80
     assert p["attention"][0] == q_o / 8 + 80 * kv_per_rank
@@ -75,7 +75,22 @@ def test_kv_heads_replicate_above_kv_head_count():
 
 def test_experts_shard_over_ep():
     m = load_option("model", "mixtral-8x7b")
-    p = params_per_gpu(m, np.array([1, 1]), np.array([1, 1]), np.array([1, 8]), "first")
+    p = params_per_gpu(m, np.array([1, 1]), np.array([1, 8]), 32, 0, True, True)
     experts_total = 32 * 8 * 3 * 4096 * 14336
     assert p["experts"][0] == experts_total
     assert p["experts"][1] == experts_total / 8
+
+
+def test_uneven_pipeline_split_llama3_405b():
+    # Llama 3 (Dubey et al. 2024, section 3.3.2): 126 layers on 16 stages, one layer fewer on the
+    # first and the last stage, which carry the embedding and the output head.
+    from parallmelism.grid import stage_layer_split
+
+    first, middle, last = stage_layer_split(126, np.array([16]))
+    assert (int(first[0]), int(middle[0]), int(last[0])) == (7, 8, 7)
+    assert 7 + 14 * 8 + 7 == 126
+    m = load_option("model", "llama3.1-405b")
+    stages = [params_per_gpu(m, 8, 1, n, lo, i == 0, i == 15)["total"]
+              for i, (n, lo) in enumerate([(7, 0)] + [(8, 7 + 8 * k) for k in range(14)] + [(7, 119)])]
+    norms = (2 * 126 + 1) * 16384
+    assert float(sum(stages)) == pytest.approx((total_params(m) - norms) / 8 + norms)

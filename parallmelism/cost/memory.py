@@ -1,8 +1,9 @@
 """Training memory per GPU on the most-loaded pipeline stage.
 
-Both candidate stages are evaluated: the first (embedding, most in-flight micro-batches) and
-the last (output head, logits and cross-entropy). The reported stage is the one with the larger
-total; `mem_stage` names it. Everything is in GiB (2**30 bytes).
+Three candidate stages are evaluated: the first (embedding, most in-flight micro-batches), the
+second (a full middle stage when an uneven split shortened the first; pp >= 3) and the last
+(output head, logits and cross-entropy). The reported stage is the one with the larger total;
+`mem_stage` names it. Everything is in GiB (2**30 bytes).
 """
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ from .params import params_per_gpu
 from .states import fsdp_gather_bytes, model_states_bytes
 
 
+def _stage_geometry(c, L: int, stage: str):
+    """(pipeline rank, layers, first layer index, has embedding, has head) of a candidate stage."""
+    pp = c["pp"]
+    if stage == "first":
+        return np.zeros_like(pp), c["layers_first_stage"], np.zeros_like(pp), np.ones(len(pp), bool), pp == 1
+    if stage == "second":
+        return np.ones_like(pp), c["layers_per_stage"], c["layers_first_stage"], np.zeros(len(pp), bool), pp == 2
+    n = c["layers_last_stage"]
+    return pp - 1, n, L - n, pp == 1, np.ones(len(pp), bool)
+
+
 def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
     tp, pp, cp, ep, dp = c["tp"], c["pp"], c["cp"], c["ep"], c["dp"]
     b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
@@ -23,16 +35,15 @@ def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
     s, L = wl.seq_len, model.layers
     fp8 = wl.precision == "fp8"
 
-    p = params_per_gpu(model, tp, pp, ep, stage)
+    rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, L, stage)
+    p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head)
     st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8)
     emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8)
-    per_stage = L // pp
-    layer_params = (p["attention"] + p["mlp"] + p["experts"]) / per_stage
+    layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
     gather = fsdp_gather_bytes(layer_params, sh)
 
-    lo = np.zeros_like(pp) if stage == "first" else L - per_stage
-    n_moe = moe_layers_in_range(model, lo, lo + per_stage)
-    n_dense = per_stage - n_moe
+    n_moe = moe_layers_in_range(model, lo, lo + n_layers)
+    n_dense = n_layers - n_moe
     kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
     dense_layer = act.layer_activation_bytes(recompute=rc, **kw)
     per_mb = n_dense * dense_layer
@@ -44,13 +55,11 @@ def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
         moe_working = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
                                                  moe_imbalance=wl.moe_imbalance, **kw)
         working = np.where(n_moe > 0, np.maximum(working, moe_working), working)
-    inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, stage)
+    inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
     layers_bytes = per_mb * inflight
     # Full recompute rebuilds one layer's activations at a time during backward.
     layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
 
-    has_emb = (pp == 1) | (stage == "first")
-    has_head = (pp == 1) | (stage == "last")
     inflight_first = act.inflight_micro_batches(pp, np.ones_like(vpp), m, wl.schedule, "first")
     extra = act.stage_extra_bytes(model, s, b, tp, cp, sp, has_emb, has_head, inflight_first)
     logits = np.where(has_head, act.logits_bytes(model, s, b, tp, cp), 0.0)
@@ -73,12 +82,14 @@ def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
 def training_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
                     wl: TrainWorkload) -> dict[str, np.ndarray]:
     """Memory columns of the most-loaded stage for every layout row."""
-    first = _stage_memory(model, wl, cols, "first")
-    last = _stage_memory(model, wl, cols, "last")
-    use_last = last["mem_total_gib"] > first["mem_total_gib"]
-    out = {k: np.where(use_last, last[k], first[k]) for k in first}
-    out["mem_stage"] = np.where(use_last, "last", "first")
-    out["hbm_usable_gib"] = np.full(len(use_last), hw.hbm_usable_gib)
+    stages = ["first", "second", "last"]
+    results = [_stage_memory(model, wl, cols, st) for st in stages]
+    totals = np.stack([r["mem_total_gib"] for r in results])
+    totals[1] = np.where(cols["pp"] >= 3, totals[1], -np.inf)  # with pp <= 2 there is no middle stage
+    pick = np.argmax(totals, axis=0)  # ties keep the first stage
+    out = {k: np.choose(pick, [r[k] for r in results]) for k in results[0]}
+    out["mem_stage"] = np.asarray(stages)[pick]
+    out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)
     out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]
     out["fits"] = out["mem_headroom_gib"] >= 0
     return out

@@ -73,19 +73,23 @@ def norm_params_total(model: ModelSpec) -> int:
     return (2 * model.layers + 1) * _norm_params(model)
 
 
-def params_per_gpu(model: ModelSpec, tp, pp, ep, stage: str) -> dict[str, np.ndarray]:
-    """Parameters held by one GPU of the first or last pipeline stage, by kind.
+def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embedding, has_head
+                   ) -> dict[str, np.ndarray]:
+    """Parameters held by one GPU of a pipeline stage, by kind.
 
+    The stage holds `n_layers` contiguous layers starting at `first_layer` (arrays; see
+    grid.stage_layer_split), plus the input embedding where `has_embedding` and the output head
+    and final norm where `has_head` (a tied head is shared only when both sit on one stage).
     Returns arrays: embedding, attention, mlp (dense MLP + norms + routers + shared experts),
-    experts (routed experts, sharded over the expert-data-parallel group), and `dense` = the rest.
-    Layers are split evenly and contiguously: stage i holds layers [i·L/pp, (i+1)·L/pp).
+    experts (routed experts, sharded over the expert-data-parallel group), dense = all but
+    experts, total.
     """
-    h, L, d = model.hidden, model.layers, model.d
-    tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
-    per_stage = L // pp
-    lo = np.zeros_like(pp) if stage == "first" else L - per_stage
-    n_moe = moe_layers_in_range(model, lo, lo + per_stage)
-    n_dense = per_stage - n_moe
+    h, d = model.hidden, model.d
+    tp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, ep))
+    n_layers, first_layer = np.asarray(n_layers), np.asarray(first_layer)
+    has_embedding, has_head = np.asarray(has_embedding, dtype=bool), np.asarray(has_head, dtype=bool)
+    n_moe = moe_layers_in_range(model, first_layer, first_layer + n_layers)
+    n_dense = n_layers - n_moe
     g_local = np.maximum(model.g // tp, 1)  # whole KV heads per rank (replicated when tp > g)
 
     attn = (2 * h * model.q_dim) / tp + 2 * h * d * g_local
@@ -101,7 +105,7 @@ def params_per_gpu(model: ModelSpec, tp, pp, ep, stage: str) -> dict[str, np.nda
         return n
 
     mlp = n_dense * (mlp_shard(model.ffn_hidden) + norms) + n_moe * norms
-    experts = np.zeros(tp.shape, dtype=np.float64)
+    experts = np.zeros(np.broadcast(tp, n_layers).shape, dtype=np.float64)
     if model.moe is not None:
         moe = model.moe
         router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
@@ -110,14 +114,12 @@ def params_per_gpu(model: ModelSpec, tp, pp, ep, stage: str) -> dict[str, np.nda
         experts = n_moe * (moe.num_experts / ep) * mlp_shard(moe.ffn_hidden)
 
     vocab_shard = model.vocab * h / tp
-    first, last, single = (pp > 1) & (stage == "first"), (pp > 1) & (stage == "last"), pp == 1
     pos = model.max_position * h if model.position_embedding == "learned" else 0
-    emb_in = vocab_shard + pos
-    head = vocab_shard  # tied heads still need a copy on the last stage when pp > 1
-    final_norm = _norm_params(model)
-    embedding = np.where(first, emb_in, 0.0) + np.where(last, head + final_norm, 0.0)
-    embedding = embedding + np.where(single, emb_in + (0 if model.tie_embeddings else head) + final_norm, 0.0)
-    attention = per_stage * attn
+    shared_head = model.tie_embeddings & has_embedding & has_head
+    embedding = (np.where(has_embedding, vocab_shard + pos, 0.0)
+                 + np.where(has_head & ~shared_head, vocab_shard, 0.0)
+                 + np.where(has_head, _norm_params(model), 0.0))
+    attention = n_layers * attn
     dense = embedding + attention + mlp
     return {"embedding": embedding, "attention": attention, "mlp": mlp, "experts": experts,
             "dense": dense, "total": dense + experts}

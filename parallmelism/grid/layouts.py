@@ -24,7 +24,8 @@ DROP_REASONS: dict[str, str] = {
     "heads_not_divisible_by_tp": "query heads are not divisible by tp",
     "kv_heads_incompatible_with_tp": "kv heads neither divide by tp nor divide tp (no whole-head replication)",
     "ffn_not_divisible_by_tp": "FFN size (or expert FFN size) is not divisible by tp",
-    "layers_not_divisible_by_pp": "layers are not divisible by pp",
+    "layers_not_divisible_by_pp": "layers are not divisible by pp (grid.uneven_pipeline=false)",
+    "pipeline_stage_empty": "layers cannot fill pp stages (uneven split leaves the first or last stage empty)",
     "seq_not_divisible_by_cp": "sequence length is not divisible by 2·cp (load-balanced causal ring attention)",
     "ep_on_dense_model": "ep > 1 on a model without experts",
     "experts_not_divisible_by_ep": "experts are not divisible by ep",
@@ -41,6 +42,22 @@ DROP_REASONS: dict[str, str] = {
 # Integer codes for the string axes (kept as codes in the engine, strings in reports).
 SHARDING_CODE = {name: i for i, name in enumerate(DP_SHARDING)}
 RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
+
+
+def stage_layer_split(L: int, pp):
+    """Layers on the first, a middle and the last pipeline stage (Megatron-style uneven split).
+
+    Middle stages hold ceil(L/pp) layers; the d = pp·ceil(L/pp) - L missing layers are taken from
+    the first stage (ceil(d/2)) and the last stage (floor(d/2)), which also carry the embedding
+    and the output head (Llama 3 405B: 126 layers on pp=16 -> 7, 8 x 14, 7). Even splits give
+    L/pp everywhere.
+    """
+    pp = np.asarray(pp, dtype=np.int64)
+    middle = -(-L // pp)
+    d = pp * middle - L
+    first = np.where(pp == 1, L, middle - (d + 1) // 2)
+    last = np.where(pp == 1, L, middle - d // 2)
+    return first, np.where(pp == 1, L, middle), last
 
 
 def divisors(n: int) -> np.ndarray:
@@ -157,7 +174,11 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
         ffn_bad |= model.moe.ffn_hidden % c["tp"] != 0
     x.rule("ffn_not_divisible_by_tp", ffn_bad)
     c = x.cols
-    x.rule("layers_not_divisible_by_pp", L % c["pp"] != 0)
+    if grid.uneven_pipeline:
+        first, _, last = stage_layer_split(L, c["pp"])
+        x.rule("pipeline_stage_empty", (c["pp"] > L) | (first < 1) | (last < 1))
+    else:
+        x.rule("layers_not_divisible_by_pp", L % c["pp"] != 0)
     c = x.cols
     x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (2 * c["cp"]) != 0))
 
@@ -196,6 +217,8 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
 
     c = x.cols
     c["kv_replication"] = np.where(c["tp"] > g, c["tp"] // g, 1)
+    c["layers_first_stage"], c["layers_per_stage"], c["layers_last_stage"] = stage_layer_split(L, c["pp"])
     order = ["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "num_micro_batches",
-             "dp_sharding", "recompute", "sequence_parallel", "kv_replication"]
+             "dp_sharding", "recompute", "sequence_parallel", "kv_replication", "layers_first_stage",
+             "layers_per_stage", "layers_last_stage"]
     return LayoutGrid({k: c[k] for k in order}, x.dropped, considered)
