@@ -1,0 +1,366 @@
+"""Streaming sweep driver: evaluate a grid in bounded chunks and keep only what was asked.
+
+A sweep of 100M layouts cannot live in memory as a table (the cost model makes ~60 float64
+columns per row). The driver walks each run's grid in partitions (one GPU count x one micro-batch
+size at a time, so enumeration stays bounded), cuts each partition into chunks of at most
+`chunk_rows` rows, evaluates a chunk as numpy columns, and hands it to collectors:
+
+  TopKCollector     k best rows per group by one column (e.g. fastest fitting layout per ngpus)
+  ParetoCollector   non-dominated rows on two or more objectives (per group or global)
+  FitsCollector     every row that fits in memory (bounded only by what fits)
+  ParquetSink       every row, streamed to a partitioned Parquet dataset (full output)
+
+Every kept row carries `_run` (index of the run in the sweep) and `_row` (position in that run's
+enumeration order), so chunked results are the same rows, in the same tie order, as a one-shot
+evaluation followed by a stable pandas sort (tests check exactly that).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import UserError
+from ..grid import DROP_REASONS
+from ..grid.layouts import divisors, enumerate_training_layouts
+
+DEFAULT_CHUNK_ROWS = 1 << 18  # 262,144 rows: ~130 MB of float64 temporaries in the cost model
+
+
+# ----------------------------------------------------------------------------- chunks of one run
+
+def _training_partitions(run) -> list:
+    """Sub-grids (one GPU count, one micro-batch value) whose union is the run's grid."""
+    grid, B = run.grid, run.workload.global_batch
+    if grid.micro_batch is not None:
+        mbs = [list(grid.micro_batch)]
+    else:
+        mb = divisors(B)
+        if grid.max_micro_batch:
+            mb = mb[mb <= grid.max_micro_batch]
+        mbs = [[int(v)] for v in mb]
+    return [grid.model_copy(update={"ngpus": [int(n)], "micro_batch": m}) for n in grid.ngpus for m in mbs]
+
+
+def partitions_of(run) -> int:
+    """How many partitions `iter_run_chunks` walks (the progress bar's total for this run)."""
+    return len(_training_partitions(run)) if run.workload.kind == "train" else 1
+
+
+@dataclass
+class RunStats:
+    considered: int = 0
+    evaluated: int = 0
+    dropped: dict = field(default_factory=lambda: {r: 0 for r in DROP_REASONS})
+
+
+def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
+                    ) -> Iterator[tuple[dict, bool]]:
+    """Yield (columns, partition_done) for one run: evaluated cost columns of <= chunk_rows rows."""
+    from .. import engine
+
+    stats = stats if stats is not None else RunStats()
+    if run.workload.kind != "train":
+        # Inference (or any kind without a chunked enumerator yet): one-shot, as a column dict.
+        df, grid = engine.evaluate(run)
+        stats.considered += getattr(grid, "considered", len(df))
+        for k, v in (getattr(grid, "dropped", None) or {}).items():
+            stats.dropped[k] = stats.dropped.get(k, 0) + v
+        stats.evaluated += len(df)
+        yield {c: df[c].to_numpy() for c in df.columns}, True
+        return
+    model, hw, wl = run.model, run.hardware, run.workload
+    for sub in _training_partitions(run):
+        g = enumerate_training_layouts(model, hw, wl, sub)
+        stats.considered += g.considered
+        for k, v in g.dropped.items():
+            stats.dropped[k] += v
+        n = len(g)
+        if n == 0:
+            yield {}, True
+            continue
+        for lo in range(0, n, chunk_rows):
+            part = {k: v[lo:lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
+            cols = engine.evaluate_training_columns(part, run)
+            stats.evaluated += len(cols["tp"])
+            yield cols, lo + chunk_rows >= n
+
+
+# ----------------------------------------------------------------------------- collectors
+
+def _concat(a: dict | None, b: dict) -> dict:
+    if not a:
+        return b
+    return {k: np.concatenate([a[k], b[k]]) for k in a}
+
+
+def _take(cols: dict, idx) -> dict:
+    return {k: v[idx] for k, v in cols.items()}
+
+
+def _require(cols: dict, names: Sequence[str], why: str) -> None:
+    missing = [c for c in names if c not in cols]
+    if missing:
+        raise UserError(f"{why} needs the column {missing[0]!r}, which this workload's cost model does not "
+                        f"produce yet" + (" (needs the time model)" if missing[0].startswith(("time_", "tokens_", "mfu", "cost_")) else ""))
+
+
+class Collector:
+    """Receives evaluated chunks (with `_run`, `_row`), keeps a bounded subset."""
+
+    def update(self, cols: dict) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def result(self) -> dict:
+        raise NotImplementedError
+
+
+class TopKCollector(Collector):
+    """k rows per group with the smallest `by` (largest when descending), ties in enumeration order.
+
+    Equals `df[where].sort_values(group + [by], kind="stable").groupby(group).head(k)` on the full
+    table; `where` is a boolean column name (e.g. "fits") or None for every row.
+    """
+
+    def __init__(self, k: int, by: str, group_by: Sequence[str] = ("ngpus",), where: str | None = None,
+                 descending: bool = False):
+        self.k, self.by, self.group_by, self.where, self.descending = k, by, list(group_by), where, descending
+        self.kept: dict | None = None
+
+    def update(self, cols: dict) -> None:
+        if not cols:
+            return
+        _require(cols, [self.by, *self.group_by] + ([self.where] if self.where else []), "this search")
+        # Select on the key columns first, copy whole rows only for the few survivors.
+        keys = ["_run", "_row", self.by, *self.group_by]
+        idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
+        if len(idx) == 0:
+            return
+        idx = idx[self._select({k: cols[k][idx] for k in keys})]
+        both = _concat(self.kept, _take(cols, idx))
+        self.kept = _take(both, self._select(both))
+
+    def _select(self, cols: dict) -> np.ndarray:
+        key = np.asarray(cols[self.by], dtype=np.float64)
+        if self.descending:
+            key = -key
+        groups = ["_run", *self.group_by]
+        order = np.lexsort((cols["_row"], key, *[cols[g] for g in reversed(groups)]))
+        n = len(order)
+        change = np.zeros(n, dtype=bool)
+        change[0] = True
+        for g in groups:
+            s = cols[g][order]
+            change[1:] |= s[1:] != s[:-1]
+        starts = np.flatnonzero(change)
+        rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        return order[rank < self.k]
+
+    def result(self) -> dict:
+        return self.kept or {}
+
+
+class ParetoCollector(Collector):
+    """Non-dominated rows on `objectives` [(column, "min"|"max"), ...], per group (or global)."""
+
+    def __init__(self, objectives: Sequence[tuple[str, str]], group_by: Sequence[str] = ("_run",),
+                 where: str | None = "fits"):
+        from .pareto import pareto_mask
+
+        self._mask = pareto_mask
+        self.objectives, self.group_by, self.where = list(objectives), list(group_by), where
+        self.kept: dict | None = None
+
+    def _front(self, cols: dict) -> dict:
+        objs = [np.asarray(cols[c], dtype=np.float64) * (1.0 if s == "min" else -1.0) for c, s in self.objectives]
+        if not self.group_by:
+            return _take(cols, np.flatnonzero(self._mask(*objs)))
+        key = np.zeros(len(objs[0]), dtype=np.int64)
+        for g in self.group_by:
+            _, inv = np.unique(cols[g], return_inverse=True)
+            key = key * (inv.max() + 1) + inv
+        keep = np.zeros(len(key), dtype=bool)
+        for k in np.unique(key):
+            idx = np.flatnonzero(key == k)
+            keep[idx[self._mask(*[o[idx] for o in objs])]] = True
+        return _take(cols, np.flatnonzero(keep))
+
+    def update(self, cols: dict) -> None:
+        if not cols:
+            return
+        _require(cols, [c for c, _ in self.objectives] + ([self.where] if self.where else []), "a Pareto front")
+        keys = ["_run", "_row", *[c for c, _ in self.objectives], *self.group_by]
+        idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
+        if len(idx) == 0:
+            return
+        small = {k: cols[k][idx] for k in dict.fromkeys(keys)}
+        small["_i"] = idx
+        idx = self._front(small)["_i"]
+        self.kept = self._front(_concat(self.kept, _take(cols, idx)))
+
+    def result(self) -> dict:
+        if not self.kept:
+            return {}
+        order = np.lexsort((self.kept["_row"], self.kept["_run"]))
+        return _take(self.kept, order)
+
+
+class FitsCollector(Collector):
+    """Every row where `where` holds (default: the layout fits in memory)."""
+
+    def __init__(self, where: str | None = "fits"):
+        self.where, self.parts = where, []
+
+    def update(self, cols: dict) -> None:
+        if cols:
+            self.parts.append(_take(cols, np.flatnonzero(cols[self.where])) if self.where else cols)
+
+    def result(self) -> dict:
+        parts = [p for p in self.parts if len(p.get("_row", ()))]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+
+
+class ParquetSink(Collector):
+    """Full output: every chunk becomes one file of a hive-partitioned Parquet dataset.
+
+    Layout: PATH/model=NAME/hardware=NAME/workload=KIND/part-RRR-CCCCC.parquet (read it back with
+    `pandas.read_parquet(PATH)` or `parallmelism merge PATH --out FILE`). Files are written into a
+    temporary folder beside PATH and renamed at `close()`; a failed run leaves nothing at PATH.
+    """
+
+    def __init__(self, path: str | Path, runs: list):
+        self.path = Path(path)
+        self.runs = runs
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+        except OSError as exc:
+            raise UserError(f"cannot write to {str(self.path.parent)!r}: {exc.strerror}") from None
+        self.count = 0
+        self.rows = 0
+
+    def update(self, cols: dict) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not cols or len(cols["_row"]) == 0:
+            return
+        r = int(cols["_run"][0])
+        run = self.runs[r]
+        df = _frame_of_run(run, {k: v for k, v in cols.items() if k not in ("_run", "_row")})
+        df = df.drop(columns=[c for c in ("model", "hardware", "workload") if c in df.columns])
+        folder = self.tmp / f"model={run.model.name}" / f"hardware={run.hardware.name}" / f"workload={run.workload.kind}"
+        folder.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        pq.write_table(table, folder / f"part-{r:03d}-{self.count:05d}.parquet")
+        self.count += 1
+        self.rows += len(df)
+
+    def close(self) -> Path:
+        if self.path.exists():
+            shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def result(self) -> dict:
+        return {}
+
+
+# ----------------------------------------------------------------------------- driver
+
+@dataclass
+class StreamResult:
+    """What a streamed sweep kept, plus counts of what it walked through."""
+
+    runs: list
+    kept: list  # one dict of columns per collector (with _run, _row)
+    stats: list  # RunStats per run
+
+    @property
+    def evaluated(self) -> int:
+        return sum(s.evaluated for s in self.stats)
+
+    @property
+    def considered(self) -> int:
+        return sum(s.considered for s in self.stats)
+
+    def dropped(self) -> dict:
+        out: dict = {}
+        for s in self.stats:
+            for k, v in s.dropped.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def frame(self, i: int = 0, keep_index_columns: bool = False):
+        """Collector i's rows as a DataFrame (schema order, readable strings), runs in order."""
+        return frame_of_kept(self.runs, self.kept[i], keep_index_columns)
+
+
+def _frame_of_run(run, cols: dict):
+    import pandas as pd
+
+    from ..engine import to_frame
+
+    if run.workload.kind == "train":
+        return to_frame(cols, run)
+    return pd.DataFrame(cols)
+
+
+def frame_of_kept(runs: list, cols: dict, keep_index_columns: bool = False):
+    """Kept column dict (several runs mixed) -> one DataFrame, rows ordered by collector order."""
+    import pandas as pd
+
+    if not cols or len(cols.get("_row", ())) == 0:
+        return pd.DataFrame()
+    frames = []
+    run_ids = cols["_run"]
+    for r in np.unique(run_ids):
+        idx = np.flatnonzero(run_ids == r)
+        sub = _take(cols, idx)
+        df = _frame_of_run(runs[int(r)], {k: v for k, v in sub.items() if k not in ("_run", "_row")})
+        df.index = idx
+        if keep_index_columns:
+            df["_run"], df["_row"] = sub["_run"], sub["_row"]
+        frames.append(df)
+    df = pd.concat(frames) if len(frames) > 1 else frames[0]
+    return df.sort_index().reset_index(drop=True)
+
+
+def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                progress: Callable[[int, int], None] | None = None) -> StreamResult:
+    """Evaluate every run chunk by chunk, feeding each chunk to every collector.
+
+    `progress(partitions_done_delta, rows_evaluated_delta)` is called after each chunk.
+    A ParquetSink among the collectors is closed (renamed into place) at the end, or removed on error.
+    """
+    stats = [RunStats() for _ in runs]
+    sinks = [c for c in collectors if isinstance(c, ParquetSink)]
+    try:
+        for r, run in enumerate(runs):
+            offset = 0
+            for cols, part_done in iter_run_chunks(run, chunk_rows, stats[r]):
+                n = len(cols["tp"]) if cols else 0
+                if n:
+                    cols["_run"] = np.full(n, r, dtype=np.int32)
+                    cols["_row"] = np.arange(offset, offset + n, dtype=np.int64)
+                    offset += n
+                    for c in collectors:
+                        c.update(cols)
+                if progress is not None:
+                    progress(1 if part_done else 0, n)
+        for s in sinks:
+            s.close()
+    except BaseException:
+        for s in sinks:
+            s.abort()
+        raise
+    return StreamResult(runs, [c.result() for c in collectors], stats)

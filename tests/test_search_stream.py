@@ -1,0 +1,122 @@
+"""Streaming sweep driver and Pareto fronts: chunked results equal one-shot pandas answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from parallmelism.config import load_run_configs
+from parallmelism.engine import evaluate
+from parallmelism.search import FitsCollector, ParetoCollector, ParquetSink, TopKCollector, pareto_mask, stream_runs
+
+GPT3 = ["model=gpt3-175b", "hardware=a100-sxm-80gb", "workload.seq_len=2048", "workload.global_batch=1536"]
+
+
+def _runs(overrides):
+    return [rc for _, rc in load_run_configs(overrides)]
+
+
+def _dominated_by(points, i, j):
+    return bool(np.all(points[j] <= points[i]) and np.any(points[j] < points[i]))
+
+
+@pytest.mark.parametrize("k_obj", [2, 3])
+def test_pareto_rows_are_non_dominated_and_cover_every_dominated_row(k_obj):
+    rng = np.random.default_rng(7)
+    # integer-valued objectives so ties (equal points) happen often
+    pts = rng.integers(0, 12, size=(400, k_obj)).astype(float)
+    mask = pareto_mask(*pts.T)
+    front = np.flatnonzero(mask)
+    assert len(front) > 0
+    for i in front:
+        assert not any(_dominated_by(pts, i, j) for j in range(len(pts)))
+    for i in np.flatnonzero(~mask):
+        assert any(_dominated_by(pts, i, j) for j in front)
+
+
+def test_pareto_2d_hand_example():
+    # (gpus, time): (8, 10) and (16, 6) and (32, 6) -> (32, 6) is dominated by (16, 6); (8, 12) by (8, 10)
+    x = np.array([8, 16, 32, 8, 64])
+    y = np.array([10.0, 6.0, 6.0, 12.0, 5.0])
+    assert pareto_mask(x, y).tolist() == [True, True, False, False, True]
+
+
+@pytest.fixture(scope="module")
+def gpt3_two_counts():
+    runs = _runs(GPT3 + ["grid.ngpus=[256,512]", "grid.max_micro_batch=4"])
+    df, _ = evaluate(runs[0])
+    return runs, df
+
+
+@pytest.mark.parametrize("chunk_rows", [997, 1 << 18])
+def test_topk_per_group_equals_pandas_sort_groupby(gpt3_two_counts, chunk_rows):
+    runs, df = gpt3_two_counts
+    res = stream_runs(runs, [TopKCollector(7, "mem_total_gib", group_by=["ngpus"], where="fits")],
+                      chunk_rows=chunk_rows)
+    got = res.frame(0)
+    want = (df[df["fits"]].sort_values(["ngpus", "mem_total_gib"], kind="stable")
+            .groupby("ngpus", observed=True).head(7).reset_index(drop=True))
+    pd.testing.assert_frame_equal(got, want)
+    assert res.evaluated == len(df)
+
+
+def test_streamed_chunks_equal_one_shot_evaluation(gpt3_two_counts):
+    runs, df = gpt3_two_counts
+    res = stream_runs(runs, [FitsCollector(where=None)], chunk_rows=1000)
+    got = res.frame(0, keep_index_columns=True).sort_values(["_row"]).drop(columns=["_run", "_row"])
+    # partitions walk micro-batch values one at a time, so row order differs: compare as sets of rows
+    key = ["ngpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
+    a = got.sort_values(key, kind="stable").reset_index(drop=True)
+    b = df.sort_values(key, kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_stream_counts_match_grid(gpt3_two_counts):
+    runs, df = gpt3_two_counts
+    _, grid = evaluate(runs[0])
+    res = stream_runs(runs, [], chunk_rows=5000)
+    assert res.considered == grid.considered
+    assert res.dropped() == grid.dropped
+
+
+def test_pareto_collector_equals_front_of_full_table(gpt3_two_counts):
+    runs, df = gpt3_two_counts
+    res = stream_runs(runs, [ParetoCollector([("ngpus", "min"), ("mem_total_gib", "min")], group_by=[])],
+                      chunk_rows=3000)
+    got = res.frame(0)
+    fit = df[df["fits"]].reset_index(drop=True)
+    want = fit[pareto_mask(fit["ngpus"].to_numpy(), fit["mem_total_gib"].to_numpy())]
+    assert sorted(map(tuple, got[["ngpus", "mem_total_gib"]].to_numpy())) == \
+        sorted(map(tuple, want[["ngpus", "mem_total_gib"]].to_numpy()))
+
+
+def test_parquet_sink_writes_every_row_as_a_partitioned_dataset(gpt3_two_counts, tmp_path):
+    runs, df = gpt3_two_counts
+    out = tmp_path / "full"
+    res = stream_runs(runs, [ParquetSink(out, runs)], chunk_rows=20_000)
+    back = pd.read_parquet(out)
+    assert len(back) == len(df) == res.evaluated
+    assert set(back["model"].astype(str)) == {"gpt3-175b"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]  # no temporary folder left
+    assert back["mem_total_gib"].sum() == pytest.approx(df["mem_total_gib"].sum(), rel=1e-12)
+
+
+def test_parquet_sink_leaves_nothing_on_failure(tmp_path):
+    runs = _runs(GPT3 + ["grid.ngpus=[256]", "grid.max_micro_batch=2"])
+
+    class Boom(TopKCollector):
+        def update(self, cols):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        stream_runs(runs, [ParquetSink(tmp_path / "full", runs), Boom(1, "mem_total_gib")])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_time_column_is_one_sentence():
+    from parallmelism.errors import UserError
+
+    runs = _runs(GPT3 + ["grid.ngpus=[256]", "grid.max_micro_batch=1"])
+    with pytest.raises(UserError, match="needs the column 'no_such_s'"):
+        stream_runs(runs, [TopKCollector(1, "no_such_s")])
