@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost.memory import training_memory
+from .cost.memory import MEM_STAGES, training_memory
 from .cost.params import total_params
 from .cost.pipeline import bubble_rate
 from .errors import UserError
@@ -47,9 +47,7 @@ def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
         elif k == "recompute":
             v = pd.Categorical.from_codes(v, categories=list(RECOMPUTE_NAMES))
         elif k == "mem_stage":
-            v = np.asarray(v)
-            v = (pd.Categorical.from_codes((v == "last").astype(np.int8), categories=["first", "last"])
-                 if v.dtype.kind == "U" else pd.Categorical(v, categories=["first", "last"]))
+            v = pd.Categorical.from_codes(v, categories=MEM_STAGES)
         data[k] = v
     order = [c for c in (column_order or TRAINING_COLUMNS) if c in data]
     order += [c for c in data if c not in order]

@@ -17,6 +17,9 @@ from .params import params_per_gpu
 from .states import fsdp_gather_bytes, model_states_bytes
 
 
+MEM_STAGES = ["first", "second", "last"]
+
+
 def _stage_geometry(c, L: int, stage: str):
     """(pipeline rank, layers, first layer index, has embedding, has head) of a candidate stage."""
     pp = c["pp"]
@@ -82,13 +85,13 @@ def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
 def training_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
                     wl: TrainWorkload) -> dict[str, np.ndarray]:
     """Memory columns of the most-loaded stage for every layout row."""
-    stages = ["first", "second", "last"]
+    stages = MEM_STAGES
     results = [_stage_memory(model, wl, cols, st) for st in stages]
     totals = np.stack([r["mem_total_gib"] for r in results])
     totals[1] = np.where(cols["pp"] >= 3, totals[1], -np.inf)  # with pp <= 2 there is no middle stage
     pick = np.argmax(totals, axis=0)  # ties keep the first stage
     out = {k: np.choose(pick, [r[k] for r in results]) for k in results[0]}
-    out["mem_stage"] = np.asarray(stages)[pick]
+    out["mem_stage"] = pick.astype(np.int8)  # code into MEM_STAGES
     out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)
     out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]
     out["fits"] = out["mem_headroom_gib"] >= 0
