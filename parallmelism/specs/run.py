@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 from .accelerator import AcceleratorSpec
 from .grid import GridSpec
 from .model import ModelSpec
+from .plan import PlanSpec
 from .workload import InferenceWorkload, TrainWorkload
 
 
@@ -30,3 +31,4 @@ class RunConfig(BaseModel):
     workload: Union[TrainWorkload, InferenceWorkload] = Field(discriminator="kind")
     grid: GridSpec
     output: OutputSpec = OutputSpec()
+    plan: PlanSpec = PlanSpec()

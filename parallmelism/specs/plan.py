@@ -1,0 +1,31 @@
+"""PlanSpec: the question a capacity plan answers (the `plan:` section of the config).
+
+`parallmelism plan train` and `plan serve` read it; `sweep` ignores it. Shorthands on the plan
+command line (`days=30`, `qps=50`) are rewritten to `plan.days=30`, ... (see cli/search_cmds.py).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+
+class PlanSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # training: at most one of days / gpus / budget_usd picks the plan (none: cheapest)
+    days: Optional[PositiveFloat] = Field(None, description="finish within this many days (fewest GPUs that do)")
+    gpus: Optional[PositiveInt] = Field(None, description="use exactly this many GPUs")
+    budget_usd: Optional[PositiveFloat] = Field(None, description="fastest plan whose cost stays within this")
+    ngpus: Optional[list[PositiveInt]] = Field(
+        None, description="GPU counts to consider (default: powers of two from 8 to 32768, or grid.ngpus if set)")
+    utilization: float = Field(0.9, gt=0, le=1, description=(
+        "goodput: fraction of wall-clock spent in productive steps (failures, restarts, checkpoints and "
+        "evaluation take the rest; Llama 3 405B reported >90% effective training time)"))
+    pue: float = Field(1.2, ge=1, description="data-centre power usage effectiveness (facility / IT power)")
+    # serving
+    qps: Optional[PositiveFloat] = Field(None, description="requests per second to serve")
+    ttft_ms: Optional[PositiveFloat] = Field(None, description="time-to-first-token limit, ms")
+    tpot_ms: Optional[PositiveFloat] = Field(None, description="time-per-output-token limit, ms")
+    load: float = Field(0.8, gt=0, le=1, description="target fraction of a replica's capacity in use (burst headroom)")
