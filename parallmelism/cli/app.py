@@ -231,6 +231,9 @@ from .compare_cmd import compare as _compare  # noqa: E402  (CI regression check
 app.command("compare")(_compare)
 
 
+from . import search_cmds  # noqa: E402,F401  (registers best, pareto, plan, merge, plot)
+
+
 def main():
     """Console entry: typer app; any UserError escaping a command is one line and exit 2."""
     from ..errors import UserError
