@@ -85,10 +85,23 @@ def _evaluate(run):
 
 
 def _best_rows(df, top: int):
+    """Up to `top` distinct layouts: the best of each GPU count first, then the next best overall.
+
+    Distinct = different (ngpus, tp, pp, cp, ep, dp_sharding, recompute): micro-batch and vpp
+    variants of one layout would repeat the same bar.
+    """
     from .rank import rank_rows
 
     ranked = rank_rows(df)
-    return ranked.head(top)
+    ranked = ranked.drop_duplicates(["ngpus", "tp", "pp", "cp", "ep", "dp_sharding", "recompute"])
+    firsts = ranked.groupby("ngpus", observed=True, sort=False).head(1)
+    rest = ranked.drop(index=firsts.index)
+    rows = firsts.head(top)
+    if len(rows) < top:
+        import pandas as pd
+
+        rows = pd.concat([rows, rest.head(top - len(rows))])
+    return rows.sort_values(["ngpus"], kind="stable")
 
 
 def plot_memory(run, out: Path, top: int) -> Path:
@@ -139,8 +152,12 @@ def plot_pareto(run, out: Path, top: int) -> Path:
     ax.step(fx, fy, where="post", color=COLORS[3], linewidth=1.5)
     ax.scatter(fx, fy, s=30, color=COLORS[3], zorder=3, label="Pareto front")
     front = fit[mask].iloc[order]
+    labelled = {}
     for (_, r), xi, yi in zip(front.iterrows(), fx, fy):
-        ax.annotate(_label(r), (xi, yi), textcoords="offset points", xytext=(6, 4), fontsize=7)
+        labelled.setdefault((xi, yi), []).append(_label(r))
+    for (xi, yi), labels in labelled.items():
+        more = f" (+{len(labels) - 1} tied)" if len(labels) > 1 else ""
+        ax.annotate(labels[0] + more, (xi, yi), textcoords="offset points", xytext=(6, 4), fontsize=7)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("GPUs")
@@ -220,7 +237,7 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     rates = Rates(hw, wl.precision)
     peak = hw.peak_flops(wl.precision)
     bw = hw.hbm_bandwidth_gbps * 1e9
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     ai = np.logspace(-1, 4, 200)
     ax.plot(ai, np.minimum(peak, ai * bw) / 1e12, color="black", linewidth=1.5, label="peak roof")
     ax.plot(ai, np.minimum(rates.gemm_peak, ai * rates.hbm) / 1e12, color="gray", linestyle="--", linewidth=1,
@@ -228,30 +245,45 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     ridge = peak / bw
     ax.axvline(ridge, color="gray", linewidth=0.5, linestyle=":")
     ax.text(ridge, peak / 1e12 * 1.1, f"ridge {ridge:.0f} FLOP/B", fontsize=7, ha="center")
-    markers = {F.MATMUL: ("o", "GEMM"), F.ATTENTION: ("s", "attention core"), F.MEMORY: ("^", "memory-bound op")}
-    seen = set()
+    markers = {F.MATMUL: ("o", "GEMM (this layout)"), F.ATTENTION: ("s", "attention core (this layout)")}
+
+    def place(fl, by, rate):
+        ai_ = fl / by
+        return ai_, min(rate, ai_ * rates.hbm)
+
+    seen, elementwise = set(), []
     for i, op in enumerate(ops):
         fl, by = float(np.asarray(op.flops)), float(np.asarray(op.bytes))
         if by <= 0:
             continue
-        if fl <= 0:
-            fl_ai = 0.15  # elementwise ops: place at the left edge (FLOPs ~ 0)
-            attained = fl_ai * rates.hbm
-        else:
-            fl_ai = fl / by
-            rate = float(np.asarray(rates.flops_rate(op))) if np.isfinite(rates.flops_rate(op)) else peak
-            attained = min(rate, fl_ai * rates.hbm)
-        mk, kind = markers.get(op.kind, ("o", "op"))
-        ax.scatter([fl_ai], [attained / 1e12], marker=mk, s=40, color=COLORS[i % len(COLORS)], zorder=3,
-                   label=kind if kind not in seen else None, edgecolor="black", linewidth=0.4)
-        seen.add(kind)
-        ax.annotate(op.name, (fl_ai, attained / 1e12), textcoords="offset points", xytext=(5, -3), fontsize=6)
+        if fl <= 0 or op.kind not in markers:
+            elementwise.append(op.name)
+            continue
+        rate = rates.flops_rate(op)
+        rate = float(np.asarray(rate)) if np.all(np.isfinite(rate)) else peak
+        x, y = place(fl, by, rate)
+        mk, kind = markers[op.kind]
+        ax.scatter([x], [y / 1e12], marker=mk, s=45, color=COLORS[i % len(COLORS)], zorder=3,
+                   label=f"{op.name}", edgecolor="black", linewidth=0.4)
+    if elementwise:
+        # norms, residual adds, activation functions: ~0 FLOPs, bandwidth-bound
+        ax.scatter([0.25], [0.25 * rates.hbm / 1e12], marker="^", s=45, color="#555555", zorder=3,
+                   label="elementwise: " + ", ".join(elementwise[:4]) + ("..." if len(elementwise) > 4 else ""))
+    # The same GEMM shapes at decode-sized token counts (one token per sequence): memory-bound.
+    h = model.hidden
+    tp = int(r["tp"])
+    for j, tokens in enumerate((1, 16, 256)):
+        op = F._gemm("decode_mlp", float(tokens), float(h), float(model.ffn_hidden) / tp)
+        x, y = place(float(op.flops), float(op.bytes), rates.gemm_peak)
+        ax.scatter([x], [y / 1e12], marker="D", s=35, color="white", edgecolor=COLORS[3], linewidth=1.2, zorder=3,
+                   label="MLP up-projection at decode, 1/16/256 tokens" if j == 0 else None)
+        ax.annotate(f"{tokens} tok", (x, y / 1e12), textcoords="offset points", xytext=(6, -10), fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs per HBM byte)")
     ax.set_ylabel("attainable TFLOP/s")
     ax.set_title(_title(run, f"roofline, forward ops of one layer ({_label(r)}, {wl.precision})"), fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3, which="both")
     return _save(fig, out)
 
