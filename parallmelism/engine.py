@@ -56,11 +56,23 @@ def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
 
 def evaluate(run: RunConfig):
     """Evaluate every valid layout of a run. Returns (DataFrame, LayoutGrid)."""
-    if run.workload.kind != "train":
-        raise UserError("workload=inference is not available in this version; use workload=train")
+    if run.workload.kind == "inference":
+        return evaluate_inference(run)
     grid = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid)
     cols = evaluate_training_columns(grid.columns, run)
     return to_frame(cols, run), grid
+
+
+def evaluate_inference(run: RunConfig):
+    """Serving: enumerate inference layouts (grid/inference.py) and add the serving cost columns
+    (cost/inference.py). Returns (DataFrame in INFERENCE_COLUMNS order, LayoutGrid)."""
+    from .cost.inference import inference_columns
+    from .grid.inference import enumerate_inference_layouts
+    from .schema import INFERENCE_COLUMNS
+
+    grid = enumerate_inference_layouts(run.model, run.hardware, run.workload, run.grid)
+    cols = inference_columns(grid.columns, run.model, run.hardware, run.workload)
+    return to_frame(cols, run, column_order=INFERENCE_COLUMNS), grid
 
 
 def empty_grid_message(grid: LayoutGrid) -> str:

@@ -146,6 +146,15 @@ def show(
         row = ranked.iloc[0].to_dict()
         console = _console()
         title = "layout" if len(df) == 1 else f"best of {len(df):,} matching layouts (pin more grid keys to choose)"
+        run = runs[0][1]
+        if run.workload.kind == "inference":
+            from ..cost.inference import breakdown_for_row
+            from ..report.breakdown import breakdown_table
+            from ..schema import INFERENCE_COLUMNS
+
+            console.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS))
+            console.print(breakdown_table(breakdown_for_row(row, run.model, run.hardware, run.workload)))
+            return
         console.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS))
     except UserError as exc:
         _fail(str(exc))

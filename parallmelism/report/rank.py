@@ -7,6 +7,9 @@ def rank_rows(df):
     """Fitting layouts first; then by step time when the time model is present, else by the
     cheapest-to-run proxy: less recomputation, smaller bubble, fewer model-parallel GPUs, less memory."""
     keys, asc = ["fits"], [False]
+    if "tpot_ms" in df.columns:  # serving: cheapest tokens first, then the lowest request latency
+        return df.sort_values(["fits", "cost_per_million_tokens", "e2e_latency_ms"],
+                              ascending=[False, True, True], kind="stable")
     if "time_step_s" in df.columns:
         keys.append("time_step_s"); asc.append(True)
     else:

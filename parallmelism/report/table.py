@@ -15,7 +15,14 @@ def _fmt(v) -> str:
     return str(v)
 
 
+INFERENCE_DEFAULT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "max_batch", "mem_weights_gib",
+                             "mem_kv_cache_gib", "mem_total_gib", "ttft_ms", "tpot_ms", "e2e_latency_ms",
+                             "throughput_tokens_per_s_per_gpu", "cost_per_million_tokens", "bound_decode"]
+
+
 def frame_table(df, columns=None, title: str | None = None) -> Table:
+    if columns is None and "tpot_ms" in df.columns:
+        columns = INFERENCE_DEFAULT_COLUMNS
     columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
     table = Table(title=title, show_lines=False)
     for c in columns:

@@ -24,6 +24,14 @@ class Efficiency(BaseModel):
     # Small GEMMs reach a lower fraction: efficiency = matmul * n/(n + matmul_half_size)
     # with n the smallest GEMM dimension (a saturating fit, see cost.roofline).
     matmul_half_dim: float = Field(0.0, ge=0, description="GEMM size at which efficiency halves")
+    # Inference (cost/inference*.py). Decode streams every local weight and the KV cache once per
+    # step through small-batch (GEMV-like) kernels that reach less of the HBM bandwidth than the
+    # large streaming kernels `hbm` describes.
+    decode_hbm: float = Field(0.6, gt=0, le=1, description="decode step kernels, fraction of HBM bandwidth")
+    # Host-side time of one request in an online serving stack (HTTP, tokenizer, scheduler, first
+    # token streamed back), added once to TTFT. Set to 0 for offline engine timings. Defaults (0.6,
+    # 15 ms) are the H100 calibration on TensorRT-LLM / NIM online serving (cost/inference.py).
+    request_overhead_ms: float = Field(15.0, ge=0, description="per-request host latency added to TTFT, ms")
 
 
 class ScaleUp(BaseModel):

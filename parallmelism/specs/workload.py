@@ -43,6 +43,10 @@ class InferenceWorkload(BaseModel):
     phase: Literal["prefill", "decode", "request"] = "request"
     flash_attention: bool = True
     moe_imbalance: float = Field(1.0, ge=1.0)
+    batching: Literal["continuous", "static"] = Field(
+        "continuous", description="continuous: a new prompt is prefilled alone, in one step with the other "
+                                  "b-1 sequences' decode tokens (vLLM/TensorRT-LLM in-flight batching); "
+                                  "static: the batch's b prompts are prefilled together")
 
 
 Workload = Union[TrainWorkload, InferenceWorkload]

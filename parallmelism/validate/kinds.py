@@ -1,1 +1,3 @@
 """Imports the modules that register case kinds beyond memory (step time, inference)."""
+
+from . import inference_cases  # noqa: F401,E402  (registers the inference case kind)

@@ -1,0 +1,264 @@
+"""Serving time: prefill (TTFT) and decode step (TPOT) roofline over serving layouts.
+
+One op on one GPU takes (JAX scaling book roofline)
+    time = max(FLOPs / (peak · eff_compute), HBM bytes / (HBM bandwidth · eff_hbm))
+and is compute- or memory-bound by whichever term wins (ops in `cost.inference_ops`). Matmuls
+use eff.matmul · m/(m + matmul_half_dim) with m the GEMM's token dimension; attention uses
+eff.attention; prefill streams at eff.hbm, decode steps at eff.decode_hbm (small-batch
+kernels). Peak FLOP/s is the workload's matmul precision (attention at bf16).
+
+Collectives per layer (times from `cost.collectives`, the training model's alpha-beta rules):
+  TP    2 all-reduces of T·h·2 bytes (after output_proj and after down_proj/experts), group tp
+  EP    dispatch + combine all-to-all of T·k·h·2 bytes × imbalance per MoE layer, group ep
+        (stride tp: EP spans replicas/prompt shards)
+  SP    prefill: all-gather of the prompt's K and V (b·S·2·g_l·d·2 bytes) over sp, overlapped
+        with the attention of the layer (only the excess is exposed); decode: all-gather of
+        the partial attention outputs and log-sum-exps (b·(q_l·2 + a_l·4) bytes per rank)
+  PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
+
+Phases (per replica; dp replicas run independently, so throughput scales with dp):
+  prefill  one prompt (continuous batching, plus one decode token of each of the other b-1
+           sequences) or the batch's b prompts (static batching), split over sp ranks
+           (load-balanced causal chunks). TTFT adds eff.request_overhead_ms. With pp > 1
+           the prompt goes through the stages in n_c chunks (sequence pipeline):
+           TTFT = (n_c + pp − 1)·(stage time of one chunk + one hop); n_c is the best of
+           1, 2, 4, ..., 64 per row (more chunks: smaller bubble, but weights re-read per chunk).
+           Chunks use the average context (later chunks attend to more keys).
+  decode   the b sequences form m = min(b, pp) micro-batches; each token must pass all stages:
+           TPOT = pp·(stage time of one micro-batch + one hop) (pp = 1: one stage time). With
+           b < pp stages idle (`decode_pp_idle`); each micro-batch re-reads the stage's weights.
+           Context = input_len + output_len/2 (mean over the decode steps).
+  request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
+Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
+phase b per TPOT, request phase output tokens b·output_len per e2e latency.
+cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) · 1e6.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, InferenceWorkload, ModelSpec
+from .collectives import collective_time_s, group_link
+from .inference_memory import inference_memory
+from .inference_ops import ACT_BYTES, causal_pairs, head_ops, layer_ops, local_heads
+from .roofline import Rates
+from .roofline import op_time_s as roofline_time_s
+
+PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
+BOUNDS = np.array(["compute", "memory", "communication"])
+
+
+def op_rate(op, rates: Rates):
+    """Achievable FLOP/s of one op (cost.roofline conventions): GEMMs at peak(precision)·matmul·
+    m/(m + matmul_half_dim), the flash attention core at peak(bf16)·attention, memory ops none."""
+    if op.kind == "matmul":
+        if rates.half_dim:
+            m = np.asarray(op.gemm_dim, dtype=np.float64)
+            return rates.gemm_peak * np.where(np.isinf(m), 1.0, m / (m + rates.half_dim))
+        return rates.gemm_peak + 0 * op.flops
+    if op.kind == "attention":
+        return rates.attention + 0 * op.flops
+    return np.full(np.shape(op.flops), np.inf)
+
+
+def op_time_s(op, hw: AcceleratorSpec, wl: InferenceWorkload, hbm_eff: float):
+    """(time per call, compute time, memory time) of one op: the roofline max (cost.roofline)."""
+    rate = op_rate(op, Rates(hw, wl.precision))
+    hbm_rate = hw.hbm_bandwidth_gbps * 1e9 * hbm_eff
+    t = roofline_time_s(op.flops, op.bytes, rate, hbm_rate)
+    return t, op.flops / rate, op.bytes / hbm_rate
+
+
+def _collective(hw, kind, nbytes, size, stride):
+    bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
+    return collective_time_s(kind, nbytes, size, bw, lat, "auto" if kind == "all_reduce" else "ring")
+
+
+def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, cols, *, tokens, attn_pairs,
+                kv_read_tokens, kv_write_tokens, kv_read_bytes, group_tokens, head_tokens, hbm_eff,
+                prefill: bool, prompt_tokens=None):
+    """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
+    stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
+    tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
+    n = np.asarray(cols["layers_per_stage"], dtype=np.float64)
+    moe_layers = n * model.num_moe_layers / model.layers
+    dense_layers = n - moe_layers
+    T = np.asarray(tokens, dtype=np.float64)
+    ops = layer_ops(model, wl, tp, ep, T, attn_pairs, kv_read_tokens, kv_write_tokens, kv_read_bytes,
+                    wl.moe_imbalance, group_tokens, dense_layers, moe_layers)
+    ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
+    times = [op_time_s(op, hw, wl, hbm_eff) for op in ops]
+    compute_s = sum(op.count * np.where(tc >= tm, t, 0.0) for op, (t, tc, tm) in zip(ops, times))
+    memory_s = sum(op.count * np.where(tc >= tm, 0.0, t) for op, (t, tc, tm) in zip(ops, times))
+    flops = sum(op.count * op.flops for op in ops)
+    hbm = sum(op.count * op.bytes for op in ops)
+
+    h = model.hidden
+    act = T * h * ACT_BYTES
+    comm = {"tp_all_reduce": 2 * n * _collective(hw, "all_reduce", act, tp, 1)}
+    if model.moe is not None:
+        imb = np.where(ep > 1, wl.moe_imbalance, 1.0)
+        comm["ep_all_to_all"] = 2 * moe_layers * _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
+    a_l, g_l = local_heads(model, tp)
+    if prefill:
+        kv_all = prompt_tokens * 2 * g_l * model.d * ACT_BYTES
+        attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == "attention")
+        ag = _collective(hw, "all_gather", kv_all, sp, tp)
+        comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
+    else:
+        partial = T * (a_l * model.d * ACT_BYTES + a_l * 4) * sp
+        comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
+    hop = np.where(pp > 1, _collective(hw, "send_recv", act, 2, tp * sp * dp), 0.0)
+    comm_s = sum(comm.values())
+    return {"ops": ops, "times": times, "compute_s": compute_s, "memory_s": memory_s, "comm": comm,
+            "comm_s": comm_s, "stage_s": compute_s + memory_s + comm_s, "hop_s": hop, "flops": flops,
+            "hbm_bytes": hbm}
+
+
+def prefill_sequences(cols, wl):
+    """Prompts prefilled in one step: 1 with continuous batching (the other b-1 sequences add
+    one decode token each to that step), b with static batching."""
+    b = np.asarray(cols["batch"], dtype=np.float64)
+    return np.ones_like(b) if wl.batching == "continuous" else b
+
+
+def prefill_terms(model, hw, wl, cols, chunks):
+    """Stage terms of one prefill chunk when the prompt is cut into `chunks` (array) pieces.
+
+    Continuous batching: one prompt of S tokens plus one decode token for each of the other
+    b-1 sequences at the mean decode context; static batching: b prompts."""
+    b = np.asarray(cols["batch"], dtype=np.float64)
+    sp = np.asarray(cols["sp"], dtype=np.float64)
+    c = np.asarray(chunks, dtype=np.float64)
+    S = wl.input_len
+    n_pre = prefill_sequences(cols, wl)
+    n_dec = b - n_pre
+    ctx = wl.input_len + wl.output_len / 2
+    tokens = (n_pre * S / sp + n_dec) / c
+    pairs = (n_pre * causal_pairs(S) + n_dec * ctx) / sp / c
+    # keys a chunk reads, averaged over chunks (all S when c = 1), plus the decoding sequences' caches
+    kv_read = n_pre * S * (c + 1) / (2 * c) + n_dec * ctx / sp / c
+    return stage_terms(model, hw, wl, cols, tokens=tokens, attn_pairs=pairs, kv_read_tokens=kv_read,
+                       kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES, group_tokens=tokens * cols["ep"],
+                       head_tokens=b / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
+
+
+def decode_micro_batches(cols):
+    return np.minimum(cols["batch"], cols["pp"])
+
+
+def decode_terms(model, hw, wl, cols):
+    """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context."""
+    m = decode_micro_batches(cols)
+    Td = np.ceil(cols["batch"] / m).astype(np.float64)
+    sp = np.asarray(cols["sp"], dtype=np.float64)
+    ctx = wl.input_len + wl.output_len / 2
+    return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=Td * ctx / sp,
+                       kv_write_tokens=Td / sp, kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
+                       group_tokens=Td * cols["ep"], head_tokens=Td, hbm_eff=hw.efficiency.decode_hbm,
+                       prefill=False)
+
+
+def best_prefill(model, hw, wl, cols):
+    """(TTFT seconds, chunk count) minimizing (n_c + pp − 1)·(stage + hop) over PREFILL_CHUNKS."""
+    pp = np.asarray(cols["pp"], dtype=np.float64)
+    best_t = np.full(len(pp), np.inf)
+    best_c = np.ones(len(pp), dtype=np.int64)
+    for c in PREFILL_CHUNKS:
+        if c * 2 > wl.input_len:
+            break
+        r = prefill_terms(model, hw, wl, cols, np.full(len(pp), c))
+        t = (c + pp - 1) * (r["stage_s"] + r["hop_s"])
+        t = np.where((pp == 1) & (c > 1), np.inf, t)
+        better = t < best_t
+        best_t = np.where(better, t, best_t)
+        best_c = np.where(better, c, best_c)
+    return best_t, best_c
+
+
+def _bound(terms):
+    stack = np.stack([terms["compute_s"], terms["memory_s"], terms["comm_s"]])
+    return BOUNDS[np.argmax(stack, axis=0)]
+
+
+def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
+                      wl: InferenceWorkload) -> dict[str, np.ndarray]:
+    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS)."""
+    pp = np.asarray(cols["pp"], dtype=np.float64)
+    b = np.asarray(cols["batch"], dtype=np.float64)
+    ttft_s, chunks = best_prefill(model, hw, wl, cols)
+    pre = prefill_terms(model, hw, wl, cols, chunks)
+    dec = decode_terms(model, hw, wl, cols)
+    m = decode_micro_batches(cols)
+    tpot_s = pp * (dec["stage_s"] + dec["hop_s"])
+    ttft_s = ttft_s + hw.efficiency.request_overhead_ms * 1e-3
+    e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
+    dp = cols["dp"]
+    if wl.phase == "prefill":
+        tput = dp * prefill_sequences(cols, wl) * wl.input_len / ttft_s
+    elif wl.phase == "decode":
+        tput = dp * b / tpot_s
+    else:
+        tput = dp * b * wl.output_len / e2e_s
+    ngpus = cols["ngpus"]
+    gpus_per_replica = np.asarray(cols["tp"] * cols["pp"] * cols["sp"], dtype=np.float64)
+    out = dict(cols)
+    out.update(inference_memory(cols, model, hw, wl, chunks, prefill_sequences(cols, wl)))
+    out.update({
+        "input_len": np.full(len(pp), wl.input_len),
+        "output_len": np.full(len(pp), wl.output_len),
+        "prefill_chunks": chunks,
+        "decode_micro_batches": m,
+        "decode_pp_idle": 1.0 - m / pp,
+        "ttft_ms": ttft_s * 1e3,
+        "tpot_ms": tpot_s * 1e3,
+        "e2e_latency_ms": e2e_s * 1e3,
+        "throughput_tokens_per_s": tput,
+        "throughput_tokens_per_s_per_gpu": tput / ngpus,
+        "cost_per_million_tokens": ngpus * hw.cost_per_gpu_hour_usd / (3600.0 * tput) * 1e6,
+        "flops_prefill_per_gpu": chunks * pre["flops"],
+        "flops_decode_per_gpu": m * dec["flops"],
+        # every GPU of the replica moves its stage's bytes for each of the m micro-batches
+        "hbm_bytes_per_token": dec["hbm_bytes"] * m * gpus_per_replica / b,
+        "arithmetic_intensity": dec["flops"] / dec["hbm_bytes"],
+        "time_comm_prefill_ms": chunks * pre["comm_s"] * 1e3,
+        "time_comm_decode_ms": pp * dec["comm_s"] * 1e3,
+        "bound_prefill": _bound(pre),
+        "bound_decode": _bound(dec),
+    })
+    return out
+
+
+def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
+                        wl: InferenceWorkload) -> list[dict]:
+    """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
+    with calls per stage, FLOPs, weight and other HBM bytes per call, total time on the stage in
+    ms and the bound. Prefill rows are per chunk; decode rows per micro-batch."""
+    one = {k: np.asarray(v)[:1] for k, v in cols.items()}
+    _, chunks = best_prefill(model, hw, wl, one)
+    records = []
+    for phase, terms in (("prefill", prefill_terms(model, hw, wl, one, chunks)),
+                         ("decode", decode_terms(model, hw, wl, one))):
+        for op, (t, tc, tm) in zip(terms["ops"], terms["times"]):
+            count = float(op.count[0])
+            if count == 0:
+                continue
+            records.append({"phase": phase, "op": op.name, "calls": count, "flops": float(op.flops[0]),
+                            "weight_bytes": float(op.weight_bytes[0]), "other_bytes": float(op.other_bytes[0]),
+                            "time_ms": count * float(t[0]) * 1e3,
+                            "bound": "compute" if tc[0] >= tm[0] else "memory"})
+        for name, t in list(terms["comm"].items()) + [("pp_send_recv", terms["hop_s"])]:
+            if float(t[0]) > 0:
+                records.append({"phase": phase, "op": name, "calls": float("nan"), "flops": 0.0,
+                                "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": float(t[0]) * 1e3,
+                                "bound": "communication"})
+    return records
+
+
+def breakdown_for_row(row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload) -> list[dict]:
+    """`inference_breakdown` of one evaluated row (a dict with the layout columns)."""
+    from ..grid.inference import INFERENCE_LAYOUT_COLUMNS
+
+    cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
+    return inference_breakdown(cols, model, hw, wl)

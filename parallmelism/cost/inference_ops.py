@@ -1,0 +1,196 @@
+"""Per-op FLOPs and HBM bytes of one decoder layer on one GPU, for prefill or one decode step.
+
+The op list is the seed's (shared/seeds/001, "LLM Workloads"): normalize, QKV_proj,
+attention_QK, attention_(QK)V, output_proj, up/gate_proj, down_proj; MoE layers replace the MLP
+by a router and the routed (+ shared) experts; the output head runs once per step on the last
+stage. Shapes per GPU (t = tp):
+  a_l = a/t query heads, g_l = g/min(t, g) KV heads (whole heads, replicated when t > g),
+  q_l = a_l·d, kv_l = g_l·d, I_l = I/t (the expert FFN is split by t too: expert TP = tp).
+A multiply-add is 2 FLOPs; non-matmul FLOPs (norms, SiLU, softmax) are not counted (seed), but
+their HBM traffic is.
+
+Every op carries: flops, weight bytes (read once per call), other HBM bytes (activations in and
+out, KV-cache reads and writes), its compute class (matmul | attention | memory) and the GEMM
+size that limits its efficiency (tokens, or tokens per local expert).
+
+Attention convention: CAUSAL. Prefill scores count S(S+1)/2 query-key pairs per sequence
+(`causal_pairs`); decode attends one query to the whole context. Flash attention is assumed for
+bytes: Q, K, V read once and O written once (no S×S matrix in HBM).
+
+Dtypes: `weight_dtype` applies to the decoder's linear layers (the quantized GEMMs); norms,
+router, embedding and output head stay 16-bit, as in vLLM / TensorRT-LLM fp8 and int4
+checkpoints. Activations are 16-bit; the KV cache uses `kv_dtype`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
+
+ACT_BYTES = 2  # bf16 activations
+HALF_BYTES = 2  # norms, router, embedding and head stay 16-bit
+
+
+@dataclass
+class Op:
+    """One op on one GPU: arrays over layout rows (per call; `count` calls per stage)."""
+
+    name: str
+    kind: str  # matmul | attention | memory
+    count: np.ndarray  # calls per pipeline stage (layers of this type, or 1)
+    flops: np.ndarray
+    weight_bytes: np.ndarray
+    other_bytes: np.ndarray
+    gemm_dim: np.ndarray  # smallest GEMM dimension (tokens); inf when not a GEMM
+
+    @property
+    def bytes(self):
+        return self.weight_bytes + self.other_bytes
+
+
+def causal_pairs(seq_len):
+    """Query-key pairs a causal mask keeps in one sequence: S(S+1)/2."""
+    s = np.asarray(seq_len, dtype=np.float64)
+    return s * (s + 1) / 2
+
+
+def local_heads(model: ModelSpec, tp):
+    """(query heads, KV heads) per GPU; KV heads are whole and replicated when tp > g."""
+    tp = np.asarray(tp, dtype=np.float64)
+    return model.heads / tp, model.g / np.minimum(tp, model.g)
+
+
+def experts_touched(num_local, top_k, num_experts, tokens_routed):
+    """Expected local experts that receive at least one of `tokens_routed` tokens (uniform
+    top-k routing): num_local·(1 − (1 − k/E)^tokens). A decode step with few tokens reads only
+    those experts' weights (Mixtral batch 1 reads 2 of 8)."""
+    miss = np.power(1.0 - top_k / num_experts, np.asarray(tokens_routed, dtype=np.float64))
+    return num_local * (1.0 - miss)
+
+
+def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pairs, kv_read_tokens,
+              kv_write_tokens, kv_read_bytes, moe_imbalance, moe_group_tokens, dense_layers, moe_layers
+              ) -> list[Op]:
+    """Ops of the decoder layers of one stage on one GPU.
+
+    tokens           T, tokens this GPU pushes through the projections
+    attn_pairs       query-key pairs this GPU scores (sum over its sequences)
+    kv_read_tokens   K/V positions read by attention (per layer, summed over sequences)
+    kv_write_tokens  K/V positions appended to the cache
+    kv_read_bytes    bytes per K (or V) element read: kv_dtype in decode, 16-bit in prefill
+    moe_group_tokens tokens routed inside the EP group per step (for `experts_touched`)
+    dense_layers, moe_layers  layers of each type on the stage (counts)
+    """
+    h, d = model.hidden, model.d
+    tp = np.asarray(tp, dtype=np.float64)
+    T = np.asarray(tokens, dtype=np.float64)
+    wb = BYTES_PER_ELEMENT[wl.weight_dtype]
+    kvb = BYTES_PER_ELEMENT[wl.kv_dtype]
+    ab = ACT_BYTES
+    a_l, g_l = local_heads(model, tp)
+    q_l, kv_l = a_l * d, g_l * d
+    all_layers = np.asarray(dense_layers, dtype=np.float64) + moe_layers
+    inf = np.full_like(T, np.inf)
+    zero = np.zeros_like(T)
+
+    def norm(name, count):
+        return Op(name, "memory", count, zero, zero + h * HALF_BYTES, 2 * T * h * ab, inf)
+
+    def linear(name, count, n_in, n_out, tokens=T, weight_bytes=wb, weights=None):
+        w = (n_in * n_out if weights is None else weights) * weight_bytes
+        return Op(name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens,
+                  tokens * (n_in + n_out) * ab, tokens)
+
+    ops = [
+        norm("attn_norm", all_layers),
+        linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
+        # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
+        Op("attention_qk", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
+           T * q_l * ab + kv_read_tokens * kv_l * kv_read_bytes + 2 * kv_write_tokens * kv_l * kvb, inf),
+        # probabilities · V: same FLOPs; reads V, writes the output
+        Op("attention_pv", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
+           kv_read_tokens * kv_l * kv_read_bytes + T * q_l * ab, inf),
+        linear("output_proj", all_layers, q_l, h),
+        norm("mlp_norm", all_layers),
+    ]
+    I_l = model.ffn_hidden / tp
+    mult = 2 if model.gated else 1
+    ops += [linear("gate_up_proj", np.asarray(dense_layers, dtype=np.float64), h, mult * I_l),
+            linear("down_proj", np.asarray(dense_layers, dtype=np.float64), I_l, h)]
+    if model.moe is not None:
+        moe = model.moe
+        E, k = moe.num_experts, moe.top_k
+        ep = np.asarray(ep, dtype=np.float64)
+        local = E / ep
+        # busiest GPU's routed tokens: the EP group routes ep·T·k tokens over ep GPUs; imbalance
+        # (busiest / mean) only matters when experts are spread over GPUs (ep > 1)
+        T_e = T * k * np.where(ep > 1, moe_imbalance, 1.0)
+        touched = experts_touched(local, k, E, moe_group_tokens)
+        Ie_l = moe.ffn_hidden / tp
+        per_expert = np.maximum(T_e / local, 1.0)  # GEMM rows per local expert
+        ml = np.asarray(moe_layers, dtype=np.float64)
+        ops.append(linear("router", ml, h, E, weight_bytes=HALF_BYTES))
+        up = linear("experts_gate_up", ml, h, mult * Ie_l, tokens=T_e, weights=touched * h * mult * Ie_l)
+        down = linear("experts_down", ml, Ie_l, h, tokens=T_e, weights=touched * Ie_l * h)
+        up.gemm_dim = down.gemm_dim = per_expert
+        ops += [up, down]
+        if moe.num_shared_experts:
+            Is_l = moe.num_shared_experts * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
+            ops += [linear("shared_gate_up", ml, h, mult * Is_l), linear("shared_down", ml, Is_l, h)]
+    return ops
+
+
+def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head) -> list[Op]:
+    """Embedding gather (first stage) and final norm + output head (last stage), once per step.
+
+    Only the last position of each sequence needs logits (`head_tokens` = sequences), in prefill
+    as in decode; logits are written in fp32. The vocabulary is split by tp.
+    """
+    h, V = model.hidden, model.vocab
+    tp = np.asarray(tp, dtype=np.float64)
+    T = np.asarray(tokens, dtype=np.float64)
+    Th = np.asarray(head_tokens, dtype=np.float64) + 0 * T
+    inf = np.full_like(T, np.inf)
+    emb = np.where(has_embedding, 1.0, 0.0) + 0 * T
+    head = np.where(has_head, 1.0, 0.0) + 0 * T
+    return [
+        Op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
+        Op("final_norm", "memory", head, 0 * T, 0 * T + h * HALF_BYTES, 2 * Th * h * ACT_BYTES, inf),
+        Op("lm_head", "matmul", head, 2 * Th * h * V / tp, h * V / tp * HALF_BYTES + 0 * T,
+           Th * (h * ACT_BYTES + V / tp * 4), Th),
+    ]
+
+
+def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
+    """Parameters one GPU holds (busiest stage), split into quantized linear weights and 16-bit
+    rest (norms, router, embedding, head). All experts count (memory), not just touched ones.
+
+    Returns (linear, half) element counts. With tp=pp=ep=1 their sum is the exact parameter
+    count (`cost.params.total_params`). With pp > 1 the busiest stage holds ceil(L/pp) layers and
+    one vocabulary matrix (embedding on the first stage, head on the last).
+    """
+    h, d, V = model.hidden, model.d, model.vocab
+    tp = np.asarray(tp, dtype=np.float64)
+    pp = np.asarray(pp)
+    a_l, g_l = local_heads(model, tp)
+    q_l, kv_l = a_l * d, g_l * d
+    n = np.asarray(layers_on_stage, dtype=np.float64)
+    moe_frac = model.num_moe_layers / model.layers
+    n_moe, n_dense = n * moe_frac, n * (1 - moe_frac)
+    mult = 3 if model.gated else 2
+    attn = h * (q_l + 2 * kv_l) + q_l * h
+    linear = n * attn + n_dense * mult * h * model.ffn_hidden / tp
+    half = n * 2 * h  # two RMSNorms per layer
+    if model.moe is not None:
+        moe = model.moe
+        linear = linear + n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden / tp
+        if moe.num_shared_experts:
+            linear = linear + n_moe * moe.num_shared_experts * mult * h * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
+        half = half + n_moe * h * moe.num_experts
+    vocab = V * h / tp
+    single = pp == 1
+    half = half + np.where(single, vocab * (1 if model.tie_embeddings else 2) + h, vocab + h)
+    return linear, half

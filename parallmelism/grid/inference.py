@@ -1,0 +1,113 @@
+"""Serving layout grid: every valid (tp, pp, sp, ep, dp, batch) for workload=inference.
+
+A replica is tp x pp x sp GPUs serving `batch` concurrent sequences; dp = ngpus/(tp·pp·sp)
+replicas run independently, except that expert parallelism spans replicas: the ep ranks that
+hold different experts are ep replicas (or prompt shards) with the same tp rank, inside dp·sp
+(Megatron's "EP inside DP", DeepSeek/SGLang's "DP attention + EP MoE").
+
+Axes:
+  tp     tensor parallel (heads, FFN, vocabulary split; KV heads replicate when tp > kv heads)
+  pp     pipeline stages (contiguous layers; an uneven split puts ceil(L/pp) on the busiest stage)
+  sp     prompt sharding for prefill (seed's SP: the prompt is split into sp load-balanced causal
+         chunks); each rank keeps the KV cache of its chunk, so KV memory divides by sp
+  ep     expert parallel (MoE only), ep | dp·sp, ep | experts
+  dp     independent replicas
+  batch  concurrent sequences per replica (grid.batch, default workload.batch)
+
+All divisibility rules are checked here with a reason key (grid.layouts style), reusing the
+training rules where they are the same rule; `DROP_REASONS` gains the inference-only keys.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
+from .layouts import DROP_REASONS, LayoutGrid, _candidates, _Crosser, divisors
+
+INFERENCE_DROP_REASONS: dict[str, str] = {
+    "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
+    "pp_exceeds_layers": "pp is larger than the number of layers (a stage would be empty)",
+    "prompt_not_divisible_by_sp": "input length is not divisible by 2·sp (load-balanced causal prompt sharding)",
+    "ep_not_dividing_dp_sp": "ep does not divide dp·sp (EP spans replicas and prompt shards)",
+}
+# One registry of reasons: the CLI's drop table and LayoutGrid.explain_empty read DROP_REASONS.
+for _k, _v in INFERENCE_DROP_REASONS.items():
+    DROP_REASONS.setdefault(_k, _v)
+
+INFERENCE_LAYOUT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "kv_replication",
+                            "layers_per_stage"]
+
+
+def kv_replication(tp, kv_heads: int):
+    """Copies of each KV head in a TP group: tp/g when tp > g (each rank needs a whole head), else 1."""
+    tp = np.asarray(tp)
+    return np.where(tp > kv_heads, tp // kv_heads, 1)
+
+
+def enumerate_inference_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: InferenceWorkload,
+                                grid: GridSpec) -> LayoutGrid:
+    """All valid serving layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
+    parts, dropped, considered = [], {r: 0 for r in DROP_REASONS}, 0
+    for n in grid.ngpus:
+        g = _enumerate_one(model, hw, workload, grid, int(n))
+        parts.append(g.columns)
+        considered += g.considered
+        for r, c in g.dropped.items():
+            dropped[r] += c
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return LayoutGrid(cols, dropped, considered)
+
+
+def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
+    L, a, g, S = model.layers, model.heads, model.g, workload.input_len
+    E = model.moe.num_experts if model.moe else 0
+    div_n = divisors(n)
+    tp_c = _candidates(grid.tp, div_n)
+    pp_c = _candidates(grid.pp, div_n)
+    sp_c = _candidates(grid.sp, div_n)
+    ep_c = _candidates(grid.ep, divisors(E)[divisors(E) <= n] if E else [1])
+    b_c = _candidates(grid.batch, [workload.batch])
+
+    tp, pp, sp = (x.ravel() for x in np.meshgrid(tp_c, pp_c, sp_c, indexing="ij"))
+    later = len(ep_c) * len(b_c)
+    x = _Crosser({"tp": tp, "pp": pp, "sp": sp}, later)
+    divides = n % (tp * pp * sp) == 0
+    if grid.tp is None and grid.pp is None and grid.sp is None:
+        x.cols = {k: v[divides] for k, v in x.cols.items()}  # not layouts at all: nothing to report
+    else:
+        x.rule("replica_not_dividing_ngpus", ~divides)
+    considered = len(x.cols["tp"]) * later + x.dropped["replica_not_dividing_ngpus"]
+    c = x.cols
+    c["ngpus"] = np.full(len(c["tp"]), n, dtype=np.int64)
+    c["dp"] = n // (c["tp"] * c["pp"] * c["sp"])
+
+    domain = hw.scale_up.domain_size
+    x.rule("ngpus_exceeds_fabric", hw.scale_out is None and n > domain)
+    x.rule("tp_exceeds_scale_up_domain", x.cols["tp"] > domain)
+    x.rule("heads_not_divisible_by_tp", a % x.cols["tp"] != 0)
+    t = x.cols["tp"]
+    x.rule("kv_heads_incompatible_with_tp", (g % t != 0) & (t % g != 0))
+    t = x.cols["tp"]
+    ffn_bad = model.ffn_hidden % t != 0
+    if model.moe is not None:
+        ffn_bad |= model.moe.ffn_hidden % t != 0
+    x.rule("ffn_not_divisible_by_tp", ffn_bad)
+    x.rule("pp_exceeds_layers", x.cols["pp"] > L)
+    sp = x.cols["sp"]
+    x.rule("prompt_not_divisible_by_sp", (sp > 1) & (S % (2 * sp) != 0))
+
+    x.cross("ep", ep_c)
+    c = x.cols
+    x.rule("ep_on_dense_model", (E == 0) & (c["ep"] > 1))
+    if E:
+        x.rule("experts_not_divisible_by_ep", E % x.cols["ep"] != 0)
+    c = x.cols
+    x.rule("ep_not_dividing_dp_sp", (c["dp"] * c["sp"]) % c["ep"] != 0)
+
+    x.cross("batch", b_c)
+    c = x.cols
+    c["kv_replication"] = kv_replication(c["tp"], g)
+    c["layers_per_stage"] = -(-L // c["pp"])  # busiest stage of an uneven split: ceil(L/pp)
+    return LayoutGrid({k: np.asarray(c[k], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS},
+                      x.dropped, considered)

@@ -1,0 +1,66 @@
+"""Case kind `inference`: files in the format of `shared/reference/inference_measured.csv`.
+
+Each row predicts `ttft_ms` (from `measured_ttft_ms`) and `itl_ms` (inter-token latency, our
+`tpot_ms`, from `measured_itl_ms`) with the serving cost model; a blank measurement is skipped.
+How a row becomes a configuration (one rule each, never per case):
+- model, accelerator: as for memory cases (`validate/cases.py`); blank accelerator = H100 SXM.
+- precision: the weight dtype (bf16, fp16, fp8, int8, int4) and, for bf16/fp16/fp8, the matmul
+  dtype; int8/int4 are weight-only quantization (bf16 matmuls).
+- kv_cache_precision: the KV-cache dtype; blank = bf16.
+- gpus: ngpus (blank = tp·pp·sp); tp, pp, ep, sp: blank = 1; dp = gpus / (tp·pp·sp).
+- concurrency: concurrent sequences per replica (batch); blank = 1.
+- batching (optional column): blank = continuous (every serving stack in the file batches in
+  flight: a new prompt is prefilled alone while the others decode).
+The shipped copy is `parallmelism/cases/inference_measured.csv`.
+"""
+
+from __future__ import annotations
+
+from .cases import DEFAULT_HARDWARE, as_int, get, model_of
+from .runner import _evaluate_one, register_case_kind
+
+QUANTITIES = {"ttft_ms": "measured_ttft_ms", "itl_ms": "measured_itl_ms"}
+PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
+REQUIRED = ["case", "input_len", "output_len", "concurrency", "measured_ttft_ms", "measured_itl_ms"]
+
+
+def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
+    """RunConfig with a fully pinned serving layout for one case row."""
+    from pydantic import ValidationError
+
+    from ..errors import UserError, format_validation_error
+    from ..specs import GridSpec, InferenceWorkload, RunConfig
+
+    model = model_of(row, shipped_models)
+    hw = hardware_of(get(row, "accelerator", DEFAULT_HARDWARE))
+    tp, pp, ep, sp = (as_int(row, k, 1) for k in ("tp", "pp", "ep", "sp"))
+    gpus = as_int(row, "gpus", tp * pp * sp)
+    weights = str(get(row, "precision", "bf16")).lower()
+    compute = weights if weights in ("bf16", "fp16", "fp8") else "bf16"
+    try:
+        wl = InferenceWorkload(input_len=as_int(row, "input_len"), output_len=as_int(row, "output_len"),
+                               batch=as_int(row, "concurrency", 1), weight_dtype=weights,
+                               kv_dtype=str(get(row, "kv_cache_precision", "bf16")).lower(), precision=compute,
+                               batching=str(get(row, "batching", "continuous")).lower())
+        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[wl.batch])
+        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
+    except ValidationError as exc:
+        raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
+
+
+def _inference_rows(df, ctx):
+    rows = []
+    for row in df.to_dict("records"):
+        measured = {q: get(row, col) for q, col in QUANTITIES.items()}
+        if all(v is None for v in measured.values()):
+            continue
+        pred = _evaluate_one(inference_run_of(row, *ctx))
+        for q, value in measured.items():
+            if value is None:
+                continue
+            rows.append({"case": row["case"], "quantity": q, "unit": "ms", "measured": float(value),
+                         "predicted": float(pred[PREDICTED[q]]), "source": get(row, "source", "")})
+    return rows
+
+
+register_case_kind("inference", REQUIRED, _inference_rows)
