@@ -352,9 +352,9 @@ def plan_train(
                                                       "dp_sharding", "recompute", "time_step_s", "days", "gpu_hours",
                                                       "energy_mwh", "cost_usd", "chosen"],
                                       title="fastest layout per GPU count"))
-        _write(table, out, console, "plan rows")
-        if failure:
+        if failure:  # the table above shows why; nothing is written for a plan that failed
             raise UserError(failure)
+        _write(table, out, console, "plan rows")
         text = train_summary(table, run, plan)
         if not quiet:
             console.print(text, markup=False)
