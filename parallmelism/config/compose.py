@@ -127,10 +127,26 @@ def to_run_config(cfg):
     except Exception as exc:
         raise UserError(f"bad configuration: {_first_line(exc)}") from None
     data.pop("hydra", None)
+    _check_magnitudes(data)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise UserError(format_validation_error(exc)) from None
+
+
+# Integers beyond 2**53 are not sizes of anything and overflow the int64 array math downstream.
+MAX_INT = 2**53
+
+
+def _check_magnitudes(data, prefix: str = "") -> None:
+    """One sentence for an absurdly large integer anywhere in the config (before validation)."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, (dict, list)):
+            _check_magnitudes(v, key)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= MAX_INT:
+            raise UserError(f"{key}={v} is absurdly large (limit 2**53)")
 
 
 def load_run_configs(overrides: list[str], config_dirs: list[str] | None = None):
