@@ -3,9 +3,11 @@
 One op on one GPU takes (JAX scaling book roofline)
     time = max(FLOPs / (peak · eff_compute), HBM bytes / (HBM bandwidth · eff_hbm))
 and is compute- or memory-bound by whichever term wins (ops in `cost.inference_ops`). Matmuls
-use eff.matmul · m/(m + matmul_half_dim) with m the GEMM's token dimension; attention uses
-eff.attention; prefill streams at eff.hbm, decode steps at eff.decode_hbm (small-batch
-kernels). Peak FLOP/s is the workload's matmul precision (attention at bf16).
+use eff.matmul · min(1, m/eff.gemm_tile_rows) with m the GEMM's rows (tokens): a decode GEMM with
+a handful of rows still pays a full tensor-core tile (the training fit eff.matmul_half_dim does
+not describe serving GEMMs and is not used here); attention uses eff.attention; prefill streams
+at eff.hbm, decode steps at eff.decode_hbm (small-batch kernels). Peak FLOP/s is the workload's
+matmul precision (attention at bf16).
 
 Collectives per layer (times from `cost.collectives`, the training model's alpha-beta rules):
   TP    2 all-reduces of T·h·2 bytes (after output_proj and after down_proj/experts), group tp
@@ -49,14 +51,13 @@ PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
 BOUNDS = np.array(["compute", "memory", "communication"])
 
 
-def op_rate(op, rates: Rates):
-    """Achievable FLOP/s of one op (cost.roofline conventions): GEMMs at peak(precision)·matmul·
-    m/(m + matmul_half_dim), the flash attention core at peak(bf16)·attention, memory ops none."""
+def op_rate(op, rates: Rates, tile_rows: int):
+    """Achievable FLOP/s of one op: GEMMs at peak(precision)·matmul·min(1, m/tile_rows) (m rows =
+    tokens; a partly filled tensor-core tile costs a full one), the flash attention core at
+    peak(bf16)·attention (cost.roofline), memory ops none."""
     if op.kind == "matmul":
-        if rates.half_dim:
-            m = np.asarray(op.gemm_dim, dtype=np.float64)
-            return rates.gemm_peak * np.where(np.isinf(m), 1.0, m / (m + rates.half_dim))
-        return rates.gemm_peak + 0 * op.flops
+        m = np.asarray(op.gemm_dim, dtype=np.float64)
+        return rates.gemm_peak * np.minimum(1.0, m / tile_rows)
     if op.kind == "attention":
         return rates.attention + 0 * op.flops
     return np.full(np.shape(op.flops), np.inf)
@@ -64,7 +65,7 @@ def op_rate(op, rates: Rates):
 
 def op_time_s(op, hw: AcceleratorSpec, wl: InferenceWorkload, hbm_eff: float):
     """(time per call, compute time, memory time) of one op: the roofline max (cost.roofline)."""
-    rate = op_rate(op, Rates(hw, wl.precision))
+    rate = op_rate(op, Rates(hw, wl.precision), hw.efficiency.gemm_tile_rows)
     hbm_rate = hw.hbm_bandwidth_gbps * 1e9 * hbm_eff
     t = roofline_time_s(op.flops, op.bytes, rate, hbm_rate)
     return t, op.flops / rate, op.bytes / hbm_rate
