@@ -31,7 +31,7 @@ KEY_COLUMNS: tuple[str, ...] = (
     # workload knobs that vary inside a multi-run table
     "seq_len", "global_batch", "precision", "schedule",
     # inference layout and workload columns
-    "batch", "input_len", "output_len", "context_len", "weight_dtype", "kv_dtype",
+    "sp", "batch", "input_len", "output_len", "context_len", "weight_dtype", "kv_dtype",
 )
 NOT_COMPARED = ("tool_version",)
 DEFAULT_RTOL = 1e-9

@@ -34,6 +34,16 @@ CASES: dict[str, list[str]] = {
         "grid.ngpus=[64]", "grid.tp=[4,8]", "grid.pp=[8,16]", "grid.cp=[1]", "grid.vpp=[1,2,3]",
         "grid.micro_batch=[1,2]",
     ],
+    # Serving (issue 4): every TP/PP/SP layout of Llama-3.1-70B on 8 and 16 H100s at three batch sizes.
+    "llama3.1-70b_h100_inference": [
+        "workload=inference", "model=llama3.1-70b", "hardware=h100-sxm-80gb",
+        "grid.ngpus=[8,16]", "workload.batch=1,16,64",
+    ],
+    # Serving an MoE: Mixtral 8x7B on 8 H100s (EP and TP), two batch sizes.
+    "mixtral-8x7b_h100_inference": [
+        "workload=inference", "model=mixtral-8x7b", "hardware=h100-sxm-80gb",
+        "grid.ngpus=[8]", "workload.batch=1,32",
+    ],
 }
 
 
