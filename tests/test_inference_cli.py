@@ -57,3 +57,50 @@ def test_bad_inference_input_is_one_line_exit_2(tmp_path, arg, key):
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and key in p.stderr
     assert not out.exists()
+
+
+def _readme():
+    from conftest import REPO
+
+    return (REPO / "README.md").read_text()
+
+
+def _readme_section():
+    text = _readme()
+    return text[text.index("### Llama-3-70B on H100: TP8 vs TP16"):]
+
+
+def test_readme_serving_commands_run(tmp_path):
+    text = _readme()
+    block = text[text.index("## Serving (workload=inference)"):text.index("### Validation: serving latency")]
+    cmds = [ln.split("#")[0].split() for ln in block.splitlines() if ln.startswith("parallmelism ")]
+    assert len(cmds) == 3
+    for cmd in cmds:
+        extra = [f"output.path={tmp_path / 'x.csv'}"] if cmd[1] == "sweep" else []
+        code, out = invoke(*cmd[1:], *extra)
+        assert code == 0, out
+
+
+def test_readme_tp8_vs_tp16_table_is_what_the_command_prints(tmp_path):
+    """The README numbers come from the command shown there; the physics is checked in closed form."""
+    section = _readme_section()
+    cmd = next(ln for ln in section.splitlines() if ln.startswith("parallmelism sweep")).split()
+    out = tmp_path / "tp.csv"
+    code, text = invoke(*cmd[1:], f"output.path={out}")
+    assert code == 0, text
+    df = pd.read_csv(out).set_index("tp")
+    table = {}
+    for ln in section.splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in df.columns:
+            table[cells[0]] = cells[1:]
+    assert len(table) >= 9
+    for col, (tp8, tp16) in table.items():
+        for tp, shown in ((8, tp8), (16, tp16)):
+            assert float(shown) == pytest.approx(round(float(df.loc[tp, col]), 2), abs=0.006), (col, tp)
+    # closed forms: 2·80·8·128·2 B per token · (2048 + 512) tokens · 32 sequences ÷ 8 KV heads per GPU
+    kv_gib = 2 * 80 * 8 * 128 * 2 * 2560 * 32 / 8 / 2**30
+    assert df.loc[8, "mem_kv_cache_gib"] == pytest.approx(kv_gib) == df.loc[16, "mem_kv_cache_gib"]
+    assert df.loc[16, "kv_replication"] == 2 and df.loc[8, "kv_replication"] == 1
+    # weights: TP16 holds half of TP8's except the replicated K/V projections
+    assert 0.5 < df.loc[16, "mem_weights_gib"] / df.loc[8, "mem_weights_gib"] < 0.52
