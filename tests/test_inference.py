@@ -240,3 +240,17 @@ def test_throughput_and_cost_follow_from_latency():
     hw = load_option("hardware", "h100-sxm-80gb")
     assert r["cost_per_million_tokens"] == pytest.approx(
         16 * hw.cost_per_gpu_hour_usd / 3600 / r["throughput_tokens_per_s"] * 1e6)
+
+
+def test_without_flash_attention_the_score_matrix_goes_through_hbm():
+    m = model("llama3.1-8b")
+    hw = load_option("hardware", "h100-sxm-80gb")
+    S = 8192
+    recs = {}
+    for flash in (True, False):
+        wl = InferenceWorkload(input_len=S, output_len=2, flash_attention=flash)
+        r = one(run_of("llama3.1-8b", grid={"ngpus": [1], "tp": [1]}, input_len=S, output_len=2,
+                       flash_attention=flash))
+        recs[flash] = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl)}
+    extra = recs[False][("prefill", "attention_qk")]["other_bytes"] - recs[True][("prefill", "attention_qk")]["other_bytes"]
+    assert extra == pytest.approx(S * (S + 1) / 2 * m.heads * 2)  # causal pairs x heads x 2 bytes

@@ -14,8 +14,9 @@ out, KV-cache reads and writes), its compute class (matmul | attention | memory)
 size that limits its efficiency (tokens, or tokens per local expert).
 
 Attention convention: CAUSAL. Prefill scores count S(S+1)/2 query-key pairs per sequence
-(`causal_pairs`); decode attends one query to the whole context. Flash attention is assumed for
-bytes: Q, K, V read once and O written once (no S×S matrix in HBM).
+(`causal_pairs`); decode attends one query to the whole context. With flash attention (default)
+Q, K, V are read once and O written once (no S×S matrix in HBM); `flash_attention=false` adds
+the scores written and the probabilities read, 2 bytes per head per kept pair each.
 
 Dtypes: `weight_dtype` applies to the decoder's linear layers (the quantized GEMMs); norms,
 router, embedding and output head stay 16-bit, as in vLLM / TensorRT-LLM fp8 and int4
@@ -104,15 +105,19 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
         return Op(name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens,
                   tokens * (n_in + n_out) * ab, tokens)
 
+    # Without flash attention the scores are written by QKᵀ and the probabilities read by ·V, one
+    # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
+    # materializes the masked half too)
+    scores = 0.0 if wl.flash_attention else np.asarray(attn_pairs, dtype=np.float64) * a_l * ab
     ops = [
         norm("attn_norm", all_layers),
         linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
         # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
         Op("attention_qk", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
-           T * q_l * ab + kv_read_tokens * kv_l * kv_read_bytes + 2 * kv_write_tokens * kv_l * kvb, inf),
+           T * q_l * ab + kv_read_tokens * kv_l * kv_read_bytes + 2 * kv_write_tokens * kv_l * kvb + scores, inf),
         # probabilities · V: same FLOPs; reads V, writes the output
         Op("attention_pv", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
-           kv_read_tokens * kv_l * kv_read_bytes + T * q_l * ab, inf),
+           kv_read_tokens * kv_l * kv_read_bytes + T * q_l * ab + scores, inf),
         linear("output_proj", all_layers, q_l, h),
         norm("mlp_norm", all_layers),
     ]
