@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sweep.py            # all cases
     python benchmarks/bench_sweep.py gpt3       # one case
+    python benchmarks/bench_sweep.py --workers=1  # one process (default: every core)
 
 Prints, per case: layouts considered (every axis combination), valid layouts evaluated by the
 cost model, wall and CPU seconds, rows per second, and the ratio to Calculon's published search
@@ -56,9 +57,17 @@ def runs_of(case: str):
     return [rc for _, rc in load_run_configs(CASES[case][1])]
 
 
-def bench(case: str, repeats: int = 3) -> dict:
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its finished worker processes (user + system)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def bench(case: str, repeats: int = 3, workers: int | None = None) -> dict:
     runs = runs_of(case)
-    probe = stream_runs(runs[:1], [], chunk_rows=1 << 18)  # warm-up, and learn the columns
+    probe = stream_runs(runs[:1], [], chunk_rows=1 << 18, workers=1)  # warm-up, and learn the columns
     best_by = "time_step_s"
     from parallmelism.search.stream import iter_run_chunks
 
@@ -69,21 +78,25 @@ def bench(case: str, repeats: int = 3) -> dict:
     for _ in range(repeats):
         collectors = [TopKCollector(5, best_by, group_by=["ngpus"], where="fits"),
                       ParetoCollector([("ngpus", "min"), (best_by, "min")], group_by=[])]
-        t0, c0 = time.perf_counter(), time.process_time()
-        res = stream_runs(runs, collectors)
+        t0, c0 = time.perf_counter(), _cpu_s()
+        res = stream_runs(runs, collectors, workers=workers)
         wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
+        cpu.append(_cpu_s() - c0)
     w, c = min(wall), min(cpu)
     return {"case": case, "considered": probe.considered, "evaluated": res.evaluated, "wall_s": w, "cpu_s": c,
             "rows_per_s": res.evaluated / w, "rows_per_cpu_s": res.evaluated / c,
-            "considered_per_s": probe.considered / w, "ranked_by": best_by}
+            "considered_per_s": probe.considered / w, "ranked_by": best_by, "workers": workers}
 
 
 def main(argv: list[str]) -> None:
-    cases = argv or list(CASES)
+    cases = [a for a in argv if not a.startswith("--")] or list(CASES)
+    workers = next((int(a.split("=")[1]) for a in argv if a.startswith("--workers=")), None)
     for case in cases:
-        r = bench(case)
-        print(f"== {CASES[case][0]}")
+        r = bench(case, workers=workers)
+        from parallmelism.search.stream import default_workers
+
+        w = r["workers"] or default_workers(runs_of(case))
+        print(f"== {CASES[case][0]}  [{w} worker process{'es' if w > 1 else ''}]")
         print(f"   combinations considered {r['considered']:>12,}   valid layouts evaluated {r['evaluated']:>11,}"
               f"   (ranked by {r['ranked_by']})")
         print(f"   search time {r['wall_s']:.3f} s wall, {r['cpu_s']:.3f} s CPU   ->  {r['rows_per_s']:,.0f} layouts/s, "

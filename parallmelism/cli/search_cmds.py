@@ -165,22 +165,6 @@ FRONTS = {
 }
 
 
-class _CostPerStep:
-    """Adds usd_per_step = ngpus · time_step_s · cost_per_gpu_hour_usd / 3600 to each chunk."""
-
-    def __init__(self, inner, runs):
-        self.inner, self.runs = inner, runs
-
-    def update(self, cols):
-        if cols and "time_step_s" in cols and "usd_per_step" not in cols:
-            price = self.runs[int(cols["_run"][0])].hardware.cost_per_gpu_hour_usd
-            cols["usd_per_step"] = cols["ngpus"] * cols["time_step_s"] * price / 3600.0
-        self.inner.update(cols)
-
-    def result(self):
-        return self.inner.result()
-
-
 @app.command(context_settings=EXTRA)
 def pareto(
     overrides: Optional[List[str]] = OVERRIDES,
@@ -212,7 +196,7 @@ def pareto(
             raise UserError(f"--front {front} is for workload={FRONTS[front][0]}, this sweep is workload={kind}")
         objectives = FRONTS[front][1]
         col = ParetoCollector(objectives, group_by=["_run"] if per_run else [], where="fits")
-        res = stream_with_progress(runs, [_CostPerStep(col, runs)], quiet, chunk_rows, "front")
+        res = stream_with_progress(runs, [col], quiet, chunk_rows, "front")
         if res.evaluated == 0:
             raise UserError(_empty_message(res))
         df = frame_of_kept(runs, res.kept[0])

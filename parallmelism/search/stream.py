@@ -35,8 +35,23 @@ DEFAULT_CHUNK_ROWS = 1 << 18  # 262,144 rows: ~130 MB of float64 temporaries in 
 
 # ----------------------------------------------------------------------------- chunks of one run
 
+_PARTITIONS: dict = {}
+
+
 def _training_partitions(run) -> list:
-    """Sub-grids (one GPU count, one micro-batch value) whose union is the run's grid."""
+    """Sub-grids (one GPU count, one micro-batch value) whose union is the run's grid (cached per run)."""
+    key = id(run)
+    hit = _PARTITIONS.get(key)
+    if hit is not None and hit[0] is run:
+        return hit[1]
+    parts = _make_partitions(run)
+    if len(_PARTITIONS) > 64:
+        _PARTITIONS.clear()
+    _PARTITIONS[key] = (run, parts)
+    return parts
+
+
+def _make_partitions(run) -> list:
     grid, B = run.grid, run.workload.global_batch
     if grid.micro_batch is not None:
         mbs = [list(grid.micro_batch)]
@@ -60,9 +75,19 @@ class RunStats:
     dropped: dict = field(default_factory=lambda: {r: 0 for r in DROP_REASONS})
 
 
-def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
-                    ) -> Iterator[tuple[dict, bool]]:
-    """Yield (columns, partition_done) for one run: evaluated cost columns of <= chunk_rows rows."""
+def derive_columns(cols: dict, run) -> dict:
+    """Columns every search may rank on that the cost model leaves implicit.
+
+    usd_per_step = ngpus · time_step_s · cost_per_gpu_hour_usd / 3600 (training, when timed).
+    """
+    if cols and "time_step_s" in cols and "usd_per_step" not in cols:
+        cols["usd_per_step"] = cols["ngpus"] * cols["time_step_s"] * (run.hardware.cost_per_gpu_hour_usd / 3600.0)
+    return cols
+
+
+def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
+                          ) -> Iterator[tuple[dict, int]]:
+    """Yield (columns, local_row_offset) for partition `part` of one run, <= chunk_rows rows each."""
     from .. import engine
 
     stats = stats if stats is not None else RunStats()
@@ -73,23 +98,29 @@ def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats |
         for k, v in (getattr(grid, "dropped", None) or {}).items():
             stats.dropped[k] = stats.dropped.get(k, 0) + v
         stats.evaluated += len(df)
-        yield {c: df[c].to_numpy() for c in df.columns}, True
+        if len(df):
+            yield derive_columns({c: df[c].to_numpy() for c in df.columns}, run), 0
         return
-    model, hw, wl = run.model, run.hardware, run.workload
-    for sub in _training_partitions(run):
-        g = enumerate_training_layouts(model, hw, wl, sub)
-        stats.considered += g.considered
-        for k, v in g.dropped.items():
-            stats.dropped[k] += v
-        n = len(g)
-        if n == 0:
-            yield {}, True
-            continue
-        for lo in range(0, n, chunk_rows):
-            part = {k: v[lo:lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
-            cols = engine.evaluate_training_columns(part, run)
-            stats.evaluated += len(cols["tp"])
-            yield cols, lo + chunk_rows >= n
+    sub = _training_partitions(run)[part]
+    g = enumerate_training_layouts(run.model, run.hardware, run.workload, sub)
+    stats.considered += g.considered
+    for k, v in g.dropped.items():
+        stats.dropped[k] = stats.dropped.get(k, 0) + v
+    n = len(g)
+    for lo in range(0, n, chunk_rows):
+        chunk = {k: v[lo:lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
+        cols = engine.evaluate_training_columns(chunk, run)
+        stats.evaluated += len(cols["tp"])
+        yield derive_columns(cols, run), lo
+
+
+def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
+                    ) -> Iterator[tuple[dict, bool]]:
+    """Yield (columns, partition_done) for one run, partition by partition."""
+    for part in range(partitions_of(run)):
+        for cols, _ in iter_partition_chunks(run, part, chunk_rows, stats):
+            yield cols, False
+        yield {}, True
 
 
 # ----------------------------------------------------------------------------- collectors
@@ -112,7 +143,16 @@ def _require(cols: dict, names: Sequence[str], why: str) -> None:
 
 
 class Collector:
-    """Receives evaluated chunks (with `_run`, `_row`), keeps a bounded subset."""
+    """Receives evaluated chunks (with `_run`, `_row`), keeps a bounded subset.
+
+    A collector whose `spawn()` returns an empty copy is *mergeable*: worker processes fill
+    their own copies and the driver feeds the copies' results back through `update`, which
+    gives the same rows as a serial run (top-k and Pareto fronts of a union are the top-k and
+    fronts of the parts' top-k and fronts).
+    """
+
+    def spawn(self):
+        return None
 
     def update(self, cols: dict) -> None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -132,6 +172,9 @@ class TopKCollector(Collector):
                  descending: bool = False):
         self.k, self.by, self.group_by, self.where, self.descending = k, by, list(group_by), where, descending
         self.kept: dict | None = None
+
+    def spawn(self):
+        return TopKCollector(self.k, self.by, self.group_by, self.where, self.descending)
 
     def update(self, cols: dict) -> None:
         if not cols:
@@ -176,6 +219,9 @@ class ParetoCollector(Collector):
         self._mask = pareto_mask
         self.objectives, self.group_by, self.where = list(objectives), list(group_by), where
         self.kept: dict | None = None
+
+    def spawn(self):
+        return ParetoCollector(self.objectives, self.group_by, self.where)
 
     def _front(self, cols: dict) -> dict:
         objs = [np.asarray(cols[c], dtype=np.float64) * (1.0 if s == "min" else -1.0) for c, s in self.objectives]
@@ -335,28 +381,67 @@ def frame_of_kept(runs: list, cols: dict, keep_index_columns: bool = False):
     return df.sort_index().reset_index(drop=True)
 
 
+def _row_base(part: int) -> int:
+    """Row numbers are (partition << 32) + position in the partition: enumeration order, and
+    known before earlier partitions finish (so workers can number rows independently)."""
+    return part << 32
+
+
+def _tag(cols: dict, r: int, part: int, lo: int) -> dict:
+    n = len(cols["tp"])
+    cols["_run"] = np.full(n, r, dtype=np.int32)
+    cols["_row"] = np.arange(lo, lo + n, dtype=np.int64) + _row_base(part)
+    return cols
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(runs, collectors, chunk_rows):
+    _WORKER.update(runs=runs, collectors=collectors, chunk_rows=chunk_rows)
+
+
+def _worker_task(task):
+    """Evaluate one partition in a worker process; return the mergeable collectors' results."""
+    r, part = task
+    run = _WORKER["runs"][r]
+    local = [c.spawn() for c in _WORKER["collectors"]]
+    stats = RunStats()
+    rows = 0
+    for cols, lo in iter_partition_chunks(run, part, _WORKER["chunk_rows"], stats):
+        rows += len(cols["tp"])
+        _tag(cols, r, part, lo)
+        for c in local:
+            c.update(cols)
+    return r, [c.result() for c in local], stats, rows
+
+
+def default_workers(runs) -> int:
+    """Worker processes for a sweep: every core when there are enough partitions to share."""
+    cores = os.cpu_count() or 1
+    parts = sum(partitions_of(r) for r in runs)
+    return cores if cores > 1 and parts >= 2 * cores else 1
+
+
 def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                progress: Callable[[int, int], None] | None = None) -> StreamResult:
+                progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> StreamResult:
     """Evaluate every run chunk by chunk, feeding each chunk to every collector.
 
-    `progress(partitions_done_delta, rows_evaluated_delta)` is called after each chunk.
-    A ParquetSink among the collectors is closed (renamed into place) at the end, or removed on error.
+    `progress(partitions_done_delta, rows_evaluated_delta)` is called as work completes.
+    With workers > 1 (default: every core, for sweeps of enough partitions) partitions are
+    evaluated in worker processes when every collector is mergeable (`spawn`); a ParquetSink or
+    FitsCollector keeps the sweep in this process. A ParquetSink is closed (renamed into place)
+    at the end, or removed on error.
     """
     stats = [RunStats() for _ in runs]
     sinks = [c for c in collectors if isinstance(c, ParquetSink)]
+    workers = default_workers(runs) if workers is None else workers
+    mergeable = all(c.spawn() is not None for c in collectors)
     try:
-        for r, run in enumerate(runs):
-            offset = 0
-            for cols, part_done in iter_run_chunks(run, chunk_rows, stats[r]):
-                n = len(cols["tp"]) if cols else 0
-                if n:
-                    cols["_run"] = np.full(n, r, dtype=np.int32)
-                    cols["_row"] = np.arange(offset, offset + n, dtype=np.int64)
-                    offset += n
-                    for c in collectors:
-                        c.update(cols)
-                if progress is not None:
-                    progress(1 if part_done else 0, n)
+        if workers > 1 and mergeable:
+            _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats)
+        else:
+            _stream_serial(runs, collectors, chunk_rows, progress, stats)
         for s in sinks:
             s.close()
     except BaseException:
@@ -364,3 +449,37 @@ def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAU
             s.abort()
         raise
     return StreamResult(runs, [c.result() for c in collectors], stats)
+
+
+def _stream_serial(runs, collectors, chunk_rows, progress, stats):
+    for r, run in enumerate(runs):
+        for part in range(partitions_of(run)):
+            for cols, lo in iter_partition_chunks(run, part, chunk_rows, stats[r]):
+                _tag(cols, r, part, lo)
+                for c in collectors:
+                    c.update(cols)
+                if progress is not None:
+                    progress(0, len(cols["tp"]))
+            if progress is not None:
+                progress(1, 0)
+
+
+def _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats):
+    import multiprocessing as mp
+
+    tasks = [(r, part) for r, run in enumerate(runs) for part in range(partitions_of(run))]
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(runs, collectors, chunk_rows)) as pool:
+        for r, kept, st, rows in pool.imap(_worker_task, tasks):  # in order: same ties as serial
+            s = stats[r]
+            s.considered += st.considered
+            s.evaluated += st.evaluated
+            for k, v in st.dropped.items():
+                s.dropped[k] = s.dropped.get(k, 0) + v
+            for c, part_kept in zip(collectors, kept):
+                if part_kept:
+                    c.update(part_kept)
+            if progress is not None:
+                progress(1, rows)
+        pool.close()
+        pool.join()
