@@ -216,3 +216,23 @@ def test_plot_bad_input_is_one_sentence(tmp_path):
     r = run_cli("plot", "memory", *SMALL, "--out", tmp_path / "x.jpg")
     assert r.returncode == 2 and ".png or .svg" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_readme_search_commands_run(tmp_path, monkeypatch, small_table):
+    """Every command of README's "Search and capacity planning" block runs as written (the multirun
+    and merge lines are run by tests/test_launchers.py with the same launcher arguments)."""
+    import re
+    import shlex
+
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Search and capacity planning"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("parallmelism ")]
+    assert len(commands) >= 6
+    monkeypatch.chdir(tmp_path)
+    for cmd in commands:
+        args = shlex.split(cmd)[1:] + ["--quiet"]
+        code, out = invoke(*args)
+        assert code == 0, f"{cmd}\n{out}"
