@@ -239,6 +239,10 @@ from .compare_cmd import compare as _compare  # noqa: E402  (CI regression check
 
 app.command("compare")(_compare)
 
+from .import_hf_cmd import import_hf as _import_hf  # noqa: E402
+
+app.command("import-hf")(_import_hf)
+
 
 from . import search_cmds  # noqa: E402,F401  (registers best, pareto, plan, merge, plot)
 

@@ -27,6 +27,10 @@ def attention_params(model: ModelSpec) -> int:
     n = h * q + 2 * h * kv + q * h
     if model.bias:
         n += q + 2 * kv + h
+    elif model.qkv_bias:
+        n += q + 2 * kv
+    if model.qk_norm:
+        n += 2 * model.d
     return n
 
 
@@ -45,6 +49,8 @@ def moe_params(model: ModelSpec, experts: int) -> int:
         n += moe.num_experts
     if moe.num_shared_experts:
         n += moe.num_shared_experts * mlp_params(model, moe.shared_ffn_hidden or moe.ffn_hidden)
+    if moe.shared_expert_gate:
+        n += model.hidden
     return n
 
 
@@ -95,6 +101,10 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     attn = (2 * h * model.q_dim) / tp + 2 * h * d * g_local
     if model.bias:
         attn = attn + model.q_dim / tp + 2 * d * g_local + h
+    elif model.qkv_bias:
+        attn = attn + model.q_dim / tp + 2 * d * g_local
+    if model.qk_norm:
+        attn = attn + 2 * d  # replicated
     norms = 2 * _norm_params(model)
 
     def mlp_shard(ffn):
@@ -110,6 +120,7 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
         moe = model.moe
         router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
         shared = moe.num_shared_experts * mlp_shard(moe.shared_ffn_hidden or moe.ffn_hidden)
+        shared = shared + (h if moe.shared_expert_gate else 0)  # replicated h->1 gate
         mlp = mlp + n_moe * (router + shared)
         experts = n_moe * (moe.num_experts / ep) * mlp_shard(moe.ffn_hidden)
 

@@ -25,6 +25,8 @@ class MoESpec(BaseModel):
     shared_ffn_hidden: Optional[PositiveInt] = None
     capacity_factor: Optional[float] = Field(None, gt=0, description="None means dropless")
     router_bias: bool = False
+    shared_expert_gate: bool = Field(False, description="sigmoid gate h->1 on the shared-expert output "
+                                                        "(Qwen2-MoE): h weights per MoE layer")
 
     @model_validator(mode="after")
     def _top_k_within_experts(self):
@@ -52,6 +54,8 @@ class ModelSpec(BaseModel):
     vocab: PositiveInt
     tie_embeddings: bool = False
     bias: bool = Field(False, description="linear layers carry biases (GPT-2/3 style)")
+    qkv_bias: bool = Field(False, description="biases on the Q, K, V projections only (Qwen2)")
+    qk_norm: bool = Field(False, description="RMSNorm over head_dim on Q and K (Qwen3): 2·d weights per layer")
     position_embedding: Literal["rope", "learned"] = "rope"
     max_position: Optional[PositiveInt] = Field(None, description="rows of a learned position table")
     dropout: bool = Field(False, description="dropout after attention/MLP/embedding (GPT-3 era)")

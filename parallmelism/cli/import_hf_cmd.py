@@ -1,0 +1,39 @@
+"""`parallmelism import-hf config.json [--out models/NAME.yaml]`: a model YAML from a local HF config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def import_hf(
+    config: Path = typer.Argument(..., help="a local Hugging Face config.json (no hub access)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write models/NAME.yaml here "
+                                       "(default: print the YAML)"),
+    name: Optional[str] = typer.Option(None, "--name", help="model name (default: --out's file stem, "
+                                       "else the config's _name_or_path or folder)"),
+):
+    """Turn a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2/3 incl. MoE) into a model YAML."""
+    from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml, write_text_atomic
+    from ..errors import UserError
+    from .app import _console, _fail
+
+    try:
+        cfg = read_hf_config(config)
+        model_name = name or (out.stem if out is not None else default_name(cfg, config))
+        fields = model_from_hf_config(cfg, model_name, str(config))
+        text = to_yaml(fields, str(config))
+        if out is None:
+            typer.echo(text, nl=False)
+            return
+        write_text_atomic(text, out)
+        from ..cost.params import total_params
+        from ..specs import ModelSpec
+
+        n = total_params(ModelSpec.model_validate(fields))
+        _console().print(f"wrote {out} ({n:,} parameters); use it with `-c {out.parent.parent} model={model_name}`"
+                         if out.parent.name == "models" else f"wrote {out} ({n:,} parameters)")
+    except UserError as exc:
+        _fail(str(exc))

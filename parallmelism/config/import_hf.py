@@ -1,0 +1,180 @@
+"""Turn a local Hugging Face `config.json` into a `models/NAME.yaml` (no hub access).
+
+Supported `model_type`s and how their keys map onto ModelSpec (notation of formulas.md):
+  llama, mistral, qwen2, qwen3   hidden_size -> hidden, num_hidden_layers -> layers,
+                                 num_attention_heads -> heads, num_key_value_heads -> kv_heads,
+                                 head_dim (default hidden/heads), intermediate_size -> ffn_hidden,
+                                 vocab_size -> vocab, tie_word_embeddings; gated MLP (SwiGLU shapes)
+  qwen2                          + qkv_bias (biases on Q, K, V only)
+  qwen3                          + qk_norm (RMSNorm over head_dim on Q and K)
+  mixtral                        + moe: num_local_experts, num_experts_per_tok, expert FFN =
+                                 intermediate_size, every layer MoE
+  qwen2_moe, qwen3_moe           + moe: num_experts, num_experts_per_tok, moe_intermediate_size;
+                                 dense layers from decoder_sparse_step / mlp_only_layers (only the
+                                 patterns MoESpec expresses: a dense prefix, then every k-th layer);
+                                 qwen2_moe's shared expert (shared_expert_intermediate_size) and its
+                                 h->1 sigmoid gate
+Not modelled (shapes and parameter counts are exact; these only change attention cost at long
+context): Mistral's sliding_window, rope scaling.
+Refused with one sentence: DeepSeek-V2/V3 (multi-head latent attention: low-rank Q and compressed
+KV projections, decoupled RoPE dims and a 576-wide latent KV cache, which GQA shapes cannot
+represent without getting either the parameters or the KV cache wrong) and any other model_type.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from ..errors import UserError, format_validation_error
+
+DENSE = {"llama", "mistral", "qwen2", "qwen3"}
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
+MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+GATED_ACTS = {"silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new"}
+
+
+def _get(cfg: dict, key: str, path: str, default=None, required=True):
+    v = cfg.get(key, default)
+    if v is None and required:
+        raise UserError(f"{path}: key {key!r} is missing")
+    return v
+
+
+def _int(cfg: dict, key: str, path: str, default=None):
+    v = _get(cfg, key, path, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise UserError(f"{path}: {key}={v!r} is not a positive integer")
+    return v
+
+
+def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dict:
+    """ModelSpec fields (a plain dict, validated) for a Hugging Face config dict."""
+    from pydantic import ValidationError
+
+    from ..specs import ModelSpec
+
+    if not isinstance(cfg, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    mtype = cfg.get("model_type")
+    if mtype in MLA or "kv_lora_rank" in cfg:
+        raise UserError(f"{path}: model_type={mtype!r} uses multi-head latent attention (MLA), which "
+                        f"parallmelism's GQA model shapes cannot represent; write models/{name}.yaml by hand")
+    if mtype not in DENSE | MOE:
+        raise UserError(f"{path}: model_type={mtype!r} is not supported; import-hf knows "
+                        f"{', '.join(sorted(DENSE | MOE))}")
+    act = cfg.get("hidden_act", "silu")
+    if act not in GATED_ACTS:
+        raise UserError(f"{path}: hidden_act={act!r} is not a gated MLP activation import-hf knows")
+    hidden = _int(cfg, "hidden_size", path)
+    heads = _int(cfg, "num_attention_heads", path)
+    out: dict = {
+        "name": name,
+        "display_name": cfg.get("_name_or_path") or name,
+        "source": f"imported from {Path(path).name} (model_type {mtype}) by parallmelism import-hf",
+        "hidden": hidden,
+        "layers": _int(cfg, "num_hidden_layers", path),
+        "heads": heads,
+        "kv_heads": _int(cfg, "num_key_value_heads", path, heads),
+        "head_dim": _int(cfg, "head_dim", path, hidden // heads if hidden % heads == 0 else None),
+        "ffn_hidden": _int(cfg, "intermediate_size", path),
+        "mlp": "swiglu",
+        "norm": "rmsnorm",
+        "vocab": _int(cfg, "vocab_size", path),
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+    }
+    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+        raise UserError(f"{path}: attention_bias/mlp_bias=true is not supported by import-hf")
+    if mtype in ("qwen2", "qwen2_moe"):
+        out["qkv_bias"] = True
+    if mtype in ("qwen3", "qwen3_moe"):
+        out["qk_norm"] = True
+    if mtype == "mixtral":
+        ffn = out["ffn_hidden"]
+        out["moe"] = {"num_experts": _int(cfg, "num_local_experts", path),
+                      "top_k": _int(cfg, "num_experts_per_tok", path), "ffn_hidden": ffn}
+    elif mtype in ("qwen2_moe", "qwen3_moe"):
+        moe = {"num_experts": _int(cfg, "num_experts", path), "top_k": _int(cfg, "num_experts_per_tok", path),
+               "ffn_hidden": _int(cfg, "moe_intermediate_size", path)}
+        moe.update(_moe_layer_pattern(cfg, out["layers"], path))
+        if mtype == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
+            moe.update(num_shared_experts=1, shared_ffn_hidden=_int(cfg, "shared_expert_intermediate_size", path),
+                       shared_expert_gate=True)
+        out["moe"] = moe
+    try:
+        ModelSpec.model_validate(out)
+    except ValidationError as exc:
+        raise UserError(f"{path}: " + format_validation_error(exc, prefix="model")) from None
+    return out
+
+
+def _moe_layer_pattern(cfg: dict, layers: int, path: str) -> dict:
+    """Qwen-MoE: layer l is MoE when l not in mlp_only_layers and (l+1) % decoder_sparse_step == 0."""
+    step = cfg.get("decoder_sparse_step", 1) or 1
+    dense_only = set(cfg.get("mlp_only_layers") or [])
+    is_moe = [(l not in dense_only) and (l + 1) % step == 0 for l in range(layers)]
+    fd = next((i for i, m in enumerate(is_moe) if m), None)
+    if fd is None:
+        raise UserError(f"{path}: no layer is an MoE layer (decoder_sparse_step, mlp_only_layers)")
+    for freq in range(1, layers + 1):
+        if is_moe == [l >= fd and (l - fd) % freq == 0 for l in range(layers)]:
+            return {"first_dense_layers": fd, "layer_freq": freq}
+    raise UserError(f"{path}: mlp_only_layers={sorted(dense_only)} with decoder_sparse_step={step} is not a "
+                    f"dense prefix followed by every k-th layer, which models/*.yaml cannot express")
+
+
+def to_yaml(fields: dict, origin: str) -> str:
+    """YAML text for models/NAME.yaml, with a header saying where it came from."""
+    import yaml
+
+    header = f"# {fields['display_name']}: imported by `parallmelism import-hf {origin}`.\n"
+    return header + yaml.safe_dump(fields, sort_keys=False)
+
+
+def read_hf_config(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise UserError(f"{str(path)!r}: expected a JSON object")
+        return data
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {str(path)!r}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{str(path)!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def default_name(cfg: dict, path: Path) -> str:
+    raw = cfg.get("_name_or_path") or (path.parent.name if path.parent.name else cfg.get("model_type", "model"))
+    name = re.sub(r"[^a-z0-9.]+", "-", str(raw).split("/")[-1].lower()).strip("-")
+    return name or "model"
+
+
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    """Write text beside the target and rename, so a failure never leaves a partial file."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UserError(f"cannot write to {str(path.parent)!r}: {exc.strerror}") from None
+    if path.is_dir():
+        os.close(fd)
+        os.unlink(tmp)
+        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
