@@ -7,6 +7,7 @@ import numpy as np
 from .cost.memory import MEM_STAGES, training_memory
 from .cost.params import total_params
 from .cost.pipeline import bubble_rate
+from .cost.steptime import BOUND_NAMES, training_time
 from .errors import UserError
 from .grid import RECOMPUTE_CODE, SHARDING_CODE, LayoutGrid, enumerate_training_layouts
 from .schema import TRAINING_COLUMNS
@@ -27,6 +28,7 @@ def evaluate_training_columns(cols: dict[str, np.ndarray], run: RunConfig) -> di
     out["params_active"] = np.full(n, total_params(model, active=True), dtype=np.int64)
     out.update(training_memory(cols, model, hw, wl))
     out["pp_bubble_rate"] = bubble_rate(cols["pp"], cols["vpp"], cols["num_micro_batches"], wl.schedule)
+    out.update(training_time(cols, model, hw, wl))
     return out
 
 
@@ -48,6 +50,8 @@ def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
             v = pd.Categorical.from_codes(v, categories=list(RECOMPUTE_NAMES))
         elif k == "mem_stage":
             v = pd.Categorical.from_codes(v, categories=MEM_STAGES)
+        elif k == "bound":
+            v = pd.Categorical.from_codes(v, categories=list(BOUND_NAMES))
         data[k] = v
     order = [c for c in (column_order or TRAINING_COLUMNS) if c in data]
     order += [c for c in data if c not in order]

@@ -26,6 +26,10 @@ class TrainWorkload(BaseModel):
         "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B")
     moe_imbalance: float = Field(1.0, ge=1.0, description="busiest expert's tokens / mean (1 = balanced)")
     tokens: Optional[float] = Field(None, gt=0, description="training tokens, for plans")
+    overlap_dp_comm: bool = Field(True, description="DP gradient reduce / parameter gather overlap with "
+                                                    "backward / forward (Megatron overlap_grad_reduce)")
+    overlap_tp_comm: bool = Field(False, description="TP collectives overlap with the adjacent GEMMs "
+                                                     "(Megatron-Core tp_comm_overlap)")
 
 
 class InferenceWorkload(BaseModel):

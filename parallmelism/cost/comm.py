@@ -1,0 +1,113 @@
+"""Training communication per axis: bytes, link time and exposed time (Megatron-style step).
+
+Groups in Megatron rank order (TP stride 1, CP stride t, DP stride t·c with EP inside DP×CP,
+PP stride t·c·n_dp); links from `collectives.group_link`. T = (s/c)·b tokens per rank and
+micro-batch, 2-byte activations, r = t with sequence parallelism.
+
+Per layer and micro-batch (`formulas.md`, Communication volume):
+  TP   no SP: 2 all-reduces of T·h forward and 2 backward; with SP the same bytes as 2
+       all-gathers + 2 reduce-scatters each way (each half an all-reduce). Full recompute
+       repeats the forward ones. Exposed = link, or max(0, link − GEMM time of the layer) with
+       overlap_tp_comm.
+  CP   ring attention: (c−1) send/recv hops of the local K and V chunk, 2·(s/c)·b·g_l·d·2 bytes,
+       forward; K,V and dK,dV (2×) backward. Each hop hides under 1/c of the attention core:
+       exposed = (c−1)·max(0, hop − core/c).
+  EP   dispatch + combine all-to-all of T·k·load·h·2 bytes (busiest rank) forward and backward,
+       not overlapped (they sit between the router and the experts).
+Per step:
+  DP   dense parameters over the DP×CP group, experts over the expert-DP group (dp·c/e, stride
+       t·e); gradients reduced in fp32 (Megatron main grads, 4 B), parameters gathered in bf16:
+       NO_OP all-reduce(4P); OPTIMIZER_STATES(_AND_GRADS) reduce-scatter(4P) + all-gather(2P);
+       FULLY_SHARD all-gather(2P) per micro-batch in forward and again in backward (and in the
+       full-recompute forward), reduce-scatter(4P) once. With overlap_dp_comm the reduce hides
+       under the last micro-batch's backward, the ZeRO all-gather under the first forward and the
+       FSDP gathers under the whole compute: exposed = max(0, link − window).
+  PP   send/recv of T·h·2/r per micro-batch per boundary, both directions. The fill and drain
+       chain crosses p−1 boundaries per chunk (×v interleaved): exposed 2·(p−1)·v hops; steady-state
+       transfers overlap the neighbour's compute (Megatron batched isend/irecv).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .collectives import collective_time_s, group_collective_time_s, group_link
+from .states import FS, NO_OP
+
+
+def p2p_link(hw, span):
+    """Point-to-point link of a ring or chain whose ranks extend over `span` consecutive ranks:
+    scale-up when span <= domain_size, else one NIC per rank (the boundary hop sets the pace)."""
+    span = np.asarray(span, dtype=np.float64)
+    up = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up
+    if hw.scale_out is None:
+        return np.full(span.shape, up), np.full(span.shape, hw.scale_up.latency_us)
+    inside = span <= hw.scale_up.domain_size
+    out = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out
+    return np.where(inside, up, out), np.where(inside, hw.scale_up.latency_us, hw.scale_out.latency_us)
+
+
+def tp_layer_time_s(hw, model, T, t, sp, full_recompute):
+    """Link seconds of one layer's TP collectives for one micro-batch (fwd + bwd [+ recompute])."""
+    S = 2.0 * T * model.hidden
+    ar = group_collective_time_s(hw, "all_reduce", S, t, 1)
+    pair = group_collective_time_s(hw, "all_gather", S, t, 1) + group_collective_time_s(hw, "reduce_scatter", S, t, 1)
+    per_fwd = np.where(sp, pair, ar) * 2.0  # two per forward: attention and MLP
+    return per_fwd * np.where(full_recompute, 3.0, 2.0)
+
+
+def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
+    """(link, exposed) seconds of one layer's CP ring for one micro-batch."""
+    g_l = np.maximum(model.g / t, 1.0)
+    chunk = 2.0 * (s / cp) * b * g_l * model.d * 2.0  # K and V of one CP chunk, bf16
+    bw, lat = p2p_link(hw, cp * t)
+    hop = collective_time_s("send_recv", chunk, 2, bw, lat)
+    hops = np.maximum(cp - 1.0, 0.0)
+    fwd_link, bwd_link = hops * hop, hops * 2.0 * hop
+    fwd_exp = hops * np.maximum(0.0, hop - core_time_fwd / cp)
+    bwd_exp = hops * np.maximum(0.0, 2.0 * hop - core_time_bwd / cp)
+    rc = np.where(full_recompute, 1.0, 0.0)
+    return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
+
+
+def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute):
+    """Link (= exposed) seconds of one MoE layer's dispatch + combine all-to-alls, one micro-batch."""
+    moe = model.moe
+    load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
+    S = 2.0 * T * moe.top_k * load * model.hidden
+    a2a = group_collective_time_s(hw, "all_to_all", S, ep, t)
+    return a2a * 2.0 * np.where(full_recompute, 3.0, 2.0)
+
+
+def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute):
+    """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups."""
+    sharding = np.asarray(sharding)
+    n_dense, n_exp = dp * cp, dp * cp // ep
+
+    def one(P, n, stride):
+        ar = group_collective_time_s(hw, "all_reduce", 4.0 * P, n, stride)
+        rs = group_collective_time_s(hw, "reduce_scatter", 4.0 * P, n, stride)
+        ag = group_collective_time_s(hw, "all_gather", 2.0 * P, n, stride)
+        reduce = np.where(sharding == NO_OP, ar, rs)
+        zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag, 0.0)
+        fsdp = np.where(sharding == FS, ag * m * np.where(full_recompute, 3.0, 2.0), 0.0)
+        return reduce, zero_gather, fsdp
+
+    d = one(dense_params, n_dense, tp)
+    e = one(expert_params, n_exp, tp * ep)
+    return tuple(x + y for x, y in zip(d, e))
+
+
+def pp_times_s(hw, model, T, t, sp, tp, cp, dp, pp, vpp, m):
+    """(link, exposed) seconds of pipeline send/recv per step on one stage (module docstring)."""
+    r = np.where(sp, t, 1.0)
+    S = 2.0 * T * model.hidden / r
+    bw, lat = p2p_link(hw, 2 * tp * cp * dp)
+    hop = np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
+    link = 2.0 * m * vpp * hop
+    exposed = 2.0 * (pp - 1) * vpp * hop
+    return link, exposed
+
+
+__all__ = ["p2p_link", "tp_layer_time_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",
+           "pp_times_s", "group_link"]

@@ -1,0 +1,228 @@
+"""FLOPs: the published closed forms, and the per-op inventory one GPU executes.
+
+Closed forms (`formulas.md`; a multiply-add = 2 FLOPs; attention scores counted WITHOUT causal
+masking, the convention of Megatron-LM's `num_floating_point_operations` before it halved the
+s/h term, of Korthikanti et al. 2022 and of Narayanan et al. 2021):
+
+  model FLOPs per step  F = 12·B·s·Σ_layers h²·[(1 + g/a + s/h)·(q/h) + (I/h)·k·(3/2 if gated)]
+                            + 6·B·s·h·V                          (logits, fwd + bwd)
+  GPT (f = 4h, MHA)     F = 72·B·L·s·h²·(1 + s/(6h) + V/(12hL))          Korthikanti eq. 7
+  full recompute        F_hw = 96·B·L·s·h²·(1 + s/(6h) + V/(16hL))       Narayanan eq. 3
+                        (layers run forward twice, logits once)
+  selective recompute   F_hw = F + the attention core forward again, 4·B·s²·q·L. Korthikanti's
+                        published HFU implies 72·B·L·s·h²·(1 + s/(3h) + V/(12hL)), i.e. three
+                        times that; we count what the kernels execute (stated, tested).
+
+Per-op inventory (`layer_ops`, `head_ops`, `embedding_ops`): for one layer, one micro-batch, on
+one GPU (its TP/CP/EP shard). T = (s/cp)·b tokens on the rank; t TP; r = t with sequence
+parallelism (norms, residuals and dropout work on T/t tokens) else 1; g_l = max(g/t, 1) KV
+heads per rank (whole heads are replicated when t > g); 2-byte activations and weights.
+Each op carries forward FLOPs and HBM bytes (read + written) and backward multipliers:
+  GEMMs        bwd = 2× FLOPs (dgrad + wgrad); bytes: activations read/written again, weights
+               read once more and the fp32 main gradient read + written (8 bytes/weight)
+  flash core   fwd 4·T·s·q/t·c_f FLOPs (c_f = 1/2: causal blocks skipped), bwd 2.5× (recomputes
+               QKᵀ; FlashAttention-2); bytes Q, K, V, O (+ dO, dQ, dK, dV in bwd)
+  eager core   scores and ·V bmm 2·T·s·q/t each (full s×s, masked after), softmax (+dropout)
+               over a·T·s/t elements; bwd 2× FLOPs and bytes
+  elementwise  norms, residual adds, dropout, GELU/SwiGLU, RoPE, permute: bytes only; bwd ≈ 2×
+Recompute: full reruns every layer op's forward, selective reruns the attention core forward.
+The `executed` FLOPs include the causal saving and the flash-backward recompute, so they are
+not the convention of the `flops_*_per_step` columns (which are the closed forms above).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs import ModelSpec, moe_layers_in_range
+
+MATMUL, ATTENTION, MEMORY = 0, 1, 2  # op kinds: GEMM, attention core, bandwidth-only
+
+
+@dataclass
+class Op:
+    """One kernel (or fused group) of a layer on one GPU, one micro-batch. Arrays broadcast over rows."""
+
+    name: str
+    kind: int                 # MATMUL | ATTENTION | MEMORY
+    flops: object             # forward FLOPs executed
+    bytes: object             # forward HBM bytes read + written
+    bwd_flops: float = 2.0    # backward FLOPs = bwd_flops × forward
+    bwd_bytes: object = 2.0   # backward bytes (absolute, when an array) or multiplier (float)
+    selective: bool = False   # rerun by selective recompute (attention core)
+    dim: object = None        # smallest GEMM dimension (efficiency falls for small GEMMs)
+
+    def backward_bytes(self):
+        return self.bwd_bytes if not isinstance(self.bwd_bytes, float) else self.bwd_bytes * self.bytes
+
+
+def _gemm(name, M, K, N, dim_extra=None, weight=True):
+    """C[M,N] = A[M,K]·W[K,N]: 2MKN FLOPs; bytes read A, W, write C (2 bytes each).
+    Backward: dgrad + wgrad = 4MKN; bytes 2·(activations) + W read 2 + main grad r/w 8."""
+    flops = 2.0 * M * K * N
+    act = 2.0 * (M * K + M * N)
+    w = K * N
+    fwd = act + 2.0 * w
+    bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
+    dim = np.minimum(np.minimum(K, N), M)
+    return Op(name, MATMUL, flops, fwd, 2.0, bwd, dim=dim)
+
+
+def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bool = False,
+              moe_imbalance: float = 1.0) -> list[Op]:
+    """Ops of one transformer layer, one micro-batch, on one GPU (module docstring)."""
+    h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
+    b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    T = (s / cp) * b
+    g_l = np.maximum(model.g / t, 1.0)
+    drop = 1.0 if model.dropout else 0.0
+    qkv_n = q / t + 2.0 * d * g_l
+    ops = [
+        Op("norm_attn", MEMORY, 0.0, 4.0 * T * h / r),
+        _gemm("qkv", T, h, qkv_n),
+    ]
+    if model.position_embedding == "rope":
+        ops.append(Op("rope", MEMORY, 0.0, 4.0 * T * (q / t + d * g_l)))
+    if flash:
+        ops.append(Op("attention_core", ATTENTION, 4.0 * T * s * q / t * 0.5,
+                      2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
+                      2.5, 2.5, selective=True, dim=np.asarray(float(d))))
+    else:
+        scores = a * T * s / t  # elements of the s×s score block on this rank
+        ops += [
+            Op("attention_scores", MATMUL, 2.0 * T * s * q / t, 2.0 * (T * q / t + s * b * d * g_l) + 2.0 * scores,
+               2.0, 2.0, selective=True, dim=np.asarray(float(d))),
+            Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
+            Op("attention_values", MATMUL, 2.0 * T * s * q / t, 2.0 * scores + 2.0 * (s * b * d * g_l + T * q / t),
+               2.0, 2.0, selective=True, dim=np.asarray(float(d))),
+        ]
+    ops += [
+        _gemm("out_proj", T, q / t, h),
+        Op("residual_attn", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r),
+        Op("norm_mlp", MEMORY, 0.0, 4.0 * T * h / r),
+    ]
+    if moe_layer:
+        moe = model.moe
+        E, k = moe.num_experts, moe.top_k
+        load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
+        routed = T * k * load          # token copies this GPU's experts process (busiest rank)
+        I = moe.ffn_hidden
+        up = (2 if model.gated else 1) * I / t
+        ops += [
+            _gemm("router", T / r, h, np.asarray(float(E))),
+            Op("permute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
+            _gemm("experts_up", routed, h, up),
+            Op("activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * routed * I / t),
+            _gemm("experts_down", routed, I / t, h),
+            Op("unpermute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
+        ]
+        if moe.num_shared_experts:
+            sI = (moe.shared_ffn_hidden or I) * moe.num_shared_experts
+            ops += [_gemm("shared_up", T, h, (2 if model.gated else 1) * sI / t),
+                    Op("shared_activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * sI / t),
+                    _gemm("shared_down", T, sI / t, h)]
+    else:
+        I = model.ffn_hidden
+        ops += [
+            _gemm("gate_up" if model.gated else "fc1", T, h, (2 if model.gated else 1) * I / t),
+            Op("swiglu" if model.gated else "gelu", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * I / t),
+            _gemm("down" if model.gated else "fc2", T, I / t, h),
+        ]
+    ops.append(Op("residual_mlp", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r))
+    return ops
+
+
+def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
+    """Last stage: final norm, logits GEMM (vocab split by t) and fp32 cross-entropy.
+    Cross-entropy reads bf16 logits and writes fp32 probabilities, then reads them for the loss
+    (≈ 2 + 4 + 4 + 4 = 14 bytes per logit forward, 8 backward); its FLOPs are negligible."""
+    h, V = model.hidden, model.vocab
+    b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    T = (s / cp) * b
+    return [
+        Op("final_norm", MEMORY, 0.0, 4.0 * T * h / r),
+        _gemm("logits", T, h, V / t),
+        Op("cross_entropy", MEMORY, 0.0, 14.0 * T * V / t, 2.0, 8.0 * T * V / t),
+    ]
+
+
+def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
+    """First stage: embedding lookup (read rows, write activations; bwd scatters into the fp32
+    main gradient)."""
+    h = model.hidden
+    b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    T = (s / cp) * b
+    drop = 3.0 if model.dropout else 0.0
+    return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, (8.0 + drop) * T * h / r)]
+
+
+def optimizer_bytes_per_param(fp8: bool = False) -> float:
+    """Adam step over a parameter shard: read fp32 param, m, v, main grad (16 B), write fp32
+    param, m, v (12 B) and the bf16 (and fp8) copy: 30 B (31 with fp8). FLOPs are negligible."""
+    return 30.0 + (1.0 if fp8 else 0.0)
+
+
+# ---- closed forms ------------------------------------------------------------------------------
+
+def _layer_bracket(model: ModelSpec, s: int, moe_layer: bool) -> float:
+    """[(1 + g/a + s/h)·(q/h) + (I/h)·k·(3/2 if gated)] of one layer (Megatron)."""
+    h = model.hidden
+    attn = (1.0 + model.g / model.heads + s / h) * (model.q_dim / h)
+    gate = 1.5 if model.gated else 1.0
+    if moe_layer:
+        moe = model.moe
+        mlp = moe.ffn_hidden / h * moe.top_k * gate
+        if moe.num_shared_experts:
+            mlp += (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts / h * gate
+    else:
+        mlp = model.ffn_hidden / h * gate
+    return attn + mlp
+
+
+def model_flops_per_step(model: ModelSpec, global_batch, s: int, causal: bool = False):
+    """Megatron `num_floating_point_operations` (forward + backward, no recompute).
+
+    causal=False (default): scores counted without causal masking (formulas.md, Korthikanti
+    eq. 7). causal=True halves the s/h term, as current Megatron does for causal masks.
+    """
+    h, L = model.hidden, model.layers
+    n_moe = model.num_moe_layers
+    br_d = _layer_bracket(model, s if not causal else s / 2, False)
+    bracket = (L - n_moe) * br_d
+    if n_moe:
+        bracket += n_moe * _layer_bracket(model, s if not causal else s / 2, True)
+    B = np.asarray(global_batch, dtype=np.float64)
+    return 12.0 * B * s * h * h * bracket + 6.0 * B * s * h * model.vocab
+
+
+def attention_core_forward_flops(model: ModelSpec, global_batch, s: int):
+    """Scores + ·V of every layer, forward, non-causal: 4·B·s²·q·L."""
+    return 4.0 * np.asarray(global_batch, dtype=np.float64) * s * s * model.q_dim * model.layers
+
+
+def hardware_flops_per_step(model: ModelSpec, global_batch, s: int, recompute) -> np.ndarray:
+    """Model FLOPs plus the recomputed forward (non-causal convention; module docstring).
+
+    full: + forward of every layer (1/3 of the layers' fwd+bwd) -> Narayanan eq. 3 on GPT;
+    selective: + attention core forward 4·B·s²·q·L; none: model FLOPs.
+    """
+    from .activations import FULL, SELECTIVE
+
+    recompute = np.asarray(recompute)
+    F = model_flops_per_step(model, global_batch, s)
+    logits = 6.0 * np.asarray(global_batch, dtype=np.float64) * s * model.hidden * model.vocab
+    layers = F - logits
+    extra = np.where(recompute == FULL, layers / 3.0,
+                     np.where(recompute == SELECTIVE, attention_core_forward_flops(model, global_batch, s), 0.0))
+    return F + extra
+
+
+def moe_layer_counts(model: ModelSpec, first_layer, n_layers):
+    """(dense, moe) layer counts of a stage holding layers [first_layer, first_layer + n_layers)."""
+    n_moe = moe_layers_in_range(model, first_layer, np.asarray(first_layer) + np.asarray(n_layers))
+    return np.asarray(n_layers) - n_moe, n_moe

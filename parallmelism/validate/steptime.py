@@ -1,0 +1,90 @@
+"""Case kind `step_time`: files in the format of `shared/reference/training_measured.csv`.
+
+Each row predicts `step_time_s` (seconds per optimizer step) with the training cost model. Blank
+values follow one rule each (stated here, applied to every row, never per case):
+- micro_batch: 1 (Megatron's default `--micro-batch-size`).
+- vpp: 1, unless `notes` say "interleaved" (chunks not given): the smallest number of chunks
+  > 1 that divides the layers per stage and the micro-batches per pipeline round (the least
+  interleaving Megatron accepts).
+- recompute: none (Megatron's default; the published rows that recompute say so).
+- sequence_parallel: true when tp > 1 (Megatron-Core enables it with TP in its published
+  configurations; the older rows state false explicitly), else false.
+- flash_attention (optional column): blank means true on accelerators with an fp8 peak
+  (Hopper and later, where fused attention is every framework's default), false before.
+- overlap_dp_comm (optional): blank means true unless `notes` say "not overlapped".
+- overlap_tp_comm (optional): blank means true when `notes` say "TP" comm overlap is on, else false.
+- dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
+The shipped copy (`parallmelism/cases/training_measured.csv`) keeps every original column and
+adds `flash_attention`, `overlap_dp_comm`, `overlap_tp_comm` explicitly where the source states them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .cases import as_bool, as_int, get, train_run_of
+from .runner import _evaluate_one, register_case_kind
+
+QUANTITY = "step_time_s"
+
+
+def _interleave_chunks(layers: int, pp: int, m: int) -> int:
+    per_stage = layers // pp if layers % pp == 0 else 0
+    for v in range(2, per_stage + 1):
+        if per_stage % v == 0 and m % pp == 0:
+            return v
+    return 1
+
+
+def fill_blanks(row: dict, model) -> dict:
+    """The documented rules for blank values (module docstring); returns a new row."""
+    row = dict(row)
+    notes = str(get(row, "notes", ""))
+    tp, pp, dp = as_int(row, "tp", 1), as_int(row, "pp", 1), as_int(row, "dp", 1)
+    if get(row, "micro_batch") is None:
+        row["micro_batch"] = "1"
+    if get(row, "vpp") is None:
+        v = 1
+        if pp > 1 and re.search(r"\binterleaved\b", notes, re.I):
+            gb = as_int(row, "global_batch", dp * as_int(row, "micro_batch", 1))
+            v = _interleave_chunks(model.layers, pp, gb // (dp * as_int(row, "micro_batch", 1)))
+        row["vpp"] = str(v)
+    if get(row, "recompute") is None:
+        row["recompute"] = "none"
+    if get(row, "sequence_parallel") is None:
+        row["sequence_parallel"] = "true" if tp > 1 else "false"
+    return row
+
+
+def _workload_extras(row, hw) -> dict:
+    notes = str(get(row, "notes", ""))
+    flash = as_bool(row, "flash_attention", "fp8" in hw.peak_tflops) if get(row, "flash_attention") is not None \
+        else "fp8" in hw.peak_tflops
+    dp_overlap = as_bool(row, "overlap_dp_comm", True) if get(row, "overlap_dp_comm") is not None \
+        else not re.search(r"not overlapped", notes, re.I)
+    tp_overlap = as_bool(row, "overlap_tp_comm", False) if get(row, "overlap_tp_comm") is not None \
+        else bool(re.search(r"\bTP\b[^;]*overlap", notes))
+    return {"flash_attention": flash, "overlap_dp_comm": dp_overlap, "overlap_tp_comm": tp_overlap}
+
+
+def step_time_run_of(row: dict, ctx):
+    """RunConfig of a training_measured row after the blank rules."""
+    from .cases import model_of
+
+    model = model_of(row, ctx[0])
+    run = train_run_of(fill_blanks(row, model), *ctx)
+    wl = run.workload.model_copy(update=_workload_extras(row, run.hardware))
+    return run.model_copy(update={"workload": wl})
+
+
+def _step_time_rows(df, ctx):
+    rows = []
+    for row in df.to_dict("records"):
+        run = step_time_run_of(row, ctx)
+        pred = float(_evaluate_one(run)["time_step_s"])
+        rows.append({"case": row["case"], "quantity": QUANTITY, "unit": "s", "measured": float(row["step_time_s"]),
+                     "predicted": pred, "source": get(row, "source", "")})
+    return rows
+
+
+register_case_kind("step_time", ["case", "step_time_s", "tp", "pp", "dp"], _step_time_rows)

@@ -1,0 +1,111 @@
+"""Step time responds to every knob in the direction the physics says (issue 3 directional tests)."""
+
+import numpy as np
+import pytest
+
+from parallmelism.config import load_option
+from parallmelism.cost.steptime import training_time
+from parallmelism.engine import evaluate
+from parallmelism.grid import enumerate_training_layouts
+from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+H100 = load_option("hardware", "h100-sxm-80gb")
+
+
+def frame(model="llama3.1-70b", ngpus=64, hw=H100, wl=None, **grid):
+    base = dict(cp=[1], ep=[1], micro_batch=[1], vpp=[1], recompute=["selective"], sequence_parallel=[True],
+                dp_sharding=["OPTIMIZER_STATES"])
+    base.update({k: (v if isinstance(v, list) or v is None or k == "max_micro_batch" else [v])
+                 for k, v in grid.items()})
+    r = RunConfig(model=load_option("model", model), hardware=hw,
+                  workload=wl or TrainWorkload(seq_len=4096, global_batch=256), grid=GridSpec(ngpus=[ngpus], **base))
+    return evaluate(r)[0]
+
+
+def one(**kw):
+    df = frame(**kw)
+    assert len(df) == 1, df[["tp", "pp", "dp"]]
+    return df.iloc[0]
+
+
+def test_more_pp_at_fixed_micro_batches_raises_bubble():
+    # dp = 2 and micro_batch = 1 in both: m = 128 micro-batches per pipeline.
+    r2 = one(ngpus=32, tp=8, pp=2)
+    r4 = one(ngpus=64, tp=8, pp=4)
+    assert r2["num_micro_batches"] == r4["num_micro_batches"]
+    assert r4["time_bubble_s"] > r2["time_bubble_s"] > 0
+
+
+def test_interleaving_lowers_bubble():
+    plain = one(tp=8, pp=4, vpp=1)
+    inter = one(tp=8, pp=4, vpp=2)
+    assert inter["time_bubble_s"] < plain["time_bubble_s"]
+    assert inter["time_step_s"] < plain["time_step_s"]
+
+
+def test_fully_shard_adds_dp_traffic_over_optimizer_states():
+    os_ = one(tp=8, pp=1, dp_sharding="OPTIMIZER_STATES")
+    fs = one(tp=8, pp=1, dp_sharding="FULLY_SHARD")
+    assert fs["time_comm_dp_s"] > os_["time_comm_dp_s"] > 0
+    noop = one(tp=8, pp=1, dp_sharding="NO_OP")
+    assert noop["time_comm_dp_s"] > 0
+
+
+def test_tp_group_leaving_nvlink_slows_down():
+    model = load_option("model", "llama3.1-70b")
+    wl = TrainWorkload(seq_len=4096, global_batch=256)
+    grid = GridSpec(ngpus=[64], tp=[8], pp=[1], cp=[1], ep=[1], micro_batch=[1], vpp=[1],
+                    dp_sharding=["OPTIMIZER_STATES"], recompute=["none"], sequence_parallel=[True])
+    cols = enumerate_training_layouts(model, H100, wl, grid).columns
+    small = H100.model_copy(update={"scale_up": H100.scale_up.model_copy(update={"domain_size": 4})})
+    inside = training_time(cols, model, H100, wl)
+    outside = training_time(cols, model, small, wl)
+    # two domains of 4: rail rings at min(360, 4·47) GB/s instead of 360 GB/s NVLink
+    assert outside["time_comm_tp_s"][0] > 1.8 * inside["time_comm_tp_s"][0]
+    assert outside["time_step_s"][0] > inside["time_step_s"][0]
+
+
+@pytest.mark.parametrize("flag", ["overlap_dp_comm", "overlap_tp_comm"])
+def test_overlap_never_increases_exposed_time(flag):
+    grid = dict(tp=None, pp=None, micro_batch=None, vpp=None, dp_sharding=None, recompute=None,
+                sequence_parallel=None, max_micro_batch=2)
+    on = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: True}), **grid)
+    off = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: False}), **grid)
+    assert len(on) > 100
+    for col in ("time_comm_exposed_s", "time_comm_dp_exposed_s", "time_comm_tp_exposed_s", "time_step_s"):
+        assert (on[col].to_numpy() <= off[col].to_numpy() + 1e-12).all(), col
+
+
+def test_fp8_lowers_compute_not_communication():
+    bf = one(tp=8, pp=2, wl=TrainWorkload(seq_len=4096, global_batch=256, precision="bf16"))
+    f8 = one(tp=8, pp=2, wl=TrainWorkload(seq_len=4096, global_batch=256, precision="fp8"))
+    assert f8["time_compute_s"] < 0.85 * bf["time_compute_s"]
+    assert f8["time_compute_s"] > 0.5 * bf["time_compute_s"]  # attention and elementwise stay bf16
+    for ax in ("tp", "cp", "ep", "dp", "pp"):
+        assert f8[f"time_comm_{ax}_s"] == pytest.approx(bf[f"time_comm_{ax}_s"])
+
+
+def test_step_identity_and_units():
+    r = one(tp=8, pp=4, vpp=2)
+    exposed = sum(r[f"time_comm_{ax}_exposed_s"] for ax in ("tp", "cp", "ep", "dp", "pp"))
+    assert r["time_comm_exposed_s"] == pytest.approx(exposed)
+    assert r["tokens_per_s"] == pytest.approx(256 * 4096 / r["time_step_s"])
+    assert r["mfu"] == pytest.approx(r["tflops_per_gpu"] * 1e12 / 989e12)
+    assert 0 < r["mfu"] < r["hfu"] < 1
+    assert r["time_step_s"] >= r["time_compute_s"]
+    assert r["bound"] in ("compute", "memory", "communication", "bubble")
+
+
+def test_moe_imbalance_and_ep_cost_time():
+    wl1 = TrainWorkload(seq_len=4096, global_batch=256)
+    wl2 = TrainWorkload(seq_len=4096, global_batch=256, moe_imbalance=1.5)
+    a = one(model="mixtral-8x7b", tp=2, pp=1, ep=8, wl=wl1)
+    b = one(model="mixtral-8x7b", tp=2, pp=1, ep=8, wl=wl2)
+    assert a["time_comm_ep_s"] > 0
+    assert b["time_comm_ep_s"] > a["time_comm_ep_s"] and b["time_step_s"] > a["time_step_s"]
+
+
+def test_context_parallel_pays_ring_traffic():
+    r = one(model="llama3.1-8b", tp=2, pp=1, cp=4, wl=TrainWorkload(seq_len=32768, global_batch=64))
+    assert r["time_comm_cp_s"] > 0
+    assert 0 <= r["time_comm_cp_exposed_s"] <= r["time_comm_cp_s"]
