@@ -59,3 +59,24 @@ def test_floats_round_trip_exactly(tmp_path):
     for c in df.columns:
         if df[c].dtype.kind == "f":
             assert (back[c].to_numpy() == df[c].to_numpy()).all(), c
+
+
+def test_refresh_command_writes_what_the_test_compares(tmp_path, capsys):
+    """`python -m tests.golden.refresh NAME` (README) writes exactly the committed golden."""
+    from tests.golden.refresh import main
+
+    name = "gpt3-175b_a100_korthikanti"
+    assert main([name], folder=tmp_path) == 0
+    assert (tmp_path / f"{name}.csv").read_bytes() == golden_path(name).read_bytes()
+    assert main(["no-such-case"], folder=tmp_path) == 2
+
+
+def test_readme_compare_example(tmp_path):
+    """The README's CI example (same sweep, compare against a golden) runs and exits 0 or 1, not 2."""
+    r = invoke("sweep", "model=llama3.1-70b", "grid.ngpus=[64]", "grid.micro_batch=[1]", "grid.vpp=[1]", "-q",
+               f"output.path={tmp_path / 'new.csv'}")
+    assert r[0] == 0, r[1]
+    (tmp_path / "tol.yaml").write_text("time_*_s: {rtol: 0.01}\n")
+    code, out = invoke("compare", golden_path("llama3.1-70b_h100_64-512"), tmp_path / "new.csv", "--rtol", "1e-6",
+                       "--tolerances", tmp_path / "tol.yaml")
+    assert code == 1 and "rows only in new (added)" in out  # the README sweep has more layouts than the golden

@@ -8,18 +8,20 @@ prints the same diff in a readable table before you refresh.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .cases import CASES, generate, golden_path
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], folder=None) -> int:
+    """Regenerate the named cases (all by default) into `folder` (default: tests/golden)."""
     names = argv or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:
         print(f"unknown golden case(s) {', '.join(unknown)}; known: {', '.join(CASES)}", file=sys.stderr)
         return 2
     for name in names:
-        path = generate(name, golden_path(name))
+        path = generate(name, golden_path(name) if folder is None else Path(folder) / f"{name}.csv")
         rows = sum(1 for _ in open(path)) - 1
         print(f"wrote {rows} rows to {path}")
     return 0
