@@ -3,6 +3,7 @@
     python benchmarks/bench_sweep.py            # all cases
     python benchmarks/bench_sweep.py gpt3       # one case
     python benchmarks/bench_sweep.py --workers=1  # one process (default: every core)
+    python benchmarks/bench_sweep.py --no-prune   # time model on every layout, not only those that fit
 
 Prints, per case: layouts considered (every axis combination), valid layouts evaluated by the
 cost model, wall and CPU seconds, rows per second, and the ratio to Calculon's published search
@@ -65,7 +66,7 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def bench(case: str, repeats: int = 3, workers: int | None = None) -> dict:
+def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool | None = None) -> dict:
     runs = runs_of(case)
     probe = stream_runs(runs[:1], [], chunk_rows=1 << 18, workers=1)  # warm-up, and learn the columns
     best_by = "time_step_s"
@@ -79,26 +80,30 @@ def bench(case: str, repeats: int = 3, workers: int | None = None) -> dict:
         collectors = [TopKCollector(5, best_by, group_by=["ngpus"], where="fits"),
                       ParetoCollector([("ngpus", "min"), (best_by, "min")], group_by=[])]
         t0, c0 = time.perf_counter(), _cpu_s()
-        res = stream_runs(runs, collectors, workers=workers)
+        res = stream_runs(runs, collectors, workers=workers, prune_unfit=prune)
         wall.append(time.perf_counter() - t0)
         cpu.append(_cpu_s() - c0)
     w, c = min(wall), min(cpu)
     return {"case": case, "considered": probe.considered, "evaluated": res.evaluated, "wall_s": w, "cpu_s": c,
             "rows_per_s": res.evaluated / w, "rows_per_cpu_s": res.evaluated / c,
-            "considered_per_s": probe.considered / w, "ranked_by": best_by, "workers": workers}
+            "considered_per_s": probe.considered / w, "ranked_by": best_by, "workers": workers,
+            "timed": res.timed}
 
 
 def main(argv: list[str]) -> None:
     cases = [a for a in argv if not a.startswith("--")] or list(CASES)
     workers = next((int(a.split("=")[1]) for a in argv if a.startswith("--workers=")), None)
+    prune = False if "--no-prune" in argv else None
     for case in cases:
-        r = bench(case, workers=workers)
+        r = bench(case, workers=workers, prune=prune)
         from parallmelism.search.stream import default_workers
 
         w = r["workers"] or default_workers(runs_of(case))
         print(f"== {CASES[case][0]}  [{w} worker process{'es' if w > 1 else ''}]")
         print(f"   combinations considered {r['considered']:>12,}   valid layouts evaluated {r['evaluated']:>11,}"
               f"   (ranked by {r['ranked_by']})")
+        print(f"   memory model on all {r['evaluated']:,}; full cost model on the {r['timed']:,} that fit"
+              if r["timed"] < r["evaluated"] else f"   full cost model on all {r['evaluated']:,}")
         print(f"   search time {r['wall_s']:.3f} s wall, {r['cpu_s']:.3f} s CPU   ->  {r['rows_per_s']:,.0f} layouts/s, "
               f"{r['rows_per_cpu_s']:,.0f} layouts per CPU-second")
         print(f"   vs Calculon (115 configs per CPU-second): {r['rows_per_cpu_s'] / CALCULON_CONFIGS_PER_CPU_S:,.0f}x"

@@ -123,3 +123,16 @@ def test_missing_time_column_is_one_sentence():
     runs = _runs(GPT3 + ["grid.ngpus=[256]", "grid.max_micro_batch=1"])
     with pytest.raises(UserError, match="needs the column 'no_such_s'"):
         stream_runs(runs, [TopKCollector(1, "no_such_s")])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pruning_unfit_rows_keeps_the_same_answer(gpt3_two_counts, workers):
+    runs, df = gpt3_two_counts
+    make = lambda: [TopKCollector(4, "mem_total_gib", group_by=["ngpus"], where="fits"),  # noqa: E731
+                    ParetoCollector([("ngpus", "min"), ("mem_activations_gib", "min")], where="fits")]
+    full = stream_runs(runs, make(), chunk_rows=2000, workers=workers, prune_unfit=False)
+    pruned = stream_runs(runs, make(), chunk_rows=2000, workers=workers, prune_unfit=True)
+    for i in range(2):
+        pd.testing.assert_frame_equal(pruned.frame(i), full.frame(i))
+    assert pruned.evaluated == full.evaluated == len(df)
+    assert pruned.timed == int(df["fits"].sum()) < full.timed == len(df)

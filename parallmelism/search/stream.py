@@ -70,8 +70,9 @@ def partitions_of(run) -> int:
 
 @dataclass
 class RunStats:
-    considered: int = 0
-    evaluated: int = 0
+    considered: int = 0   # every axis combination (valid or not)
+    evaluated: int = 0    # valid layouts evaluated (memory model at least)
+    timed: int = 0        # layouts through the whole cost model (fewer when unfit rows are pruned)
     dropped: dict = field(default_factory=lambda: {r: 0 for r in DROP_REASONS})
 
 
@@ -85,9 +86,13 @@ def derive_columns(cols: dict, run) -> dict:
     return cols
 
 
-def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
-                          ) -> Iterator[tuple[dict, int]]:
-    """Yield (columns, local_row_offset) for partition `part` of one run, <= chunk_rows rows each."""
+def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None,
+                          prune_unfit: bool = False) -> Iterator[tuple[dict, np.ndarray]]:
+    """Yield (columns, row positions in the partition) for partition `part` of one run.
+
+    prune_unfit: evaluate the memory model on every row, the full cost model only on rows that
+    fit (for searches that keep fitting rows only).
+    """
     from .. import engine
 
     stats = stats if stats is not None else RunStats()
@@ -98,8 +103,9 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
         for k, v in (getattr(grid, "dropped", None) or {}).items():
             stats.dropped[k] = stats.dropped.get(k, 0) + v
         stats.evaluated += len(df)
+        stats.timed += len(df)
         if len(df):
-            yield derive_columns({c: df[c].to_numpy() for c in df.columns}, run), 0
+            yield derive_columns({c: df[c].to_numpy() for c in df.columns}, run), np.arange(len(df))
         return
     sub = _training_partitions(run)[part]
     g = enumerate_training_layouts(run.model, run.hardware, run.workload, sub)
@@ -109,9 +115,21 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
     n = len(g)
     for lo in range(0, n, chunk_rows):
         chunk = {k: v[lo:lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
+        rows = len(chunk["tp"])
+        pos = np.arange(lo, lo + rows, dtype=np.int64)
+        stats.evaluated += rows
+        if prune_unfit:
+            # Memory first (cheap); every other term only for the layouts that fit. The full
+            # evaluation of a fitting row is the same call as without pruning: same numbers.
+            from ..cost.memory import training_memory
+
+            keep = np.flatnonzero(training_memory(chunk, run.model, run.hardware, run.workload)["fits"])
+            if len(keep) == 0:
+                continue
+            chunk, pos = {k: v[keep] for k, v in chunk.items()}, pos[keep]
         cols = engine.evaluate_training_columns(chunk, run)
-        stats.evaluated += len(cols["tp"])
-        yield derive_columns(cols, run), lo
+        stats.timed += len(cols["tp"])
+        yield derive_columns(cols, run), pos
 
 
 def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
@@ -336,6 +354,10 @@ class StreamResult:
         return sum(s.evaluated for s in self.stats)
 
     @property
+    def timed(self) -> int:
+        return sum(s.timed for s in self.stats)
+
+    @property
     def considered(self) -> int:
         return sum(s.considered for s in self.stats)
 
@@ -387,18 +409,17 @@ def _row_base(part: int) -> int:
     return part << 32
 
 
-def _tag(cols: dict, r: int, part: int, lo: int) -> dict:
-    n = len(cols["tp"])
-    cols["_run"] = np.full(n, r, dtype=np.int32)
-    cols["_row"] = np.arange(lo, lo + n, dtype=np.int64) + _row_base(part)
+def _tag(cols: dict, r: int, part: int, pos: np.ndarray) -> dict:
+    cols["_run"] = np.full(len(pos), r, dtype=np.int32)
+    cols["_row"] = pos + _row_base(part)
     return cols
 
 
 _WORKER: dict = {}
 
 
-def _worker_init(runs, collectors, chunk_rows):
-    _WORKER.update(runs=runs, collectors=collectors, chunk_rows=chunk_rows)
+def _worker_init(runs, collectors, chunk_rows, prune):
+    _WORKER.update(runs=runs, collectors=collectors, chunk_rows=chunk_rows, prune=prune)
 
 
 def _worker_task(task):
@@ -407,13 +428,11 @@ def _worker_task(task):
     run = _WORKER["runs"][r]
     local = [c.spawn() for c in _WORKER["collectors"]]
     stats = RunStats()
-    rows = 0
-    for cols, lo in iter_partition_chunks(run, part, _WORKER["chunk_rows"], stats):
-        rows += len(cols["tp"])
-        _tag(cols, r, part, lo)
+    for cols, pos in iter_partition_chunks(run, part, _WORKER["chunk_rows"], stats, _WORKER["prune"]):
+        _tag(cols, r, part, pos)
         for c in local:
             c.update(cols)
-    return r, [c.result() for c in local], stats, rows
+    return r, [c.result() for c in local], stats, stats.evaluated
 
 
 def default_workers(runs) -> int:
@@ -424,24 +443,28 @@ def default_workers(runs) -> int:
 
 
 def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> StreamResult:
+                progress: Callable[[int, int], None] | None = None, workers: int | None = None,
+                prune_unfit: bool | None = None) -> StreamResult:
     """Evaluate every run chunk by chunk, feeding each chunk to every collector.
 
     `progress(partitions_done_delta, rows_evaluated_delta)` is called as work completes.
     With workers > 1 (default: every core, for sweeps of enough partitions) partitions are
     evaluated in worker processes when every collector is mergeable (`spawn`); a ParquetSink or
     FitsCollector keeps the sweep in this process. A ParquetSink is closed (renamed into place)
-    at the end, or removed on error.
+    at the end, or removed on error. prune_unfit (default: when every collector keeps fitting
+    rows only) skips the time model for layouts that do not fit in memory.
     """
     stats = [RunStats() for _ in runs]
+    if prune_unfit is None:
+        prune_unfit = bool(collectors) and all(getattr(c, "where", None) == "fits" for c in collectors)
     sinks = [c for c in collectors if isinstance(c, ParquetSink)]
     workers = default_workers(runs) if workers is None else workers
     mergeable = all(c.spawn() is not None for c in collectors)
     try:
         if workers > 1 and mergeable:
-            _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats)
+            _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats, prune_unfit)
         else:
-            _stream_serial(runs, collectors, chunk_rows, progress, stats)
+            _stream_serial(runs, collectors, chunk_rows, progress, stats, prune_unfit)
         for s in sinks:
             s.close()
     except BaseException:
@@ -451,29 +474,29 @@ def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAU
     return StreamResult(runs, [c.result() for c in collectors], stats)
 
 
-def _stream_serial(runs, collectors, chunk_rows, progress, stats):
+def _stream_serial(runs, collectors, chunk_rows, progress, stats, prune):
     for r, run in enumerate(runs):
         for part in range(partitions_of(run)):
-            for cols, lo in iter_partition_chunks(run, part, chunk_rows, stats[r]):
-                _tag(cols, r, part, lo)
+            before = stats[r].evaluated
+            for cols, pos in iter_partition_chunks(run, part, chunk_rows, stats[r], prune):
+                _tag(cols, r, part, pos)
                 for c in collectors:
                     c.update(cols)
-                if progress is not None:
-                    progress(0, len(cols["tp"]))
             if progress is not None:
-                progress(1, 0)
+                progress(1, stats[r].evaluated - before)
 
 
-def _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats):
+def _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats, prune):
     import multiprocessing as mp
 
     tasks = [(r, part) for r, run in enumerate(runs) for part in range(partitions_of(run))]
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(runs, collectors, chunk_rows)) as pool:
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(runs, collectors, chunk_rows, prune)) as pool:
         for r, kept, st, rows in pool.imap(_worker_task, tasks):  # in order: same ties as serial
             s = stats[r]
             s.considered += st.considered
             s.evaluated += st.evaluated
+            s.timed += st.timed
             for k, v in st.dropped.items():
                 s.dropped[k] = s.dropped.get(k, 0) + v
             for c, part_kept in zip(collectors, kept):
