@@ -78,24 +78,48 @@ def training_time(cols: dict[str, np.ndarray], model, hw, wl) -> dict[str, np.nd
     return _training_time(cols, model, hw, wl)[0]
 
 
-def _training_time(cols, model, hw, wl):
-    tp, pp, cp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "dp"))
-    b, m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("micro_batch", "num_micro_batches", "vpp"))
+def _unique(*arrays):
+    """(index of one row per distinct key, inverse) over small non-negative integer columns.
+    Time terms depend on a few layout columns each; evaluating them once per distinct key and
+    gathering keeps the cost per row a handful of array reads (no per-row Python)."""
+    key = np.zeros(len(arrays[0]), dtype=np.int64)
+    for a in arrays:
+        a = np.asarray(a).astype(np.int64)
+        key = key * (int(a.max(initial=0)) + 1) + a
+    _, idx, inv = np.unique(key, return_index=True, return_inverse=True)
+    return idx, inv.ravel()
+
+
+STAGE_MB_KEYS = ("compute_mb", "t_mb", "fwd", "bwd_rc", "cbound", "mbound", "flops", "bytes",
+                 "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")
+
+
+def _stage_layout(cols, L):
+    first_n = np.asarray(cols["layers_first_stage"], dtype=np.int64)
+    mid_n = np.asarray(cols["layers_per_stage"], dtype=np.int64)
+    last_n = np.asarray(cols["layers_last_stage"], dtype=np.int64)
+    single = np.asarray(cols["pp"]) == 1
+    return {
+        "first": (first_n, np.zeros_like(first_n), np.ones_like(single), single),
+        "middle": (mid_n, first_n, np.zeros_like(single), np.zeros_like(single)),
+        "last": (last_n, L - last_n, single, np.ones_like(single)),
+    }
+
+
+def _micro_batch_terms(cols, model, hw, wl, rates):
+    """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
+    tp, pp, cp, ep = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep"))
+    b = np.asarray(cols["micro_batch"], dtype=np.float64)
     sp = np.asarray(cols["sequence_parallel"], dtype=bool)
     rc = np.asarray(cols["recompute"])
-    sh = np.asarray(cols["dp_sharding"])
-    s, L = wl.seq_len, model.layers
+    s = wl.seq_len
     full = rc == FULL
-    rates = Rates(hw, wl.precision)
     T = (s / cp) * b
-
     kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
     dense = ops_time(layer_ops(**kw), rates, rc)
     moe = ops_time(layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw), rates, rc) if model.is_moe else None
     head = ops_time(head_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
     emb = ops_time(embedding_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
-
-    # Communication per layer per micro-batch.
     tp_layer = tp_layer_time_s(hw, model, T, tp, sp, full)
 
     def layer_comm(acc, is_moe):
@@ -106,54 +130,85 @@ def _training_time(cols, model, hw, wl):
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
-
-    first_n = np.asarray(cols["layers_first_stage"], dtype=np.int64)
-    mid_n = np.asarray(cols["layers_per_stage"], dtype=np.int64)
-    last_n = np.asarray(cols["layers_last_stage"], dtype=np.int64)
-    single = pp == 1
-    stages = {
-        "first": (first_n, np.zeros_like(first_n), True, single),
-        "middle": (mid_n, first_n, False, False),
-        "last": (last_n, L - last_n, single, True),
-    }
-    pp_link, pp_exp = pp_times_s(hw, model, T, tp, sp, tp, cp, dp, pp, vpp, m)
-    results = {}
-    for name, (n_layers, lo, has_emb, has_head) in stages.items():
+    out = {}
+    for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
         n_dense, n_moe = moe_layer_counts(model, lo, n_layers)
-        parts = [(n_dense, dense)]
+        parts = [(n_dense, dense), (np.where(has_emb, 1.0, 0.0), emb), (np.where(has_head, 1.0, 0.0), head)]
         comm_parts = [(n_dense, dense_comm)]
         if moe is not None:
             parts.append((n_moe, moe))
             comm_parts.append((n_moe, moe_comm))
-        has_emb_a = np.broadcast_to(np.asarray(has_emb), tp.shape)
-        has_head_a = np.broadcast_to(np.asarray(has_head), tp.shape)
-        parts += [(np.where(has_emb_a, 1.0, 0.0), emb), (np.where(has_head_a, 1.0, 0.0), head)]
         c = _combine(parts)
         k = _combine(comm_parts)
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
-        t_mb = compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"]
+        r = {"compute_mb": compute_mb, "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"],
+             "fwd": c["fwd"], "bwd_rc": c["bwd"] + c["rc"]}
+        r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
+        r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
+        out[name] = {key: np.broadcast_to(r[key], tp.shape) for key in STAGE_MB_KEYS}
+    return out
 
-        p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb_a, has_head_a)
-        reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, m, full)
-        if wl.overlap_dp_comm:
-            dp_exp = (np.maximum(0.0, reduce - (c["bwd"] + c["rc"])) + np.maximum(0.0, zero_gather - c["fwd"])
-                      + np.maximum(0.0, fsdp - m * compute_mb))
-        else:
-            dp_exp = reduce + zero_gather + fsdp
+
+def _dp_terms(cols, model, hw, wl, rates):
+    """Per stage kind, per step: DP link seconds by role (FSDP per micro-batch) and optimizer step."""
+    tp, cp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "cp", "ep", "dp"))
+    sh = np.asarray(cols["dp_sharding"])
+    full = np.asarray(cols["recompute"]) == FULL
+    out = {}
+    for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
+        p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
+        reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full)
         shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
         shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
         opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
-        opt = opt_bytes / rates.hbm
-        total = m * t_mb + dp_exp + opt
+        out[name] = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
+    return out
+
+
+def _gathered(fn, key_cols, cols, *args):
+    idx, inv = _unique(*(cols[k] for k in key_cols))
+    sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
+    res = fn(sub, *args)
+    return {stage: {k: np.asarray(v)[inv] for k, v in d.items()} for stage, d in res.items()}
+
+
+def _training_time(cols, model, hw, wl):
+    pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
+    m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("num_micro_batches", "vpp"))
+    sp = np.asarray(cols["sequence_parallel"], dtype=bool)
+    s = wl.seq_len
+    rates = Rates(hw, wl.precision)
+    T = (s / cp) * np.asarray(cols["micro_batch"], dtype=np.float64)
+    layer_key = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
+    dp_key = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
+    mb = _gathered(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
+    dpt = _gathered(_dp_terms, dp_key, cols, model, hw, wl, rates)
+    pp_link, pp_exp = pp_times_s(hw, model, T, tp, sp, tp, cp, dp, pp, vpp, m)
+    results = {}
+    for name in ("first", "middle", "last"):
+        r, d = mb[name], dpt[name]
+        fsdp = d["fsdp_per_mb"] * m
+        if wl.overlap_dp_comm:
+            dp_exp = (np.maximum(0.0, d["reduce"] - r["bwd_rc"]) + np.maximum(0.0, d["zero_gather"] - r["fwd"])
+                      + np.maximum(0.0, fsdp - m * r["compute_mb"]))
+        else:
+            dp_exp = d["reduce"] + d["zero_gather"] + fsdp
+        opt = d["opt_bytes"] / rates.hbm
+        total = m * r["t_mb"] + dp_exp + opt
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
-        results[name] = dict(c=c, k=k, compute_mb=compute_mb, t_mb=t_mb, dp_link=reduce + zero_gather + fsdp,
-                             dp_exp=dp_exp, opt=opt, opt_bytes=opt_bytes, total=total)
+        results[name] = dict(c=r, k=r, compute_mb=r["compute_mb"], t_mb=r["t_mb"],
+                             dp_link=d["reduce"] + d["zero_gather"] + fsdp, dp_exp=dp_exp, opt=opt,
+                             opt_bytes=d["opt_bytes"], total=total)
 
     order = ("first", "middle", "last")
     totals = np.stack([results[n]["total"] for n in order])
     crit = np.argmax(totals, axis=0)
-    pick = lambda f: np.choose(crit, [np.broadcast_to(f(results[n]), tp.shape) for n in order])
+
+    def pick(f):  # the critical stage's value of f
+        a, b, c = (f(results[n]) for n in order)
+        return np.where(crit == 0, a, np.where(crit == 1, b, c))
+
     t_mb_max = np.max(np.stack([np.where((n != "middle") | (pp > 2), results[n]["t_mb"], 0.0) for n in order]), 0)
 
     rate = bubble_rate(pp, vpp, m, wl.schedule)
@@ -171,7 +226,7 @@ def _training_time(cols, model, hw, wl):
     n = len(tp)
     ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
-    f_hw = hardware_flops_per_step(model, B, s, rc) * np.ones(n)
+    f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
     peak = hw.peak_flops("bf16")
     flops_gpu = pick(lambda r: m * r["c"]["flops"])
     bytes_gpu = pick(lambda r: m * r["c"]["bytes"] + r["opt_bytes"])
@@ -201,4 +256,4 @@ def _training_time(cols, model, hw, wl):
         "arithmetic_intensity": flops_gpu / bytes_gpu,
         "bound": bound,
     })
-    return out, dict(results=results, crit=crit, rates=rates, dense=dense, moe=moe, bubble=bubble)
+    return out, dict(results=results, crit=crit, rates=rates, bubble=bubble)
