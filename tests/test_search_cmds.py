@@ -236,3 +236,13 @@ def test_readme_search_commands_run(tmp_path, monkeypatch, small_table):
         args = shlex.split(cmd)[1:] + ["--quiet"]
         code, out = invoke(*args)
         assert code == 0, f"{cmd}\n{out}"
+
+
+def test_full_output_streams_every_row_to_a_parquet_dataset(small_table, tmp_path):
+    full = tmp_path / "all"
+    code, text = invoke("pareto", *SMALL, "-q", "--full-output", full, "--out", tmp_path / "front.csv")
+    assert code == 0, text
+    back = pd.read_parquet(full)
+    assert len(back) == len(small_table)
+    assert back["time_step_s"].sum() == pytest.approx(small_table["time_step_s"].sum(), rel=1e-12)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["all", "front.csv"]

@@ -18,6 +18,16 @@ from .app import CONFIG_DIR, EXTRA, OVERRIDES, _console, _fail, app
 QUIET = typer.Option(False, "--quiet", "-q", help="no progress bar or tables (CI)")
 OUT = typer.Option(None, "--out", "-o", help="write the table here (.csv or .parquet)")
 CHUNK = typer.Option(1 << 18, "--chunk-rows", help="rows evaluated at a time (bounds memory)", min=1000)
+FULL = typer.Option(None, "--full-output", help="also stream EVERY evaluated row to this folder as a "
+                    "partitioned Parquet dataset (model=/hardware=/workload=/part-*.parquet)")
+
+
+def _with_sink(collectors, runs, full_output):
+    if full_output is None:
+        return collectors
+    from ..search import ParquetSink
+
+    return [*collectors, ParquetSink(full_output, runs)]
 
 
 # ----------------------------------------------------------------------------- shared plumbing
@@ -116,6 +126,7 @@ def best(
     overrides: Optional[List[str]] = OVERRIDES,
     top: int = typer.Option(5, "--top", "-k", help="layouts per group: the winner and its runner-ups", min=1),
     out: Optional[Path] = OUT,
+    full_output: Optional[Path] = FULL,
     quiet: bool = QUIET,
     chunk_rows: int = CHUNK,
     config_dir: Optional[List[str]] = CONFIG_DIR,
@@ -134,7 +145,8 @@ def best(
         key = _time_key(runs)
         fit_c = TopKCollector(top, key, group_by=["ngpus"], where="fits")
         any_c = TopKCollector(max(1, top // 2), key, group_by=["ngpus"], where=None)
-        res = stream_with_progress(runs, [fit_c, any_c], quiet, chunk_rows, "searching")
+        res = stream_with_progress(runs, _with_sink([fit_c, any_c], runs, full_output), quiet, chunk_rows,
+                                   "searching")
         fit = frame_of_kept(runs, res.kept[0], keep_index_columns=True)
         if res.evaluated == 0:
             raise UserError(_empty_message(res))
@@ -173,6 +185,7 @@ def pareto(
     per_run: bool = typer.Option(False, "--per-run", help="one front per model x hardware x workload point "
                                  "instead of one across the sweep"),
     out: Optional[Path] = OUT,
+    full_output: Optional[Path] = FULL,
     quiet: bool = QUIET,
     chunk_rows: int = CHUNK,
     config_dir: Optional[List[str]] = CONFIG_DIR,
@@ -196,7 +209,7 @@ def pareto(
             raise UserError(f"--front {front} is for workload={FRONTS[front][0]}, this sweep is workload={kind}")
         objectives = FRONTS[front][1]
         col = ParetoCollector(objectives, group_by=["_run"] if per_run else [], where="fits")
-        res = stream_with_progress(runs, [col], quiet, chunk_rows, "front")
+        res = stream_with_progress(runs, _with_sink([col], runs, full_output), quiet, chunk_rows, "front")
         if res.evaluated == 0:
             raise UserError(_empty_message(res))
         df = frame_of_kept(runs, res.kept[0])
