@@ -8,6 +8,7 @@ Hydra's ConfigStore under the groups `model` and `hardware`, so `model=NAME` pic
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 from ..errors import UserError, format_validation_error
@@ -66,7 +67,11 @@ def compose(overrides: list[str], config_dirs: list[str] | None = None):
     files = register_option_files(user_dirs)
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(data_root() / "conf"), version_base=None):
+        with initialize_config_dir(config_dir=str(data_root() / "conf"), version_base=None), \
+                warnings.catch_warnings():
+            # A user folder's hardware/NAME.yaml is both on the search path and in the ConfigStore
+            # (registered above); Hydra's schema-matching deprecation warning about that is noise.
+            warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema")
             return hydra_compose("config", overrides=list(overrides) + search_path_override(user_dirs))
     except UserError:
         raise
