@@ -109,3 +109,29 @@ def test_context_parallel_pays_ring_traffic():
     r = one(model="llama3.1-8b", tp=2, pp=1, cp=4, wl=TrainWorkload(seq_len=32768, global_batch=64))
     assert r["time_comm_cp_s"] > 0
     assert 0 <= r["time_comm_cp_exposed_s"] <= r["time_comm_cp_s"]
+
+
+def test_breakdown_adds_up_and_show_prints_it():
+    from conftest import invoke
+
+    from parallmelism.cost.breakdown import training_breakdown
+
+    model = load_option("model", "gpt3-175b")
+    wl = TrainWorkload(seq_len=2048, global_batch=64, flash_attention=False)
+    grid = GridSpec(ngpus=[64], tp=[8], pp=[8], cp=[1], ep=[1], micro_batch=[1], vpp=[3], dp_sharding=["NO_OP"],
+                    recompute=["selective"], sequence_parallel=[True])
+    cols = enumerate_training_layouts(model, load_option("hardware", "a100-sxm-80gb"), wl, grid).columns
+    hw = load_option("hardware", "a100-sxm-80gb")
+    bd = training_breakdown(cols, model, hw, wl)
+    row = training_time(cols, model, hw, wl)
+    ops_total = sum(r["time_step_s"] for r in bd["ops"])
+    parts = bd["summary"]["where_time_goes"]
+    assert ops_total == pytest.approx(parts["compute (ops)"][0], rel=1e-9)
+    assert sum(v for v, _ in parts.values()) == pytest.approx(row["time_step_s"][0], rel=1e-9)
+    assert {c["axis"] for c in bd["collectives"]} == {"tp", "pp"}
+    code, out = invoke("show", "model=gpt3-175b", "hardware=a100-sxm-80gb", "workload.seq_len=2048",
+                       "workload.global_batch=64", "workload.flash_attention=false", "grid.ngpus=[64]", "grid.tp=8",
+                       "grid.pp=8", "grid.vpp=3", "grid.micro_batch=1", "grid.recompute=selective",
+                       "grid.sequence_parallel=true", "grid.dp_sharding=NO_OP", "grid.cp=1")
+    assert code == 0, out
+    assert "where the step goes" in out and "per-op roofline" in out and "attention_scores" in out

@@ -50,12 +50,13 @@ class Op:
     flops: object             # forward FLOPs executed
     bytes: object             # forward HBM bytes read + written
     bwd_flops: float = 2.0    # backward FLOPs = bwd_flops × forward
-    bwd_bytes: object = 2.0   # backward bytes (absolute, when an array) or multiplier (float)
+    bwd_bytes: float = 2.0    # backward bytes = bwd_bytes × forward, unless bwd_bytes_abs is given
     selective: bool = False   # rerun by selective recompute (attention core)
     dim: object = None        # smallest GEMM dimension (efficiency falls for small GEMMs)
+    bwd_bytes_abs: object = None  # backward HBM bytes, when not a multiple of the forward's
 
     def backward_bytes(self):
-        return self.bwd_bytes if not isinstance(self.bwd_bytes, float) else self.bwd_bytes * self.bytes
+        return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
 
 
 def _gemm(name, M, K, N, dim_extra=None, weight=True):
@@ -67,7 +68,7 @@ def _gemm(name, M, K, N, dim_extra=None, weight=True):
     fwd = act + 2.0 * w
     bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
     dim = np.minimum(np.minimum(K, N), M)
-    return Op(name, MATMUL, flops, fwd, 2.0, bwd, dim=dim)
+    return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd)
 
 
 def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bool = False,
@@ -146,7 +147,7 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     return [
         Op("final_norm", MEMORY, 0.0, 4.0 * T * h / r),
         _gemm("logits", T, h, V / t),
-        Op("cross_entropy", MEMORY, 0.0, 14.0 * T * V / t, 2.0, 8.0 * T * V / t),
+        Op("cross_entropy", MEMORY, 0.0, 14.0 * T * V / t, 2.0, bwd_bytes_abs=8.0 * T * V / t),
     ]
 
 
@@ -158,7 +159,7 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
     T = (s / cp) * b
     drop = 3.0 if model.dropout else 0.0
-    return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, (8.0 + drop) * T * h / r)]
+    return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
 
 
 def optimizer_bytes_per_param(fp8: bool = False) -> float:

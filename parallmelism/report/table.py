@@ -6,7 +6,8 @@ from rich.table import Table
 
 DEFAULT_COLUMNS = ["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute",
                    "sequence_parallel", "mem_states_gib", "mem_activations_gib", "mem_total_gib",
-                   "mem_headroom_gib"]
+                   "mem_headroom_gib", "time_step_s", "time_bubble_s", "time_comm_exposed_s", "mfu",
+                   "tokens_per_s_per_gpu", "bound"]
 
 
 def _fmt(v) -> str:

@@ -1,0 +1,116 @@
+"""Where one layout's step time goes: per-op and per-collective tables (plain data for `show`).
+
+Same formulas as `steptime.py` (which evaluates them for every row); here one row is expanded
+into readable records. Times are per step on one GPU of the critical pipeline stage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .collectives import group_link
+from .comm import p2p_link
+from .flops import ATTENTION, MATMUL, embedding_ops, head_ops, layer_ops, moe_layer_counts
+from .roofline import Rates, op_times
+from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
+
+KIND_NAMES = {MATMUL: "matmul", ATTENTION: "attention", 2: "memory"}
+STAGES = ("first", "middle", "last")
+
+
+def _f(x) -> float:
+    return float(np.asarray(x).reshape(-1)[0])
+
+
+def training_breakdown(cols: dict, model, hw, wl) -> dict:
+    """Explain the first row of `cols` (layout columns as arrays). Returns
+    {"summary": {...}, "ops": [records], "collectives": [records]}."""
+    cols = {k: np.asarray(v)[:1] for k, v in cols.items()}
+    out, ctx = _training_time(cols, model, hw, wl)
+    crit = int(ctx["crit"][0])
+    stage = STAGES[crit]
+    rates: Rates = ctx["rates"]
+    tp, cp, ep, dp, pp = (_f(cols[k]) for k in ("tp", "cp", "ep", "dp", "pp"))
+    b, m = _f(cols["micro_batch"]), _f(cols["num_micro_batches"])
+    sp = bool(cols["sequence_parallel"][0])
+    rc = int(cols["recompute"][0])
+    s = wl.seq_len
+    n_layers, lo, has_emb, has_head = (x[:1] for x in _stage_layout(cols, model.layers)[stage])
+    n_dense, n_moe = (_f(x) for x in moe_layer_counts(model, lo, n_layers))
+
+    groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention))]
+    if model.is_moe:
+        groups.append((n_moe, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True,
+                                        moe_imbalance=wl.moe_imbalance)))
+    groups += [(float(has_emb[0]), embedding_ops(model, s, b, tp, cp, sp)),
+               (float(has_head[0]), head_ops(model, s, b, tp, cp, sp))]
+    ops = []
+    for count, group in groups:
+        if count == 0:
+            continue
+        for op in group:
+            f, bw, cb = op_times(op, rates)
+            in_layer = op.name not in ("embedding", "final_norm", "logits", "cross_entropy")
+            rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
+            per_step = m * count
+            ops.append({
+                "op": op.name, "kind": KIND_NAMES[op.kind], "count": count,
+                "flops_fwd": _f(op.flops), "bytes_fwd": _f(op.bytes),
+                "time_fwd_ms": _f(f) * 1e3, "time_bwd_ms": _f(bw) * 1e3,
+                "time_recompute_ms": _f(f) * 1e3 if rerun else 0.0,
+                "time_step_s": per_step * (_f(f) * (2 if rerun else 1) + _f(bw)),
+                "bound": "compute" if bool(np.asarray(cb).reshape(-1)[0]) else "memory",
+            })
+
+    def link(size, stride, kind="ring"):
+        bw_, lat = group_link(hw, size, stride, kind=kind)
+        return _f(bw_), _f(lat)
+
+    T = s / cp * b
+    colls = []
+    if tp > 1:
+        bw_, _ = link(tp, 1)
+        kinds = "all_gather + reduce_scatter" if sp else "all_reduce"
+        n = (2 if sp else 1) * 2 * (3 if rc == FULL else 2)
+        colls.append({"axis": "tp", "collective": kinds, "group": int(tp), "bytes": 2 * T * model.hidden,
+                      "per_layer_per_micro_batch": n, "bandwidth_gbps": bw_})
+    if cp > 1:
+        bw_, _ = (_f(x) for x in p2p_link(hw, cp * tp))
+        g_l = max(model.g / tp, 1.0)
+        colls.append({"axis": "cp", "collective": "send_recv (ring K,V)", "group": int(cp),
+                      "bytes": 2 * (s / cp) * b * g_l * model.d * 2, "per_layer_per_micro_batch": 3 * (cp - 1),
+                      "bandwidth_gbps": bw_})
+    if model.is_moe and ep > 1:
+        bw_, _ = link(ep, tp, "all_to_all")
+        colls.append({"axis": "ep", "collective": "all_to_all (dispatch + combine)", "group": int(ep),
+                      "bytes": 2 * T * model.moe.top_k * wl.moe_imbalance * model.hidden,
+                      "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0), "bandwidth_gbps": bw_})
+    if dp * cp > 1:
+        bw_, _ = link(dp * cp, tp)
+        sh = int(cols["dp_sharding"][0])
+        names = {0: "all_reduce (fp32 grads)", 1: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
+                 2: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
+                 3: "all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter (fp32 grads)"}
+        colls.append({"axis": "dp", "collective": names[sh], "group": int(dp * cp), "bytes": float("nan"),
+                      "per_layer_per_micro_batch": float("nan"), "bandwidth_gbps": bw_})
+    if pp > 1:
+        bw_, _ = (_f(x) for x in p2p_link(hw, 2 * tp * cp * dp))
+        colls.append({"axis": "pp", "collective": "send_recv (activations, grads)", "group": 2,
+                      "bytes": 2 * T * model.hidden / (tp if sp else 1), "per_layer_per_micro_batch": float("nan"),
+                      "bandwidth_gbps": bw_})
+    for c in colls:
+        c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
+        c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
+
+    step = _f(out["time_step_s"])
+    opt = _f(ctx["results"][stage]["opt"])
+    parts = {"compute (ops)": _f(out["time_compute_s"]) - opt, "optimizer step": opt,
+             "pipeline bubble": _f(out["time_bubble_s"])}
+    parts.update({f"exposed {ax.upper()} comm": _f(out[f"time_comm_{ax}_exposed_s"]) for ax in AXES})
+    summary = {
+        "critical_stage": stage, "layers_on_stage": int(n_layers[0]), "micro_batches": int(m),
+        "time_step_s": step, "bound": ("compute", "memory", "communication", "bubble")[int(out["bound"][0])],
+        "mfu": _f(out["mfu"]), "hfu": _f(out["hfu"]), "tokens_per_s": _f(out["tokens_per_s"]),
+        "where_time_goes": {k: (v, v / step) for k, v in parts.items() if v > 0},
+    }
+    return {"summary": summary, "ops": ops, "collectives": colls}
