@@ -109,8 +109,11 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "prefill_chunks": "chunks the prompt is cut into for the sequence pipeline (1 without pp)",
     "decode_micro_batches": "decode micro-batches in flight, min(batch, pp)",
     "decode_pp_idle": "fraction of pipeline stages idle in decode, 1 - micro-batches/pp",
-    "ttft_ms": "time to first token: prefill of the batch (causal attention), ms",
-    "tpot_ms": "time per output token = inter-token latency: one decode step, ms",
+    "prefill_ms": "prefill of one prompt (continuous) or of the batch's prompts (static), causal attention, ms",
+    "decode_step_ms": "one decode step of the whole batch through the pipeline, ms",
+    "serving_load": "fraction of time spent prefilling new requests with b in flight (continuous batching)",
+    "ttft_ms": "time to first token: prefill_ms/(1 - serving_load) + request overhead, ms",
+    "tpot_ms": "time per output token = inter-token latency: decode_step_ms/(1 - serving_load), ms",
     "e2e_latency_ms": "ttft_ms + (output_len - 1)·tpot_ms, ms",
     "throughput_tokens_per_s": "tokens/s over all replicas (phase prefill: input tokens; decode: b/TPOT; "
                                "request: output tokens per e2e latency)",

@@ -104,3 +104,17 @@ def test_readme_tp8_vs_tp16_table_is_what_the_command_prints(tmp_path):
     assert df.loc[16, "kv_replication"] == 2 and df.loc[8, "kv_replication"] == 1
     # weights: TP16 holds half of TP8's except the replicated K/V projections
     assert 0.5 < df.loc[16, "mem_weights_gib"] / df.loc[8, "mem_weights_gib"] < 0.52
+
+
+def test_validate_nim_concurrency_sweep():
+    """NIM 1.8.0 (H100, fp8, Llama 3.1 8B TP1 and 3.3 70B TP2): ITL at concurrency 1-250 and TTFT
+    at concurrency 1 (the file's rules), the efficiency constants of hardware/h100-sxm-80gb.yaml."""
+    from parallmelism.validate.runner import run_validation, shipped_case_files
+
+    files = [f for f in shipped_case_files() if f.name == "inference_nim_h100.csv"]
+    table = run_validation(files, [], None)
+    itl = table[table["quantity"] == "itl_ms"]["error_pct"].abs()
+    ttft = table[table["quantity"] == "ttft_ms"]["error_pct"].abs()
+    assert len(itl) >= 40 and len(ttft) >= 10
+    assert itl.median() < 10 and (itl <= 20).mean() >= 0.9
+    assert ttft.median() < 15 and (ttft <= 20).mean() >= 0.8

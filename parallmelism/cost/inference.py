@@ -19,18 +19,25 @@ Collectives per layer (times from `cost.collectives`, the training model's alpha
   PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
 
 Phases (per replica; dp replicas run independently, so throughput scales with dp):
-  prefill  one prompt (continuous batching, plus one decode token of each of the other b-1
-           sequences) or the batch's b prompts (static batching), split over sp ranks
-           (load-balanced causal chunks). TTFT adds eff.request_overhead_ms. With pp > 1
-           the prompt goes through the stages in n_c chunks (sequence pipeline):
-           TTFT = (n_c + pp − 1)·(stage time of one chunk + one hop); n_c is the best of
+  prefill  one prompt (continuous batching) or the batch's b prompts (static batching), split
+           over sp ranks (load-balanced causal chunks): `prefill_ms`. With pp > 1 the prompt goes
+           through the stages in n_c chunks (sequence pipeline):
+           prefill = (n_c + pp − 1)·(stage time of one chunk + one hop); n_c is the best of
            1, 2, 4, ..., 64 per row (more chunks: smaller bubble, but weights re-read per chunk).
            Chunks use the average context (later chunks attend to more keys).
   decode   the b sequences form m = min(b, pp) micro-batches; each token must pass all stages:
-           TPOT = pp·(stage time of one micro-batch + one hop) (pp = 1: one stage time). With
-           b < pp stages idle (`decode_pp_idle`); each micro-batch re-reads the stage's weights.
-           Context = input_len + output_len/2 (mean over the decode steps).
+           step = pp·(stage time of one micro-batch + one hop) (pp = 1: one stage time), the
+           `decode_step_ms`. With b < pp stages idle (`decode_pp_idle`); each micro-batch re-reads
+           the stage's weights. Context = input_len + output_len/2 (mean over the decode steps).
+  serving  continuous batching keeps b sequences in flight (closed loop): each finished request
+           is replaced and its prefill stalls the others' decode. With load ρ = λ·prefill
+           (`serving_load`, λ = b / e2e): TPOT (inter-token latency) = step/(1−ρ),
+           TTFT = prefill/(1−ρ) + eff.request_overhead_ms; static batching: ρ = 0.
   request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
+Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv,
+efficiency decode_hbm 0.6, matmul_fp8 0.65, request_overhead_ms 10): ITL at concurrency 1-250
+mean |error| 6.8 % over 43 points; TTFT at concurrency 1 mean 12.3 % over 13 points. TTFT at
+higher concurrency is not validated: it follows the load generator's arrival bursts.
 Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
 phase b per TPOT, request phase output tokens b·output_len per e2e latency.
 cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) · 1e6.
@@ -51,13 +58,14 @@ PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
 BOUNDS = np.array(["compute", "memory", "communication"])
 
 
-def op_rate(op, rates: Rates, tile_rows: int):
+def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):
     """Achievable FLOP/s of one op: GEMMs at peak(precision)·matmul·min(1, m/tile_rows) (m rows =
     tokens; a partly filled tensor-core tile costs a full one), the flash attention core at
     peak(bf16)·attention (cost.roofline), memory ops none."""
     if op.kind == "matmul":
         m = np.asarray(op.gemm_dim, dtype=np.float64)
-        return rates.gemm_peak * np.minimum(1.0, m / tile_rows)
+        peak = rates.gemm_peak if fp8_peak is None else fp8_peak
+        return peak * np.minimum(1.0, m / tile_rows)
     if op.kind == "attention":
         return rates.attention + 0 * op.flops
     return np.full(np.shape(op.flops), np.inf)
@@ -65,7 +73,9 @@ def op_rate(op, rates: Rates, tile_rows: int):
 
 def op_time_s(op, hw: AcceleratorSpec, wl: InferenceWorkload, hbm_eff: float):
     """(time per call, compute time, memory time) of one op: the roofline max (cost.roofline)."""
-    rate = op_rate(op, Rates(hw, wl.precision), hw.efficiency.gemm_tile_rows)
+    eff = hw.efficiency
+    fp8 = hw.peak_flops("fp8") * eff.matmul_fp8 if wl.precision == "fp8" and eff.matmul_fp8 else None
+    rate = op_rate(op, Rates(hw, wl.precision), eff.gemm_tile_rows, fp8)
     hbm_rate = hw.hbm_bandwidth_gbps * 1e9 * hbm_eff
     t = roofline_time_s(op.flops, op.bytes, rate, hbm_rate)
     return t, op.flops / rate, op.bytes / hbm_rate
@@ -118,31 +128,47 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
 
 
 def prefill_sequences(cols, wl):
-    """Prompts prefilled in one step: 1 with continuous batching (the other b-1 sequences add
-    one decode token each to that step), b with static batching."""
+    """Prompts prefilled in one step: 1 with continuous batching (each new request's prompt is
+    prefilled on its own; its interference with the others' decode is `serving_load`), b with
+    static batching (the batch's prompts together)."""
     b = np.asarray(cols["batch"], dtype=np.float64)
     return np.ones_like(b) if wl.batching == "continuous" else b
 
 
 def prefill_terms(model, hw, wl, cols, chunks):
-    """Stage terms of one prefill chunk when the prompt is cut into `chunks` (array) pieces.
-
-    Continuous batching: one prompt of S tokens plus one decode token for each of the other
-    b-1 sequences at the mean decode context; static batching: b prompts."""
-    b = np.asarray(cols["batch"], dtype=np.float64)
+    """Stage terms of one prefill chunk when the prompts are cut into `chunks` (array) pieces."""
     sp = np.asarray(cols["sp"], dtype=np.float64)
     c = np.asarray(chunks, dtype=np.float64)
     S = wl.input_len
     n_pre = prefill_sequences(cols, wl)
-    n_dec = b - n_pre
-    ctx = wl.input_len + wl.output_len / 2
-    tokens = (n_pre * S / sp + n_dec) / c
-    pairs = (n_pre * causal_pairs(S) + n_dec * ctx) / sp / c
-    # keys a chunk reads, averaged over chunks (all S when c = 1), plus the decoding sequences' caches
-    kv_read = n_pre * S * (c + 1) / (2 * c) + n_dec * ctx / sp / c
+    tokens = n_pre * S / sp / c
+    pairs = n_pre * causal_pairs(S) / sp / c
+    kv_read = n_pre * S * (c + 1) / (2 * c)  # keys a chunk reads, averaged over chunks (all S when c = 1)
     return stage_terms(model, hw, wl, cols, tokens=tokens, attn_pairs=pairs, kv_read_tokens=kv_read,
                        kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES, group_tokens=tokens * cols["ep"],
-                       head_tokens=b / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
+                       head_tokens=n_pre / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
+
+
+def serving_load(prefill_s, step_s, batch, output_len, fixed_s):
+    """Fraction ρ of a replica's time spent prefilling new prompts under continuous batching.
+
+    Closed loop: `batch` sequences are always in flight; each finished request is replaced by a
+    new one, whose prefill (prefill_s) stalls every decoding sequence. Requests complete at
+    λ = batch / e2e, so ρ = λ·prefill_s, and both phases stretch by 1/(1-ρ):
+        ITL  = step_s / (1-ρ)                 (decode gets the remaining time)
+        TTFT = prefill_s / (1-ρ) + fixed_s    (M/M/1-style wait behind other prefills)
+        e2e  = (prefill_s + (out-1)·step_s)/(1-ρ) + fixed_s
+    ρ = batch·prefill_s / e2e(ρ) is the root in (0, 1) of
+        fixed_s·ρ² − (A + fixed_s + B)·ρ + B = 0,  A = prefill_s + (out-1)·step_s, B = batch·prefill_s.
+    One sequence (batch 1) has no one to interfere with: ρ = 0.
+    """
+    A = prefill_s + (output_len - 1) * step_s
+    B = np.where(np.asarray(batch) > 1, np.asarray(batch, dtype=np.float64) * prefill_s, 0.0)
+    k = A + fixed_s + B
+    with np.errstate(invalid="ignore", divide="ignore"):
+        quad = (k - np.sqrt(np.maximum(k * k - 4 * fixed_s * B, 0.0))) / (2 * fixed_s)
+    lin = B / (A + B)
+    return np.where(fixed_s > 0, quad, lin) if np.ndim(fixed_s) else (quad if fixed_s > 0 else lin)
 
 
 def decode_micro_batches(cols):
@@ -188,12 +214,18 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
     """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS)."""
     pp = np.asarray(cols["pp"], dtype=np.float64)
     b = np.asarray(cols["batch"], dtype=np.float64)
-    ttft_s, chunks = best_prefill(model, hw, wl, cols)
+    prefill_s, chunks = best_prefill(model, hw, wl, cols)
     pre = prefill_terms(model, hw, wl, cols, chunks)
     dec = decode_terms(model, hw, wl, cols)
     m = decode_micro_batches(cols)
-    tpot_s = pp * (dec["stage_s"] + dec["hop_s"])
-    ttft_s = ttft_s + hw.efficiency.request_overhead_ms * 1e-3
+    step_s = pp * (dec["stage_s"] + dec["hop_s"])
+    overhead_s = hw.efficiency.request_overhead_ms * 1e-3
+    if wl.batching == "continuous":
+        load = serving_load(prefill_s, step_s, b, wl.output_len, overhead_s)
+    else:
+        load = np.zeros_like(step_s)
+    ttft_s = prefill_s / (1 - load) + overhead_s
+    tpot_s = step_s / (1 - load)
     e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
     dp = cols["dp"]
     if wl.phase == "prefill":
@@ -212,6 +244,9 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
         "prefill_chunks": chunks,
         "decode_micro_batches": m,
         "decode_pp_idle": 1.0 - m / pp,
+        "prefill_ms": prefill_s * 1e3,
+        "decode_step_ms": step_s * 1e3,
+        "serving_load": load,
         "ttft_ms": ttft_s * 1e3,
         "tpot_ms": tpot_s * 1e3,
         "e2e_latency_ms": e2e_s * 1e3,

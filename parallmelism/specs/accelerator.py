@@ -30,12 +30,15 @@ class Efficiency(BaseModel):
     decode_hbm: float = Field(0.6, gt=0, le=1, description="decode step kernels, fraction of HBM bandwidth")
     # Host-side time of one request in an online serving stack (HTTP, tokenizer, scheduler, first
     # token streamed back), added once to TTFT. Set to 0 for offline engine timings. Defaults (0.6,
-    # 14 ms) are the H100 calibration on TensorRT-LLM / NIM online serving (cost/inference.py).
-    request_overhead_ms: float = Field(14.0, ge=0, description="per-request host latency added to TTFT, ms")
+    # 10 ms) are the H100 calibration on TensorRT-LLM / NIM online serving (cost/inference.py).
+    request_overhead_ms: float = Field(10.0, ge=0, description="per-request host latency added to TTFT, ms")
     # Serving GEMMs have few rows in decode (the batch). A tensor-core GEMM works on tiles of this
     # many rows, so m < tile rows still cost a full tile of FLOPs: rate = peak·matmul·min(1, m/tile).
     # (matmul_half_dim is the training fit of cost.roofline; serving uses this rule instead.)
     gemm_tile_rows: int = Field(64, ge=1, description="GEMM tile height in rows (inference small-batch GEMMs)")
+    # fp8 GEMMs reach a lower fraction of their (2x) peak than bf16 GEMMs of theirs (scaling, casts,
+    # smaller tiles); None means `matmul`. Used by the serving roofline (cost/inference.py).
+    matmul_fp8: Optional[float] = Field(None, gt=0, le=1, description="fp8 GEMMs, fraction of fp8 peak")
 
 
 class ScaleUp(BaseModel):
