@@ -31,7 +31,23 @@ def _stage_geometry(c, L: int, stage: str):
     return pp - 1, n, L - n, pp == 1, np.ones(len(pp), bool)
 
 
-def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
+def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
+    """Per-layer activation bytes of one micro-batch: the same on every stage, so computed once."""
+    rc = c["recompute"]
+    kw = dict(model=model, s=wl.seq_len, b=c["micro_batch"], t=c["tp"], cp=c["cp"], sp=c["sequence_parallel"],
+              flash=wl.flash_attention)
+    out = {"dense": act.layer_activation_bytes(recompute=rc, **kw),
+           "working": act.layer_activation_bytes(recompute=np.zeros_like(rc), **kw)}
+    if model.moe is not None:
+        out["moe"] = act.layer_activation_bytes(recompute=rc, moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
+        out["moe_working"] = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
+                                                        moe_imbalance=wl.moe_imbalance, **kw)
+    out["inflight_first"] = act.inflight_micro_batches(c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"],
+                                                       wl.schedule, "first")
+    return out
+
+
+def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[str, np.ndarray]:
     tp, pp, cp, ep, dp = c["tp"], c["pp"], c["cp"], c["ep"], c["dp"]
     b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
     sp, rc, sh = c["sequence_parallel"], c["recompute"], c["dp_sharding"]
@@ -47,23 +63,18 @@ def _stage_memory(model, wl, c, stage: str) -> dict[str, np.ndarray]:
 
     n_moe = moe_layers_in_range(model, lo, lo + n_layers)
     n_dense = n_layers - n_moe
-    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
-    dense_layer = act.layer_activation_bytes(recompute=rc, **kw)
-    per_mb = n_dense * dense_layer
-    working = act.layer_activation_bytes(recompute=np.zeros_like(rc), **kw)
+    acts = acts if acts is not None else _layer_activations(model, wl, c)
+    per_mb = n_dense * acts["dense"]
+    working = acts["working"]
     if model.moe is not None:
-        moe_layer = act.layer_activation_bytes(recompute=rc, moe_layer=True,
-                                               moe_imbalance=wl.moe_imbalance, **kw)
-        per_mb = per_mb + n_moe * moe_layer
-        moe_working = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
-                                                 moe_imbalance=wl.moe_imbalance, **kw)
-        working = np.where(n_moe > 0, np.maximum(working, moe_working), working)
+        per_mb = per_mb + n_moe * acts["moe"]
+        working = np.where(n_moe > 0, np.maximum(working, acts["moe_working"]), working)
     inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
     layers_bytes = per_mb * inflight
     # Full recompute rebuilds one layer's activations at a time during backward.
     layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
 
-    inflight_first = act.inflight_micro_batches(pp, np.ones_like(vpp), m, wl.schedule, "first")
+    inflight_first = acts["inflight_first"]
     extra = act.stage_extra_bytes(model, s, b, tp, cp, sp, has_emb, has_head, inflight_first)
     logits = np.where(has_head, act.logits_bytes(model, s, b, tp, cp), 0.0)
     activations = layers_bytes + extra + logits
@@ -86,7 +97,8 @@ def training_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accelerat
                     wl: TrainWorkload) -> dict[str, np.ndarray]:
     """Memory columns of the most-loaded stage for every layout row."""
     stages = MEM_STAGES
-    results = [_stage_memory(model, wl, cols, st) for st in stages]
+    acts = _layer_activations(model, wl, cols)
+    results = [_stage_memory(model, wl, cols, st, acts) for st in stages]
     totals = np.stack([r["mem_total_gib"] for r in results])
     totals[1] = np.where(cols["pp"] >= 3, totals[1], -np.inf)  # with pp <= 2 there is no middle stage
     pick = np.argmax(totals, axis=0)  # ties keep the first stage
