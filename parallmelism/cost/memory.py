@@ -14,7 +14,7 @@ from ..specs import AcceleratorSpec, ModelSpec, TrainWorkload, moe_layers_in_ran
 from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
-from .states import fsdp_gather_bytes, model_states_bytes
+from .states import fsdp_gather_bytes, group_bytes_per_param, model_states_bytes
 
 
 MEM_STAGES = ["first", "second", "last"]
@@ -42,6 +42,7 @@ def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
         out["moe"] = act.layer_activation_bytes(recompute=rc, moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
         out["moe_working"] = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
                                                         moe_imbalance=wl.moe_imbalance, **kw)
+    out["per_param"] = group_bytes_per_param(c["dp_sharding"], c["dp"], c["cp"], c["ep"], wl.precision == "fp8")
     out["inflight_first"] = act.inflight_micro_batches(c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"],
                                                        wl.schedule, "first")
     return out
@@ -56,8 +57,9 @@ def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[st
 
     rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, L, stage)
     p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head)
-    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8)
-    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8)
+    per_param = acts["per_param"] if acts is not None else None
+    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8, per_param)
+    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8, per_param)
     layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
     gather = fsdp_gather_bytes(layer_params, sh)
 

@@ -33,12 +33,21 @@ def bytes_per_param(sharding, n, fp8: bool = False) -> dict[str, np.ndarray]:
     return {"weights": weights, "grads": grads, "optimizer": optimizer}
 
 
-def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, fp8: bool = False):
-    """Weights, grads, optimizer bytes on one GPU for its dense and expert parameter shards."""
+def group_bytes_per_param(sharding, dp, cp, ep, fp8: bool = False):
+    """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = np.asarray(dp) * np.asarray(cp)
     expert_group = dense_group // np.asarray(ep)
-    bd = bytes_per_param(sharding, dense_group, fp8)
-    be = bytes_per_param(sharding, expert_group, fp8)
+    return bytes_per_param(sharding, dense_group, fp8), bytes_per_param(sharding, expert_group, fp8)
+
+
+def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, fp8: bool = False, per_param=None):
+    """Weights, grads, optimizer bytes on one GPU for its dense and expert parameter shards.
+
+    per_param: `group_bytes_per_param(...)` for the same rows, when the caller already has it.
+    """
+    bd, be = per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, fp8)
+    if np.ndim(expert_params) == 0 and expert_params == 0:
+        return {k: dense_params * bd[k] for k in bd}  # no expert shard (x + 0·y == x)
     return {k: dense_params * bd[k] + expert_params * be[k] for k in bd}
 
 
