@@ -86,20 +86,6 @@ def test_serve_plan_numbers_by_hand():
     assert r["usd_per_million_tokens"] == pytest.approx(128 / (50 * 1001 * 3600) * 1e6)
 
 
-def test_serve_plan_continuous_batching_is_limited_by_replica_busy_time():
-    class WL:
-        input_len, output_len, batching = 900, 101, "continuous"
-
-    # slots allow 10 / 2.5 s = 4 requests/s, but each prompt's 0.5 s prefill plus its share of the
-    # decode steps (100 x 20 ms / 10) keeps the replica busy 0.7 s: 1/0.7 requests/s;
-    # ceil(50 / (0.8 / 0.7)) = 44 replicas.
-    rows = pd.DataFrame({"ngpus": [4], "dp": [1], "tp": [4], "pp": [1], "batch": [10],
-                         "ttft_ms": [500.0], "tpot_ms": [20.0], "fits": [True]})
-    r = serve_plan_table(rows, WL, _HW, PlanSpec(qps=50, load=0.8)).iloc[0]
-    assert r["replica_rps"] == pytest.approx(1 / 0.7)
-    assert r["replicas"] == 44 and r["total_gpus"] == 176
-
-
 def test_plan_serve_cli_sizes_the_fleet():
     code, text = invoke("plan", "serve", "model=llama3.1-8b", "qps=20", "ttft_ms=2000", "tpot_ms=50",
                         "grid.ngpus=[1,2]")

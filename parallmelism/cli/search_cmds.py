@@ -375,11 +375,10 @@ def serve_summary(table, run, plan) -> str:
         f"- cost: ${c['usd_per_hour']:,.2f} per hour, ${c['usd_per_million_output_tokens']:.3f} per million output "
         f"tokens (${c['usd_per_million_tokens']:.3f} per million input+output tokens)", "",
         "Assumptions:",
-        (f"- continuous batching: each prompt is prefilled alone (TTFT) while `batch` sequences share the decode"
-         f" steps; a replica serves min(batch / request latency, 1 / (TTFT + (output_len-1)·TPOT/batch)) requests/s."
-         if getattr(wl, "batching", "static") == "continuous" else
-         f"- static batching: a replica prefills and decodes `batch` requests together, batch / request latency"
-         f" requests/s."),
+        f"- a replica keeps `batch` sequences in flight and serves batch / request latency requests/s"
+        + (" (continuous batching: TTFT and TPOT include the stall of the others' decode while a new prompt is"
+           " prefilled, at that closed-loop load)." if getattr(wl, "batching", "static") == "continuous"
+           else " (static batching: the batch is prefilled and decoded together)."),
         f"- each replica is kept at {plan.load:.0%} of its capacity (headroom for bursts).",
         f"- price: ${hw.cost_per_gpu_hour_usd:g} per GPU-hour (hardware/{hw.name}.yaml).",
         "- latencies: the analytical inference model with the accelerator's efficiency block.", ""])

@@ -11,12 +11,11 @@ Training (one row per GPU count, its fastest layout that fits):
   cost_usd       = gpu_hours · cost_per_gpu_hour_usd
 Serving (one row per layout meeting the TTFT/TPOT limits; `batch` sequences in flight per replica):
   request_latency_s  = (ttft_ms + (output_len − 1) · tpot_ms) / 1000
-  replica_rps        static batching:     batch / request_latency_s  (the batch's prompts are
-                                          prefilled together, inside ttft)
-                     continuous batching: min(batch / request_latency_s,
-                                              1 / (ttft_s + (output_len − 1) · tpot_s / batch))
-                                          (slots, and replica busy time: each prompt is prefilled
-                                          alone, decode steps are shared by the batch)
+  replica_rps        = batch / request_latency_s   (`batch` sequences in flight, each finishing a
+                                                   request per request latency; under continuous
+                                                   batching TTFT and TPOT already carry the
+                                                   prefill interference of that closed loop,
+                                                   cost.inference.serving_load)
   replicas           = ceil(qps / (replica_rps · load))      (load = target busy fraction)
   total_gpus         = replicas · replica_gpus,  replica_gpus = ngpus / dp
   usd_per_million_output_tokens = total_gpus · cost_per_gpu_hour_usd / (qps · output_len · 3600) · 1e6
@@ -118,12 +117,7 @@ def serve_plan_table(rows, wl, hw, plan):
     df["replica_gpus"] = df["ngpus"] // df["dp"]
     df["input_len"], df["output_len"] = wl.input_len, wl.output_len
     df["request_latency_s"] = (df["ttft_ms"] + (wl.output_len - 1) * df["tpot_ms"]) / 1000.0
-    slots = df["batch"] / df["request_latency_s"]
-    if getattr(wl, "batching", "static") == "continuous":
-        busy = 1.0 / (df["ttft_ms"] / 1000.0 + (wl.output_len - 1) * df["tpot_ms"] / 1000.0 / df["batch"])
-        df["replica_rps"] = np.minimum(slots, busy)
-    else:
-        df["replica_rps"] = slots
+    df["replica_rps"] = df["batch"] / df["request_latency_s"]
     df["qps"], df["load"] = plan.qps, plan.load
     df["replicas"] = np.ceil(plan.qps / (df["replica_rps"] * plan.load)).astype(np.int64)
     df["total_gpus"] = df["replicas"] * df["replica_gpus"]
