@@ -130,3 +130,16 @@ def test_cli_bad_input_real_process(tmp_path):
         assert text in r.stderr and "Traceback" not in r.stderr
     r = run_cli("compare", GOLDEN, GOLDEN, "--key", "tp,bogus")
     assert r.returncode == 2 and "bogus" in r.stderr
+
+
+def test_parquet_metadata_schema_version_is_checked(tmp_path):
+    """A Parquet baseline whose schema version lives only in its metadata is still recognised."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df = _golden().drop(columns=["schema_version"])
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"parallmelism_schema_version": b"999"})
+    pq.write_table(table, tmp_path / "old.parquet")
+    code, out = invoke("compare", tmp_path / "old.parquet", GOLDEN)
+    assert code == 2 and "schema_version 999" in out

@@ -210,10 +210,22 @@ def compare_files(baseline: str | Path, new: str | Path, key=None, rtol=DEFAULT_
     """Read two tables written by `parallmelism sweep` (or any tidy CSV/Parquet) and compare them."""
     from .writer import read_table
 
-    base_df = read_table(baseline)
-    new_df = read_table(new)
+    base_df = _with_schema_version(read_table(baseline), baseline)
+    new_df = _with_schema_version(read_table(new), new)
     return compare_frames(base_df, new_df, key=key, rtol=rtol, atol=atol, tolerances=tolerances,
                           names=(f"baseline {str(baseline)!r}", f"new {str(new)!r}"))
+
+
+def _with_schema_version(df, path):
+    """A Parquet file without the `schema_version` column still carries it in its metadata."""
+    path = Path(path)
+    if "schema_version" in df.columns or path.suffix != ".parquet":
+        return df
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    v = meta.get(b"parallmelism_schema_version")
+    return df.assign(schema_version=int(v)) if v is not None and v.decode().isdigit() else df
 
 
 def varying_key(comp: Comparison) -> list[str]:
