@@ -99,7 +99,7 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "tp": "tensor-parallel size (heads, FFN, vocabulary split)",
     "pp": "pipeline stages per replica",
     "sp": "prompt-sharding ranks per replica (prefill split over sp; KV cache stays split by sp)",
-    "ep": "expert-parallel size (experts split over ep replicas/prompt shards, inside dp·sp)",
+    "ep": "expert-parallel size: experts split over ep ranks of the TP group (ep | tp) or of dp·sp",
     "dp": "independent replicas = ngpus / (tp·pp·sp)",
     "batch": "concurrent sequences per replica",
     "kv_replication": "copies of each KV head across the TP group (tp / kv_heads when tp > kv_heads)",

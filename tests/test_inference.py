@@ -274,3 +274,18 @@ def test_static_batching_has_no_prefill_interference():
     assert r["serving_load"] == 0 and r["tpot_ms"] == pytest.approx(r["decode_step_ms"])
     c = one(run_of(batch=16))
     assert 0 < c["serving_load"] < 1 and c["tpot_ms"] > c["decode_step_ms"]
+
+
+def test_expert_parallel_inside_the_tp_group_has_no_all_to_all():
+    """Seed's EP: tp=8, ep=8 on Mixtral puts one whole expert per GPU; expert memory equals plain
+    TP (E·3·h·I/8 per GPU) and the combine is the TP all-reduce, so no all-to-all is added."""
+    m = model("mixtral-8x7b")
+    tp_only = one(run_of("mixtral-8x7b", grid={"ngpus": [8], "tp": [8], "ep": [1]}, batch=16))
+    ep_tp = one(run_of("mixtral-8x7b", grid={"ngpus": [8], "tp": [8], "ep": [8]}, batch=16))
+    assert ep_tp["mem_weights_gib"] == pytest.approx(tp_only["mem_weights_gib"], rel=1e-12)
+    hw, wl = load_option("hardware", "h100-sxm-80gb"), InferenceWorkload(batch=16)
+    rec = breakdown_for_row(ep_tp.to_dict(), m, hw, wl)
+    assert not any(r["op"] == "ep_all_to_all" for r in rec)
+    # one whole expert per GPU: its gate/up weights are 2·h·I elements when touched
+    up = next(r for r in rec if r["phase"] == "prefill" and r["op"] == "experts_gate_up")
+    assert up["weight_bytes"] == pytest.approx(2 * m.hidden * m.moe.ffn_hidden * 2, rel=1e-6)

@@ -11,8 +11,8 @@ matmul precision (attention at bf16).
 
 Collectives per layer (times from `cost.collectives`, the training model's alpha-beta rules):
   TP    2 all-reduces of T·h·2 bytes (after output_proj and after down_proj/experts), group tp
-  EP    dispatch + combine all-to-all of T·k·h·2 bytes × imbalance per MoE layer, group ep
-        (stride tp: EP spans replicas/prompt shards)
+  EP    across replicas: dispatch + combine all-to-all of T·k·h·2 bytes × imbalance per MoE
+        layer, group ep (stride tp); inside the TP group (ep | tp): none (the TP all-reduce sums)
   SP    prefill: all-gather of the prompt's K and V (b·S·2·g_l·d·2 bytes) over sp, overlapped
         with the attention of the layer (only the excess is exposed); decode: all-gather of
         the partial attention outputs and log-sum-exps (b·(q_l·2 + a_l·4) bytes per rank)
@@ -50,7 +50,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, InferenceWorkload, ModelSpec
 from .collectives import collective_time_s, group_link
 from .inference_memory import inference_memory
-from .inference_ops import ACT_BYTES, causal_pairs, head_ops, layer_ops, local_heads
+from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
 
@@ -87,7 +87,7 @@ def _collective(hw, kind, nbytes, size, stride):
 
 
 def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, cols, *, tokens, attn_pairs,
-                kv_read_tokens, kv_write_tokens, kv_read_bytes, group_tokens, head_tokens, hbm_eff,
+                kv_read_tokens, kv_write_tokens, kv_read_bytes, head_tokens, hbm_eff,
                 prefill: bool, prompt_tokens=None):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
@@ -97,7 +97,7 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
     dense_layers = n - moe_layers
     T = np.asarray(tokens, dtype=np.float64)
     ops = layer_ops(model, wl, tp, ep, T, attn_pairs, kv_read_tokens, kv_write_tokens, kv_read_bytes,
-                    wl.moe_imbalance, group_tokens, dense_layers, moe_layers)
+                    wl.moe_imbalance, dense_layers, moe_layers)
     ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
     times = [op_time_s(op, hw, wl, hbm_eff) for op in ops]
     compute_s = sum(op.count * np.where(tc >= tm, t, 0.0) for op, (t, tc, tm) in zip(ops, times))
@@ -110,7 +110,9 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
     comm = {"tp_all_reduce": 2 * n * _collective(hw, "all_reduce", act, tp, 1)}
     if model.moe is not None:
         imb = np.where(ep > 1, wl.moe_imbalance, 1.0)
-        comm["ep_all_to_all"] = 2 * moe_layers * _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
+        # EP inside TP needs no all-to-all: the TP all-reduce sums the experts' partial outputs
+        a2a = _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
+        comm["ep_all_to_all"] = 2 * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
     a_l, g_l = local_heads(model, tp)
     if prefill:
         kv_all = prompt_tokens * 2 * g_l * model.d * ACT_BYTES
@@ -145,7 +147,7 @@ def prefill_terms(model, hw, wl, cols, chunks):
     pairs = n_pre * causal_pairs(S) / sp / c
     kv_read = n_pre * S * (c + 1) / (2 * c)  # keys a chunk reads, averaged over chunks (all S when c = 1)
     return stage_terms(model, hw, wl, cols, tokens=tokens, attn_pairs=pairs, kv_read_tokens=kv_read,
-                       kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES, group_tokens=tokens * cols["ep"],
+                       kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES,
                        head_tokens=n_pre / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
 
 
@@ -183,7 +185,7 @@ def decode_terms(model, hw, wl, cols):
     ctx = wl.input_len + wl.output_len / 2
     return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=Td * ctx / sp,
                        kv_write_tokens=Td / sp, kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
-                       group_tokens=Td * cols["ep"], head_tokens=Td, hbm_eff=hw.efficiency.decode_hbm,
+                       head_tokens=Td, hbm_eff=hw.efficiency.decode_hbm,
                        prefill=False)
 
 

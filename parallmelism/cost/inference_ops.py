@@ -72,9 +72,22 @@ def experts_touched(num_local, top_k, num_experts, tokens_routed):
     return num_local * (1.0 - miss)
 
 
+def ep_in_tp(tp, ep):
+    """EP lives inside the TP group when ep > 1 divides tp (the seed's EP: attention split by heads,
+    experts spread over the same ranks, results summed by the TP all-reduce); otherwise ep spans
+    replicas / prompt shards (dp·sp) and tokens travel by all-to-all."""
+    tp, ep = np.asarray(tp), np.asarray(ep)
+    return (ep > 1) & (tp % ep == 0)
+
+
+def expert_tp(tp, ep):
+    """Ways each routed expert's FFN is split: tp/ep with EP inside TP, else tp (Megatron default)."""
+    tp = np.asarray(tp, dtype=np.float64)
+    return np.where(ep_in_tp(tp, ep), tp / np.asarray(ep, dtype=np.float64), tp)
+
+
 def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pairs, kv_read_tokens,
-              kv_write_tokens, kv_read_bytes, moe_imbalance, moe_group_tokens, dense_layers, moe_layers
-              ) -> list[Op]:
+              kv_write_tokens, kv_read_bytes, moe_imbalance, dense_layers, moe_layers) -> list[Op]:
     """Ops of the decoder layers of one stage on one GPU.
 
     tokens           T, tokens this GPU pushes through the projections
@@ -82,7 +95,6 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
     kv_read_tokens   K/V positions read by attention (per layer, summed over sequences)
     kv_write_tokens  K/V positions appended to the cache
     kv_read_bytes    bytes per K (or V) element read: kv_dtype in decode, 16-bit in prefill
-    moe_group_tokens tokens routed inside the EP group per step (for `experts_touched`)
     dense_layers, moe_layers  layers of each type on the stage (counts)
     """
     h, d = model.hidden, model.d
@@ -130,11 +142,14 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
         E, k = moe.num_experts, moe.top_k
         ep = np.asarray(ep, dtype=np.float64)
         local = E / ep
-        # busiest GPU's routed tokens: the EP group routes ep·T·k tokens over ep GPUs; imbalance
-        # (busiest / mean) only matters when experts are spread over GPUs (ep > 1)
-        T_e = T * k * np.where(ep > 1, moe_imbalance, 1.0)
-        touched = experts_touched(local, k, E, moe_group_tokens)
-        Ie_l = moe.ffn_hidden / tp
+        in_tp = ep_in_tp(tp, ep)
+        # EP inside the TP group (seed, vLLM): every rank sees the replica's T tokens and keeps those
+        # routed to its E/ep experts, T·k/ep on average, each expert split tp/ep ways. EP across
+        # replicas: the all-to-all brings ep·T·k tokens to ep GPUs, T·k each, experts split tp ways.
+        # The busiest GPU gets moe_imbalance × the mean (only when experts are spread, ep > 1).
+        T_e = T * k / np.where(in_tp, ep, 1.0) * np.where(ep > 1, moe_imbalance, 1.0)
+        touched = experts_touched(local, k, E, np.where(in_tp, T, T * ep))
+        Ie_l = moe.ffn_hidden / expert_tp(tp, ep)
         per_expert = np.maximum(T_e / local, 1.0)  # GEMM rows per local expert
         ml = np.asarray(moe_layers, dtype=np.float64)
         ops.append(linear("router", ml, h, E, weight_bytes=HALF_BYTES))
@@ -191,7 +206,8 @@ def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
     half = n * 2 * h  # two RMSNorms per layer
     if model.moe is not None:
         moe = model.moe
-        linear = linear + n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden / tp
+        linear = linear + (n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden
+                           / expert_tp(tp, ep))
         if moe.num_shared_experts:
             linear = linear + n_moe * moe.num_shared_experts * mult * h * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
         half = half + n_moe * h * moe.num_experts

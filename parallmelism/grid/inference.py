@@ -1,16 +1,18 @@
 """Serving layout grid: every valid (tp, pp, sp, ep, dp, batch) for workload=inference.
 
 A replica is tp x pp x sp GPUs serving `batch` concurrent sequences; dp = ngpus/(tp·pp·sp)
-replicas run independently, except that expert parallelism spans replicas: the ep ranks that
-hold different experts are ep replicas (or prompt shards) with the same tp rank, inside dp·sp
-(Megatron's "EP inside DP", DeepSeek/SGLang's "DP attention + EP MoE").
+replicas run independently. Expert parallelism lives either inside the TP group (ep | tp: the
+seed's EP, vLLM's --enable-expert-parallel with one replica: attention split by heads, whole
+experts spread over the same ranks) or across replicas (ep | dp·sp: Megatron's "EP inside DP",
+DeepSeek/SGLang's "DP attention + EP MoE", tokens exchanged by all-to-all); inside TP wins when
+both hold.
 
 Axes:
   tp     tensor parallel (heads, FFN, vocabulary split; KV heads replicate when tp > kv heads)
   pp     pipeline stages (contiguous layers; an uneven split puts ceil(L/pp) on the busiest stage)
   sp     prompt sharding for prefill (seed's SP: the prompt is split into sp load-balanced causal
          chunks); each rank keeps the KV cache of its chunk, so KV memory divides by sp
-  ep     expert parallel (MoE only), ep | dp·sp, ep | experts
+  ep     expert parallel (MoE only), ep | experts, ep | tp or ep | dp·sp
   dp     independent replicas
   batch  concurrent sequences per replica (grid.batch, default workload.batch)
 
@@ -29,7 +31,7 @@ INFERENCE_DROP_REASONS: dict[str, str] = {
     "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
     "pp_exceeds_layers": "pp is larger than the number of layers (a stage would be empty)",
     "prompt_not_divisible_by_sp": "input length is not divisible by 2·sp (load-balanced causal prompt sharding)",
-    "ep_not_dividing_dp_sp": "ep does not divide dp·sp (EP spans replicas and prompt shards)",
+    "ep_not_dividing_tp_or_dp_sp": "ep divides neither tp (experts over the TP group) nor dp·sp (over replicas)",
 }
 # One registry of reasons: the CLI's drop table and LayoutGrid.explain_empty read DROP_REASONS.
 for _k, _v in INFERENCE_DROP_REASONS.items():
@@ -103,7 +105,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     if E:
         x.rule("experts_not_divisible_by_ep", E % x.cols["ep"] != 0)
     c = x.cols
-    x.rule("ep_not_dividing_dp_sp", (c["dp"] * c["sp"]) % c["ep"] != 0)
+    x.rule("ep_not_dividing_tp_or_dp_sp", (c["tp"] % c["ep"] != 0) & ((c["dp"] * c["sp"]) % c["ep"] != 0))
 
     x.cross("batch", b_c)
     c = x.cols
