@@ -7,7 +7,7 @@ use eff.matmul · min(1, m/eff.gemm_tile_rows) with m the GEMM's rows (tokens): 
 a handful of rows still pays a full tensor-core tile (the training fit eff.matmul_half_dim does
 not describe serving GEMMs and is not used here); attention uses eff.attention; prefill streams
 at eff.hbm, decode steps at eff.decode_hbm (small-batch kernels). Peak FLOP/s is the workload's
-matmul precision (attention at bf16).
+matmul precision (attention at bf16); fp8 GEMMs reach eff.matmul_fp8 of the fp8 peak when set.
 
 Collectives per layer (times from `cost.collectives`, the training model's alpha-beta rules):
   TP    2 all-reduces of T·h·2 bytes (after output_proj and after down_proj/experts), group tp
