@@ -63,14 +63,19 @@ def test_topk_per_group_equals_pandas_sort_groupby(gpt3_two_counts, chunk_rows, 
 
 def test_streamed_chunks_equal_one_shot_evaluation(gpt3_two_counts):
     runs, df = gpt3_two_counts
-    res = stream_runs(runs, [FitsCollector(where=None)], chunk_rows=1000)
+    res = stream_runs(runs, [FitsCollector(where=None)], chunk_rows=7919)
     got = res.frame(0, keep_index_columns=True).sort_values(["_row"]).drop(columns=["_run", "_row", "usd_per_step"],
                                                                             errors="ignore")
     # partitions walk micro-batch values one at a time, so row order differs: compare as sets of rows
     key = ["ngpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
     a = got.sort_values(key, kind="stable").reset_index(drop=True)
     b = df.sort_values(key, kind="stable").reset_index(drop=True)
-    pd.testing.assert_frame_equal(a, b)
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    for c in a.columns:  # column by column: assert_frame_equal takes ~10 s on 100k x 70 categoricals
+        x, y = a[c], b[c]
+        if isinstance(x.dtype, pd.CategoricalDtype):
+            x, y = x.astype(str), y.astype(str)
+        assert np.array_equal(x.to_numpy(), y.to_numpy()), c
 
 
 @pytest.mark.parametrize("workers", [1, 2])
