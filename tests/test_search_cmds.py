@@ -232,3 +232,14 @@ def test_full_output_streams_every_row_to_a_parquet_dataset(small_table, tmp_pat
     assert len(back) == len(small_table)
     assert back["time_step_s"].sum() == pytest.approx(small_table["time_step_s"].sum(), rel=1e-12)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["all", "front.csv"]
+
+
+def test_merge_reads_a_full_output_dataset(small_table, tmp_path):
+    full = tmp_path / "all"
+    code, text = invoke("pareto", *SMALL, "-q", "--full-output", full)
+    assert code == 0, text
+    code, text = invoke("merge", full, "--out", tmp_path / "m.csv")
+    assert code == 0, text
+    merged = pd.read_csv(tmp_path / "m.csv")
+    assert len(merged) == len(small_table)
+    assert list(merged.columns[:4]) == ["model", "hardware", "workload", "ngpus"]  # schema order restored

@@ -480,6 +480,11 @@ def merge(
                 if c in f.columns:
                     f[c] = f[c].astype(str)
         merged = pd.concat(frames, ignore_index=True, sort=False)
+        from .. import schema
+
+        known = [*schema.TRAINING_COLUMNS, *getattr(schema, "INFERENCE_COLUMNS", {})]
+        order = [c for c in dict.fromkeys(known) if c in merged.columns]  # Parquet datasets put partition keys last
+        merged = merged[order + [c for c in merged.columns if c not in order]]
         console = _console()
         _write(merged, out, console if not quiet else _console(stderr=True), f"rows from {len(parts)} parts")
     except UserError as exc:
