@@ -436,10 +436,16 @@ def _worker_task(task):
 
 
 def default_workers(runs) -> int:
-    """Worker processes for a sweep: every core when there are enough partitions to share."""
-    cores = os.cpu_count() or 1
+    """Worker processes for a sweep: the idle cores (cores minus the 1-minute load average), when
+    there are enough partitions to share. On a busy machine extra processes only add overhead."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     parts = sum(partitions_of(r) for r in runs)
-    return cores if cores > 1 and parts >= 2 * cores else 1
+    try:
+        idle = int(cores - os.getloadavg()[0] + 0.5)
+    except OSError:
+        idle = cores
+    workers = max(1, min(cores, idle))
+    return workers if parts >= 2 * workers else 1
 
 
 def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAULT_CHUNK_ROWS,
