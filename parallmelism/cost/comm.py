@@ -5,10 +5,10 @@ PP stride t·c·n_dp); links from `collectives.group_link`. T = (s/c)·b tokens 
 micro-batch, 2-byte activations, r = t with sequence parallelism.
 
 Per layer and micro-batch (`formulas.md`, Communication volume):
-  TP   no SP: 2 all-reduces of T·h forward and 2 backward; with SP the same bytes as 2
-       all-gathers + 2 reduce-scatters each way (each half an all-reduce). Full recompute
-       repeats the forward ones. Exposed = link, or max(0, link − GEMM time of the layer) with
-       overlap_tp_comm.
+  TP   no SP: 2 all-reduces of T·h forward and 2 backward (hidden under wgrad); with SP 2
+       all-gathers + 2 reduce-scatters forward, and backward 2 all-gathers exposed plus 2 + 2
+       hidden under the column-parallel dgrad/wgrad (`tp_layer_times_s`). Full recompute
+       repeats the forward ones. With overlap_tp_comm: max(0, link − GEMM time of the layer).
   CP   ring attention: (c−1) send/recv hops of the local K and V chunk, 2·(s/c)·b·g_l·d·2 bytes,
        forward; K,V and dK,dV (2×) backward. Each hop hides under 1/c of the attention core:
        exposed = (c−1)·max(0, hop − core/c).
@@ -47,13 +47,33 @@ def p2p_link(hw, span):
     return np.where(inside, up, out), np.where(inside, hw.scale_up.latency_us, hw.scale_out.latency_us)
 
 
-def tp_layer_time_s(hw, model, T, t, sp, full_recompute):
-    """Link seconds of one layer's TP collectives for one micro-batch (fwd + bwd [+ recompute])."""
+def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time, overlap_all: bool):
+    """(link, exposed) seconds of one layer's TP collectives for one micro-batch.
+
+    Megatron-LM's schedule (Korthikanti et al. 2022, section 4.2.2; `tensor_parallel/layers.py`):
+      no SP  forward 2 all-reduces (exposed); backward 2 all-reduces of the column-parallel
+             layers' input gradient, launched async and hidden under their weight-gradient GEMM.
+      SP     forward 2 all-gathers + 2 reduce-scatters (exposed); backward 2 all-gathers of the
+             row-parallel layers' output gradient (exposed), 2 all-gathers re-building the
+             column-parallel input (hidden under dgrad) and 2 reduce-scatters of its input
+             gradient (hidden under wgrad).
+    Full recompute repeats the forward collectives. `colpar_bwd` is the backward time of the
+    column-parallel GEMMs (QKV, fc1/gate_up): the window for the hidden ones (wgrad = half of it
+    for the all-reduce). overlap_all (Megatron-Core tp_comm_overlap): every collective hides
+    under the layer's GEMMs, exposed = max(0, link − GEMM time).
+    """
     S = 2.0 * T * model.hidden
     ar = group_collective_time_s(hw, "all_reduce", S, t, 1)
-    pair = group_collective_time_s(hw, "all_gather", S, t, 1) + group_collective_time_s(hw, "reduce_scatter", S, t, 1)
-    per_fwd = np.where(sp, pair, ar) * 2.0  # two per forward: attention and MLP
-    return per_fwd * np.where(full_recompute, 3.0, 2.0)
+    ag = group_collective_time_s(hw, "all_gather", S, t, 1)
+    rs = group_collective_time_s(hw, "reduce_scatter", S, t, 1)
+    fwd = np.where(sp, 2.0 * (ag + rs), 2.0 * ar) * np.where(full_recompute, 2.0, 1.0)
+    bwd_exposed = np.where(sp, 2.0 * ag, 0.0)
+    bwd_hidden = np.where(sp, 2.0 * (ag + rs), 2.0 * ar)
+    window = np.where(sp, colpar_bwd, 0.5 * colpar_bwd)
+    link = fwd + bwd_exposed + bwd_hidden
+    if overlap_all:
+        return link, np.maximum(0.0, link - gemm_time)
+    return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
 
 
 def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
@@ -109,5 +129,5 @@ def pp_times_s(hw, model, T, t, sp, tp, cp, dp, pp, vpp, m):
     return link, exposed
 
 
-__all__ = ["p2p_link", "tp_layer_time_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",
+__all__ = ["p2p_link", "tp_layer_times_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",
            "pp_times_s", "group_link"]

@@ -3,8 +3,9 @@
 Achievable rates come from the accelerator's `efficiency` block (set once per accelerator):
   GEMM         peak(dtype) · matmul · n/(n + matmul_half_dim), n = smallest GEMM dimension
                (a saturating fit: small GEMMs fill fewer tensor cores); fp8 raises the peak of
-               GEMMs only (attention core and elementwise ops stay bf16)
-  attention    flash core: peak(bf16) · attention
+               GEMMs only (attention core and elementwise ops stay bf16), at eff.matmul_fp8 when
+               the accelerator sets it
+  attention    attention core, fused (flash) or eager (QKᵀ and ·V batched GEMMs): peak(bf16) · attention
   memory ops   hbm_bandwidth · hbm (FLOPs ≈ 0)
 The bound of an op is "compute" when the FLOP term is the larger, else "memory".
 """
@@ -21,7 +22,8 @@ class Rates:
 
     def __init__(self, hw, precision: str):
         eff = hw.efficiency
-        self.gemm_peak = hw.peak_flops(precision) * eff.matmul
+        fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
+        self.gemm_peak = hw.peak_flops(precision) * (fp8_eff or eff.matmul)
         self.bf16_peak = hw.peak_flops("bf16")
         self.attention = self.bf16_peak * eff.attention
         self.bf16_gemm = self.bf16_peak * eff.matmul
@@ -30,8 +32,11 @@ class Rates:
 
     def flops_rate(self, op: Op):
         if op.kind == MATMUL:
-            # The eager attention bmm run in the activation dtype (bf16/fp16), not fp8.
-            peak = self.bf16_gemm if op.name.startswith("attention_") else self.gemm_peak
+            if op.name.startswith("attention_"):
+                # Eager attention's batched GEMMs (K or N = head_dim) run in the activation dtype
+                # at the attention-core fraction, like the fused kernel.
+                return self.attention
+            peak = self.gemm_peak
             if self.half_dim and op.dim is not None:
                 n = np.asarray(op.dim, dtype=np.float64)
                 return peak * n / (n + self.half_dim)

@@ -6,9 +6,11 @@ when pp = 1) with its layer count (`grid.stage_layer_split`):
                          + exposed TP + CP + EP time                      [comm.py]
   per stage         m·T_mb + exposed DP + optimizer step (Adam bytes ÷ HBM)
   step              max over stages + bubble + exposed PP send/recv
-  bubble            rate·m·T_mb(slowest stage), rate = (p−1)/(v·m) (1F1B, interleaved),
+  bubble            rate·m·T_mb(typical stage), rate = (p−1)/(v·m) (1F1B, interleaved),
                     (p−1)/m (GPipe), (p−1)/(3m) (ZB-H1)             [pipeline.bubble_rate]
-which is (m + (p−1)/v)·T_mb for 1F1B: warm-up and cool-down run at the slowest stage's pace.
+which is m·T_mb(slowest) + (p−1)/v·T_mb(middle) for 1F1B: the steady state runs at the slowest
+stage's pace (the last stage with the output head, or a fuller middle stage), warm-up and
+cool-down pass through the other stages at a middle stage's pace.
 
 Columns (per row): time_* in seconds; `flops_model_per_step` and `flops_hardware_per_step` are
 whole-job totals in the non-causal convention (flops.py); `tflops_per_gpu` = model FLOPs ÷
@@ -24,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..grid import RECOMPUTE_CODE
-from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_time_s
+from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
 from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops, layer_ops, model_flops_per_step,
                     moe_layer_counts, optimizer_bytes_per_param)
 from .params import params_per_gpu
@@ -35,14 +37,15 @@ from .states import NO_OP
 FULL, SELECTIVE = RECOMPUTE_CODE["full"], RECOMPUTE_CODE["selective"]
 BOUND_NAMES = ("compute", "memory", "communication", "bubble")
 AXES = ("tp", "cp", "ep", "dp", "pp")
+COLUMN_PARALLEL = ("qkv", "fc1", "gate_up", "shared_up")  # their backward hides the TP input-grad collectives
 
 
 def ops_time(ops, rates, recompute):
     """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
-    acc = dict(fwd=0.0, bwd=0.0, rc=0.0, gemm=0.0, core_fwd=0.0, core_bwd=0.0, cbound=0.0, mbound=0.0,
-               flops=0.0, bytes=0.0)
+    acc = dict(fwd=0.0, bwd=0.0, rc=0.0, gemm=0.0, colpar_bwd=0.0, core_fwd=0.0, core_bwd=0.0, cbound=0.0,
+               mbound=0.0, flops=0.0, bytes=0.0)
     for op in ops:
         f, b, cb = op_times(op, rates)
         rc_on = full | sel if op.selective else full
@@ -56,6 +59,8 @@ def ops_time(ops, rates, recompute):
             acc["core_bwd"] = acc["core_bwd"] + b
         elif op.dim is not None:
             acc["gemm"] = acc["gemm"] + tot
+            if op.name in COLUMN_PARALLEL:
+                acc["colpar_bwd"] = acc["colpar_bwd"] + b
         acc["cbound"] = acc["cbound"] + np.where(cb, tot, 0.0)
         acc["mbound"] = acc["mbound"] + np.where(cb, 0.0, tot)
         n_f = 1.0 + np.where(rc_on, 1.0, 0.0)
@@ -120,10 +125,10 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     moe = ops_time(layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw), rates, rc) if model.is_moe else None
     head = ops_time(head_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
     emb = ops_time(embedding_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
-    tp_layer = tp_layer_time_s(hw, model, T, tp, sp, full)
 
     def layer_comm(acc, is_moe):
-        tp_exp = np.maximum(0.0, tp_layer - acc["gemm"]) if wl.overlap_tp_comm else tp_layer
+        tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"],
+                                            wl.overlap_tp_comm)
         cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
         ep_link = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full) if is_moe else 0.0
         return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_link}
@@ -209,10 +214,11 @@ def _training_time(cols, model, hw, wl):
         a, b, c = (f(results[n]) for n in order)
         return np.where(crit == 0, a, np.where(crit == 1, b, c))
 
-    t_mb_max = np.max(np.stack([np.where((n != "middle") | (pp > 2), results[n]["t_mb"], 0.0) for n in order]), 0)
+    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
+    t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
 
     rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = rate * m * t_mb_max
+    bubble = rate * m * t_mb_typ
     step = np.max(totals, axis=0) + bubble + pp_exp
 
     compute = pick(lambda r: m * r["compute_mb"] + r["opt"])
