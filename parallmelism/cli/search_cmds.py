@@ -7,7 +7,6 @@ writes its table atomically with `report.writer.write_table`.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import List, Optional
 
@@ -375,7 +374,7 @@ def serve_summary(table, run, plan) -> str:
         f"- cost: ${c['usd_per_hour']:,.2f} per hour, ${c['usd_per_million_output_tokens']:.3f} per million output "
         f"tokens (${c['usd_per_million_tokens']:.3f} per million input+output tokens)", "",
         "Assumptions:",
-        f"- a replica keeps `batch` sequences in flight and serves batch / request latency requests/s"
+        "- a replica keeps `batch` sequences in flight and serves batch / request latency requests/s"
         + (" (continuous batching: TTFT and TPOT include the stall of the others' decode while a new prompt is"
            " prefilled, at that closed-loop load)." if getattr(wl, "batching", "static") == "continuous"
            else " (static batching: the batch is prefilled and decoded together)."),

@@ -251,7 +251,7 @@ def plot_roofline(run, out: Path, top: int) -> Path:
         ai_ = fl / by
         return ai_, min(rate, ai_ * rates.hbm)
 
-    seen, elementwise = set(), []
+    elementwise = []
     for i, op in enumerate(ops):
         fl, by = float(np.asarray(op.flops)), float(np.asarray(op.bytes))
         if by <= 0:
