@@ -135,3 +135,21 @@ def test_breakdown_adds_up_and_show_prints_it():
                        "grid.sequence_parallel=true", "grid.dp_sharding=NO_OP", "grid.cp=1")
     assert code == 0, out
     assert "where the step goes" in out and "per-op roofline" in out and "attention_scores" in out
+
+
+def test_schedules_order_the_bubble():
+    """GPipe and 1F1B share the (p-1)/m bubble (formulas.md); ZB-H1 fills two thirds of it."""
+    rows = {}
+    for sched in ("1f1b", "gpipe", "zero_bubble"):
+        rows[sched] = one(tp=8, pp=4, wl=TrainWorkload(seq_len=4096, global_batch=256, schedule=sched))
+    assert rows["gpipe"]["time_bubble_s"] == pytest.approx(rows["1f1b"]["time_bubble_s"])
+    assert rows["zero_bubble"]["time_bubble_s"] == pytest.approx(rows["1f1b"]["time_bubble_s"] / 3)
+    # 1F1B bubble = (p-1)/m of m micro-batch times: (p-1) micro-batch times of a middle stage
+    r = rows["1f1b"]
+    steady = r["time_step_s"] - r["time_bubble_s"] - r["time_comm_pp_exposed_s"] - r["time_comm_dp_exposed_s"]
+    assert r["time_bubble_s"] / r["pp_bubble_rate"] == pytest.approx(steady, rel=0.1)  # m x stage time
+
+
+def test_recompute_costs_time_in_order():
+    t = {rc: one(tp=8, pp=2, recompute=rc)["time_step_s"] for rc in ("none", "selective", "full")}
+    assert t["none"] < t["selective"] < t["full"]
