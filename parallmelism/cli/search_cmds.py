@@ -157,8 +157,12 @@ def best(
         if not quiet:
             cols = ["model", "hardware", "ngpus", "rank", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch",
                     "dp_sharding", "recompute", "sequence_parallel", "time_step_s", "mfu", "mem_total_gib", "why"]
+            where = ""
+            if len(runs) == 1:  # one model and accelerator: say it once, in the title
+                cols = cols[2:]
+                where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
             console.print(frame_table(table, columns=cols,
-                                      title=f"fastest layouts that fit ({res.evaluated:,} layouts evaluated)"))
+                                      title=f"fastest layouts that fit{where} ({res.evaluated:,} layouts evaluated)"))
         _write(table, out, console)
     except UserError as exc:
         _fail(str(exc))
@@ -219,8 +223,12 @@ def pareto(
         if not quiet:
             show = ["model", "hardware", "ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "batch",
                     "dp_sharding", "recompute"] + [c for c, _ in objectives] + ["mem_total_gib"]
+            where = ""
+            if len(runs) == 1:
+                show = show[2:]
+                where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
             console.print(frame_table(df, columns=list(dict.fromkeys(show)),
-                                      title=f"Pareto front {front} ({len(df):,} of {res.evaluated:,} layouts)"))
+                                      title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)"))
         _write(df, out, console)
     except UserError as exc:
         _fail(str(exc))

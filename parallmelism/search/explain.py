@@ -41,7 +41,7 @@ def why_slower(winner, row, parts: list[str]) -> tuple[str, str, float]:
         return ("memory", f"does not fit: needs {row['mem_total_gib']:.1f} GiB of {row['hbm_usable_gib']:.1f}", 0.0)
     delta = float(row["time_step_s"] - winner["time_step_s"])
     if abs(delta) <= 1e-9 * max(1.0, float(winner["time_step_s"])):
-        return ("tie", "same step time as the winner (listed after it in enumeration order)", 0.0)
+        return ("tie", "tie: same step time as the winner", 0.0)
     if parts:
         diffs = {c: float(row[c] - winner[c]) for c in parts}
         worst = max(diffs, key=diffs.get)
