@@ -132,6 +132,14 @@ CORPUS = [
     ("cases-negative", ["validate", "--cases", "{d}/cases_negative.csv"]),
     ("cases-bad-bool", ["validate", "--cases", "{d}/cases_badbool.csv"]),
     ("validate-out-unwritable", ["validate", "--cases", "{d}/cases_missing.csv", "--out", "/proc/nope/o.csv"]),
+    ("best-unknown-model", ["best", "model=nosuch"]),
+    ("pareto-zero-gpus", ["pareto", "grid.ngpus=[0]"]),
+    ("plan-train-negative-tokens", ["plan", "train", GOOD_MODEL, "workload.tokens=-5"]),
+    ("plan-serve-zero-batch", ["plan", "serve", "workload.batch=0"]),
+    ("merge-missing-part", ["merge", "{d}/nosuch.csv", "--out", "{out}"]),
+    ("merge-not-a-table", ["merge", "/etc/passwd", "--out", "{out}"]),
+    ("import-hf-missing", ["import-hf", "{d}/nosuch.json", "--out", "{out}"]),
+    ("import-hf-not-json", ["import-hf", "/etc/passwd", "--out", "{out}"]),
     ("compare-missing-file", ["compare", "{d}/nosuch.csv", str(GOLDEN)]),
     ("compare-not-a-table", ["compare", "/etc/passwd", str(GOLDEN)]),
     ("compare-garbage-parquet", ["compare", "{d}/garbage.parquet", str(GOLDEN)]),
@@ -150,7 +158,7 @@ SUBPROCESS_SAMPLE = {"unknown-model", "seq-absurd", "override-unclosed-list", "y
 
 
 def _args(args, d, out):
-    args = [a.replace("{d}", str(d)) for a in args]
+    args = [a.replace("{d}", str(d)).replace("{out}", str(out)) for a in args]
     if args[0] in ("sweep", "show") and not any(a.startswith("output.path") for a in args):
         args.append(f"output.path={out}")
     return args
