@@ -143,3 +143,23 @@ def test_parquet_metadata_schema_version_is_checked(tmp_path):
     pq.write_table(table, tmp_path / "old.parquet")
     code, out = invoke("compare", tmp_path / "old.parquet", GOLDEN)
     assert code == 2 and "schema_version 999" in out
+
+
+def test_mixed_training_and_inference_table(tmp_path):
+    """A merged table (training + serving rows, keys missing where they do not apply) equals itself,
+    and one moved value is found and labelled with the keys that apply to its row."""
+    from tests.golden.cases import golden_path as gp
+
+    a = pd.read_csv(GOLDEN)
+    b = pd.read_csv(gp("mixtral-8x7b_h100_inference"))
+    merged = pd.concat([a, b], ignore_index=True)
+    assert compare_frames(merged, merged.copy()).ok
+    moved = merged.copy()
+    i = len(a) + 3
+    moved.loc[i, "tpot_ms"] *= 2
+    comp = compare_frames(merged, moved)
+    assert list(comp.moved["column"]) == ["tpot_ms"] and comp.moved["rel_change"].iloc[0] == pytest.approx(1.0)
+    from parallmelism.report.compare import row_label
+
+    label = row_label(comp.moved.iloc[0], comp.label_key)
+    assert "workload=inference" in label and "sp=" in label and "recompute" not in label

@@ -48,6 +48,7 @@ class Comparison:
     removed_columns: list[str] = field(default_factory=list)
     rows_compared: int = 0
     columns_compared: int = 0
+    label_key: list[str] = field(default_factory=list)  # key columns that vary: enough to name a row
 
     @property
     def ok(self) -> bool:
@@ -190,8 +191,10 @@ def compare_frames(base, new, key: list[str] | None = None, rtol: float = DEFAUL
                                             "old": ob[moved].astype(object), "new": on[moved].astype(object),
                                             "rel_change": rel[moved]}))
         else:
-            sb, sn = ob.astype(str), on.astype(str)
-            moved = (sb != sn).to_numpy()
+            # both missing = equal (pandas 3's astype(str) keeps NaN, and NaN != NaN)
+            both_na = (ob.isna() & on.isna()).to_numpy()
+            sb, sn = ob.astype(object).where(ob.notna(), None), on.astype(object).where(on.notna(), None)
+            moved = (sb.astype(str) != sn.astype(str)).to_numpy() & ~both_na
             if moved.any():
                 pieces.append(pd.DataFrame({**{k: keys_both.loc[moved, k] for k in key}, "column": c,
                                             "old": ob[moved].astype(object), "new": on[moved].astype(object),
@@ -202,7 +205,8 @@ def compare_frames(base, new, key: list[str] | None = None, rtol: float = DEFAUL
         moved_df = pd.DataFrame(columns=[*key, "column", "old", "new", "rel_change"])
     return Comparison(key=key, moved=moved_df, added_rows=added, removed_rows=removed,
                       added_columns=added_cols, removed_columns=removed_cols,
-                      rows_compared=len(both), columns_compared=len(common))
+                      rows_compared=len(both), columns_compared=len(common),
+                      label_key=[k for k in key if pd.concat([kb[k], kn[k]]).nunique(dropna=False) > 1])
 
 
 def compare_files(baseline: str | Path, new: str | Path, key=None, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL,
@@ -229,19 +233,15 @@ def _with_schema_version(df, path):
 
 
 def varying_key(comp: Comparison) -> list[str]:
-    """Key columns worth showing: those that take more than one value among reported rows."""
-    import pandas as pd
-
-    frames = [f[comp.key] for f in (comp.moved, comp.added_rows, comp.removed_rows) if len(f)]
-    if not frames:
-        return comp.key
-    allk = pd.concat(frames, ignore_index=True)
-    vary = [k for k in comp.key if allk[k].astype(str).nunique() > 1]
-    return vary or comp.key[:1]
+    """Key columns worth showing: those that take more than one value in the two files."""
+    return comp.label_key or comp.key
 
 
 def row_label(row, cols) -> str:
-    return _fmt_key({c: row[c] for c in cols})
+    """`tp=8 pp=4 ...`, leaving out key columns that do not apply to this row (missing)."""
+    import pandas as pd
+
+    return _fmt_key({c: row[c] for c in cols if not (pd.api.types.is_scalar(row[c]) and pd.isna(row[c]))})
 
 
 def summary_by_column(comp: Comparison):
