@@ -56,17 +56,17 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
     import pandas as pd
 
     from ..config import load_run_configs
-    from ..engine import evaluate
     from ..errors import UserError
     from ..grid import DROP_REASONS
     from ..report.rank import rank_rows
     from ..report.table import drop_table, frame_table
     from ..report.writer import write_table
 
+    from .progress import evaluate_runs
+
     runs = load_run_configs(overrides, config_dirs)
     frames, dropped, considered = [], {}, 0
-    for _, rc in runs:
-        df, grid = evaluate(rc)
+    for df, grid in evaluate_runs([rc for _, rc in runs], quiet):
         frames.append(df)
         considered += grid.considered
         for k, v in grid.dropped.items():
