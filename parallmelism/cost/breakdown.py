@@ -71,7 +71,8 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     if tp > 1:
         bw_, _ = link(tp, 1)
         kinds = "all_gather + reduce_scatter" if sp else "all_reduce"
-        n = (2 if sp else 1) * 2 * (3 if rc == FULL else 2)
+        fwd = (4 if sp else 2) * (2 if rc == FULL else 1)  # comm.tp_layer_times_s
+        n = fwd + (6 if sp else 2)
         colls.append({"axis": "tp", "collective": kinds, "group": int(tp), "bytes": 2 * T * model.hidden,
                       "per_layer_per_micro_batch": n, "bandwidth_gbps": bw_})
     if cp > 1:
