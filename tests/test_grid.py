@@ -48,7 +48,11 @@ CASES = {
 
 
 def test_every_reason_has_a_case():
-    assert set(CASES) == set(DROP_REASONS)
+    from parallmelism.grid.inference import INFERENCE_DROP_REASONS
+
+    training_only = set(DROP_REASONS) - (set(INFERENCE_DROP_REASONS) - set(CASES))
+    assert set(CASES) == training_only
+    assert set(INFERENCE_CASES) == set(INFERENCE_DROP_REASONS)
 
 
 @pytest.mark.parametrize("reason", list(CASES))
@@ -94,3 +98,28 @@ def test_kv_replication_flagged():
                                      grid(ngpus=[64], tp=[8, 16, 32], pp=[1], cp=[1]))
     rep = dict(zip(out.columns["tp"].tolist(), out.columns["kv_replication"].tolist()))
     assert rep == {8: 1, 16: 2, 32: 4}
+
+
+def _serving(**kw):
+    from parallmelism.specs import InferenceWorkload
+
+    return InferenceWorkload(**kw)
+
+
+INFERENCE_CASES = {
+    "replica_not_dividing_ngpus": (L70, H100, dict(), grid(ngpus=[8], tp=[3])),
+    "pp_exceeds_layers": (load_option("model", "llama3.1-8b"), H100, dict(),
+                          grid(ngpus=[64], tp=[1], pp=[64], sp=[1])),
+    "prompt_not_divisible_by_sp": (L70, H100, dict(input_len=2050), grid(ngpus=[8], tp=[2], pp=[1], sp=[4])),
+    "ep_not_dividing_tp_or_dp_sp": (MIX, H100, dict(), grid(ngpus=[8], tp=[2], pp=[1], sp=[1], ep=[8])),
+}
+
+
+@pytest.mark.parametrize("reason", list(INFERENCE_CASES))
+def test_inference_drop_reason_is_counted(reason):
+    from parallmelism.grid.inference import enumerate_inference_layouts
+
+    model, hw, wl, g = INFERENCE_CASES[reason]
+    out = enumerate_inference_layouts(model, hw, _serving(**wl), g)
+    assert out.dropped[reason] > 0
+    assert out.considered == len(out) + sum(out.dropped.values())
