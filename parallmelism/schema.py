@@ -46,6 +46,7 @@ TRAINING_COLUMNS: dict[str, str] = {
     "fits": "mem_total_gib <= hbm_usable_gib",
     "mem_stage": "pipeline stage reported (first, second or last): the one with the larger total",
     "pp_inflight_micro_batches": "micro-batches' worth of layer activations held by that stage",
+    "usd_per_step": "search commands: ngpus · time_step_s · cost_per_gpu_hour_usd / 3600",
     "pp_bubble_rate": "bubble time / ideal compute time: (p-1)/(v·m); ZB-H1 (p-1)/(3m)",
     "time_step_s": "one optimizer step: slowest stage (m micro-batches + exposed DP + optimizer) + bubble + exposed PP, s",
     "time_compute_s": "roofline compute of that stage: m·(fwd + bwd + recompute) + optimizer step, s",
