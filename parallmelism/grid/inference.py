@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
-from .layouts import DROP_REASONS, LayoutGrid, _candidates, _Crosser, divisors
+from .layouts import DROP_REASONS, LayoutGrid, _candidates, _Crosser, divisors, per_gpu_count
 
 INFERENCE_DROP_REASONS: dict[str, str] = {
     "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
@@ -50,15 +50,7 @@ def kv_replication(tp, kv_heads: int):
 def enumerate_inference_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: InferenceWorkload,
                                 grid: GridSpec) -> LayoutGrid:
     """All valid serving layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
-    parts, dropped, considered = [], {r: 0 for r in DROP_REASONS}, 0
-    for n in grid.ngpus:
-        g = _enumerate_one(model, hw, workload, grid, int(n))
-        parts.append(g.columns)
-        considered += g.considered
-        for r, c in g.dropped.items():
-            dropped[r] += c
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return LayoutGrid(cols, dropped, considered)
+    return per_gpu_count(_enumerate_one, model, hw, workload, grid)
 
 
 def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:

@@ -114,18 +114,24 @@ def _candidates(pinned, default) -> np.ndarray:
     return np.asarray(pinned if pinned is not None else default)
 
 
-def enumerate_training_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload,
-                               grid: GridSpec) -> LayoutGrid:
-    """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
+def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutGrid:
+    """Run `enumerate_one(model, hw, workload, grid, n)` for each n in grid.ngpus and stack the
+    results: columns concatenated, drop counts and considered combinations added up."""
     parts, dropped, considered = [], {r: 0 for r in DROP_REASONS}, 0
     for n in grid.ngpus:
-        g = _enumerate_one(model, hw, workload, grid, int(n))
+        g = enumerate_one(model, hw, workload, grid, int(n))
         parts.append(g.columns)
         considered += g.considered
         for r, c in g.dropped.items():
             dropped[r] += c
     cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return LayoutGrid(cols, dropped, considered)
+
+
+def enumerate_training_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload,
+                               grid: GridSpec) -> LayoutGrid:
+    """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
+    return per_gpu_count(_enumerate_one, model, hw, workload, grid)
 
 
 def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
