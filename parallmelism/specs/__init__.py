@@ -2,12 +2,12 @@
 
 from .accelerator import AcceleratorSpec, Efficiency, ScaleOut, ScaleUp
 from .grid import DP_SHARDING, RECOMPUTE, GridSpec
-from .model import ModelSpec, MoESpec, moe_layers_in_range
+from .model import MLASpec, ModelSpec, MoESpec, moe_layers_in_range
 from .run import OutputSpec, RunConfig
 from .workload import BYTES_PER_ELEMENT, InferenceWorkload, TrainWorkload
 
 __all__ = [
     "AcceleratorSpec", "Efficiency", "ScaleOut", "ScaleUp", "DP_SHARDING", "RECOMPUTE", "GridSpec",
-    "ModelSpec", "MoESpec", "moe_layers_in_range", "OutputSpec", "RunConfig", "BYTES_PER_ELEMENT",
+    "MLASpec", "ModelSpec", "MoESpec", "moe_layers_in_range", "OutputSpec", "RunConfig", "BYTES_PER_ELEMENT",
     "InferenceWorkload", "TrainWorkload",
 ]

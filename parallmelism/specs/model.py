@@ -35,6 +35,30 @@ class MoESpec(BaseModel):
         return self
 
 
+class MLASpec(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2/V3; HF `DeepseekV3Attention`), per layer:
+
+      q_a_proj h->q_lora, q_a_layernorm (q_lora), q_b_proj q_lora->a·(nope+rope)
+        (q_lora_rank None: one q_proj h->a·(nope+rope), no Q compression, as in DeepSeek-V2-Lite)
+      kv_a_proj_with_mqa h->kv_lora+rope (the compressed latent plus ONE shared RoPE key),
+      kv_a_layernorm (kv_lora), kv_b_proj kv_lora->a·(nope+v), o_proj a·v->h
+    Scores use nope+rope dims per head, values v_head_dim; every query head has its own K/V
+    (heads = kv heads after decompression).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    q_lora_rank: Optional[PositiveInt] = Field(None, description="None: no query compression")
+    kv_lora_rank: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    qk_rope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
 class ModelSpec(BaseModel):
     """Shapes of the model. Notation follows `formulas.md`: h, L, a, g, d, I, V."""
 
@@ -60,13 +84,22 @@ class ModelSpec(BaseModel):
     max_position: Optional[PositiveInt] = Field(None, description="rows of a learned position table")
     dropout: bool = Field(False, description="dropout after attention/MLP/embedding (GPT-3 era)")
     moe: Optional[MoESpec] = None
+    mla: Optional[MLASpec] = Field(None, description="multi-head latent attention; None = GQA/MHA")
 
     @model_validator(mode="after")
     def _shapes(self):
         kv = self.kv_heads or self.heads
-        if kv > self.heads or self.heads % kv:
+        if self.mla is not None:
+            if kv != self.heads:
+                raise ValueError(f"mla: kv_heads={kv} must equal heads={self.heads} (MLA decompresses K/V per head)")
+            if self.head_dim is not None and self.head_dim != self.mla.qk_head_dim:
+                raise ValueError(f"mla: head_dim={self.head_dim} must be unset or qk_nope_head_dim + "
+                                 f"qk_rope_head_dim = {self.mla.qk_head_dim}")
+            if self.bias or self.qkv_bias or self.qk_norm or self.position_embedding != "rope":
+                raise ValueError("mla: bias, qkv_bias, qk_norm and learned positions are not supported with MLA")
+        elif kv > self.heads or self.heads % kv:
             raise ValueError(f"heads={self.heads} is not a multiple of kv_heads={kv}")
-        if self.head_dim is None and self.hidden % self.heads:
+        if self.head_dim is None and self.mla is None and self.hidden % self.heads:
             raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}; set head_dim")
         if self.position_embedding == "learned" and self.max_position is None:
             raise ValueError("position_embedding=learned needs max_position")
@@ -81,6 +114,9 @@ class ModelSpec(BaseModel):
 
     @property
     def d(self) -> int:
+        """Query/key width per head; with MLA qk_nope_head_dim + qk_rope_head_dim."""
+        if self.mla is not None:
+            return self.mla.qk_head_dim
         return self.head_dim or self.hidden // self.heads
 
     @property
@@ -90,7 +126,7 @@ class ModelSpec(BaseModel):
 
     @property
     def kv_dim(self) -> int:
-        """g·d, width of the key (and of the value) projection."""
+        """g·d, width of the key (and of the value) projection (MLA: of the decompressed keys)."""
         return self.g * self.d
 
     @property
