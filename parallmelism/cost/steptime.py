@@ -86,7 +86,44 @@ def training_time(cols: dict[str, np.ndarray], model, hw, wl) -> dict[str, np.nd
 def _unique(*arrays):
     """(index of one row per distinct key, inverse) over small non-negative integer columns.
     Time terms depend on a few layout columns each; evaluating them once per distinct key and
-    gathering keeps the cost per row a handful of array reads (no per-row Python)."""
+    gathering keeps the cost per row a handful of array reads (no per-row Python).
+
+    Keys are numbered in ascending lexicographic order of the columns (as `np.unique` would),
+    without a sort: each column is replaced by the rank of its value among the values present
+    (a lookup table over 0..max; values below 32 are their own rank) and the ranks are combined
+    in mixed radix, so the key space stays small and one `bincount` finds the keys present. The row kept
+    per key is any row holding it (every term is a function of the key columns alone)."""
+    n = len(arrays[0])
+    key = np.zeros(n, dtype=np.int64)
+    space = 1
+    for a in arrays:
+        a = np.asarray(a)
+        hi = int(a.max(initial=0))
+        lo = int(a.min(initial=0))
+        if lo < 0 or hi > (1 << 20) or space > (1 << 40):
+            return _unique_sorted(*arrays)
+        if hi < 32:  # small values: the value is its own code
+            k = hi + 1
+            key = key * k + a
+        else:
+            present = np.bincount(a, minlength=hi + 1) > 0
+            lut = np.cumsum(present) - 1
+            k = int(lut[-1]) + 1
+            key = key * k + lut[a]
+        space *= k
+    if space > max(4 * n, 1 << 16):
+        return _unique_sorted(*arrays)
+    present = np.bincount(key, minlength=space) > 0
+    keys = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    inv = rank[key]
+    idx = np.empty(len(keys), dtype=np.int64)
+    idx[inv] = np.arange(n, dtype=np.int64)  # some row of each key
+    return idx, inv
+
+
+def _unique_sorted(*arrays):
+    """`_unique` by sorting (any non-negative integer columns)."""
     key = np.zeros(len(arrays[0]), dtype=np.int64)
     for a in arrays:
         a = np.asarray(a).astype(np.int64)
@@ -170,11 +207,39 @@ def _dp_terms(cols, model, hw, wl, rates):
     return out
 
 
-def _gathered(fn, key_cols, cols, *args):
+def _per_key(fn, key_cols, cols, *args):
+    """fn evaluated once per distinct key: ({stage: {name: per-key array}}, number of keys, inverse)."""
     idx, inv = _unique(*(cols[k] for k in key_cols))
     sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
     res = fn(sub, *args)
-    return {stage: {k: np.asarray(v)[inv] for k, v in d.items()} for stage, d in res.items()}
+    return res, len(idx), inv
+
+
+def _stacked(res, K, name):
+    """One quantity of the three stage kinds laid end to end (first, middle, last; K keys each),
+    so the critical stage's value of a row is one gather at crit·K + key."""
+    return np.concatenate([np.broadcast_to(res[st][name], (K,)) for st in ("first", "middle", "last")])
+
+
+def _argmax3(a, b, c):
+    """np.argmax(np.stack([a, b, c]), axis=0) (first of equal maxima; NaN wins, as in argmax)
+    by comparisons: the stacked argmax reads with a stride and is ~5x slower."""
+    first = (a >= b) & (a >= c)
+    second = b >= c
+    if np.isnan(a).any() or np.isnan(b).any() or np.isnan(c).any():
+        first |= np.isnan(a)
+        second |= np.isnan(b)
+    return np.where(first, 0, np.where(second, 1, 2))
+
+
+def _argmax4(a, b, c, d):
+    """np.argmax(np.stack([a, b, c, d]), axis=0) as int8 by a comparison tournament (ties keep
+    the first; any NaN falls back to np.argmax)."""
+    if any(np.isnan(x).any() for x in (a, b, c, d)):
+        return np.argmax(np.stack([a, b, c, d]), axis=0).astype(np.int8)
+    i01 = (b > a).astype(np.int8)
+    i23 = np.where(d > c, np.int8(3), np.int8(2))
+    return np.where(np.maximum(c, d) > np.maximum(a, b), i23, i01)
 
 
 def _training_time(cols, model, hw, wl):
@@ -182,63 +247,78 @@ def _training_time(cols, model, hw, wl):
     m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("num_micro_batches", "vpp"))
     sp = np.asarray(cols["sequence_parallel"], dtype=bool)
     s = wl.seq_len
+    n = len(tp)
     rates = Rates(hw, wl.precision)
     T = (s / cp) * np.asarray(cols["micro_batch"], dtype=np.float64)
     layer_key = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
     dp_key = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
-    mb = _gathered(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
-    dpt = _gathered(_dp_terms, dp_key, cols, model, hw, wl, rates)
+    mb, K_mb, inv_mb = _per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
+    dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
+    for d in dpt.values():
+        d["opt"] = d["opt_bytes"] / rates.hbm
     pp_link, pp_exp = pp_times_s(hw, model, T, tp, sp, tp, cp, dp, pp, vpp, m)
-    results = {}
-    for name in ("first", "middle", "last"):
-        r, d = mb[name], dpt[name]
+
+    def row_terms(r, d):
+        """A stage's per-row DP link and exposed seconds from its gathered per-key terms."""
         fsdp = d["fsdp_per_mb"] * m
         if wl.overlap_dp_comm:
             dp_exp = (np.maximum(0.0, d["reduce"] - r["bwd_rc"]) + np.maximum(0.0, d["zero_gather"] - r["fwd"])
                       + np.maximum(0.0, fsdp - m * r["compute_mb"]))
         else:
             dp_exp = d["reduce"] + d["zero_gather"] + fsdp
-        opt = d["opt_bytes"] / rates.hbm
-        total = m * r["t_mb"] + dp_exp + opt
+        return fsdp, dp_exp
+
+    results = {}
+    for name in ("first", "middle", "last"):
+        r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
+        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt")}
+        fsdp, dp_exp = row_terms(r, d)
+        total = m * r["t_mb"] + dp_exp + d["opt"]
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
-        results[name] = dict(c=r, k=r, compute_mb=r["compute_mb"], t_mb=r["t_mb"],
-                             dp_link=d["reduce"] + d["zero_gather"] + fsdp, dp_exp=dp_exp, opt=opt,
-                             opt_bytes=d["opt_bytes"], total=total)
+        results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total)
 
     order = ("first", "middle", "last")
-    totals = np.stack([results[n]["total"] for n in order])
-    crit = np.argmax(totals, axis=0)
+    crit = _argmax3(*(results[n_]["total"] for n_ in order))
+    at_mb = crit * K_mb + inv_mb  # the critical stage's entry in _stacked(mb, K_mb, ...)
+    at_dp = crit * K_dp + inv_dp
 
-    def pick(f):  # the critical stage's value of f
-        a, b, c = (f(results[n]) for n in order)
-        return np.where(crit == 0, a, np.where(crit == 1, b, c))
+    def pick_mb(name):
+        return _stacked(mb, K_mb, name)[at_mb]
+
+    def pick_dp(name):
+        return _stacked(dpt, K_dp, name)[at_dp]
+
+    # The critical stage's terms (same arithmetic as its per-stage total above).
+    rc_ = {k: pick_mb(k) for k in ("compute_mb", "fwd", "bwd_rc")}
+    dc_ = {k: pick_dp(k) for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")}
+    fsdp_c, dp_exp_c = row_terms(rc_, dc_)
 
     # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
     t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
 
     rate = bubble_rate(pp, vpp, m, wl.schedule)
     bubble = rate * m * t_mb_typ
-    step = np.max(totals, axis=0) + bubble + pp_exp
+    t1, t2, t3 = (results[n_]["total"] for n_ in order)
+    step = np.maximum(np.maximum(t1, t2), t3) + bubble + pp_exp
 
-    compute = pick(lambda r: m * r["compute_mb"] + r["opt"])
-    comm = {ax: pick(lambda r, ax=ax: m * r["k"][ax]) for ax in ("tp", "cp", "ep")}
-    comm_exp = {ax: pick(lambda r, ax=ax: m * r["k"][ax + "_exp"]) for ax in ("tp", "cp", "ep")}
-    comm["dp"], comm_exp["dp"] = pick(lambda r: r["dp_link"]), pick(lambda r: r["dp_exp"])
+    compute = m * rc_["compute_mb"] + dc_["opt"]
+    comm = {ax: m * pick_mb(ax) for ax in ("tp", "cp", "ep")}
+    comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
+    comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
     exposed = sum(comm_exp.values())
 
     B = wl.global_batch
-    n = len(tp)
     ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
     f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
     peak = hw.peak_flops("bf16")
-    flops_gpu = pick(lambda r: m * r["c"]["flops"])
-    bytes_gpu = pick(lambda r: m * r["c"]["bytes"] + r["opt_bytes"])
-    cbound = pick(lambda r: m * r["c"]["cbound"])
-    mbound = pick(lambda r: m * r["c"]["mbound"] + r["opt"])
-    bound = np.argmax(np.stack([cbound, mbound, exposed, bubble]), axis=0).astype(np.int8)
+    flops_gpu = m * pick_mb("flops")
+    bytes_gpu = m * pick_mb("bytes") + dc_["opt_bytes"]
+    cbound = m * pick_mb("cbound")
+    mbound = m * pick_mb("mbound") + dc_["opt"]
+    bound = _argmax4(cbound, mbound, exposed, bubble)
 
     out = {
         "time_step_s": step,
