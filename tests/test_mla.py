@@ -8,17 +8,80 @@ list, not taken from parallmelism.
 
 from __future__ import annotations
 
+import csv
+
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from parallmelism.config import load_option
+from parallmelism.cost.params import params_per_gpu, total_params
 from parallmelism.specs import ModelSpec
+from tests.conftest import shared_reference
+
+HF_DEEPSEEK_V3_PARAMS = 671_026_404_352  # transformers 5.x, meta device (test_mla_params_equal_transformers)
 
 # A small DeepSeek-V3-style model: 2 dense layers then MoE with a shared expert; q compression on.
 SMALL = dict(name="dsv3-small", hidden=256, layers=4, heads=8, ffn_hidden=512, vocab=1000,
              mla=dict(q_lora_rank=96, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=24),
              moe=dict(num_experts=8, top_k=2, ffn_hidden=128, first_dense_layers=2, num_shared_experts=1))
 SMALL_NO_QLORA = {**SMALL, "name": "dsv2-lite-style", "mla": {**SMALL["mla"], "q_lora_rank": None}}
+
+
+def mla_layer_closed_form(h, a, rq, rkv, n, p, v):
+    """HF DeepseekV3Attention modules: q_a_proj, q_a_layernorm, q_b_proj (or q_proj), kv_a_proj_with_mqa,
+    kv_a_layernorm, kv_b_proj, o_proj."""
+    q = h * a * (n + p) if rq is None else h * rq + rq + rq * a * (n + p)
+    return q + h * (rkv + p) + rkv + rkv * a * (n + v) + a * v * h
+
+
+def test_shapes_match_reference():
+    ref = {r["model"]: r for r in csv.DictReader(open(shared_reference("model_architectures.csv")))}["deepseek-v3"]
+    m = load_option("model", "deepseek-v3")
+    assert (m.hidden, m.layers, m.heads, m.ffn_hidden, m.vocab) == tuple(
+        int(ref[k]) for k in ("hidden_size", "num_layers", "num_attention_heads", "ffn_hidden_size", "vocab_size"))
+    assert (m.moe.num_experts, m.moe.top_k, m.moe.ffn_hidden) == (
+        int(ref["num_experts"]), int(ref["top_k"]), int(ref["moe_ffn_hidden_size"]))
+    assert m.tie_embeddings == (ref["tie_embeddings"] == "true")
+    note = ref["source"]
+    mla = m.mla
+    for key, val in (("q_lora_rank", mla.q_lora_rank), ("kv_lora_rank", mla.kv_lora_rank),
+                     ("qk_nope", mla.qk_nope_head_dim), ("qk_rope", mla.qk_rope_head_dim),
+                     ("v_head", mla.v_head_dim)):
+        assert f"{key} {val}" in note
+    assert "first 3 layers dense" in note and m.moe.first_dense_layers == 3
+    assert "1 shared expert" in note and m.moe.num_shared_experts == 1
+
+
+def test_total_params_exact_and_official():
+    m = load_option("model", "deepseek-v3")
+    assert total_params(m) == HF_DEEPSEEK_V3_PARAMS
+    assert total_params(m) == pytest.approx(671e9, rel=0.001)           # official 671B total
+    assert total_params(m, active=True) == pytest.approx(37e9, rel=0.02)  # official 37B active (37.55B)
+
+
+def test_total_params_closed_form():
+    h, L, a, I, V, E, k, Ie, fd = 7168, 61, 128, 18432, 129280, 256, 8, 2048, 3
+    attn = mla_layer_closed_form(h, a, 1536, 512, 128, 64, 128)
+    assert attn == 187_107_328
+    dense = attn + 3 * h * I + 2 * h
+    moe = attn + E * 3 * h * Ie + h * E + 3 * h * Ie + 2 * h
+    assert total_params(load_option("model", "deepseek-v3")) == fd * dense + (L - fd) * moe + 2 * V * h + h
+
+
+@pytest.mark.parametrize("spec", [SMALL, SMALL_NO_QLORA])
+def test_per_gpu_tp_shards_heads_and_replicates_down_projections(spec):
+    m = ModelSpec.model_validate(spec)
+    h, a, L = 256, 8, 4
+    mla = m.mla
+    rq, rkv, n, p, v = mla.q_lora_rank, mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim
+    replicated = h * (rkv + p) + rkv + (0 if rq is None else h * rq + rq)
+    sharded = rkv * a * (n + v) + a * v * h + (h * a * (n + p) if rq is None else rq * a * (n + p))
+    assert replicated + sharded == mla_layer_closed_form(h, a, rq, rkv, n, p, v)
+    pg = params_per_gpu(m, np.array([1, 4]), np.array([1, 1]), L, 0, True, True)
+    assert pg["total"][0] == total_params(m)
+    assert pg["attention"][0] == L * (replicated + sharded)
+    assert pg["attention"][1] == L * (replicated + sharded / 4)
 
 
 @pytest.mark.parametrize("bad,text", [
@@ -38,3 +101,17 @@ def test_mla_off_by_default():
     assert ModelSpec.model_validate({**SMALL, "head_dim": 48}).d == 48  # nope + rope
 
 
+def test_mla_params_equal_transformers():
+    """Ours == transformers DeepseekV3ForCausalLM on the meta device: full DeepSeek-V3 and two small ones."""
+    torch = pytest.importorskip("torch", reason="needs the [crosscheck] extra")
+    pytest.importorskip("transformers", reason="needs the [crosscheck] extra")
+    from tests.crosscheck import hf
+
+    for m in (load_option("model", "deepseek-v3"), ModelSpec.model_validate(SMALL),
+              ModelSpec.model_validate(SMALL_NO_QLORA)):
+        with torch.device("meta"):
+            built = hf.build(m)
+        n = sum(p.numel() for p in built.parameters())
+        assert total_params(m) == n, m.name
+        if m.name == "deepseek-v3":
+            assert n == HF_DEEPSEEK_V3_PARAMS

@@ -2,13 +2,23 @@
 
 Formulas (`formulas.md`, Llama style; GPT adds biases, LayerNorm bias and learned positions):
   attention per layer  h·q + 2·h·g·d + q·h
+  MLA attention        (DeepSeek-V2/V3, HF DeepseekV3Attention; r_q, r_kv ranks, n/p/v the nope,
+                       rope and value head dims, a heads)
+                       h·r_q + r_q + r_q·a·(n+p)      q_a_proj, q_a_layernorm, q_b_proj
+                       (r_q None: h·a·(n+p), one q_proj)
+                       + h·(r_kv+p) + r_kv            kv_a_proj_with_mqa, kv_a_layernorm
+                       + r_kv·a·(n+v) + a·v·h         kv_b_proj, o_proj
   MLP per layer        3·h·I (SwiGLU) or 2·h·I (GELU)
   MoE layer            E·3·h·I_e + router h·E (+ shared experts); active uses k instead of E
   norms                2·h per layer (RMSNorm; LayerNorm has a bias: 4·h) + final norm
   embedding            V·h; output head V·h unless tied
 Sharding: TP splits attention heads (KV heads replicate when tp > g: each rank keeps one whole
 KV head), the MLP and the vocabulary; EP splits experts (expert TP = tp, Megatron default);
-norms, biases of row-parallel layers and routers are replicated.
+norms, biases of row-parallel layers and routers are replicated. MLA: q_b_proj, kv_b_proj
+and o_proj are split by heads; the down projections q_a_proj and kv_a_proj_with_mqa and the two
+latent norms are replicated across TP (Megatron-core MLASelfAttention with the Transformer
+Engine spec builds the down projections as TELinear with parallel_mode="duplicated"). DeepSeek-V3's router score-correction bias is a buffer in
+transformers (not a parameter) and is not counted.
 """
 
 from __future__ import annotations
@@ -22,7 +32,19 @@ def _norm_params(model: ModelSpec) -> int:
     return model.hidden * (2 if model.norm == "layernorm" else 1)
 
 
+def mla_params(model: ModelSpec) -> tuple[int, int]:
+    """(replicated, head-sharded) MLA parameters of one layer (module docstring)."""
+    m, h, a = model.mla, model.hidden, model.heads
+    kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+    sharded = m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim) + a * m.v_head_dim * h
+    if m.q_lora_rank is None:
+        return kv_down, sharded + h * a * m.qk_head_dim
+    return kv_down + h * m.q_lora_rank + m.q_lora_rank, sharded + m.q_lora_rank * a * m.qk_head_dim
+
+
 def attention_params(model: ModelSpec) -> int:
+    if model.mla is not None:
+        return sum(mla_params(model))
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
     n = h * q + 2 * h * kv + q * h
     if model.bias:
@@ -99,7 +121,10 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     g_local = np.maximum(model.g // tp, 1)  # whole KV heads per rank (replicated when tp > g)
 
     attn = (2 * h * model.q_dim) / tp + 2 * h * d * g_local
-    if model.bias:
+    if model.mla is not None:
+        replicated, sharded = mla_params(model)
+        attn = replicated + sharded / tp
+    elif model.bias:
         attn = attn + model.q_dim / tp + 2 * d * g_local + h
     elif model.qkv_bias:
         attn = attn + model.q_dim / tp + 2 * d * g_local

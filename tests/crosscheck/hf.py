@@ -26,10 +26,13 @@ aten = torch.ops.aten
 
 
 def hf_config(model: ModelSpec, layers: int | None = None, attn: str = "sdpa"):
-    """The transformers config with our model's shapes (Llama, Mixtral-style MoE, GPT-2-style GPT-3)."""
+    """The transformers config with our model's shapes (Llama, Mixtral-style MoE, GPT-2-style GPT-3,
+    DeepSeek-V3 for MLA models)."""
     from transformers import GPT2Config, LlamaConfig, MixtralConfig
 
     L = layers or model.layers
+    if model.mla is not None:
+        return deepseek_v3_config(model, L, attn)
     if model.mlp == "gelu":
         # GPT-3 as GPT-2 code: LayerNorm with bias, biased Conv1D, learned positions, tied head.
         assert model.position_embedding == "learned" and model.tie_embeddings and model.g == model.heads
@@ -45,6 +48,29 @@ def hf_config(model: ModelSpec, layers: int | None = None, attn: str = "sdpa"):
     assert moe.layer_freq == 1 and moe.first_dense_layers == 0 and moe.num_shared_experts == 0
     return MixtralConfig(intermediate_size=moe.ffn_hidden, num_local_experts=moe.num_experts,
                          num_experts_per_tok=moe.top_k, **common)
+
+
+def deepseek_v3_config(model: ModelSpec, layers: int, attn: str = "sdpa"):
+    """DeepseekV3Config with our shapes: MLA, a dense prefix, routed + shared experts (shared FFN =
+    n_shared_experts x moe_intermediate_size in transformers). Group-limited routing off (1 group)."""
+    from transformers import DeepseekV3Config
+
+    mla, moe = model.mla, model.moe
+    kw = {}
+    if moe is not None:
+        assert moe.layer_freq == 1 and (moe.shared_ffn_hidden or moe.ffn_hidden) == moe.ffn_hidden
+        assert not (moe.router_bias or moe.shared_expert_gate or moe.capacity_factor)
+        kw = dict(moe_intermediate_size=moe.ffn_hidden, n_routed_experts=moe.num_experts,
+                  num_experts_per_tok=moe.top_k, n_shared_experts=moe.num_shared_experts,
+                  first_k_dense_replace=moe.first_dense_layers)
+    else:
+        kw = dict(first_k_dense_replace=layers)
+    return DeepseekV3Config(hidden_size=model.hidden, num_hidden_layers=layers, num_attention_heads=model.heads,
+                            num_key_value_heads=model.heads, intermediate_size=model.ffn_hidden,
+                            vocab_size=model.vocab, tie_word_embeddings=model.tie_embeddings,
+                            q_lora_rank=mla.q_lora_rank, kv_lora_rank=mla.kv_lora_rank,
+                            qk_nope_head_dim=mla.qk_nope_head_dim, qk_rope_head_dim=mla.qk_rope_head_dim,
+                            v_head_dim=mla.v_head_dim, n_group=1, topk_group=1, attn_implementation=attn, **kw)
 
 
 def build(model: ModelSpec, layers: int | None = None, attn: str = "sdpa", dtype=torch.bfloat16):
