@@ -17,8 +17,11 @@ SHARDING_NAMES = np.array(sorted(SHARDING_CODE, key=SHARDING_CODE.get))
 RECOMPUTE_NAMES = np.array(sorted(RECOMPUTE_CODE, key=RECOMPUTE_CODE.get))
 
 
-def evaluate_training_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:
-    """All cost columns for layout rows (codes, not strings)."""
+def evaluate_training_columns(cols: dict[str, np.ndarray], run: RunConfig,
+                              memory: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """All cost columns for layout rows (codes, not strings). `memory`: the rows'
+    `training_memory` columns when the caller already has them (row-wise, so a subset of an
+    earlier call's rows is the same numbers)."""
     model, hw, wl = run.model, run.hardware, run.workload
     out = dict(cols)
     n = len(cols["tp"])
@@ -26,7 +29,7 @@ def evaluate_training_columns(cols: dict[str, np.ndarray], run: RunConfig) -> di
     out["global_batch"] = np.full(n, wl.global_batch)
     out["params_total"] = np.full(n, total_params(model), dtype=np.int64)
     out["params_active"] = np.full(n, total_params(model, active=True), dtype=np.int64)
-    out.update(training_memory(cols, model, hw, wl))
+    out.update(training_memory(cols, model, hw, wl) if memory is None else memory)
     out["pp_bubble_rate"] = bubble_rate(cols["pp"], cols["vpp"], cols["num_micro_batches"], wl.schedule)
     out.update(training_time(cols, model, hw, wl))
     return out

@@ -123,11 +123,15 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
             # evaluation of a fitting row is the same call as without pruning: same numbers.
             from ..cost.memory import training_memory
 
-            keep = np.flatnonzero(training_memory(chunk, run.model, run.hardware, run.workload)["fits"])
+            mem = training_memory(chunk, run.model, run.hardware, run.workload)
+            keep = np.flatnonzero(mem["fits"])
             if len(keep) == 0:
                 continue
             chunk, pos = {k: v[keep] for k, v in chunk.items()}, pos[keep]
-        cols = engine.evaluate_training_columns(chunk, run)
+            mem = {k: v[keep] for k, v in mem.items()}  # row-wise: no need to evaluate it again
+        else:
+            mem = None
+        cols = engine.evaluate_training_columns(chunk, run, memory=mem)
         stats.timed += len(cols["tp"])
         yield derive_columns(cols, run), pos
 
