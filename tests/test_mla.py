@@ -115,3 +115,76 @@ def test_mla_params_equal_transformers():
         assert total_params(m) == n, m.name
         if m.name == "deepseek-v3":
             assert n == HF_DEEPSEEK_V3_PARAMS
+
+
+# The published DeepSeek-V3 config.json (deepseek-ai/DeepSeek-V3), shape and routing keys as shipped.
+DEEPSEEK_V3_CONFIG = {
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "_name_or_path": "deepseek-ai/DeepSeek-V3",
+    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1, "n_group": 8, "topk_group": 4,
+    "topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "num_nextn_predict_layers": 1, "vocab_size": 129280, "hidden_act": "silu", "tie_word_embeddings": False,
+    "attention_bias": False, "max_position_embeddings": 163840, "rms_norm_eps": 1e-06, "rope_theta": 10000,
+}
+
+
+def _import_hf(cfg: dict, tmp_path):
+    import json
+
+    import yaml
+
+    from tests.conftest import invoke
+
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(cfg))
+    out = tmp_path / "models" / "x.yaml"
+    code, text = invoke("import-hf", src, "--out", out)
+    assert code == 0, text
+    return ModelSpec.model_validate(yaml.safe_load(out.read_text()))
+
+
+def test_import_hf_deepseek_v3_round_trip(tmp_path):
+    """config.json -> YAML -> ModelSpec: the shipped deepseek-v3 shapes and the exact count."""
+    spec = _import_hf(DEEPSEEK_V3_CONFIG, tmp_path)
+    shipped = load_option("model", "deepseek-v3")
+    assert spec.mla == shipped.mla and spec.moe == shipped.moe
+    keep = ("hidden", "layers", "heads", "g", "d", "q_dim", "ffn_hidden", "vocab", "tie_embeddings", "gated")
+    assert all(getattr(spec, k) == getattr(shipped, k) for k in keep)
+    assert total_params(spec) == HF_DEEPSEEK_V3_PARAMS
+
+
+def test_import_hf_small_deepseek_v3_equals_transformers(tmp_path):
+    """A small DeepSeek-V3-style config.json (q_lora_rank null and set): our count == transformers'."""
+    torch = pytest.importorskip("torch", reason="needs the [crosscheck] extra")
+    transformers = pytest.importorskip("transformers", reason="needs the [crosscheck] extra")
+    small = {**DEEPSEEK_V3_CONFIG, "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
+             "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 8, "n_routed_experts": 16,
+             "num_experts_per_tok": 4, "n_shared_experts": 2, "first_k_dense_replace": 2, "n_group": 1,
+             "topk_group": 1, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
+             "qk_rope_head_dim": 16, "v_head_dim": 24, "vocab_size": 1000}
+    for cfg in (small, {**small, "q_lora_rank": None}):
+        spec = _import_hf(cfg, tmp_path)
+        with torch.device("meta"):
+            m = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+        assert total_params(spec) == sum(p.numel() for p in m.parameters())
+
+
+@pytest.mark.parametrize("bad,text", [
+    ({"num_key_value_heads": 64}, "num_key_value_heads=64 must equal"),
+    ({"moe_layer_freq": 2}, "moe_layer_freq=2"),
+    ({"first_k_dense_replace": 61}, "first_k_dense_replace=61"),
+    ({"kv_lora_rank": 0}, "kv_lora_rank=0"),
+])
+def test_import_hf_bad_deepseek_configs(bad, text, tmp_path):
+    import json
+
+    from tests.conftest import invoke
+
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps({**DEEPSEEK_V3_CONFIG, **bad}))
+    out = tmp_path / "x.yaml"
+    code, err = invoke("import-hf", src, "--out", out)
+    assert code == 2 and text in err and "Traceback" not in err, err
+    assert not out.exists()

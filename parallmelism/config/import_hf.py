@@ -14,11 +14,19 @@ Supported `model_type`s and how their keys map onto ModelSpec (notation of formu
                                  patterns MoESpec expresses: a dense prefix, then every k-th layer);
                                  qwen2_moe's shared expert (shared_expert_intermediate_size) and its
                                  h->1 sigmoid gate
+  deepseek_v3                    + mla: q_lora_rank (null = no Q compression), kv_lora_rank,
+                                 qk_nope_head_dim, qk_rope_head_dim, v_head_dim (num_key_value_heads
+                                 must equal the heads); moe: n_routed_experts, num_experts_per_tok,
+                                 moe_intermediate_size, first_k_dense_replace -> first_dense_layers,
+                                 n_shared_experts shared experts of moe_intermediate_size each (as
+                                 transformers' DeepseekV3MoE); no head_dim (q·k width = nope + rope)
 Not modelled (shapes and parameter counts are exact; these only change attention cost at long
-context): Mistral's sliding_window, rope scaling.
-Refused with one sentence: DeepSeek-V2/V3 (multi-head latent attention: low-rank Q and compressed
-KV projections, decoupled RoPE dims and a 576-wide latent KV cache, which GQA shapes cannot
-represent without getting either the parameters or the KV cache wrong) and any other model_type.
+context or routing, not sizes): Mistral's sliding_window, rope scaling, DeepSeek's group-limited
+routing (n_group, topk_group) and its score-correction bias (a buffer, not a parameter);
+DeepSeek-V3's multi-token-prediction layer (num_nextn_predict_layers) is not part of the
+transformers model class and is not counted.
+Refused with one sentence: DeepSeek-V2 and Kimi-K2 model_types (MLA too, but their configs and
+module layouts are not checked against transformers here) and any other model_type.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ from ..errors import UserError, format_validation_error
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
-MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+MLA = {"deepseek_v3"}
+MLA_UNCHECKED = {"deepseek_v2", "kimi_k2"}
 GATED_ACTS = {"silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new"}
 
 
@@ -60,12 +69,12 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
     if not isinstance(cfg, dict):
         raise UserError(f"{path}: expected a JSON object")
     mtype = cfg.get("model_type")
-    if mtype in MLA or "kv_lora_rank" in cfg:
-        raise UserError(f"{path}: model_type={mtype!r} uses multi-head latent attention (MLA), which "
-                        f"parallmelism's GQA model shapes cannot represent; write models/{name}.yaml by hand")
-    if mtype not in DENSE | MOE:
+    if mtype in MLA_UNCHECKED or ("kv_lora_rank" in cfg and mtype not in MLA):
+        raise UserError(f"{path}: model_type={mtype!r} uses multi-head latent attention (MLA) with a layout "
+                        f"import-hf does not check (it knows deepseek_v3); write models/{name}.yaml by hand")
+    if mtype not in DENSE | MOE | MLA:
         raise UserError(f"{path}: model_type={mtype!r} is not supported; import-hf knows "
-                        f"{', '.join(sorted(DENSE | MOE))}")
+                        f"{', '.join(sorted(DENSE | MOE | MLA))}")
     act = cfg.get("hidden_act", "silu")
     if act not in GATED_ACTS:
         raise UserError(f"{path}: hidden_act={act!r} is not a gated MLP activation import-hf knows")
@@ -79,7 +88,8 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         "layers": _int(cfg, "num_hidden_layers", path),
         "heads": heads,
         "kv_heads": _int(cfg, "num_key_value_heads", path, heads),
-        "head_dim": _int(cfg, "head_dim", path, hidden // heads if hidden % heads == 0 else None),
+        "head_dim": (None if mtype in MLA else
+                     _int(cfg, "head_dim", path, hidden // heads if hidden % heads == 0 else None)),
         "ffn_hidden": _int(cfg, "intermediate_size", path),
         "mlp": "swiglu",
         "norm": "rmsnorm",
@@ -92,7 +102,9 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         out["qkv_bias"] = True
     if mtype in ("qwen3", "qwen3_moe"):
         out["qk_norm"] = True
-    if mtype == "mixtral":
+    if mtype in MLA:
+        _deepseek_v3(cfg, out, path)
+    elif mtype == "mixtral":
         ffn = out["ffn_hidden"]
         out["moe"] = {"num_experts": _int(cfg, "num_local_experts", path),
                       "top_k": _int(cfg, "num_experts_per_tok", path), "ffn_hidden": ffn}
@@ -109,6 +121,35 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
     except ValidationError as exc:
         raise UserError(f"{path}: " + format_validation_error(exc, prefix="model")) from None
     return out
+
+
+def _deepseek_v3(cfg: dict, out: dict, path: str) -> None:
+    """MLA and DeepSeekMoE keys of a deepseek_v3 config (module docstring) into `out`."""
+    del out["head_dim"]
+    if out["kv_heads"] != out["heads"]:
+        raise UserError(f"{path}: num_key_value_heads={out['kv_heads']} must equal num_attention_heads="
+                        f"{out['heads']} for multi-head latent attention")
+    del out["kv_heads"]
+    q_lora = cfg.get("q_lora_rank")
+    out["mla"] = {"q_lora_rank": None if q_lora is None else _int(cfg, "q_lora_rank", path),
+                  "kv_lora_rank": _int(cfg, "kv_lora_rank", path),
+                  "qk_nope_head_dim": _int(cfg, "qk_nope_head_dim", path),
+                  "qk_rope_head_dim": _int(cfg, "qk_rope_head_dim", path),
+                  "v_head_dim": _int(cfg, "v_head_dim", path)}
+    if cfg.get("n_routed_experts") is None:
+        return
+    if (cfg.get("moe_layer_freq") or 1) != 1:
+        raise UserError(f"{path}: moe_layer_freq={cfg['moe_layer_freq']!r} is not 1; transformers' DeepseekV3 "
+                        f"makes every layer after first_k_dense_replace an MoE layer")
+    fd = cfg.get("first_k_dense_replace", 0)
+    if isinstance(fd, bool) or not isinstance(fd, int) or not 0 <= fd < out["layers"]:
+        raise UserError(f"{path}: first_k_dense_replace={fd!r} must be an integer in [0, num_hidden_layers)")
+    moe = {"num_experts": _int(cfg, "n_routed_experts", path), "top_k": _int(cfg, "num_experts_per_tok", path),
+           "ffn_hidden": _int(cfg, "moe_intermediate_size", path), "first_dense_layers": fd}
+    shared = cfg.get("n_shared_experts") or 0
+    if shared:
+        moe.update(num_shared_experts=_int(cfg, "n_shared_experts", path), shared_ffn_hidden=moe["ffn_hidden"])
+    out["moe"] = moe
 
 
 def _moe_layer_pattern(cfg: dict, layers: int, path: str) -> dict:
