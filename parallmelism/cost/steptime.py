@@ -132,6 +132,7 @@ def _unique_sorted(*arrays):
     return idx, inv.ravel()
 
 
+STAGES = ("first", "middle", "last")
 STAGE_MB_KEYS = ("compute_mb", "t_mb", "fwd", "bwd_rc", "cbound", "mbound", "flops", "bytes",
                  "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")
 
@@ -192,19 +193,23 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
 
 
 def _dp_terms(cols, model, hw, wl, rates):
-    """Per stage kind, per step: DP link seconds by role (FSDP per micro-batch) and optimizer step."""
-    tp, cp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "cp", "ep", "dp"))
-    sh = np.asarray(cols["dp_sharding"])
-    full = np.asarray(cols["recompute"]) == FULL
-    out = {}
-    for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
-        p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
-        reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full)
-        shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
-        shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
-        opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
-        out[name] = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
-    return out
+    """Per stage kind, per step: DP link seconds by role (FSDP per micro-batch) and optimizer step.
+    The three stage kinds go through one pass, their rows laid end to end (first, middle, last)."""
+    K = len(cols["tp"])
+    tp, cp, ep, dp = (np.tile(np.asarray(cols[k], dtype=np.float64), 3) for k in ("tp", "cp", "ep", "dp"))
+    sh = np.tile(np.asarray(cols["dp_sharding"]), 3)
+    full = np.tile(np.asarray(cols["recompute"]) == FULL, 3)
+    layout = _stage_layout(cols, model.layers)
+    n_layers, lo, has_emb, has_head = (np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES])
+                                       for i in range(4))
+    p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
+    reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full)
+    shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
+    shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
+    opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
+    terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
+    terms = {k: np.broadcast_to(v, (3 * K,)) for k, v in terms.items()}
+    return {st: {k: v[i * K:(i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
 
 def _per_key(fn, key_cols, cols, *args):
