@@ -188,3 +188,86 @@ def test_import_hf_bad_deepseek_configs(bad, text, tmp_path):
     code, err = invoke("import-hf", src, "--out", out)
     assert code == 2 and text in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+# ---- FLOPs (training, non-causal convention unless named) ---------------------------------------
+
+def mla_attention_fwd_flops_per_token(h, a, rq, rkv, n, p, v, s):
+    """2 × every attention GEMM weight (norms are not GEMMs) + scores 2·s·a·(n+p) + ·V 2·s·a·v."""
+    weights = mla_layer_closed_form(h, a, rq, rkv, n, p, v) - rkv - (rq or 0)
+    return 2 * weights + 2 * s * a * (n + p) + 2 * s * a * v
+
+
+def test_model_flops_closed_form_deepseek_v3():
+    from parallmelism.cost.flops import attention_core_forward_flops, model_flops_per_step
+
+    m = load_option("model", "deepseek-v3")
+    h, L, I, V, E, k, Ie, fd, s, B = 7168, 61, 18432, 129280, 256, 8, 2048, 3, 4096, 2
+    attn = mla_attention_fwd_flops_per_token(h, 128, 1536, 512, 128, 64, 128, s)
+    dense_mlp, moe_mlp = 2 * 3 * h * I, 2 * 3 * h * Ie * (k + 1)  # top-8 routed + 1 shared (router excluded)
+    fwd_per_token = L * attn + fd * dense_mlp + (L - fd) * moe_mlp + 2 * h * V
+    assert model_flops_per_step(m, B, s) == pytest.approx(3 * B * s * fwd_per_token, rel=1e-12)
+    core = 2 * B * s * s * 128 * (192 + 128) * L
+    assert attention_core_forward_flops(m, B, s) == pytest.approx(core, rel=1e-12)
+    causal_cut = model_flops_per_step(m, B, s) - model_flops_per_step(m, B, s, causal=True)
+    assert causal_cut == pytest.approx(3 * core / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("which", ["deepseek-v3", "small", "small-no-qlora"])
+def test_op_inventory_adds_up_to_closed_form(which):
+    """Eager ops on one GPU without parallelism, fwd + bwd, every layer + logits = model FLOPs."""
+    from parallmelism.cost.flops import head_ops, layer_ops, model_flops_per_step
+
+    m = {"deepseek-v3": load_option("model", "deepseek-v3"), "small": ModelSpec.model_validate(SMALL),
+         "small-no-qlora": ModelSpec.model_validate(SMALL_NO_QLORA)}[which]
+    s, b = 1024, 2
+
+    def total(ops):
+        return sum(float(np.asarray(o.flops)) * (1 + o.bwd_flops) for o in ops)
+
+    dense = total(layer_ops(m, s, b, 1, 1, False, flash=False))
+    moe = total(layer_ops(m, s, b, 1, 1, False, flash=False, moe_layer=True))
+    router = 3 * 2 * s * b * m.hidden * m.moe.num_experts  # an op of ours, not in the closed form
+    n_moe = m.num_moe_layers
+    got = (m.layers - n_moe) * dense + n_moe * (moe - router) + total(head_ops(m, s, b, 1, 1, False))
+    assert got == pytest.approx(model_flops_per_step(m, b, s), rel=1e-12)
+
+
+def test_tp_splits_up_projections_and_replicates_down_projections():
+    from parallmelism.cost.flops import MATMUL, layer_ops
+
+    m = load_option("model", "deepseek-v3")
+    T, h = 4096.0, 7168
+
+    def gemms(t):
+        return {o.name: float(np.asarray(o.flops)) for o in layer_ops(m, 4096, 1, t, 1, t > 1, flash=True)
+                if o.kind == MATMUL}
+
+    one, eight = gemms(1), gemms(8)
+    assert one["q_down"] == eight["q_down"] == 2 * T * h * 1536
+    assert one["kv_down"] == eight["kv_down"] == 2 * T * h * (512 + 64)
+    for name, flops in (("q_up", 2 * T * 1536 * 128 * 192), ("kv_up", 2 * T * 512 * 128 * 256),
+                        ("out_proj", 2 * T * 128 * 128 * h)):
+        assert one[name] == flops and eight[name] == pytest.approx(flops / 8)
+    core = [o for o in layer_ops(m, 4096, 1, 8, 1, True, flash=True) if o.name == "attention_core"][0]
+    assert float(np.asarray(core.flops)) == pytest.approx(2 * T * 4096 * 128 * (192 + 128) / 8 * 0.5)  # causal
+
+
+@pytest.mark.parametrize("spec", [SMALL, SMALL_NO_QLORA])
+def test_flops_equal_flop_counter_small(spec):
+    """FlopCounterMode on the meta device (transformers DeepseekV3, eager bmm attention, grouped_mm
+    experts) == ours + the router GEMM, forward and forward+backward, attention core and GEMMs."""
+    pytest.importorskip("torch", reason="needs the [crosscheck] extra")
+    pytest.importorskip("transformers", reason="needs the [crosscheck] extra")
+    from tests.crosscheck import hf
+    from tests.crosscheck.test_crosscheck_params_flops import ours_flops
+
+    m = ModelSpec.model_validate(spec)
+    got, want = hf.count_flops(m, 512, batch=2), ours_flops(m, 512, 2)
+    for key in ("fwd_attention", "fwd_matmul", "fwdbwd_attention", "fwdbwd_matmul", "fwdbwd_total"):
+        assert got[key] == pytest.approx(want[key], rel=1e-12), (key, got[key], want[key])
+    # and against the hand closed form (router included, 2·T·h·E per MoE layer)
+    mla = m.mla
+    per_tok = m.layers * mla_attention_fwd_flops_per_token(256, 8, mla.q_lora_rank, 64, 32, 16, 24, 512)
+    per_tok += 2 * 2 * 3 * 256 * 512 + 2 * (2 * 3 * 256 * 128 * 3 + 2 * 256 * 8) + 2 * 256 * 1000
+    assert got["fwd_total"] == 2 * 512 * per_tok

@@ -25,6 +25,13 @@ Each op carries forward FLOPs and HBM bytes (read + written) and backward multip
   eager core   scores and ·V bmm 2·T·s·q/t each (full s×s, masked after), softmax (+dropout)
                over a·T·s/t elements; bwd 2× FLOPs and bytes
   elementwise  norms, residual adds, dropout, GELU/SwiGLU, RoPE, permute: bytes only; bwd ≈ 2×
+MLA (model.mla; DeepSeek-V2/V3, training form without weight absorption): the projections are
+  GEMMs q_down T×h×r_q and kv_down T×h×(r_kv+p) (replicated over TP: every rank computes them for
+  all T tokens), latent RMSNorms (bytes only), q_up T×r_q×a(n+p)/t (or q_proj T×h×a(n+p)/t),
+  kv_up T×r_kv×a(n+v)/t and out_proj T×a·v/t×h; the core scores over n+p dims per head (q/t =
+  a(n+p)/t wide) and ·V over v dims: 2·T·s·a·(n+p)/t + 2·T·s·a·v/t forward (×1/2 causal, flash).
+  In the closed form this makes the attention bracket W_attn/(2h²) + s·a·(n+p+v)/(2h²) with W_attn
+  the attention GEMM weights of `cost.params.mla_params` (norms excluded).
 Recompute: full reruns every layer op's forward, selective reruns the attention core forward.
 The `executed` FLOPs include the causal saving and the flash-backward recompute, so they are
 not the convention of the `flops_*_per_step` columns (which are the closed forms above).
@@ -81,16 +88,33 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
     g_l = np.maximum(model.g / t, 1.0)
     drop = 1.0 if model.dropout else 0.0
     qkv_n = q / t + 2.0 * d * g_l
-    ops = [
-        Op("norm_attn", MEMORY, 0.0, 4.0 * T * h / r),
-        _gemm("qkv", T, h, qkv_n),
-    ]
-    if model.position_embedding == "rope":
-        ops.append(Op("rope", MEMORY, 0.0, 4.0 * T * (q / t + d * g_l)))
-    if flash:
+    vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
+    ops = [Op("norm_attn", MEMORY, 0.0, 4.0 * T * h / r)]
+    if model.mla is None:
+        ops.append(_gemm("qkv", T, h, qkv_n))
+        if model.position_embedding == "rope":
+            ops.append(Op("rope", MEMORY, 0.0, 4.0 * T * (q / t + d * g_l)))
+    else:
+        ops += _mla_projection_ops(model, T, t)
+        vw = a * model.mla.v_head_dim
+        kv_l = (q + vw) / t  # decompressed K + V elements per token on the rank
+    if flash and model.mla is None:
         ops.append(Op("attention_core", ATTENTION, 4.0 * T * s * q / t * 0.5,
                       2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
                       2.5, 2.5, selective=True, dim=np.asarray(float(d))))
+    elif flash:  # MLA: Q and K over n+p dims, V and O over v dims
+        ops.append(Op("attention_core", ATTENTION, 2.0 * T * s * (q + vw) / t * 0.5,
+                      2.0 * T * (q / t + vw / t + kv_l) + 2.0 * (s - s / cp) * b * kv_l,
+                      2.5, 2.5, selective=True, dim=np.asarray(float(d))))
+    elif model.mla is not None:
+        scores = a * T * s / t
+        ops += [
+            Op("attention_scores", MATMUL, 2.0 * T * s * q / t, 2.0 * (T * q / t + s * b * q / t) + 2.0 * scores,
+               2.0, 2.0, selective=True, dim=np.asarray(float(d))),
+            Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
+            Op("attention_values", MATMUL, 2.0 * T * s * vw / t, 2.0 * scores + 2.0 * (s * b * vw / t + T * vw / t),
+               2.0, 2.0, selective=True, dim=np.asarray(float(model.mla.v_head_dim))),
+        ]
     else:
         scores = a * T * s / t  # elements of the s×s score block on this rank
         ops += [
@@ -101,7 +125,7 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
                2.0, 2.0, selective=True, dim=np.asarray(float(d))),
         ]
     ops += [
-        _gemm("out_proj", T, q / t, h),
+        _gemm("out_proj", T, vw / t, h),
         Op("residual_attn", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r),
         Op("norm_mlp", MEMORY, 0.0, 4.0 * T * h / r),
     ]
@@ -134,6 +158,34 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
         ]
     ops.append(Op("residual_mlp", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r))
     return ops
+
+
+def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
+    """MLA projections, latent norms and RoPE of one layer (module docstring); down projections
+    replicated over TP, up projections split by heads."""
+    m, h, a = model.mla, model.hidden, model.heads
+    n, p, v, rkv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
+    if m.q_lora_rank is None:
+        ops = [_gemm("q_proj", T, h, a * (n + p) / t)]
+    else:
+        rq = m.q_lora_rank
+        ops = [_gemm("q_down", T, h, np.asarray(float(rq))), Op("q_norm", MEMORY, 0.0, 4.0 * T * rq),
+               _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t)]
+    return ops + [
+        _gemm("kv_down", T, h, np.asarray(float(rkv + p))),
+        Op("kv_norm", MEMORY, 0.0, 4.0 * T * rkv),
+        _gemm("kv_up", T, np.asarray(float(rkv)), a * (n + v) / t),
+        Op("rope", MEMORY, 0.0, 4.0 * T * (a * p / t + p)),
+    ]
+
+
+def _mla_attention_bracket(model: ModelSpec, s: float) -> float:
+    """W_attn/(2h²) + s·a·(n+p+v)/(2h²): MLA attention in units of 12·B·s·h² (module docstring)."""
+    from .params import mla_params
+
+    m, h = model.mla, model.hidden
+    weights = sum(mla_params(model)) - m.kv_lora_rank - (m.q_lora_rank or 0)  # latent norms are not GEMMs
+    return (weights + s * model.heads * (m.qk_head_dim + m.v_head_dim)) / (2.0 * h * h)
 
 
 def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
@@ -173,7 +225,10 @@ def optimizer_bytes_per_param(fp8: bool = False) -> float:
 def _layer_bracket(model: ModelSpec, s: int, moe_layer: bool) -> float:
     """[(1 + g/a + s/h)·(q/h) + (I/h)·k·(3/2 if gated)] of one layer (Megatron)."""
     h = model.hidden
-    attn = (1.0 + model.g / model.heads + s / h) * (model.q_dim / h)
+    if model.mla is not None:
+        attn = _mla_attention_bracket(model, s)
+    else:
+        attn = (1.0 + model.g / model.heads + s / h) * (model.q_dim / h)
     gate = 1.5 if model.gated else 1.0
     if moe_layer:
         moe = model.moe
@@ -202,7 +257,10 @@ def model_flops_per_step(model: ModelSpec, global_batch, s: int, causal: bool = 
 
 
 def attention_core_forward_flops(model: ModelSpec, global_batch, s: int):
-    """Scores + ·V of every layer, forward, non-causal: 4·B·s²·q·L."""
+    """Scores + ·V of every layer, forward, non-causal: 4·B·s²·q·L (MLA: 2·B·s²·a·(n+p+v)·L)."""
+    if model.mla is not None:
+        width = model.heads * (model.mla.qk_head_dim + model.mla.v_head_dim)
+        return 2.0 * np.asarray(global_batch, dtype=np.float64) * s * s * width * model.layers
     return 4.0 * np.asarray(global_batch, dtype=np.float64) * s * s * model.q_dim * model.layers
 
 

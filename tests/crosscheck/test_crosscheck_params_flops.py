@@ -105,7 +105,7 @@ def test_flop_counter_reproduces_readme_figure():
 
 
 @pytest.mark.parametrize("seq", SEQS)
-@pytest.mark.parametrize("name", GQA)
+@pytest.mark.parametrize("name", SHIPPED)
 def test_flops_equal_pytorch(name, seq):
     """FlopCounterMode equals `parallmelism.cost.flops` (+ router), fwd and fwd+bwd, split attention/matmul.
 
