@@ -271,3 +271,33 @@ def test_flops_equal_flop_counter_small(spec):
     per_tok = m.layers * mla_attention_fwd_flops_per_token(256, 8, mla.q_lora_rank, 64, 32, 16, 24, 512)
     per_tok += 2 * 2 * 3 * 256 * 512 + 2 * (2 * 3 * 256 * 128 * 3 + 2 * 256 * 8) + 2 * 256 * 1000
     assert got["fwd_total"] == 2 * 512 * per_tok
+
+
+# ---- serving memory: latent KV cache and weights ------------------------------------------------
+
+def test_kv_cache_is_the_compressed_latent():
+    """Absorbed MLA: (kv_lora_rank + qk_rope_head_dim) = 576 values per token per layer, on every TP rank."""
+    from parallmelism.cost.inference_memory import kv_cache_bytes_per_sequence
+    from parallmelism.specs import InferenceWorkload
+
+    m = load_option("model", "deepseek-v3")
+    ctx = 4096 + 1024
+    for kv_dtype, nbytes in (("bf16", 2), ("fp8", 1)):
+        wl = InferenceWorkload(input_len=4096, output_len=1024, batch=1, kv_dtype=kv_dtype)
+        got = kv_cache_bytes_per_sequence(m, wl, np.array([1, 8, 16]), np.array([61, 61, 31]), np.array([1, 1, 2]), ctx)
+        want = np.array([61 * 576 * nbytes * ctx, 61 * 576 * nbytes * ctx, 31 * 576 * nbytes * ctx / 2])
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    # 70,272 bytes per token for the whole bf16 model; caching the decompressed per-head K (n+p = 192)
+    # and V (128) instead would take 128·320 = 40,960 values per layer, 71× more
+    assert 61 * 576 * 2 == 70_272 and 61 * 128 * (192 + 128) * 2 / 70_272 == pytest.approx(71.1, abs=0.05)
+
+
+def test_serving_weights_sum_to_total_and_shard_like_training():
+    from parallmelism.cost.inference_ops import weight_elements_per_gpu
+
+    m = load_option("model", "deepseek-v3")
+    linear, half = weight_elements_per_gpu(m, 1, 1, m.layers, 1)
+    assert linear + half == total_params(m) == HF_DEEPSEEK_V3_PARAMS
+    lin8, half8 = weight_elements_per_gpu(m, 8, 1, m.layers, 1)  # ep 1: experts split by tp as in training
+    train8 = params_per_gpu(m, np.array([8]), np.array([1]), m.layers, 0, True, True)["total"][0]
+    assert float(lin8 + half8) == pytest.approx(train8, rel=1e-12)

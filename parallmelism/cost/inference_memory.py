@@ -7,6 +7,11 @@
             keeps one whole KV head, so the cache is replicated tp/g times across the TP group);
             context = input_len + output_len (the cache at the end of the request); sp ranks keep
             the KV of their own prompt chunk, and generated tokens are spread over them
+            MLA (model.mla): the cache holds the compressed latent, not per-head K/V:
+            L_stage·(kv_lora_rank + qk_rope_head_dim)·bytes·context·batch / sp (576 values per
+            token per layer for DeepSeek-V3), the absorbed form DeepSeek-V3 serving uses (W_UK
+            folded into the query, W_UV into o_proj); the latent is shared by all heads, so every
+            TP rank keeps all of it (not divided by tp)
   workspace the largest transient of prefill on one GPU: the chunk's tokens with the residual
             stream, the normed input and the widest projection output (QKV, or gate/up + SiLU
             product), gathered K/V of the whole prompt when sp > 1, and fp32 logits of the last
@@ -27,7 +32,12 @@ from .inference_ops import ACT_BYTES, HALF_BYTES, local_heads, weight_elements_p
 
 
 def kv_cache_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, layers_on_stage, sp, context):
-    """2·L_stage·g_l·d·bytes·context / sp bytes on one GPU for one sequence."""
+    """2·L_stage·g_l·d·bytes·context / sp bytes on one GPU for one sequence
+    (MLA: L_stage·(kv_lora_rank + qk_rope_head_dim)·bytes·context / sp, on every TP rank)."""
+    if model.mla is not None:
+        width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+        return (np.asarray(layers_on_stage, dtype=np.float64) * width * BYTES_PER_ELEMENT[wl.kv_dtype]
+                * context / np.asarray(sp, dtype=np.float64) * np.ones_like(np.asarray(tp, dtype=np.float64)))
     _, g_l = local_heads(model, tp)
     return (2 * np.asarray(layers_on_stage, dtype=np.float64) * g_l * model.d * BYTES_PER_ELEMENT[wl.kv_dtype]
             * context / np.asarray(sp, dtype=np.float64))

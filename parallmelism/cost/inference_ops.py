@@ -202,8 +202,15 @@ def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
     n_moe, n_dense = n * moe_frac, n * (1 - moe_frac)
     mult = 3 if model.gated else 2
     attn = h * (q_l + 2 * kv_l) + q_l * h
+    latent_norms = 0
+    if model.mla is not None:  # down projections replicated, up projections and o_proj split by heads
+        from .params import mla_params
+
+        latent_norms = model.mla.kv_lora_rank + (model.mla.q_lora_rank or 0)
+        replicated, sharded = mla_params(model)
+        attn = replicated - latent_norms + sharded / tp
     linear = n * attn + n_dense * mult * h * model.ffn_hidden / tp
-    half = n * 2 * h  # two RMSNorms per layer
+    half = n * (2 * h + latent_norms)  # two RMSNorms per layer (+ MLA's latent RMSNorms)
     if model.moe is not None:
         moe = model.moe
         linear = linear + (n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden
