@@ -301,3 +301,44 @@ def test_serving_weights_sum_to_total_and_shard_like_training():
     lin8, half8 = weight_elements_per_gpu(m, 8, 1, m.layers, 1)  # ep 1: experts split by tp as in training
     train8 = params_per_gpu(m, np.array([8]), np.array([1]), m.layers, 0, True, True)["total"][0]
     assert float(lin8 + half8) == pytest.approx(train8, rel=1e-12)
+
+
+# ---- activations (Megatron-style inventory, cost/activations.py) --------------------------------
+
+def test_activation_inventory_closed_form():
+    """Per token of one dense DeepSeek-V3 layer, flash, no recompute, bf16 (written out by tensor)."""
+    from parallmelism.cost.activations import FULL, NONE, SELECTIVE, layer_activation_bytes
+
+    m = load_option("model", "deepseek-v3")
+    h, a, I, s, b = 7168, 128, 18432, 4096, 1
+    for t, sp in ((1, False), (8, True)):
+        r = t if sp else 1
+        attn = (2 * h + 2 * h) / r                                   # norm input, down-projection input
+        attn += 2 * 1536 + 2 * 1536 + 2 * 512 + 2 * 512             # latents: replicated, every token
+        attn += (2 * a * 192 + 2 * a * 192 + 2 * a * 128 + 2 * a * 128) / t  # Q, K, V, o_proj input
+        lse = 4 * a / t
+        mlp = (2 * h + 2 * h) / r + 6 * I / t
+        got = {rc: float(layer_activation_bytes(m, s, b, t, 1, sp, rc, flash=True)) for rc in (NONE, SELECTIVE, FULL)}
+        assert got[NONE] == pytest.approx(s * b * (attn + lse + mlp), rel=1e-12)
+        assert got[SELECTIVE] == pytest.approx(s * b * (attn + mlp), rel=1e-12)
+        assert got[FULL] == pytest.approx(s * b * 2 * h / r, rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", [SMALL, SMALL_NO_QLORA])
+def test_activation_inventory_equals_transformers_up_to_named_tensors(spec):
+    """Bytes autograd saves in one dense transformers DeepseekV3 layer (eager attention, fake tensors)
+    minus ours = exactly the unfused-kernel tensors named in tests/crosscheck/test_crosscheck_activations.py:
+    per RMSNorm (2 main + the latent ones) an fp32 upcast (+2·width), rstd (+4) and the normalized input
+    before ·w (+2·width); SiLU(gate) +2I; the fp32 softmax copy +4·a·s. MLA adds no other difference."""
+    pytest.importorskip("torch", reason="needs the [crosscheck] extra")
+    pytest.importorskip("transformers", reason="needs the [crosscheck] extra")
+    from parallmelism.cost.activations import NONE, layer_activation_bytes
+    from tests.crosscheck import hf
+
+    m = ModelSpec.model_validate(spec)
+    s, b = 128, 2
+    got = hf.saved_bytes_of_layer(m, s, b, "eager", fake=True)
+    ours = float(layer_activation_bytes(m, s, b, 1, 1, False, NONE, flash=False))
+    widths = [256, 256, 64] + ([] if m.mla.q_lora_rank is None else [m.mla.q_lora_rank])
+    named = sum(2 * w + 4 + 2 * w for w in widths) + 2 * 512 + 4 * 8 * s
+    assert got - ours == s * b * named

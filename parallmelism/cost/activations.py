@@ -9,6 +9,13 @@ region are replicated without SP), 2-byte activations, 1-byte dropout masks.
              scores: softmax 2aSsb/t (+ dropout mask aSsb/t + dropout output 2aSsb/t),
              or with flash attention only the fp32 log-sum-exp 4aSb/t,
              projection input 2Sbq/t, dropout mask Sbh/r
+  MLA attention (model.mla; q = a·(n+p) query/key width, a·v value width): Q and K 2Sbq/t each,
+             V and projection input 2Sb·a·v/t each (decompressed, split by heads), and the latent
+             tensors the norms and up projections keep, on all S·b tokens of every TP rank (the
+             down projections are replicated, so SP does not split them): q_down output (norm
+             input) and q_a_layernorm output (q_up input) 2·r_q each, kv latent and
+             kv_a_layernorm output (kv_up input) 2·r_kv each; the RoPE part k_pe is consumed
+             by the fused RoPE (backward needs only the frequencies)
   MLP:       norm input 2Sbh/r, fc1 input 2Sbh/r, GELU 4SbI/t or SwiGLU 6SbI/t
              (fc1 output 2·2SbI/t and the gated product 2SbI/t), dropout mask Sbh/r
   MoE MLP:   fc1 input 2Sbh/r, router probabilities 4SbE/r (fp32); per routed token
@@ -45,6 +52,10 @@ def layer_activation_bytes(model: ModelSpec, s: int, b, t, cp, sp, recompute, fl
     # attention block
     replicated = (2 * h + 2 * h + mask * h) * tok / r          # norm input, QKV input, dropout mask
     sharded = (2 * q / t + 4 * d * g_local + 2 * q / t) * tok   # Q, K+V, projection input
+    if model.mla is not None:  # Q, K (n+p wide), V, projection input (v wide); latent tensors
+        vw = a * model.mla.v_head_dim
+        sharded = (2 * q / t + 2 * q / t + 4 * vw / t) * tok + 4.0 * (model.mla.q_lora_rank or 0) * tok
+        sharded = sharded + 4.0 * model.mla.kv_lora_rank * tok
     if flash:
         core = 4.0 * a * tok / t                                # fp32 log-sum-exp per head
     else:
