@@ -96,6 +96,11 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
     kv_write_tokens  K/V positions appended to the cache
     kv_read_bytes    bytes per K (or V) element read: kv_dtype in decode, 16-bit in prefill
     dense_layers, moe_layers  layers of each type on the stage (counts)
+    MLA models (model.mla) are approximated here by MHA shapes (a heads of d = n+p for Q, K and
+    V): serving WEIGHTS and the KV-cache SIZE are exact (weight_elements_per_gpu,
+    inference_memory), but these attention ops do not yet model the absorbed latent attention,
+    so they overstate the KV bytes read per decode step (2·a·(n+p) per token per layer instead of
+    the r_kv + p latent) and misplace the projection FLOPs.
     """
     h, d = model.hidden, model.d
     tp = np.asarray(tp, dtype=np.float64)
