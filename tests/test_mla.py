@@ -342,3 +342,11 @@ def test_activation_inventory_equals_transformers_up_to_named_tensors(spec):
     widths = [256, 256, 64] + ([] if m.mla.q_lora_rank is None else [m.mla.q_lora_rank])
     named = sum(2 * w + 4 + 2 * w for w in widths) + 2 * 512 + 4 * 8 * s
     assert got - ours == s * b * named
+
+
+def test_serving_an_mla_model_is_refused_in_one_sentence():
+    # Serving ops use MHA shapes; MLA's absorbed decode is not modelled, so no latency is printed.
+    from tests.conftest import invoke
+
+    code, out = invoke("sweep", "workload=inference", "model=deepseek-v3", "grid.ngpus=[16]", "--quiet")
+    assert code == 2 and "multi-head latent attention" in out and "Traceback" not in out
