@@ -14,6 +14,7 @@ from ..specs import AcceleratorSpec, ModelSpec, TrainWorkload, moe_layers_in_ran
 from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
+from .select import argmax3
 from .states import fsdp_gather_bytes, group_bytes_per_param, model_states_bytes
 
 
@@ -98,12 +99,11 @@ def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[st
 def training_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
                     wl: TrainWorkload) -> dict[str, np.ndarray]:
     """Memory columns of the most-loaded stage for every layout row."""
-    stages = MEM_STAGES
     acts = _layer_activations(model, wl, cols)
-    results = [_stage_memory(model, wl, cols, st, acts) for st in stages]
-    totals = np.stack([r["mem_total_gib"] for r in results])
-    totals[1] = np.where(cols["pp"] >= 3, totals[1], -np.inf)  # with pp <= 2 there is no middle stage
-    pick = np.argmax(totals, axis=0)  # ties keep the first stage
+    results = [_stage_memory(model, wl, cols, st, acts) for st in MEM_STAGES]
+    middle = np.where(cols["pp"] >= 3, results[1]["mem_total_gib"], -np.inf)  # pp <= 2: no middle stage
+    # ties keep the first stage (np.argmax over the stacked totals, without the strided stack)
+    pick = argmax3(results[0]["mem_total_gib"], middle, results[2]["mem_total_gib"])
     # np.where chains pick the same values as np.choose(pick, ...) about 5x faster
     on1, on2 = pick == 1, pick == 2
     out = {k: np.where(on2, results[2][k], np.where(on1, results[1][k], results[0][k])) for k in results[0]}

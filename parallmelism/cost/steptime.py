@@ -32,6 +32,7 @@ from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops,
 from .params import params_per_gpu
 from .pipeline import bubble_rate
 from .roofline import Rates, op_times
+from .select import argmax3, argmax4
 from .states import NO_OP
 
 FULL, SELECTIVE = RECOMPUTE_CODE["full"], RECOMPUTE_CODE["selective"]
@@ -226,27 +227,6 @@ def _stacked(res, K, name):
     return np.concatenate([np.broadcast_to(res[st][name], (K,)) for st in ("first", "middle", "last")])
 
 
-def _argmax3(a, b, c):
-    """np.argmax(np.stack([a, b, c]), axis=0) (first of equal maxima; NaN wins, as in argmax)
-    by comparisons: the stacked argmax reads with a stride and is ~5x slower."""
-    first = (a >= b) & (a >= c)
-    second = b >= c
-    if np.isnan(a).any() or np.isnan(b).any() or np.isnan(c).any():
-        first |= np.isnan(a)
-        second |= np.isnan(b)
-    return np.where(first, 0, np.where(second, 1, 2))
-
-
-def _argmax4(a, b, c, d):
-    """np.argmax(np.stack([a, b, c, d]), axis=0) as int8 by a comparison tournament (ties keep
-    the first; any NaN falls back to np.argmax)."""
-    if any(np.isnan(x).any() for x in (a, b, c, d)):
-        return np.argmax(np.stack([a, b, c, d]), axis=0).astype(np.int8)
-    i01 = (b > a).astype(np.int8)
-    i23 = np.where(d > c, np.int8(3), np.int8(2))
-    return np.where(np.maximum(c, d) > np.maximum(a, b), i23, i01)
-
-
 def _training_time(cols, model, hw, wl):
     pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
     m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("num_micro_batches", "vpp"))
@@ -284,7 +264,7 @@ def _training_time(cols, model, hw, wl):
         results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total)
 
     order = ("first", "middle", "last")
-    crit = _argmax3(*(results[n_]["total"] for n_ in order))
+    crit = argmax3(*(results[n_]["total"] for n_ in order))
     at_mb = crit * K_mb + inv_mb  # the critical stage's entry in _stacked(mb, K_mb, ...)
     at_dp = crit * K_dp + inv_dp
 
@@ -323,7 +303,7 @@ def _training_time(cols, model, hw, wl):
     bytes_gpu = m * pick_mb("bytes") + dc_["opt_bytes"]
     cbound = m * pick_mb("cbound")
     mbound = m * pick_mb("mbound") + dc_["opt"]
-    bound = _argmax4(cbound, mbound, exposed, bubble)
+    bound = argmax4(cbound, mbound, exposed, bubble)
 
     out = {
         "time_step_s": step,
