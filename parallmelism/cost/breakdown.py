@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .collectives import group_link
-from .comm import p2p_link
+from .comm import kv_width_per_rank, p2p_link
 from .flops import ATTENTION, MATMUL, embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .roofline import Rates, op_times
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
@@ -77,9 +77,9 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                       "per_layer_per_micro_batch": n, "bandwidth_gbps": bw_})
     if cp > 1:
         bw_, _ = (_f(x) for x in p2p_link(hw, cp * tp))
-        g_l = max(model.g / tp, 1.0)
         colls.append({"axis": "cp", "collective": "send_recv (ring K,V)", "group": int(cp),
-                      "bytes": 2 * (s / cp) * b * g_l * model.d * 2, "per_layer_per_micro_batch": 3 * (cp - 1),
+                      "bytes": (s / cp) * b * float(kv_width_per_rank(model, tp)) * 2,
+                      "per_layer_per_micro_batch": 3 * (cp - 1),
                       "bandwidth_gbps": bw_})
     if model.is_moe and ep > 1:
         bw_, _ = link(ep, tp, "all_to_all")

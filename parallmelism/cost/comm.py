@@ -76,10 +76,17 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
 
 
+def kv_width_per_rank(model, t):
+    """Elements of K plus V per token on one TP rank: 2·g_local·d (GQA: whole KV heads, replicated
+    when tp > g), or (a/t)·(nope + rope + v) for MLA, whose ring passes decompressed K and V."""
+    if model.mla is not None:
+        return (model.heads / np.asarray(t, dtype=np.float64)) * (model.mla.qk_head_dim + model.mla.v_head_dim)
+    return 2.0 * np.maximum(model.g / np.asarray(t, dtype=np.float64), 1.0) * model.d
+
+
 def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
     """(link, exposed) seconds of one layer's CP ring for one micro-batch."""
-    g_l = np.maximum(model.g / t, 1.0)
-    chunk = 2.0 * (s / cp) * b * g_l * model.d * 2.0  # K and V of one CP chunk, bf16
+    chunk = (s / cp) * b * kv_width_per_rank(model, t) * 2.0  # K and V of one CP chunk, bf16
     bw, lat = p2p_link(hw, cp * t)
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
     hops = np.maximum(cp - 1.0, 0.0)
