@@ -138,6 +138,13 @@ STAGE_MB_KEYS = ("compute_mb", "t_mb", "fwd", "bwd_rc", "cbound", "mbound", "flo
                  "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")
 
 
+def _full(x, shape):
+    """x as an array of `shape` (a broadcast view only when it is not one already: cheaper)."""
+    if isinstance(x, np.ndarray) and x.shape == shape:
+        return x
+    return np.broadcast_to(x, shape)
+
+
 def _stage_layout(cols, L):
     first_n = np.asarray(cols["layers_first_stage"], dtype=np.int64)
     mid_n = np.asarray(cols["layers_per_stage"], dtype=np.int64)
@@ -189,7 +196,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
              "fwd": c["fwd"], "bwd_rc": c["bwd"] + c["rc"]}
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
-        out[name] = {key: np.broadcast_to(r[key], tp.shape) for key in STAGE_MB_KEYS}
+        out[name] = {key: _full(r[key], tp.shape) for key in STAGE_MB_KEYS}
     return out
 
 
@@ -209,7 +216,7 @@ def _dp_terms(cols, model, hw, wl, rates):
     shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
     opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
     terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
-    terms = {k: np.broadcast_to(v, (3 * K,)) for k, v in terms.items()}
+    terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K:(i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
 
@@ -224,7 +231,7 @@ def _per_key(fn, key_cols, cols, *args):
 def _stacked(res, K, name):
     """One quantity of the three stage kinds laid end to end (first, middle, last; K keys each),
     so the critical stage's value of a row is one gather at crit·K + key."""
-    return np.concatenate([np.broadcast_to(res[st][name], (K,)) for st in ("first", "middle", "last")])
+    return np.concatenate([_full(res[st][name], (K,)) for st in ("first", "middle", "last")])
 
 
 def _training_time(cols, model, hw, wl):
