@@ -9,7 +9,7 @@ from .cost.params import total_params
 from .cost.pipeline import bubble_rate
 from .cost.steptime import BOUND_NAMES, training_time
 from .errors import UserError
-from .grid import RECOMPUTE_CODE, SHARDING_CODE, LayoutGrid, enumerate_training_layouts
+from .grid import RECOMPUTE_CODE, SHARDING_CODE, enumerate_training_layouts
 from .schema import TRAINING_COLUMNS
 from .specs import RunConfig
 
@@ -85,7 +85,3 @@ def evaluate_inference(run: RunConfig):
     grid = enumerate_inference_layouts(run.model, run.hardware, run.workload, run.grid)
     cols = inference_columns(grid.columns, run.model, run.hardware, run.workload)
     return to_frame(cols, run, column_order=INFERENCE_COLUMNS), grid
-
-
-def empty_grid_message(grid: LayoutGrid) -> str:
-    return grid.explain_empty()
