@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
-from .layouts import DROP_REASONS, LayoutGrid, _candidates, _Crosser, divisors, per_gpu_count
+from .layouts import (DROP_REASONS, LayoutGrid, _candidates, divisors, expert_rules, per_gpu_count,
+                      replica_factorizations, tensor_parallel_rules)
 
 INFERENCE_DROP_REASONS: dict[str, str] = {
     "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
@@ -54,7 +55,7 @@ def enumerate_inference_layouts(model: ModelSpec, hw: AcceleratorSpec, workload:
 
 
 def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
-    L, a, g, S = model.layers, model.heads, model.g, workload.input_len
+    L, g, S = model.layers, model.g, workload.input_len
     E = model.moe.num_experts if model.moe else 0
     div_n = divisors(n)
     tp_c = _candidates(grid.tp, div_n)
@@ -63,39 +64,17 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     ep_c = _candidates(grid.ep, divisors(E)[divisors(E) <= n] if E else [1])
     b_c = _candidates(grid.batch, [workload.batch])
 
-    tp, pp, sp = (x.ravel() for x in np.meshgrid(tp_c, pp_c, sp_c, indexing="ij"))
     later = len(ep_c) * len(b_c)
-    x = _Crosser({"tp": tp, "pp": pp, "sp": sp}, later)
-    divides = n % (tp * pp * sp) == 0
-    if grid.tp is None and grid.pp is None and grid.sp is None:
-        x.cols = {k: v[divides] for k, v in x.cols.items()}  # not layouts at all: nothing to report
-    else:
-        x.rule("replica_not_dividing_ngpus", ~divides)
-    considered = len(x.cols["tp"]) * later + x.dropped["replica_not_dividing_ngpus"]
-    c = x.cols
-    c["ngpus"] = np.full(len(c["tp"]), n, dtype=np.int64)
-    c["dp"] = n // (c["tp"] * c["pp"] * c["sp"])
-
-    domain = hw.scale_up.domain_size
-    x.rule("ngpus_exceeds_fabric", hw.scale_out is None and n > domain)
-    x.rule("tp_exceeds_scale_up_domain", x.cols["tp"] > domain)
-    x.rule("heads_not_divisible_by_tp", a % x.cols["tp"] != 0)
-    t = x.cols["tp"]
-    x.rule("kv_heads_incompatible_with_tp", (g % t != 0) & (t % g != 0))
-    t = x.cols["tp"]
-    ffn_bad = model.ffn_hidden % t != 0
-    if model.moe is not None:
-        ffn_bad |= model.moe.ffn_hidden % t != 0
-    x.rule("ffn_not_divisible_by_tp", ffn_bad)
+    pinned = not (grid.tp is None and grid.pp is None and grid.sp is None)
+    x, considered = replica_factorizations(n, {"tp": tp_c, "pp": pp_c, "sp": sp_c}, pinned, later,
+                                           "replica_not_dividing_ngpus")
+    tensor_parallel_rules(x, model, hw, n)
     x.rule("pp_exceeds_layers", x.cols["pp"] > L)
     sp = x.cols["sp"]
     x.rule("prompt_not_divisible_by_sp", (sp > 1) & (S % (2 * sp) != 0))
 
     x.cross("ep", ep_c)
-    c = x.cols
-    x.rule("ep_on_dense_model", (E == 0) & (c["ep"] > 1))
-    if E:
-        x.rule("experts_not_divisible_by_ep", E % x.cols["ep"] != 0)
+    expert_rules(x, E)
     c = x.cols
     x.rule("ep_not_dividing_tp_or_dp_sp", (c["tp"] % c["ep"] != 0) & ((c["dp"] * c["sp"]) % c["ep"] != 0))
 

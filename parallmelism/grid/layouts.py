@@ -114,6 +114,52 @@ def _candidates(pinned, default) -> np.ndarray:
     return np.asarray(pinned if pinned is not None else default)
 
 
+def replica_factorizations(n: int, axes: dict[str, np.ndarray], pinned: bool, later: int,
+                           reason: str) -> tuple[_Crosser, int]:
+    """Cross the three model-parallel axes of one replica (training tp·pp·cp, serving tp·pp·sp)
+    and keep the triples whose product divides n; dp = n / product.
+
+    Unpinned axes only ever take factorizations of n, so non-dividing triples are not layouts and
+    go unreported; when the user pinned an axis they are counted under `reason`. Returns the
+    crosser and the number of combinations considered."""
+    names = list(axes)
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    x = _Crosser({k: m.ravel() for k, m in zip(names, mesh)}, later)
+    product = x.cols[names[0]] * x.cols[names[1]] * x.cols[names[2]]
+    if pinned:
+        x.rule(reason, n % product != 0)
+    else:
+        keep = n % product == 0
+        x.cols = {k: v[keep] for k, v in x.cols.items()}
+    considered = len(x.cols[names[0]]) * later + x.dropped[reason]
+    product = x.cols[names[0]] * x.cols[names[1]] * x.cols[names[2]]
+    x.cols["ngpus"] = np.full(len(product), n, dtype=np.int64)
+    x.cols["dp"] = n // product
+    return x, considered
+
+
+def tensor_parallel_rules(x: _Crosser, model: ModelSpec, hw: AcceleratorSpec, n: int) -> None:
+    """Rules on tp shared by training and serving: fabric size, NVLink domain, heads, KV heads, FFN."""
+    domain = hw.scale_up.domain_size
+    x.rule("ngpus_exceeds_fabric", hw.scale_out is None and n > domain)
+    x.rule("tp_exceeds_scale_up_domain", x.cols["tp"] > domain)
+    x.rule("heads_not_divisible_by_tp", model.heads % x.cols["tp"] != 0)
+    t = x.cols["tp"]
+    x.rule("kv_heads_incompatible_with_tp", (model.g % t != 0) & (t % model.g != 0))
+    t = x.cols["tp"]
+    ffn_bad = model.ffn_hidden % t != 0
+    if model.moe is not None:
+        ffn_bad |= model.moe.ffn_hidden % t != 0
+    x.rule("ffn_not_divisible_by_tp", ffn_bad)
+
+
+def expert_rules(x: _Crosser, num_experts: int) -> None:
+    """Rules on ep (after crossing it) shared by training and serving."""
+    x.rule("ep_on_dense_model", (num_experts == 0) & (x.cols["ep"] > 1))
+    if num_experts:
+        x.rule("experts_not_divisible_by_ep", num_experts % x.cols["ep"] != 0)
+
+
 def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutGrid:
     """Run `enumerate_one(model, hw, workload, grid, n)` for each n in grid.ngpus and stack the
     results: columns concatenated, drop counts and considered combinations added up."""
@@ -135,7 +181,7 @@ def enumerate_training_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: 
 
 
 def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
-    L, a, g, s, B = model.layers, model.heads, model.g, workload.seq_len, workload.global_batch
+    L, g, s, B = model.layers, model.g, workload.seq_len, workload.global_batch
     E = model.moe.num_experts if model.moe else 0
     div_n = divisors(n)
     tp_c = _candidates(grid.tp, div_n)
@@ -151,34 +197,11 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     rc_c = np.array([RECOMPUTE_CODE[x] for x in (grid.recompute or RECOMPUTE)], dtype=np.int8)
     sp_c = np.array(grid.sequence_parallel if grid.sequence_parallel is not None else [False, True])
 
-    # (tp, pp, cp) triples; unpinned axes only ever take factorizations of n.
-    tp, pp, cp = (x.ravel() for x in np.meshgrid(tp_c, pp_c, cp_c, indexing="ij"))
     later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
-    x = _Crosser({"tp": tp, "pp": pp, "cp": cp}, later)
-    divides = n % (tp * pp * cp) == 0
-    if grid.tp is None and grid.pp is None and grid.cp is None:
-        keep = divides  # not layouts at all: nothing to report
-        x.cols = {k: v[keep] for k, v in x.cols.items()}
-    else:
-        x.rule("product_not_dividing_ngpus", ~divides)
-    considered = len(x.cols["tp"]) * later + x.dropped["product_not_dividing_ngpus"]
-    tp, pp, cp = x.cols["tp"], x.cols["pp"], x.cols["cp"]
-    x.cols["ngpus"] = np.full(len(tp), n, dtype=np.int64)
-    x.cols["dp"] = n // (tp * pp * cp)
-
-    domain = hw.scale_up.domain_size
-    x.rule("ngpus_exceeds_fabric", hw.scale_out is None and n > domain)
-    c = x.cols
-    x.rule("tp_exceeds_scale_up_domain", c["tp"] > domain)
-    c = x.cols
-    x.rule("heads_not_divisible_by_tp", a % c["tp"] != 0)
-    c = x.cols
-    x.rule("kv_heads_incompatible_with_tp", (g % c["tp"] != 0) & (c["tp"] % g != 0))
-    c = x.cols
-    ffn_bad = model.ffn_hidden % c["tp"] != 0
-    if model.moe is not None:
-        ffn_bad |= model.moe.ffn_hidden % c["tp"] != 0
-    x.rule("ffn_not_divisible_by_tp", ffn_bad)
+    pinned = not (grid.tp is None and grid.pp is None and grid.cp is None)
+    x, considered = replica_factorizations(n, {"tp": tp_c, "pp": pp_c, "cp": cp_c}, pinned, later,
+                                           "product_not_dividing_ngpus")
+    tensor_parallel_rules(x, model, hw, n)
     c = x.cols
     if grid.uneven_pipeline:
         first, _, last = stage_layer_split(L, c["pp"])
@@ -189,12 +212,8 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (2 * c["cp"]) != 0))
 
     x.cross("ep", ep_c)
+    expert_rules(x, E)
     c = x.cols
-    x.rule("ep_on_dense_model", (E == 0) & (c["ep"] > 1))
-    c = x.cols
-    if E:
-        x.rule("experts_not_divisible_by_ep", E % c["ep"] != 0)
-        c = x.cols
     x.rule("ep_not_dividing_dp_cp", (c["dp"] * c["cp"]) % c["ep"] != 0)
 
     x.cross("micro_batch", mb_c)
