@@ -56,7 +56,7 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
 
     from ..config import load_run_configs
     from ..errors import UserError
-    from ..grid import DROP_REASONS
+    from ..grid import DROP_REASONS, add_drop_counts
     from ..report.rank import rank_rows
     from ..report.table import drop_table, frame_table
     from ..report.writer import write_table
@@ -68,8 +68,7 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
     for df, grid in evaluate_runs([rc for _, rc in runs], quiet):
         frames.append(df)
         considered += grid.considered
-        for k, v in grid.dropped.items():
-            dropped[k] = dropped.get(k, 0) + v
+        add_drop_counts(dropped, grid.dropped)
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if len(df) == 0:
         from ..grid import LayoutGrid

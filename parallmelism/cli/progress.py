@@ -18,7 +18,7 @@ def evaluate_runs(runs, quiet: bool = False):
     import pandas as pd
 
     from ..engine import evaluate
-    from ..grid import LayoutGrid
+    from ..grid import LayoutGrid, add_drop_counts
 
     steps = [_steps(rc) for rc in runs]
     total = sum(len(s) for s in steps)
@@ -41,8 +41,7 @@ def evaluate_runs(runs, quiet: bool = False):
                 df, grid = evaluate(rc)
                 frames.append(df)
                 considered += grid.considered
-                for k, v in grid.dropped.items():
-                    dropped[k] = dropped.get(k, 0) + v
+                add_drop_counts(dropped, grid.dropped)
                 rows += len(df)
                 if bar is not None:
                     bar.update(task, advance=1, rows=rows)

@@ -60,6 +60,13 @@ def stage_layer_split(L: int, pp):
     return first, np.where(pp == 1, L, middle), last
 
 
+def add_drop_counts(total: dict[str, int], counts: dict[str, int]) -> dict[str, int]:
+    """Add per-reason drop counts into `total` (in place) and return it."""
+    for reason, n in counts.items():
+        total[reason] = total.get(reason, 0) + n
+    return total
+
+
 def divisors(n: int) -> np.ndarray:
     small = [i for i in range(1, int(n**0.5) + 1) if n % i == 0]
     return np.array(sorted(set(small + [n // i for i in small])), dtype=np.int64)
@@ -168,8 +175,7 @@ def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutG
         g = enumerate_one(model, hw, workload, grid, int(n))
         parts.append(g.columns)
         considered += g.considered
-        for r, c in g.dropped.items():
-            dropped[r] += c
+        add_drop_counts(dropped, g.dropped)
     cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return LayoutGrid(cols, dropped, considered)
 

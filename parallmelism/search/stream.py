@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import UserError
-from ..grid import DROP_REASONS
+from ..grid import DROP_REASONS, add_drop_counts
 from ..grid.layouts import divisors, enumerate_training_layouts
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 262,144 rows: ~130 MB of float64 temporaries in the cost model
@@ -100,8 +100,7 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
         # Inference (or any kind without a chunked enumerator yet): one-shot, as a column dict.
         df, grid = engine.evaluate(run)
         stats.considered += getattr(grid, "considered", len(df))
-        for k, v in (getattr(grid, "dropped", None) or {}).items():
-            stats.dropped[k] = stats.dropped.get(k, 0) + v
+        add_drop_counts(stats.dropped, getattr(grid, "dropped", None) or {})
         stats.evaluated += len(df)
         stats.timed += len(df)
         if len(df):
@@ -110,8 +109,7 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
     sub = _training_partitions(run)[part]
     g = enumerate_training_layouts(run.model, run.hardware, run.workload, sub)
     stats.considered += g.considered
-    for k, v in g.dropped.items():
-        stats.dropped[k] = stats.dropped.get(k, 0) + v
+    add_drop_counts(stats.dropped, g.dropped)
     n = len(g)
     for lo in range(0, n, chunk_rows):
         chunk = {k: v[lo:lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
@@ -368,8 +366,7 @@ class StreamResult:
     def dropped(self) -> dict:
         out: dict = {}
         for s in self.stats:
-            for k, v in s.dropped.items():
-                out[k] = out.get(k, 0) + v
+            add_drop_counts(out, s.dropped)
         return out
 
     def frame(self, i: int = 0, keep_index_columns: bool = False):
@@ -507,8 +504,7 @@ def _stream_parallel(runs, collectors, chunk_rows, progress, workers, stats, pru
             s.considered += st.considered
             s.evaluated += st.evaluated
             s.timed += st.timed
-            for k, v in st.dropped.items():
-                s.dropped[k] = s.dropped.get(k, 0) + v
+            add_drop_counts(s.dropped, st.dropped)
             for c, part_kept in zip(collectors, kept):
                 if part_kept:
                     c.update(part_kept)
