@@ -65,13 +65,11 @@ def fill_blanks(row: dict, model) -> dict:
 
 
 def _workload_extras(row, hw) -> dict:
+    # A blank cell takes the default: as_bool returns it for missing values.
     notes = str(get(row, "notes", ""))
-    flash = as_bool(row, "flash_attention", "fp8" in hw.peak_tflops) if get(row, "flash_attention") is not None \
-        else "fp8" in hw.peak_tflops
-    dp_overlap = as_bool(row, "overlap_dp_comm", True) if get(row, "overlap_dp_comm") is not None \
-        else not re.search(r"not overlapped", notes, re.I)
-    tp_overlap = as_bool(row, "overlap_tp_comm", False) if get(row, "overlap_tp_comm") is not None \
-        else bool(re.search(r"\bTP\b[^;]*overlap", notes))
+    flash = as_bool(row, "flash_attention", "fp8" in hw.peak_tflops)
+    dp_overlap = as_bool(row, "overlap_dp_comm", not re.search(r"not overlapped", notes, re.I))
+    tp_overlap = as_bool(row, "overlap_tp_comm", bool(re.search(r"\bTP\b[^;]*overlap", notes)))
     return {"flash_attention": flash, "overlap_dp_comm": dp_overlap, "overlap_tp_comm": tp_overlap}
 
 
