@@ -75,7 +75,7 @@ def test_kept_layouts_obey_every_rule():
     assert len(out) > 1000
     assert np.all(c["tp"] * c["pp"] * c["cp"] * c["dp"] == c["ngpus"])
     assert np.all(c["tp"] <= 8) and np.all(32 % c["tp"] == 0)
-    assert np.all(32 % (c["pp"] * c["vpp"]) == 0)
+    assert np.all(c["layers_per_stage"] % c["vpp"] == 0)
     split = c["layers_first_stage"] + (c["pp"] - 2).clip(0) * c["layers_per_stage"] + c["layers_last_stage"]
     assert np.all(np.where(c["pp"] == 1, c["layers_first_stage"], split) == 32)
     assert np.all(8 % c["ep"] == 0) and np.all((c["dp"] * c["cp"]) % c["ep"] == 0)
@@ -123,3 +123,18 @@ def test_inference_drop_reason_is_counted(reason):
     out = enumerate_inference_layouts(model, hw, _serving(**wl), g)
     assert out.dropped[reason] > 0
     assert out.considered == len(out) + sum(out.dropped.values())
+
+
+def test_interleaving_on_an_uneven_split():
+    """Llama 3 405B: 126 layers on pp=16 split 7, 8x14, 7 (first and last stage one layer short, for
+    the embedding and the loss) with one layer per virtual chunk, v = 8 (Llama 3 paper, section
+    3.3.2). Chunks must divide the 8 layers of a full stage: v = 3 is dropped."""
+    l405 = load_option("model", "llama3.1-405b")
+    wl = TrainWorkload(seq_len=8192, global_batch=2048)
+    g = grid(ngpus=[16384], tp=[8], pp=[16], cp=[1], micro_batch=[1], vpp=[1, 2, 3, 4, 8],
+             dp_sharding=["OPTIMIZER_STATES_AND_GRADS"], recompute=["none"], sequence_parallel=[True])
+    out = enumerate_training_layouts(l405, H100, wl, g)
+    c = out.columns
+    assert sorted(c["vpp"].tolist()) == [1, 2, 4, 8]
+    assert set(c["layers_first_stage"]) == {7} and set(c["layers_per_stage"]) == {8}
+    assert out.dropped["layers_not_divisible_by_pp_vpp"] == 1

@@ -33,7 +33,7 @@ DROP_REASONS: dict[str, str] = {
     "batch_not_divisible_by_dp_micro_batch": "global batch is not divisible by dp·micro_batch",
     "vpp_needs_pp": "virtual pipeline stages (vpp > 1) need pp > 1",
     "vpp_needs_1f1b": "virtual pipeline stages (vpp > 1) only exist for the 1F1B schedule",
-    "layers_not_divisible_by_pp_vpp": "layers are not divisible by pp·vpp (interleaving needs equal chunks)",
+    "layers_not_divisible_by_pp_vpp": "layers per pipeline stage are not divisible by vpp (interleaving needs equal chunks)",
     "micro_batches_not_divisible_by_pp": "interleaved 1F1B needs the number of micro-batches divisible by pp",
     "sequence_parallel_needs_tp": "sequence parallelism needs tp > 1",
     "sharding_needs_dp": "a DP sharding strategy other than NO_OP needs a data-parallel group > 1",
@@ -234,7 +234,8 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     c = x.cols
     x.rule("vpp_needs_1f1b", (c["vpp"] > 1) & (workload.schedule != "1f1b"))
     c = x.cols
-    x.rule("layers_not_divisible_by_pp_vpp", (c["vpp"] > 1) & (L % (c["pp"] * c["vpp"]) != 0))
+    _, per_stage, _ = stage_layer_split(L, c["pp"])
+    x.rule("layers_not_divisible_by_pp_vpp", (c["vpp"] > 1) & (per_stage % c["vpp"] != 0))
     c = x.cols
     x.rule("micro_batches_not_divisible_by_pp", (c["vpp"] > 1) & (c["num_micro_batches"] % c["pp"] != 0))
 
