@@ -61,7 +61,7 @@ TRAINING_COLUMNS: dict[str, str] = {
     "time_comm_cp_exposed_s": "CP ring time not hidden under attention, s",
     "time_comm_ep_exposed_s": "EP all-to-all time (not overlapped), s",
     "time_comm_dp_exposed_s": "DP time not hidden under backward/forward (workload.overlap_dp_comm), s",
-    "time_comm_pp_exposed_s": "PP send/recv on the critical path (pipeline fill and drain), s",
+    "time_comm_pp_exposed_s": "PP send/recv on the critical path (fill and drain; every transfer unless workload.overlap_pp_comm), s",
     "tokens_per_s": "global_batch·seq_len / time_step_s",
     "tokens_per_s_per_gpu": "tokens_per_s / ngpus",
     "tflops_per_gpu": "model FLOPs per step / (time_step_s·ngpus), TFLOP/s (Megatron convention, non-causal)",

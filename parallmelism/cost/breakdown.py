@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .collectives import group_link
-from .comm import kv_width_per_rank, p2p_link
+from .comm import kv_width_per_rank, p2p_link, pp_hop_bytes
 from .flops import ATTENTION, MATMUL, embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .roofline import Rates, op_times
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
@@ -97,7 +97,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     if pp > 1:
         bw_, _ = (_f(x) for x in p2p_link(hw, 2 * tp * cp * dp))
         colls.append({"axis": "pp", "collective": "send_recv (activations, grads)", "group": 2,
-                      "bytes": 2 * T * model.hidden / (tp if sp else 1), "per_layer_per_micro_batch": float("nan"),
+                      "bytes": _f(pp_hop_bytes(model, T, tp)), "per_layer_per_micro_batch": float("nan"),
                       "bandwidth_gbps": bw_})
     for c in colls:
         c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])

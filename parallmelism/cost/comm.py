@@ -22,9 +22,15 @@ Per step:
        full-recompute forward), reduce-scatter(4P) once. With overlap_dp_comm the reduce hides
        under the last micro-batch's backward, the ZeRO all-gather under the first forward and the
        FSDP gathers under the whole compute: exposed = max(0, link − window).
-  PP   send/recv of T·h·2/r per micro-batch per boundary, both directions. The fill and drain
-       chain crosses p−1 boundaries per chunk (×v interleaved): exposed 2·(p−1)·v hops; steady-state
-       transfers overlap the neighbour's compute (Megatron batched isend/irecv).
+  PP   send/recv of T·h·2/t per GPU per micro-batch per boundary, both directions: each TP rank
+       sends its 1/t slice (sequence-parallel activations are sharded already; without SP
+       Megatron's scatter-gather, Narayanan et al. 2021 §4.1, and DeepSpeed's partitioned pipe
+       sends do the same and rebuild the tensor with an NVLink all-gather, not counted). The fill and drain
+       chain crosses p−1 boundaries per chunk (×v interleaved): exposed 2·(p−1)·v hops. With
+       overlap_pp_comm (asynchronous P2P: Megatron-Core's overlap_p2p_comm, Llama 3) steady-state
+       transfers overlap the neighbour's compute; without it (blocking send/recv: Megatron-LM's
+       1F1B before 2023, DeepSpeed's pipeline engine) each micro-batch's activation and gradient
+       transfers wait on the wire too: exposed 2·(m + p − 1)·v hops.
 """
 
 from __future__ import annotations
@@ -125,16 +131,22 @@ def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m
     return tuple(x + y for x, y in zip(d, e))
 
 
-def pp_times_s(hw, model, T, t, sp, tp, cp, dp, pp, vpp, m):
+def pp_hop_bytes(model, T, t):
+    """Bytes one GPU sends across a pipeline boundary per micro-batch and direction: 2·T·h/t."""
+    return 2.0 * T * model.hidden / np.asarray(t, dtype=np.float64)
+
+
+def pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, overlap: bool = True):
     """(link, exposed) seconds of pipeline send/recv per step on one stage (module docstring)."""
-    r = np.where(sp, t, 1.0)
-    S = 2.0 * T * model.hidden / r
+    S = pp_hop_bytes(model, T, tp)
     bw, lat = p2p_link(hw, 2 * tp * cp * dp)
     hop = np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
     link = 2.0 * m * vpp * hop
     exposed = 2.0 * (pp - 1) * vpp * hop
+    if not overlap:
+        exposed = exposed + link
     return link, exposed
 
 
 __all__ = ["p2p_link", "tp_layer_times_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",
-           "pp_times_s", "group_link"]
+           "pp_times_s", "pp_hop_bytes", "group_link"]

@@ -237,7 +237,6 @@ def _stacked(res, K, name):
 def _training_time(cols, model, hw, wl):
     pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
     m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("num_micro_batches", "vpp"))
-    sp = np.asarray(cols["sequence_parallel"], dtype=bool)
     s = wl.seq_len
     n = len(tp)
     rates = Rates(hw, wl.precision)
@@ -248,7 +247,7 @@ def _training_time(cols, model, hw, wl):
     dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = d["opt_bytes"] / rates.hbm
-    pp_link, pp_exp = pp_times_s(hw, model, T, tp, sp, tp, cp, dp, pp, vpp, m)
+    pp_link, pp_exp = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
 
     def row_terms(r, d):
         """A stage's per-row DP link and exposed seconds from its gathered per-key terms."""
