@@ -18,6 +18,10 @@ class Efficiency(BaseModel):
 
     matmul: float = Field(0.75, gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
     attention: float = Field(0.6, gt=0, le=1, description="flash attention core, fraction of peak")
+    # The fused attention backward (dQ, dK, dV with the QK^T recompute) runs at a lower fraction
+    # than its forward in every FlashAttention generation; None means `attention`.
+    attention_backward: Optional[float] = Field(None, gt=0, le=1,
+                                                description="attention core backward, fraction of peak")
     hbm: float = Field(0.85, gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth")
     scale_up: float = Field(0.8, gt=0, le=1, description="large collectives in the scale-up domain")
     scale_out: float = Field(0.9, gt=0, le=1, description="large collectives across nodes")
