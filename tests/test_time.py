@@ -65,14 +65,15 @@ def test_tp_group_leaving_nvlink_slows_down():
     assert outside["time_step_s"][0] > inside["time_step_s"][0]
 
 
-@pytest.mark.parametrize("flag", ["overlap_dp_comm", "overlap_tp_comm"])
+@pytest.mark.parametrize("flag", ["overlap_dp_comm", "overlap_tp_comm", "overlap_pp_comm"])
 def test_overlap_never_increases_exposed_time(flag):
     grid = dict(tp=None, pp=None, micro_batch=None, vpp=None, dp_sharding=None, recompute=None,
                 sequence_parallel=None, max_micro_batch=2)
     on = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: True}), **grid)
     off = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: False}), **grid)
     assert len(on) > 100
-    for col in ("time_comm_exposed_s", "time_comm_dp_exposed_s", "time_comm_tp_exposed_s", "time_step_s"):
+    for col in ("time_comm_exposed_s", "time_comm_dp_exposed_s", "time_comm_tp_exposed_s", "time_comm_pp_exposed_s",
+                "time_step_s"):
         assert (on[col].to_numpy() <= off[col].to_numpy() + 1e-12).all(), col
 
 
@@ -153,3 +154,34 @@ def test_schedules_order_the_bubble():
 def test_recompute_costs_time_in_order():
     t = {rc: one(tp=8, pp=2, recompute=rc)["time_step_s"] for rc in ("none", "selective", "full")}
     assert t["none"] < t["selective"] < t["full"]
+
+
+def test_blocking_pipeline_send_recv_puts_every_transfer_on_the_critical_path():
+    """Llama-70B, tp 8, pp 4 (stride 64: the pipeline hops leave the node), s 4096, b 1, SP:
+    one hop = T·h·2/t = 4096·8192·2/8 = 8 MiB at 47 GB/s (+5 us). Asynchronous P2P exposes the
+    fill/drain chain 2·(p−1) hops; blocking P2P adds every steady-state transfer, 2·m hops."""
+    hop = 4096 * 8192 * 2 / 8 / 47e9 + 5e-6
+    wl = dict(seq_len=4096, global_batch=256)
+    r_async = one(tp=8, pp=4, wl=TrainWorkload(**wl))
+    r_block = one(tp=8, pp=4, wl=TrainWorkload(**wl, overlap_pp_comm=False))
+    m = r_async["num_micro_batches"]
+    assert m == 128
+    assert r_async["time_comm_pp_s"] == pytest.approx(2 * m * hop, rel=1e-6)
+    assert r_async["time_comm_pp_exposed_s"] == pytest.approx(2 * 3 * hop, rel=1e-6)
+    assert r_block["time_comm_pp_exposed_s"] == pytest.approx(2 * (m + 3) * hop, rel=1e-6)
+    assert r_block["time_step_s"] - r_async["time_step_s"] == pytest.approx(2 * m * hop, rel=1e-6)
+
+
+def test_attention_backward_has_its_own_fraction():
+    """Flash core, one Llama-70B layer shard (tp 8, s 4096, b 1): forward 4·T·s·q/t·½ FLOPs at
+    peak·attention, backward 2.5× those FLOPs at peak·attention_backward (H100: 0.6 and 0.16)."""
+    from parallmelism.cost.flops import layer_ops
+    from parallmelism.cost.roofline import Rates, op_times
+
+    model = load_option("model", "llama3.1-70b")
+    core = [op for op in layer_ops(model, 4096, 1, 8, 1, True, True) if op.name == "attention_core"][0]
+    flops = 4 * 4096 * 4096 * 8192 / 8 * 0.5
+    assert float(core.flops) == pytest.approx(flops)
+    fwd, bwd, _ = op_times(core, Rates(H100, "bf16"))
+    assert float(fwd) == pytest.approx(flops / (989e12 * 0.6))
+    assert float(bwd) == pytest.approx(2.5 * flops / (989e12 * 0.16))
