@@ -81,6 +81,15 @@ def test_user_config_dir_and_env_var(tmp_path):
     assert r.returncode == 0 and "tiny" in r.stdout
 
 
+def test_validate_out_to_an_unwritable_path_fails_before_printing(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, text = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")),
+                        "--out", str(blocker / "v.csv"))
+    assert code == 2
+    assert len(text.strip().splitlines()) == 1 and "validation" not in text, text
+
+
 def test_validate_memory_cases_and_max_error(tmp_path):
     out = tmp_path / "v.csv"
     code, text = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")), "--out", str(out))

@@ -223,13 +223,14 @@ def validate(
 
     try:
         table = run_validation(cases, list(overrides or []), config_dir)
+        if out is not None:  # first, so an unwritable path fails before anything is printed
+            write_table(table, out, "csv")
         console = _console()
         console.print(frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"],
                                   title="validation"))
         for line in summary(table):
             console.print(line)
         if out is not None:
-            write_table(table, out, "csv")
             console.print(f"wrote {len(table)} rows to {out}")
         if max_error is not None and (table["error_pct"].abs() > max_error).any():
             worst = table.loc[table["error_pct"].abs().idxmax()]
