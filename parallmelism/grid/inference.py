@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
-from .layouts import (DROP_REASONS, LayoutGrid, _candidates, divisors, expert_rules, per_gpu_count,
-                      replica_factorizations, tensor_parallel_rules)
+from .layouts import (DROP_REASONS, LayoutGrid, _candidates, divisors, expert_candidates, expert_rules,
+                      per_gpu_count, replica_factorizations, tensor_parallel_rules)
 
 INFERENCE_DROP_REASONS: dict[str, str] = {
     "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
@@ -61,7 +61,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     tp_c = _candidates(grid.tp, div_n)
     pp_c = _candidates(grid.pp, div_n)
     sp_c = _candidates(grid.sp, div_n)
-    ep_c = _candidates(grid.ep, divisors(E)[divisors(E) <= n] if E else [1])
+    ep_c = expert_candidates(grid.ep, E, n)
     b_c = _candidates(grid.batch, [workload.batch])
 
     later = len(ep_c) * len(b_c)

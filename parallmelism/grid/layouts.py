@@ -160,6 +160,15 @@ def tensor_parallel_rules(x: _Crosser, model: ModelSpec, hw: AcceleratorSpec, n:
     x.rule("ffn_not_divisible_by_tp", ffn_bad)
 
 
+def expert_candidates(pinned, num_experts: int, n: int) -> np.ndarray:
+    """ep values a grid tries (training and serving): the pinned list, else the divisors of the
+    expert count up to n GPUs (1 for dense models)."""
+    if num_experts:
+        d = divisors(num_experts)
+        return _candidates(pinned, d[d <= n])
+    return _candidates(pinned, [1])
+
+
 def expert_rules(x: _Crosser, num_experts: int) -> None:
     """Rules on ep (after crossing it) shared by training and serving."""
     x.rule("ep_on_dense_model", (num_experts == 0) & (x.cols["ep"] > 1))
@@ -193,7 +202,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     tp_c = _candidates(grid.tp, div_n)
     pp_c = _candidates(grid.pp, div_n)
     cp_c = _candidates(grid.cp, div_n)
-    ep_c = _candidates(grid.ep, divisors(E)[divisors(E) <= n] if E else [1])
+    ep_c = expert_candidates(grid.ep, E, n)
     mb_default = divisors(B)
     if grid.max_micro_batch:
         mb_default = mb_default[mb_default <= grid.max_micro_batch]
