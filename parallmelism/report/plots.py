@@ -73,6 +73,18 @@ def _title(run, extra: str) -> str:
     return f"{run.model.name} on {run.hardware.name} — {extra}"
 
 
+def _save_gpus_loglog(fig, ax, run, ylabel: str, title: str, out: Path) -> Path:
+    """Finish a GPUs (log2) vs quantity (log) chart, as the pareto and scaling plots draw it, and save it."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel(ylabel)
+    ax.set_title(_title(run, title), fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    return _save(fig, out)
+
+
 def _evaluate(run):
     from ..engine import evaluate
 
@@ -158,14 +170,7 @@ def plot_pareto(run, out: Path, top: int) -> Path:
     for (xi, yi), labels in labelled.items():
         more = f" (+{len(labels) - 1} tied)" if len(labels) > 1 else ""
         ax.annotate(labels[0] + more, (xi, yi), textcoords="offset points", xytext=(6, 4), fontsize=7)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("step time (s)")
-    ax.set_title(_title(run, "GPUs vs step time"), fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    return _save(fig, out)
+    return _save_gpus_loglog(fig, ax, run, "step time (s)", "GPUs vs step time", out)
 
 
 def plot_scaling(run, out: Path, top: int) -> Path:
@@ -186,14 +191,8 @@ def plot_scaling(run, out: Path, top: int) -> Path:
         eff = yi / (tps[0] * xi / n[0])
         ax.annotate(f"{_label(r)}\n{eff:.0%} of linear", (xi, yi), textcoords="offset points", xytext=(6, -14),
                     fontsize=6)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("training throughput (tokens/s)")
-    ax.set_title(_title(run, f"scaling at global batch {run.workload.global_batch}"), fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    return _save(fig, out)
+    return _save_gpus_loglog(fig, ax, run, "training throughput (tokens/s)",
+                             f"scaling at global batch {run.workload.global_batch}", out)
 
 
 def plot_step_time(run, out: Path, top: int) -> Path:
