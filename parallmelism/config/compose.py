@@ -1,44 +1,120 @@
 """Hydra composition at the edge: overrides in, a validated RunConfig out, errors as one sentence.
 
-Models and hardware are plain YAML files in `models/` and `hardware/`; they are registered in
-Hydra's ConfigStore under the groups `model` and `hardware`, so `model=NAME` picks
-`models/NAME.yaml` both here (Compose API) and under `@hydra.main` multirun.
+Every config node comes from Hydra's ConfigStore, built here from the YAML files and the pydantic
+specs (`schema.py`): models/NAME.yaml -> group `model`, hardware/NAME.yaml -> `hardware`,
+conf/workload/ and conf/grid/ -> `workload`, `grid`, conf/config.yaml -> the primary `config`.
+Each node is the spec's defaults with the file's values on top, so every spec field exists and can
+be overridden by name; the same nodes serve the Compose API here and `@hydra.main` multirun.
+User folders ($PARALLMELISM_CONFIG_PATH, then --config-dir) add or replace options by file name.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-import warnings
 from pathlib import Path
 
 from ..errors import UserError, format_validation_error
 from .paths import data_root, option_files, user_config_dirs
+from .schema import resolve_efficiency, with_defaults
 
+GROUPS = ("model", "hardware", "workload", "grid")
 _registered: tuple | None = None
+_PACKAGE = re.compile(r"^#\s*@package\s+(\S+)")
+
+
+def _yaml_loader():
+    """A safe YAML loader (libyaml where present) that reads 1e9 and .5 as floats, as OmegaConf does."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    float_re = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                          |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                          |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                          |[-+]?\.(?:inf|Inf|INF)
+                          |\.(?:nan|NaN|NAN))$""", re.X)
+    Loader.yaml_implicit_resolvers = {k: list(v) for k, v in base.yaml_implicit_resolvers.items()}
+    for first in list("-+0123456789."):
+        Loader.yaml_implicit_resolvers[first] = [
+            (tag, regexp) for tag, regexp in Loader.yaml_implicit_resolvers.get(first, [])
+            if tag != "tag:yaml.org,2002:float"]
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", float_re, list("-+0123456789."))
+    return Loader
+
+
+_LOADER = None
+
+
+def _read_mapping(path: Path) -> tuple[dict, str | None]:
+    """A YAML file's mapping (interpolations left as text) and its `# @package` header, if any."""
+    import yaml
+
+    global _LOADER
+    _LOADER = _LOADER or _yaml_loader()
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"{path}: not valid YAML ({_first_line(exc)})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise UserError(f"{path}: expected a mapping of keys to values")
+    package = None
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        m = _PACKAGE.match(line)
+        if m:
+            package = m.group(1)
+    return data, package
+
+
+def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, str]) -> dict:
+    """The config node of one option: its spec's defaults, the file's values, efficiency `from:` resolved."""
+    values = dict(raw[name])
+    if group in ("model", "hardware"):
+        values.setdefault("name", name)
+    if group == "hardware":
+        values["efficiency"] = resolve_efficiency(name, raw, where)
+    return with_defaults(group, values)
+
+
+def _global_node(group: str, values: dict) -> dict:
+    """A `# @package _global_` workload/grid file: defaults apply to its `workload:`/`grid:` key."""
+    out = dict(values)
+    if isinstance(values.get(group), dict):
+        out[group] = with_defaults(group, values[group])
+    return out
 
 
 def register_option_files(user_dirs: list[Path]) -> dict[str, dict[str, Path]]:
-    """Put every model/hardware YAML into Hydra's ConfigStore (user folders win)."""
+    """Put every option (shipped, then user folders) and the primary config into Hydra's ConfigStore."""
     global _registered
     from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
 
-    files = {group: option_files(group, user_dirs) for group in ("model", "hardware")}
-    key = tuple((g, tuple(sorted((n, str(p)) for n, p in f.items()))) for g, f in files.items())
+    files = {group: option_files(group, user_dirs) for group in GROUPS}
+    primary = data_root() / "conf" / "config.yaml"
+    key = tuple((g, n, str(p), p.stat().st_mtime_ns, p.stat().st_size)
+                for g, f in [*files.items(), ("config", {"config": primary})] for n, p in sorted(f.items()))
     if key == _registered:
         return files
     cs = ConfigStore.instance()
-    for group, by_name in files.items():
-        for name, path in by_name.items():
-            try:
-                node = OmegaConf.load(path)
-            except Exception as exc:  # malformed YAML
-                raise UserError(f"{path}: not valid YAML ({_first_line(exc)})") from None
-            if not OmegaConf.is_dict(node):
-                raise UserError(f"{path}: expected a mapping of keys to values")
-            if "name" not in node:
-                node["name"] = name
-            cs.store(group=group, name=name, node=node)
+    for group in GROUPS:  # options of earlier user folders (same process) must not linger
+        cs.repo.pop(group, None)
+    read = {g: {n: _read_mapping(p) for n, p in f.items()} for g, f in files.items()}
+    for group, by_name in read.items():
+        raw = {n: values for n, (values, _) in by_name.items()}
+        where = {n: str(p) for n, p in files[group].items()}
+        for name, (values, package) in by_name.items():
+            if package == "_global_":
+                cs.store(group=group, name=name, node=_global_node(group, values), package="_global_")
+            else:
+                cs.store(group=group, name=name, node=option_node(group, name, raw, where))
+    values, _ = _read_mapping(primary)
+    cs.store(name="config", node=with_defaults("config", values))
     _registered = key
     return files
 
@@ -48,31 +124,28 @@ def _first_line(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def search_path_override(user_dirs: list[Path]) -> list[str]:
-    if not user_dirs:
-        return []
-    return ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in user_dirs) + "]"]
-
-
-def compose(overrides: list[str], config_dirs: list[str] | None = None):
-    """Compose the config for one set of overrides (no sweep syntax). Returns a DictConfig."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    user_dirs = user_config_dirs(config_dirs)
+def _check_dirs(user_dirs: list[Path]) -> None:
     for d in user_dirs:
         if not d.is_dir():
             raise UserError(f"config dir {str(d)!r} does not exist")
+
+
+def compose(overrides: list[str], config_dirs: list[str] | None = None, hydra_config: bool = False):
+    """Compose the config for one set of overrides (no sweep syntax). Returns a DictConfig.
+
+    hydra_config=True keeps the `hydra:` node (for `--cfg hydra|all`).
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize
+    from hydra.core.global_hydra import GlobalHydra
+
+    user_dirs = user_config_dirs(config_dirs)
+    _check_dirs(user_dirs)
     files = register_option_files(user_dirs)
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(data_root() / "conf"), version_base=None), \
-                warnings.catch_warnings():
-            # A user folder's hardware/NAME.yaml is both on the search path and in the ConfigStore
-            # (registered above); Hydra's schema-matching deprecation warning about that is noise.
-            warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema")
-            return hydra_compose("config", overrides=list(overrides) + search_path_override(user_dirs))
+        with initialize(config_path=None, version_base=None):
+            return hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra_config)
     except UserError:
         raise
     except Exception as exc:
@@ -81,43 +154,84 @@ def compose(overrides: list[str], config_dirs: list[str] | None = None):
         GlobalHydra.instance().clear()
 
 
+LAUNCHER_PACKAGES = {"joblib": "hydra-joblib-launcher", "submitit_local": "hydra-submitit-launcher",
+                     "submitit_slurm": "hydra-submitit-launcher", "ray": "hydra-ray-launcher",
+                     "rq": "hydra-rq-launcher"}
+LAUNCHER_EXTRAS = {"hydra-joblib-launcher": "joblib", "hydra-submitit-launcher": "submitit",
+                   "hydra-ray-launcher": "ray"}
+
+
 def explain_hydra_error(exc: Exception, overrides, files) -> str:
-    """One sentence for a Hydra composition or parse error."""
-    text = str(exc)
-    m = re.search(r"Could not find '(model|hardware|workload|grid)/([^']+)'", text)
-    if m:
-        group, name = m.groups()
+    """One sentence for a Hydra composition or parse error, chosen by the exception's type and fields."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    if isinstance(exc, OverrideParseException):
+        return f"malformed override {exc.override!r}; expected key=value"
+    if isinstance(exc, MissingConfigException):
+        group, _, name = (exc.missing_cfg_file or "").rpartition("/")
+        if group == "hydra/launcher":
+            pkg = LAUNCHER_PACKAGES.get(name)
+            if pkg:
+                extra = LAUNCHER_EXTRAS.get(pkg)
+                hint = f'pip install {pkg}' + (f' (or pip install "parallmelism[{extra}]")' if extra else "")
+                return f"launcher {name!r} is not installed; {hint}"
         if group in files:
-            avail = ", ".join(sorted(files[group]))
-        else:
-            avail = ", ".join(sorted(p.stem for p in (data_root() / "conf" / group).glob("*.yaml")))
-        return f"unknown {group} {name!r}; available: {avail}"
-    m = re.search(r"Could not override '([^']+)'", text)
-    if m:
-        return f"unknown key {m.group(1)!r} (no such setting; see `parallmelism sweep --cfg`)"
-    m = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
-    if m:
-        return f"key {m.group(1)!r} already exists; drop the leading '+'"
-    if type(exc).__name__ == "OverrideParseException" or "Error parsing override" in text:
-        bad = next((o for o in overrides if o in text), None)
-        return f"malformed override {bad!r}; expected key=value" if bad else \
-            f"malformed override: {_first_line(exc)}"
-    if "Error merging override" in text or "Value '" in text:
-        return f"bad override: {_first_line(exc)}"
+            return f"unknown {group} {name!r}; available: {', '.join(sorted(files[group]))}" + _cwd_hint(group, name)
+        options = ", ".join(exc.options or [])
+        return f"unknown {group or 'config'} {name!r}" + (f"; available: {options}" if options else "")
+    if isinstance(exc, ConfigCompositionException):
+        cause = exc.__cause__
+        if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+            key = cause.full_key or cause.key
+            return f"unknown key {key!r} (no such setting; see `parallmelism sweep --cfg job`)"
+        if isinstance(cause, OmegaConfBaseException):
+            return f"bad override {cause.full_key or ''}: {_first_line(cause)}".replace(" :", ":")
+        adds = [o for o in overrides if o.startswith("+") and not o.startswith("++")]
+        if cause is None and len(adds) == 1:
+            return f"key {adds[0][1:].split('=')[0]!r} already exists; drop the leading '+'"
     return f"could not compose the configuration: {_first_line(exc)}"
 
 
+def _cwd_hint(group: str, name: str) -> str:
+    """A file of that name in ./models or ./hardware is not read unless the folder is a config dir."""
+    for sub in (f"{group}s", group):
+        if (Path.cwd() / sub / f"{name}.yaml").is_file():
+            return f" ({sub}/{name}.yaml in the current folder is read only with -cd . or {_env()}=.)"
+    return ""
+
+
+def _env() -> str:
+    from .paths import ENV_CONFIG_PATH
+
+    return "$" + ENV_CONFIG_PATH
+
+
 def expand_sweeps(overrides: list[str]) -> list[list[str]]:
-    """Expand Hydra sweep syntax (`model=a,b`, `x=range(..)`, `choice(..)`) into override lists."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    """Expand Hydra sweep syntax (`model=a,b`, `x=range(..)`, `choice(..)`) into override lists.
+
+    The public override API: each discrete sweep becomes its values (`Override.sweep_string_iterator`),
+    the cross product of all sweeps is the job list; a later override of the same key replaces an
+    earlier one, as in Hydra's basic sweeper.
+    """
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception as exc:
+    except HydraException as exc:
         raise UserError(explain_hydra_error(exc, overrides, {})) from None
-    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [list(job) for batch in batches for job in batch] or [[]]
+    choices: dict[str, list[str]] = {}
+    for override in parsed:
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            if not override.is_discrete_sweep():
+                raise UserError(f"{override.input_line!r} is a continuous interval; a sweep needs a list "
+                                f"(a,b), range(...) or choice(...)")
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+    return [list(job) for job in itertools.product(*choices.values())] or [[]]
 
 
 def to_run_config(cfg):
@@ -160,25 +274,32 @@ def load_run_configs(overrides: list[str], config_dirs: list[str] | None = None)
     return [(job, to_run_config(compose(job, config_dirs))) for job in jobs]
 
 
-def _load_option(group: str, name: str, path: Path):
-    """Load and validate one models/ or hardware/ file (used by `list` and the case runner)."""
-    from omegaconf import OmegaConf
+def _load_option(group: str, name: str, files: dict[str, Path]):
+    """Load and validate one option of a group (files: name -> path, as option_files gives)."""
     from pydantic import ValidationError
 
     from ..specs import AcceleratorSpec, ModelSpec
 
-    try:
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except Exception as exc:
-        raise UserError(f"{path}: not valid YAML ({_first_line(exc)})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping of keys to values")
-    data.setdefault("name", name)
+    if group == "hardware":  # efficiency `from:` may name any other accelerator
+        raw = {n: _read_mapping(p)[0] for n, p in files.items()}
+    else:
+        raw = {name: _read_mapping(files[name])[0]}
+    data = option_node(group, name, raw, {n: str(p) for n, p in files.items()})
     cls = ModelSpec if group == "model" else AcceleratorSpec
     try:
-        return cls.model_validate(data)
+        return cls.model_validate(_resolved(data, files[name]))
     except ValidationError as exc:
-        raise UserError(f"{path}: " + format_validation_error(exc, prefix=group)) from None
+        raise UserError(f"{files[name]}: " + format_validation_error(exc, prefix=group)) from None
+
+
+def _resolved(data: dict, path: Path) -> dict:
+    """Interpolations (${...}) of one option file resolved."""
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+    except Exception as exc:
+        raise UserError(f"{path}: {_first_line(exc)}") from None
 
 
 def load_option(group: str, name: str, config_dirs: list[str] | None = None):
@@ -186,4 +307,4 @@ def load_option(group: str, name: str, config_dirs: list[str] | None = None):
     files = option_files(group, user_config_dirs(config_dirs))
     if name not in files:
         raise UserError(f"unknown {group} {name!r}; available: {', '.join(sorted(files))}")
-    return _load_option(group, name, files[name])
+    return _load_option(group, name, files)

@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 ENV_CONFIG_PATH = "PARALLMELISM_CONFIG_PATH"
-GROUP_DIRS = {"model": "models", "hardware": "hardware"}
+GROUP_DIRS = {"model": "models", "hardware": "hardware", "workload": "workload", "grid": "grid"}
+# Shipped workload/ and grid/ options live under conf/; models/ and hardware/ at the top (users `ls models/`).
+SHIPPED_UNDER = {"model": "", "hardware": "", "workload": "conf", "grid": "conf"}
 
 
 def data_root() -> Path:
@@ -29,17 +31,30 @@ def user_config_dirs(extra: list[str] | None = None) -> list[Path]:
     return [Path(d).expanduser().resolve() for d in dirs]
 
 
-def option_files(group: str, user_dirs: list[Path]) -> dict[str, Path]:
-    """name -> YAML file for a group (model or hardware); user folders override shipped ones.
+def shipped_root(group: str) -> Path:
+    return data_root() / SHIPPED_UNDER[group]
 
-    A user folder may hold `models/NAME.yaml` or `model/NAME.yaml` (likewise hardware).
+
+def option_files(group: str, user_dirs: list[Path]) -> dict[str, Path]:
+    """name -> YAML file for a group (model, hardware, workload, grid); user folders override shipped ones.
+
+    A user folder may hold `models/NAME.yaml` or `model/NAME.yaml` (likewise hardware); workload and
+    grid options go in `workload/` and `grid/`.
     """
-    roots = [data_root()] + list(user_dirs)
+    roots = [shipped_root(group)] + list(user_dirs)
     found: dict[str, Path] = {}
     for root in roots:
-        for sub in (GROUP_DIRS[group], group):
+        for sub in dict.fromkeys((GROUP_DIRS[group], group)):
             folder = root / sub
             if folder.is_dir():
                 for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
                     found[f.stem] = f
     return found
+
+
+def origin(path: Path, user_dirs: list[Path]) -> str:
+    """Where an option file comes from: `shipped` or the user folder that holds it."""
+    for d in reversed(user_dirs):
+        if d in path.parents:
+            return f"user folder {d}"
+    return "shipped"

@@ -65,7 +65,8 @@ def _context(overrides, config_dirs):
     from ..config.compose import _load_option, compose, to_run_config
 
     user_dirs = user_config_dirs(config_dirs)
-    models = {n: _load_option("model", n, p) for n, p in option_files("model", user_dirs).items()}
+    model_files = option_files("model", user_dirs)
+    models = {n: _load_option("model", n, model_files) for n in model_files}
     hw_files = option_files("hardware", user_dirs)
     cache = {}
 
@@ -73,7 +74,7 @@ def _context(overrides, config_dirs):
         if name not in hw_files:
             raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
         if name not in cache:
-            cache[name] = _load_option("hardware", name, hw_files[name])
+            cache[name] = _load_option("hardware", name, hw_files)
         return cache[name]
 
     base = to_run_config(compose(overrides, config_dirs))
