@@ -73,7 +73,7 @@ def test_user_config_dir_and_env_var(tmp_path):
     (tmp_path / "models" / "tiny.yaml").write_text(
         "hidden: 1024\nlayers: 8\nheads: 8\nkv_heads: 8\nffn_hidden: 4096\nvocab: 32000\n")
     out = tmp_path / "t.csv"
-    code, text = invoke("sweep", "-c", str(tmp_path), "model=tiny", "grid.ngpus=[8]", "workload.global_batch=64",
+    code, text = invoke("sweep", "-cd", str(tmp_path), "model=tiny", "grid.ngpus=[8]", "workload.global_batch=64",
                         f"output.path={out}", "--quiet")
     assert code == 0, text
     assert set(pd.read_csv(out)["model"]) == {"tiny"}

@@ -97,7 +97,7 @@ def test_round_trip_shapes(name, cfg_dir, tmp_path):
 
 def test_imported_yaml_is_usable_by_sweep(cfg_dir, tmp_path):
     _, out = _import(cfg_dir, "qwen3-30b-a3b", tmp_path)
-    r = run_cli("sweep", "-c", out.parent.parent, "model=qwen3-30b-a3b", "grid.ngpus=[8]", "grid.micro_batch=[1]",
+    r = run_cli("sweep", "-cd", out.parent.parent, "model=qwen3-30b-a3b", "grid.ngpus=[8]", "grid.micro_batch=[1]",
                 "grid.vpp=[1]", "-q", f"output.path={tmp_path / 'x.csv'}")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "x.csv").stat().st_size > 0

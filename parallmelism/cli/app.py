@@ -11,9 +11,16 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.")
 
 OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
-CONFIG_DIR = typer.Option(None, "--config-dir", "-c",
-                          help="extra folder with models/, hardware/, workload/, grid/ (repeatable; "
-                               "also $PARALLMELISM_CONFIG_PATH)")
+CONFIG_DIR = typer.Option(None, "--config-dir", "-cd",
+                          help="user folder with models/, hardware/, workload/, grid/ whose files add to or "
+                               "replace the shipped ones by name (repeatable; also $PARALLMELISM_CONFIG_PATH)")
+# As in Hydra: -c/--cfg [job|hydra|all] prints the composed config, --resolve resolves ${...} in it,
+# --info [all|config|defaults|defaults-tree|plugins|searchpath] prints Hydra's composition details.
+# The mode word is taken from the arguments (it is never an override: overrides hold `=`).
+CFG = typer.Option(False, "--cfg", "-c", help="print the composed config and exit; then job (default), hydra or all")
+RESOLVE = typer.Option(False, "--resolve", help="with --cfg: resolve ${...} interpolations")
+INFO = typer.Option(False, "--info", help="print Hydra's information about the composition and exit; then all "
+                                          "(default), config, defaults, defaults-tree, plugins or searchpath")
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
@@ -27,18 +34,63 @@ def _console(stderr: bool = False):
 
 
 def _fail(message: str, code: int = 2):
-    _console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    from rich.markup import escape
+
+    _console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 
-def _print_cfg(overrides, config_dirs):
+CFG_MODES = ("job", "hydra", "all")
+INFO_MODES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def _mode_word(flag: str, modes: tuple[str, ...], overrides: list[str]) -> str:
+    """The mode word after --cfg/--info (taken out of the overrides); the first mode when none is given."""
+    from ..errors import UserError
+
+    words = [o for o in overrides if "=" not in o and not o.startswith(("+", "~"))]
+    for word in words:
+        if word in modes:
+            overrides.remove(word)
+            return word
+    if words:
+        hint = "; a config folder is -cd/--config-dir DIR" if flag.startswith("-c") else ""
+        raise UserError(f"{flag} takes {', '.join(modes)} (as in Hydra), not {words[0]!r}{hint}")
+    return modes[0]
+
+
+def _print_cfg(mode: str, overrides, config_dirs, resolve: bool = False):
+    """Hydra's --cfg: the job config of each point of a sweep; hydra/all are Hydra's own output."""
     from omegaconf import OmegaConf
 
     from ..config import expand_sweeps
     from ..config.compose import compose
 
-    for job in expand_sweeps(overrides or []):
-        typer.echo(OmegaConf.to_yaml(compose(job, config_dirs)))
+    jobs = expand_sweeps(overrides or [])
+    if mode != "job":  # the hydra: node resolves only inside a running Hydra (hydra.runtime, hydra.job)
+        from .hydra_entry import run_hydra_flags
+
+        compose(jobs[0], config_dirs)
+        return run_hydra_flags(["--cfg", mode] + (["--resolve"] if resolve else []), jobs[0], config_dirs)
+    for job in jobs:
+        typer.echo(OmegaConf.to_yaml(compose(job, config_dirs), resolve=resolve))
+
+
+def _config_flags(cfg: bool, resolve: bool, info: bool, overrides: list[str], config_dirs) -> bool:
+    """Handle --cfg/--resolve/--info; True when one of them answered the command."""
+    from ..errors import UserError
+
+    if cfg:
+        _print_cfg(_mode_word("-c/--cfg", CFG_MODES, overrides), overrides, config_dirs, resolve)
+        return True
+    if resolve:
+        raise UserError("--resolve only applies with --cfg")
+    if info:
+        from .hydra_entry import run_hydra_info
+
+        run_hydra_info(_mode_word("--info", INFO_MODES, overrides), overrides, config_dirs)
+        return True
+    return False
 
 
 def _default_output(runs, fmt: str, folder: str) -> Path:
@@ -93,7 +145,9 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
 @app.command(context_settings=EXTRA)
 def sweep(
     overrides: Optional[List[str]] = OVERRIDES,
-    cfg: bool = typer.Option(False, "--cfg", help="print the composed config and exit"),
+    cfg: bool = CFG,
+    resolve: bool = RESOLVE,
+    info: bool = INFO,
     config_dir: Optional[List[str]] = CONFIG_DIR,
     multirun: bool = typer.Option(False, "--multirun", "-m",
                                   help="hand the sweep to Hydra multirun (launcher plugins, one job per point)"),
@@ -105,8 +159,8 @@ def sweep(
 
     overrides = list(overrides or [])
     try:
-        if cfg:
-            return _print_cfg(overrides, config_dir)
+        if _config_flags(cfg, resolve, info, overrides, config_dir):
+            return
         if multirun:
             from .hydra_entry import run_multirun
 
@@ -119,7 +173,9 @@ def sweep(
 @app.command(context_settings=EXTRA)
 def show(
     overrides: Optional[List[str]] = OVERRIDES,
-    cfg: bool = typer.Option(False, "--cfg", help="print the composed config and exit"),
+    cfg: bool = CFG,
+    resolve: bool = RESOLVE,
+    info: bool = INFO,
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """Explain one layout: pin the grid (grid.ngpus=[64] grid.tp=8 ...); the best match is shown."""
@@ -132,8 +188,8 @@ def show(
 
     overrides = list(overrides or [])
     try:
-        if cfg:
-            return _print_cfg(overrides, config_dir)
+        if _config_flags(cfg, resolve, info, overrides, config_dir):
+            return
         runs = load_run_configs(overrides, config_dir)
         if len(runs) > 1:
             raise UserError("show explains one configuration; remove the sweep (a,b) from the overrides")
@@ -183,7 +239,7 @@ def list_(what: str = typer.Argument(..., help="models | hardware"),
         user_dirs = user_config_dirs(config_dir)
         _check_dirs(user_dirs)
         files = option_files(groups[what], user_dirs)
-        table = Table(title=f"{what} (from: shipped, or the user folder that adds or replaces the file)")
+        table = Table(title=what)
         if groups[what] == "model":
             cols = ["name", "params", "hidden", "layers", "heads", "kv_heads", "ffn", "experts", "from", "file"]
         else:

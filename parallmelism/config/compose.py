@@ -217,6 +217,9 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
+    for item in overrides:
+        if item.startswith("-"):
+            raise UserError(f"unknown option {item!r} (see --help; a config folder is -cd/--config-dir DIR)")
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException as exc:

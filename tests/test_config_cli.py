@@ -1,0 +1,110 @@
+"""Hydra's conventions on the command line: -cd/--config-dir, --cfg job|hydra|all, --resolve, --info,
+sweeps split with the public override API, and every multirun failure as one sentence with exit 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from parallmelism.config import expand_sweeps
+from parallmelism.errors import UserError
+from tests.conftest import invoke, run_cli
+
+
+def test_sweep_expansion_is_the_cross_product_in_order():
+    assert expand_sweeps(["model=a,b", "grid.tp=1,2"]) == [
+        ["model=a", "grid.tp=1"], ["model=a", "grid.tp=2"], ["model=b", "grid.tp=1"], ["model=b", "grid.tp=2"]]
+    assert expand_sweeps(["grid.tp=range(1,4)"]) == [["grid.tp=1"], ["grid.tp=2"], ["grid.tp=3"]]
+    assert expand_sweeps(["model=choice(x,y)", "grid.ngpus=[8,16]"]) == [
+        ["model=x", "grid.ngpus=[8,16]"], ["model=y", "grid.ngpus=[8,16]"]]
+    assert expand_sweeps(["grid.tp=1", "grid.tp=2,4"]) == [["grid.tp=2"], ["grid.tp=4"]]  # the later one wins
+    assert expand_sweeps([]) == [[]]
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["x=interval(0,1)"], "continuous interval"),
+    (["grid.tp=[1"], "malformed override 'grid.tp=[1'"),
+    (["-x"], "unknown option '-x'"),
+])
+def test_sweep_expansion_errors(overrides, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        expand_sweeps(overrides)
+
+
+def _one_sentence(r, *expect):
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = r.stderr.strip()
+    assert err.startswith("error:") and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for e in expect:
+        assert e in err, err
+
+
+def test_multirun_unknown_option_is_one_sentence(tmp_path):
+    r = run_cli("sweep", "-m", "model=nope", f"hydra.sweep.dir={tmp_path}", cwd=tmp_path)
+    _one_sentence(r, "unknown model 'nope'", "llama3.1-8b")
+    r = run_cli("sweep", "-m", "model=llama3.1-8b,nope", cwd=tmp_path)
+    _one_sentence(r, "unknown model 'nope'")
+    r = run_cli("sweep", "-m", "model=llama3.1-8b", "grid.ngpus=[8]", "workload.global_batch=0", cwd=tmp_path)
+    _one_sentence(r, "global_batch")
+    assert not (tmp_path / "multirun").exists()  # nothing launched
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_rq_launcher") is not None,
+                    reason="the rq launcher is installed here")
+def test_multirun_missing_launcher_names_its_pip_install(tmp_path):
+    r = run_cli("sweep", "-m", "model=llama3.1-8b", "hydra/launcher=rq", cwd=tmp_path)
+    _one_sentence(r, "launcher 'rq' is not installed", "pip install hydra-rq-launcher")
+
+
+def test_cfg_modes_resolve_and_info():
+    code, out = invoke("sweep", "--cfg", "job", "workload.overlap_pp_comm=false")
+    assert code == 0 and "overlap_pp_comm: false" in out and "hydra:" not in out
+    code, out = invoke("sweep", "-c", "model=grok-1")  # bare -c means job, as --cfg
+    assert code == 0 and "num_experts: 8" in out
+    r = run_cli("sweep", "--cfg", "hydra")
+    assert r.returncode == 0 and r.stdout.startswith("hydra:") and "\nmodel:" not in r.stdout
+    r = run_cli("sweep", "--cfg", "all", "--resolve", "model=llama3.1-8b")
+    assert r.returncode == 0 and "hydra:" in r.stdout and "name: llama3.1-8b" in r.stdout and "${" not in r.stdout
+    r = run_cli("show", "--info", "searchpath")
+    assert r.returncode == 0 and "structured://" in r.stdout
+    r = run_cli("sweep", "--info", "defaults-tree", "model=grok-1")
+    assert r.returncode == 0 and "model: grok-1" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["sweep", "-c", "/some/folder"], "a config folder is -cd/--config-dir DIR"),
+    (["sweep", "--resolve"], "--resolve only applies with --cfg"),
+    (["show", "--info", "nonsense"], "--info takes all"),
+    (["sweep", "--cfg", "model=nope"], "unknown model 'nope'"),
+])
+def test_flag_misuse_is_one_sentence(args, message):
+    _one_sentence(run_cli(*args), message)
+
+
+def test_list_shows_where_each_entry_comes_from(tmp_path):
+    (tmp_path / "hardware").mkdir()
+    shipped = (run_cli("list", "hardware").stdout)
+    assert "shipped" in shipped and "user folder" not in shipped and "hardware" in shipped
+    text = (REPO_HW / "h100-sxm-80gb.yaml").read_text().replace("cost_per_gpu_hour_usd: 2.5", "cost_per_gpu_hour_usd: 1.9")
+    (tmp_path / "hardware" / "h100-sxm-80gb.yaml").write_text(text)
+    r = run_cli("list", "hardware", "-cd", tmp_path)
+    line = next(line for line in r.stdout.splitlines() if "h100-sxm-80gb" in line)
+    assert r.returncode == 0 and "user folder" in line
+    code, out = invoke("sweep", "-cd", str(tmp_path), "--cfg")
+    assert code == 0 and "cost_per_gpu_hour_usd: 1.9" in out
+
+
+def test_unknown_model_points_at_a_file_in_the_current_folder(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.yaml").write_text("hidden: 1024\nlayers: 2\nheads: 8\nffn_hidden: 4096\nvocab: 100\n")
+    r = run_cli("sweep", "--cfg", "model=mine", cwd=tmp_path)
+    _one_sentence(r, "unknown model 'mine'", "-cd .")
+    r = run_cli("sweep", "--cfg", "model=mine", "-cd", ".", cwd=tmp_path)
+    assert r.returncode == 0 and "hidden: 1024" in r.stdout
+
+
+from tests.conftest import REPO  # noqa: E402
+
+REPO_HW = REPO / "hardware"
