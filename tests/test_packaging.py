@@ -31,6 +31,9 @@ def test_wheel_ships_configs(tmp_path):
                         "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     wheel = next(tmp_path.glob("parallmelism-*.whl"))
+    from parallmelism import __version__
+
+    assert wheel.name.startswith(f"parallmelism-{__version__}-")  # the version lives in one place
     names = zipfile.ZipFile(wheel).namelist()
     for must in ("parallmelism/_data/conf/config.yaml", "parallmelism/_data/models/llama3.1-405b.yaml",
                  "parallmelism/_data/hardware/h100-sxm-80gb.yaml", "parallmelism/cases/memory_measured.csv"):
