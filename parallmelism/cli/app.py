@@ -210,13 +210,13 @@ def show(
             console.print(breakdown_table(breakdown_for_row(row, run.model, run.hardware, run.workload)))
             return
         console.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS))
-        if "time_step_s" in row:  # where the step time goes (cost/breakdown.py)
-            from ..cost.breakdown import training_breakdown
-            from ..report.steptime_tables import step_time_tables
+        # where the step time goes (cost/breakdown.py); every training row has the time model's columns
+        from ..cost.breakdown import training_breakdown
+        from ..report.steptime_tables import step_time_tables
 
-            layout = {k: v[[ranked.index[0]]] for k, v in grid.columns.items()}
-            for table in step_time_tables(training_breakdown(layout, run.model, run.hardware, run.workload)):
-                console.print(table)
+        layout = {k: v[[ranked.index[0]]] for k, v in grid.columns.items()}
+        for table in step_time_tables(training_breakdown(layout, run.model, run.hardware, run.workload)):
+            console.print(table)
     except UserError as exc:
         _fail(str(exc))
 
