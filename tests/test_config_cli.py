@@ -78,6 +78,7 @@ def test_cfg_modes_resolve_and_info():
     (["sweep", "--resolve"], "--resolve only applies with --cfg"),
     (["show", "--info", "nonsense"], "--info takes all"),
     (["sweep", "--cfg", "model=nope"], "unknown model 'nope'"),
+    (["sweep", "workload.overlap_pp_comm=maybe"], "workload.overlap_pp_comm='maybe'"),  # the name as typed
 ])
 def test_flag_misuse_is_one_sentence(args, message):
     _one_sentence(run_cli(*args), message)
