@@ -109,3 +109,20 @@ def test_unknown_model_points_at_a_file_in_the_current_folder(tmp_path):
 from tests.conftest import REPO  # noqa: E402
 
 REPO_HW = REPO / "hardware"
+
+
+def test_checkout_edits_an_installed_copy_does_not_see_are_named(tmp_path):
+    from parallmelism.config.paths import checkout_differences
+
+    installed, checkout = tmp_path / "site", tmp_path / "checkout"
+    for root in (installed, checkout):
+        (root / "conf").mkdir(parents=True)
+        (root / "conf" / "config.yaml").write_text("defaults: []\n")
+        (root / "hardware").mkdir()
+        (root / "hardware" / "gpu.yaml").write_text("cost_per_gpu_hour_usd: 2.5\n")
+        (root / "models").mkdir()
+    assert checkout_differences(checkout, installed) == []
+    (checkout / "hardware" / "gpu.yaml").write_text("cost_per_gpu_hour_usd: 1.9\n")  # edited price
+    (checkout / "models" / "new.yaml").write_text("hidden: 8\n")                    # a new model
+    assert checkout_differences(checkout, installed) == ["models/new.yaml", "hardware/gpu.yaml"]
+    assert checkout_differences(installed, installed) == []  # editable install / PYTHONPATH: nothing to say

@@ -142,6 +142,7 @@ def compose(overrides: list[str], config_dirs: list[str] | None = None, hydra_co
     user_dirs = user_config_dirs(config_dirs)
     _check_dirs(user_dirs)
     files = register_option_files(user_dirs)
+    _note_checkout_edits(user_dirs)
     GlobalHydra.instance().clear()
     try:
         with initialize(config_path=None, version_base=None):
@@ -152,6 +153,30 @@ def compose(overrides: list[str], config_dirs: list[str] | None = None, hydra_co
         raise UserError(explain_hydra_error(exc, overrides, files)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+_noted = False
+
+
+def _note_checkout_edits(user_dirs: list[Path]) -> None:
+    """Once per process: say so when the current folder is a checkout whose option files the installed
+    copy does not have (README "Your own models and hardware")."""
+    global _noted
+    if _noted:
+        return
+    _noted = True
+    from .paths import checkout_differences
+
+    cwd = Path.cwd()
+    if any(d == cwd.resolve() for d in user_dirs):
+        return
+    changed = checkout_differences(cwd, data_root())
+    if changed:
+        import sys
+
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        print(f"note: {shown} in this folder differ from the installed copy in {data_root()}, which is what "
+              f"runs; pass -cd . to use this folder's files", file=sys.stderr)
 
 
 LAUNCHER_PACKAGES = {"joblib": "hydra-joblib-launcher", "submitit_local": "hydra-submitit-launcher",

@@ -58,3 +58,23 @@ def origin(path: Path, user_dirs: list[Path]) -> str:
         if d in path.parents:
             return f"user folder {d}"
     return "shipped"
+
+
+def checkout_differences(folder: Path, root: Path) -> list[str]:
+    """Option files of a source checkout at `folder` that the shipped copy at `root` lacks or holds otherwise.
+
+    After `pip install .` the installed copy (root) is what runs; a user editing the checkout's models/
+    or hardware/ would otherwise see their edits ignored in silence. Empty when folder is root.
+    """
+    if folder.resolve() == root.resolve() or not (folder / "conf" / "config.yaml").is_file():
+        return []
+    out = []
+    for group, sub in (("model", "models"), ("hardware", "hardware")):
+        for f in sorted((folder / sub).glob("*.yaml")):
+            shipped = root / SHIPPED_UNDER[group] / sub / f.name
+            try:
+                if not shipped.is_file() or shipped.read_bytes() != f.read_bytes():
+                    out.append(f"{sub}/{f.name}")
+            except OSError:
+                continue
+    return out
