@@ -229,3 +229,17 @@ def test_missing_calibration_is_one_sentence(tmp_path, efficiency, message):
         load_option("hardware", "mygpu", [str(tmp_path)])
     assert "\n" not in str(err.value) and "from: h100-sxm-80gb" in str(err.value) or "from=" in message \
         or "loops" in message
+
+
+def test_conf_files_hold_values_only():
+    """conf/workload and conf/grid restate no spec default (defaults live once, in parallmelism/specs/)."""
+    from parallmelism.config.compose import _read_mapping
+    from parallmelism.config.schema import group_class, spec_defaults
+
+    for group in ("workload", "grid"):
+        for name, path in option_files(group, []).items():
+            values, package = _read_mapping(path)
+            values = values.get(group, {}) if package == "_global_" else values
+            defaults = spec_defaults(group_class(group, values))
+            restated = [k for k, v in values.items() if k != "kind" and k in defaults and defaults[k] == v]
+            assert restated == [], f"{path} restates the spec defaults of {restated}"
