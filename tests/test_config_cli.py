@@ -10,7 +10,9 @@ import pytest
 
 from parallmelism.config import expand_sweeps
 from parallmelism.errors import UserError
-from tests.conftest import invoke, run_cli
+from tests.conftest import REPO, invoke, run_cli
+
+REPO_HW = REPO / "hardware"
 
 
 def test_sweep_expansion_is_the_cross_product_in_order():
@@ -105,10 +107,6 @@ def test_unknown_model_points_at_a_file_in_the_current_folder(tmp_path):
     r = run_cli("sweep", "--cfg", "model=mine", "-cd", ".", cwd=tmp_path)
     assert r.returncode == 0 and "hidden: 1024" in r.stdout
 
-
-from tests.conftest import REPO  # noqa: E402
-
-REPO_HW = REPO / "hardware"
 
 
 def test_checkout_edits_an_installed_copy_does_not_see_are_named(tmp_path):
