@@ -243,3 +243,11 @@ def test_conf_files_hold_values_only():
             defaults = spec_defaults(group_class(group, values))
             restated = [k for k, v in values.items() if k != "kind" and k in defaults and defaults[k] == v]
             assert restated == [], f"{path} restates the spec defaults of {restated}"
+
+
+def test_yaml_key_given_twice_is_one_sentence(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "twice.yaml").write_text("hidden: 1024\nlayers: 2\nheads: 8\nffn_hidden: 4096\n"
+                                                   "vocab: 100\nhidden: 2048\n")
+    with pytest.raises(UserError, match="duplicate key 'hidden'"):
+        load_option("model", "twice", [str(tmp_path)])

@@ -30,7 +30,15 @@ def _yaml_loader():
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class Loader(base):  # type: ignore[misc, valid-type]
-        pass
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:  # a key given twice is a mistake, not "the last one wins"
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, str) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
 
     float_re = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                           |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
@@ -130,11 +138,8 @@ def _check_dirs(user_dirs: list[Path]) -> None:
             raise UserError(f"config dir {str(d)!r} does not exist")
 
 
-def compose(overrides: list[str], config_dirs: list[str] | None = None, hydra_config: bool = False):
-    """Compose the config for one set of overrides (no sweep syntax). Returns a DictConfig.
-
-    hydra_config=True keeps the `hydra:` node (for `--cfg hydra|all`).
-    """
+def compose(overrides: list[str], config_dirs: list[str] | None = None):
+    """Compose the config for one set of overrides (no sweep syntax). Returns a DictConfig."""
     from hydra import compose as hydra_compose
     from hydra import initialize
     from hydra.core.global_hydra import GlobalHydra
@@ -146,7 +151,7 @@ def compose(overrides: list[str], config_dirs: list[str] | None = None, hydra_co
     GlobalHydra.instance().clear()
     try:
         with initialize(config_path=None, version_base=None):
-            return hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra_config)
+            return hydra_compose("config", overrides=list(overrides))
     except UserError:
         raise
     except Exception as exc:
