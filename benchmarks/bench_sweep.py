@@ -8,8 +8,8 @@
 Prints, per case: layouts considered (every axis combination), valid layouts evaluated by the
 cost model, wall and CPU seconds, rows per second, and the ratio to Calculon's published search
 rate of 115 configurations per CPU-second (its `llm-optimal-execution` search). The search kept
-is the best layout per GPU count (fastest `time_step_s` that fits when the time model is present,
-else least memory) plus the Pareto front, exactly what `parallmelism best` and `pareto` do.
+is the best layout per GPU count (fastest `time_step_s` that fits) plus the Pareto front, exactly
+what `parallmelism best` and `pareto` do.
 No file is written (the optional full-output Parquet write is excluded, as in the target).
 """
 
@@ -70,11 +70,6 @@ def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool |
     runs = runs_of(case)
     probe = stream_runs(runs[:1], [], chunk_rows=1 << 18, workers=1)  # warm-up, and learn the columns
     best_by = "time_step_s"
-    from parallmelism.search.stream import iter_run_chunks
-
-    first = next((c for c, _ in iter_run_chunks(runs[0]) if c), {})
-    if best_by not in first:
-        best_by = "mem_total_gib"
     wall, cpu = [], []
     for _ in range(repeats):
         collectors = [TopKCollector(5, best_by, group_by=["ngpus"], where="fits"),
