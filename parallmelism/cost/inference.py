@@ -19,9 +19,9 @@ Collectives per layer (times from `cost.collectives`, the training model's alpha
   PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
 
 Phases (per replica; dp replicas run independently, so throughput scales with dp):
-  prefill  one prompt (continuous batching) or the batch's b prompts (static batching), split
-           over sp ranks (load-balanced causal chunks): `prefill_ms`. With pp > 1 the prompt goes
-           through the stages in n_c chunks (sequence pipeline):
+  prefill  static batching: the batch's b prompts, split over sp ranks (load-balanced causal
+           chunks): `prefill_ms`. With pp > 1 the prompt goes through the stages in n_c chunks
+           (sequence pipeline):
            prefill = (n_c + pp − 1)·(stage time of one chunk + one hop); n_c is the best of
            1, 2, 4, ..., 64 per row (more chunks: smaller bubble, but weights re-read per chunk).
            Chunks use the average context (later chunks attend to more keys).
@@ -29,15 +29,21 @@ Phases (per replica; dp replicas run independently, so throughput scales with dp
            step = pp·(stage time of one micro-batch + one hop) (pp = 1: one stage time), the
            `decode_step_ms`. With b < pp stages idle (`decode_pp_idle`); each micro-batch re-reads
            the stage's weights. Context = input_len + output_len/2 (mean over the decode steps).
-  serving  continuous batching keeps b sequences in flight (closed loop): each finished request
-           is replaced and its prefill stalls the others' decode. With load ρ = λ·prefill
-           (`serving_load`, λ = b / e2e): TPOT (inter-token latency) = step/(1−ρ),
-           TTFT = prefill/(1−ρ) + eff.request_overhead_ms; static batching: ρ = 0.
+  serving  continuous batching (default): iteration-level model of `cost.inference_iteration`:
+           decode iterations (decode_step_ms) and mixed iterations carrying a prompt chunk under
+           the per-iteration token budget (iteration_mixed_ms), each + eff.iteration_overhead_ms;
+           closed-loop steady state with b sequences per replica gives the MEAN ITL (tpot_ms), the
+           MEAN TTFT = wait for the iteration in flight + queue + the prompt's chunks +
+           eff.request_overhead_ms, and serving_load = share of iterations carrying a chunk.
+           Static batching: the batch's prompts are prefilled together (sequence pipeline above),
+           then decode steps; TTFT = prefill + one iteration overhead + request overhead, ρ = 0.
   request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
-Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv,
-efficiency decode_hbm 0.6, matmul_fp8 0.65, request_overhead_ms 10): ITL at concurrency 1-250
-mean |error| 6.8 % over 43 points; TTFT at concurrency 1 mean 12.3 % over 13 points. TTFT at
-higher concurrency is not validated: it follows the load generator's arrival bursts.
+Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv;
+kernels: efficiency decode_hbm 0.6, matmul_fp8 0.65; named overheads fitted by
+benchmarks/fit_serving_overhead.py: iteration_overhead_ms 0.45, request_overhead_ms 7.25): ITL at
+concurrency 1-250 mean |error| 4.5 % over 43 points; TTFT at concurrency 1 mean 8.3 % over 13
+points. TTFT at higher concurrency in those closed-loop benchmarks is not validated (it follows
+the load generator's arrival bursts).
 Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
 phase b per TPOT, request phase output tokens b·output_len per e2e latency.
 cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) · 1e6.
@@ -151,28 +157,6 @@ def prefill_terms(model, hw, wl, cols, chunks):
                        head_tokens=n_pre / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
 
 
-def serving_load(prefill_s, step_s, batch, output_len, fixed_s):
-    """Fraction ρ of a replica's time spent prefilling new prompts under continuous batching.
-
-    Closed loop: `batch` sequences are always in flight; each finished request is replaced by a
-    new one, whose prefill (prefill_s) stalls every decoding sequence. Requests complete at
-    λ = batch / e2e, so ρ = λ·prefill_s, and both phases stretch by 1/(1-ρ):
-        ITL  = step_s / (1-ρ)                 (decode gets the remaining time)
-        TTFT = prefill_s / (1-ρ) + fixed_s    (M/M/1-style wait behind other prefills)
-        e2e  = (prefill_s + (out-1)·step_s)/(1-ρ) + fixed_s
-    ρ = batch·prefill_s / e2e(ρ) is the root in (0, 1) of
-        fixed_s·ρ² − (A + fixed_s + B)·ρ + B = 0,  A = prefill_s + (out-1)·step_s, B = batch·prefill_s.
-    One sequence (batch 1) has no one to interfere with: ρ = 0.
-    """
-    A = prefill_s + (output_len - 1) * step_s
-    B = np.where(np.asarray(batch) > 1, np.asarray(batch, dtype=np.float64) * prefill_s, 0.0)
-    k = A + fixed_s + B
-    with np.errstate(invalid="ignore", divide="ignore"):
-        quad = (k - np.sqrt(np.maximum(k * k - 4 * fixed_s * B, 0.0))) / (2 * fixed_s)
-    lin = B / (A + B)
-    return np.where(fixed_s > 0, quad, lin) if np.ndim(fixed_s) else (quad if fixed_s > 0 else lin)
-
-
 def decode_micro_batches(cols):
     return np.minimum(cols["batch"], cols["pp"])
 
@@ -211,24 +195,59 @@ def _bound(terms):
     return BOUNDS[np.argmax(stack, axis=0)]
 
 
+def continuous_terms(model, hw, wl, cols):
+    """Iteration-level serving (cost.inference_iteration): decode and mixed iteration times, the
+    prompt's chunk plan and the closed-loop steady state, plus the prefill-only terms of one chunk
+    (FLOPs, collectives and bound of the prompt's own work)."""
+    from .inference_iteration import closed_loop, mixed_stage_terms, prefill_chunk_plan
+
+    pp = np.asarray(cols["pp"], dtype=np.float64)
+    b = np.asarray(cols["batch"], dtype=np.float64)
+    t_iter = hw.efficiency.iteration_overhead_ms * 1e-3
+    dec = decode_terms(model, hw, wl, cols)
+    m = decode_micro_batches(cols)
+    t_dec = pp * (dec["stage_s"] + dec["hop_s"]) + t_iter
+    n_p, _ = prefill_chunk_plan(wl, b)
+    td_mix = np.ceil((b - 1) / m)  # decode tokens in the micro-batch that carries the chunk
+    pre = prefill_terms(model, hw, wl, cols, n_p)
+    if wl.chunked_prefill:
+        mix = mixed_stage_terms(stage_terms, model, hw, wl, cols, td_mix, n_p)
+        # the micro-batch with the chunk replaces a decode micro-batch once per stage (pp = 1: the
+        # iteration is that one micro-batch)
+        t_mix = t_dec + (pp / m) * (mix["stage_s"] - dec["stage_s"])
+    else:  # the chunk is a forward pass of its own through every stage
+        mix = pre
+        t_mix = pp * (pre["stage_s"] + pre["hop_s"]) + t_iter
+    state = closed_loop(t_dec, t_mix, n_p, b, wl.output_len, hw.efficiency.request_overhead_ms * 1e-3,
+                        fused=wl.chunked_prefill, pp=pp)
+    return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
+
+
 def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
                       wl: InferenceWorkload) -> dict[str, np.ndarray]:
     """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS)."""
     pp = np.asarray(cols["pp"], dtype=np.float64)
     b = np.asarray(cols["batch"], dtype=np.float64)
-    prefill_s, chunks = best_prefill(model, hw, wl, cols)
-    pre = prefill_terms(model, hw, wl, cols, chunks)
-    dec = decode_terms(model, hw, wl, cols)
-    m = decode_micro_batches(cols)
-    step_s = pp * (dec["stage_s"] + dec["hop_s"])
     overhead_s = hw.efficiency.request_overhead_ms * 1e-3
     if wl.batching == "continuous":
-        load = serving_load(prefill_s, step_s, b, wl.output_len, overhead_s)
+        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, cols)
+        prefill_s = (chunks + pp - 1) * mixed_s / pp
+        load = state["mixed_fraction"]
+        ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
+        t_iter = hw.efficiency.iteration_overhead_ms * 1e-3
+        prefill_s, chunks = best_prefill(model, hw, wl, cols)
+        prefill_s = prefill_s + t_iter
+        pre = prefill_terms(model, hw, wl, cols, chunks)
+        dec = decode_terms(model, hw, wl, cols)
+        m = decode_micro_batches(cols)
+        step_s = pp * (dec["stage_s"] + dec["hop_s"]) + t_iter
+        mixed_s = prefill_s
         load = np.zeros_like(step_s)
-    ttft_s = prefill_s / (1 - load) + overhead_s
-    tpot_s = step_s / (1 - load)
-    e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
+        wait_s = np.zeros_like(step_s)
+        ttft_s = prefill_s + overhead_s
+        tpot_s = step_s
+        e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
     dp = cols["dp"]
     if wl.phase == "prefill":
         tput = dp * prefill_sequences(cols, wl) * wl.input_len / ttft_s
@@ -249,6 +268,8 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
         "prefill_ms": prefill_s * 1e3,
         "decode_step_ms": step_s * 1e3,
         "serving_load": load,
+        "iteration_mixed_ms": mixed_s * 1e3,
+        "ttft_wait_ms": wait_s * 1e3,
         "ttft_ms": ttft_s * 1e3,
         "tpot_ms": tpot_s * 1e3,
         "e2e_latency_ms": e2e_s * 1e3,
@@ -272,12 +293,26 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
                         wl: InferenceWorkload) -> list[dict]:
     """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
     with calls per stage, FLOPs, weight and other HBM bytes per call, total time on the stage in
-    ms and the bound. Prefill rows are per chunk; decode rows per micro-batch."""
+    ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
+    iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
+    micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
+    ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms)."""
     one = {k: np.asarray(v)[:1] for k, v in cols.items()}
-    _, chunks = best_prefill(model, hw, wl, one)
+    t_iter_ms = hw.efficiency.iteration_overhead_ms
+    if wl.batching == "continuous":
+        from .inference_iteration import mixed_stage_terms, prefill_chunk_plan
+
+        b = np.asarray(one["batch"], dtype=np.float64)
+        chunks, _ = prefill_chunk_plan(wl, b)
+        phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
+        if wl.chunked_prefill:
+            td_mix = np.ceil((b - 1) / decode_micro_batches(one))
+            phases.append(("mixed", mixed_stage_terms(stage_terms, model, hw, wl, one, td_mix, chunks)))
+    else:
+        _, chunks = best_prefill(model, hw, wl, one)
+        phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
     records = []
-    for phase, terms in (("prefill", prefill_terms(model, hw, wl, one, chunks)),
-                         ("decode", decode_terms(model, hw, wl, one))):
+    for phase, terms in phases:
         for op, (t, tc, tm) in zip(terms["ops"], terms["times"]):
             count = float(op.count[0])
             if count == 0:
@@ -291,6 +326,9 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
                 records.append({"phase": phase, "op": name, "calls": float("nan"), "flops": 0.0,
                                 "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": float(t[0]) * 1e3,
                                 "bound": "communication"})
+        if t_iter_ms > 0 and (phase != "prefill" or wl.batching == "static" or not wl.chunked_prefill):
+            records.append({"phase": phase, "op": "iteration_overhead", "calls": 1.0, "flops": 0.0,
+                            "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": t_iter_ms, "bound": "overhead"})
     return records
 
 

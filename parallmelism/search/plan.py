@@ -15,7 +15,7 @@ Serving (one row per layout meeting the TTFT/TPOT limits; `batch` sequences in f
                                                    request per request latency; under continuous
                                                    batching TTFT and TPOT already carry the
                                                    prefill interference of that closed loop,
-                                                   cost.inference.serving_load)
+                                                   cost.inference_iteration.closed_loop)
   replicas           = ceil(qps / (replica_rps · load))      (load = target busy fraction)
   total_gpus         = replicas · replica_gpus,  replica_gpus = ngpus / dp
   usd_per_million_output_tokens = total_gpus · cost_per_gpu_hour_usd / (qps · output_len · 3600) · 1e6

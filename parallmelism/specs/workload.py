@@ -54,6 +54,13 @@ class InferenceWorkload(BaseModel):
         "continuous", description="continuous: a new prompt is prefilled alone, in one step with the other "
                                   "b-1 sequences' decode tokens (vLLM/TensorRT-LLM in-flight batching); "
                                   "static: the batch's b prompts are prefilled together")
+    chunked_prefill: bool = Field(
+        True, description="continuous: prefill chunks ride in the decode iterations (vLLM V1 / SGLang chunked "
+                          "prefill, TensorRT-LLM enable_chunked_context); false: each prompt chunk is a forward "
+                          "pass of its own that the decoding sequences wait for (vLLM V0 / TensorRT-LLM defaults)")
+    prefill_chunk_tokens: PositiveInt = Field(
+        8192, description="continuous batching: token budget of one iteration (decode tokens + prefill chunk), "
+                          "vLLM max_num_batched_tokens / TensorRT-LLM max_num_tokens")
 
 
 Workload = Union[TrainWorkload, InferenceWorkload]

@@ -10,7 +10,10 @@ How a row becomes a configuration (one rule each, never per case):
 - gpus: ngpus (blank = tp·pp·sp); tp, pp, ep, sp: blank = 1; dp = gpus / (tp·pp·sp).
 - concurrency: concurrent sequences per replica (batch); blank = 1.
 - batching (optional column): blank = continuous (every serving stack in the file batches in
-  flight: a new prompt is prefilled alone while the others decode).
+  flight).
+- chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
+  false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
+  enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.
 The shipped copy is `parallmelism/cases/inference_measured.csv`.
 """
 
@@ -41,7 +44,8 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
         wl = InferenceWorkload(input_len=as_int(row, "input_len"), output_len=as_int(row, "output_len"),
                                batch=as_int(row, "concurrency", 1), weight_dtype=weights,
                                kv_dtype=str(get(row, "kv_cache_precision", "bf16")).lower(), precision=compute,
-                               batching=str(get(row, "batching", "continuous")).lower())
+                               batching=str(get(row, "batching", "continuous")).lower(),
+                               chunked_prefill=str(get(row, "chunked_prefill", "true")).lower())
         grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[wl.batch])
         return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
     except ValidationError as exc:
