@@ -69,7 +69,7 @@ def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):
     tokens; a partly filled tensor-core tile costs a full one), the flash attention core at
     peak(bf16)·attention (cost.roofline), memory ops none."""
     if op.kind == "matmul":
-        m = np.asarray(op.gemm_dim, dtype=np.float64)
+        m = np.maximum(np.asarray(op.gemm_dim, dtype=np.float64), 1.0)  # 0 rows: no FLOPs, no NaN
         peak = rates.gemm_peak if fp8_peak is None else fp8_peak
         return peak * np.minimum(1.0, m / tile_rows)
     if op.kind == "attention":
@@ -94,7 +94,7 @@ def _collective(hw, kind, nbytes, size, stride):
 
 def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, cols, *, tokens, attn_pairs,
                 kv_read_tokens, kv_write_tokens, kv_read_bytes, head_tokens, hbm_eff,
-                prefill: bool, prompt_tokens=None):
+                prefill: bool, prompt_tokens=None, decode_part=None):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
     tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
@@ -102,8 +102,10 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
     moe_layers = n * model.num_moe_layers / model.layers
     dense_layers = n - moe_layers
     T = np.asarray(tokens, dtype=np.float64)
+    if decode_part is None and not prefill:  # a decode pass: every token reads the cache
+        decode_part = (T, attn_pairs, kv_read_tokens)
     ops = layer_ops(model, wl, tp, ep, T, attn_pairs, kv_read_tokens, kv_write_tokens, kv_read_bytes,
-                    wl.moe_imbalance, dense_layers, moe_layers)
+                    wl.moe_imbalance, dense_layers, moe_layers, decode_part=decode_part)
     ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
     times = [op_time_s(op, hw, wl, hbm_eff) for op in ops]
     compute_s = sum(op.count * np.where(tc >= tm, t, 0.0) for op, (t, tc, tm) in zip(ops, times))
@@ -120,13 +122,16 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
         a2a = _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
         comm["ep_all_to_all"] = 2 * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
     a_l, g_l = local_heads(model, tp)
+    # per position: K and V of the local KV heads, or MLA's latent + rope key (all heads share it)
+    kv_width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim if model.mla is not None else 2 * g_l * model.d
+    out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
     if prefill:
-        kv_all = prompt_tokens * 2 * g_l * model.d * ACT_BYTES
+        kv_all = prompt_tokens * kv_width * ACT_BYTES
         attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == "attention")
         ag = _collective(hw, "all_gather", kv_all, sp, tp)
         comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
     else:
-        partial = T * (a_l * model.d * ACT_BYTES + a_l * 4) * sp
+        partial = T * (a_l * out_width * ACT_BYTES + a_l * 4) * sp
         comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
     hop = np.where(pp > 1, _collective(hw, "send_recv", act, 2, tp * sp * dp), 0.0)
     comm_s = sum(comm.values())

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import BYTES_PER_ELEMENT
 from .inference_ops import ACT_BYTES, causal_pairs
 
 BISECTION_STEPS = 40
@@ -63,14 +62,16 @@ def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
     Td = np.asarray(decode_tokens, dtype=np.float64)
     ctx = S + wl.output_len / 2
     chunk = S / n_p / sp  # prompt tokens of the mean chunk on one sp rank
-    kv_bytes = BYTES_PER_ELEMENT[wl.kv_dtype]
-    # bytes-weighted K/V positions: decode reads the cache (kv_dtype); the chunk reads the keys
-    # before it and its own (16-bit, the prefill convention), S(n+1)/(2n) on average
-    kv_read = Td * ctx / sp * kv_bytes + S * (n_p + 1) / (2 * n_p) * ACT_BYTES
+    # key positions read: decode tokens read their context from the cache (kv_dtype, `decode_part`);
+    # the chunk reads the keys before it and its own (16-bit, the prefill convention), S(n+1)/(2n)
+    # on average
+    dec_pairs = Td * ctx / sp
+    kv_read = dec_pairs + S * (n_p + 1) / (2 * n_p)
     return stage_terms(model, hw, wl, cols, tokens=Td + chunk,
-                       attn_pairs=Td * ctx / sp + causal_pairs(S) / n_p / sp,
-                       kv_read_tokens=kv_read, kv_write_tokens=Td / sp + chunk, kv_read_bytes=1.0,
+                       attn_pairs=dec_pairs + causal_pairs(S) / n_p / sp,
+                       kv_read_tokens=kv_read, kv_write_tokens=Td / sp + chunk, kv_read_bytes=ACT_BYTES,
                        head_tokens=Td + 1.0 / n_p, hbm_eff=hw.efficiency.hbm, prefill=True,
+                       decode_part=(Td, dec_pairs, dec_pairs),
                        prompt_tokens=S / n_p)
 
 
