@@ -73,10 +73,11 @@ def evaluate(run: RunConfig):
 def evaluate_inference(run: RunConfig):
     """Serving: enumerate inference layouts (grid/inference.py) and add the serving cost columns
     (cost/inference.py). Returns (DataFrame in INFERENCE_COLUMNS order, LayoutGrid)."""
-    from .cost.inference import inference_columns
+    from .cost.inference import draft_model_of, inference_columns
     from .grid.inference import enumerate_inference_layouts
     from .schema import INFERENCE_COLUMNS
 
     grid = enumerate_inference_layouts(run.model, run.hardware, run.workload, run.grid)
-    cols = inference_columns(grid.columns, run.model, run.hardware, run.workload)
+    draft = draft_model_of(run.model, run.workload)
+    cols = inference_columns(grid.columns, run.model, run.hardware, run.workload, draft)
     return to_frame(cols, run, column_order=INFERENCE_COLUMNS), grid

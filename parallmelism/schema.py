@@ -114,6 +114,7 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "prefill_ms": "prefill of one prompt: its chunks' mixed iterations (continuous) or the batch's prompts "
                   "(static), causal attention, + iteration overhead, ms",
     "decode_step_ms": "one decode iteration of the whole batch through the pipeline + iteration overhead, ms",
+    "spec_tokens_per_step": "speculative decoding: expected tokens per verify step (1 - a^(k+1))/(1 - a); 1 without",
     "serving_load": "fraction of iterations that carry a prefill chunk (continuous batching; 0 static)",
     "iteration_mixed_ms": "continuous: one iteration carrying a prefill chunk with the other b-1 decode tokens; "
                           "static: the batch's prefill pass, ms",

@@ -57,6 +57,7 @@ from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, InferenceWorkload, Model
 from .collectives import collective_time_s, group_link
 from .inference_memory import inference_memory
 from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
 
@@ -153,10 +154,12 @@ def prefill_terms(model, hw, wl, cols, chunks):
     sp = np.asarray(cols["sp"], dtype=np.float64)
     c = np.asarray(chunks, dtype=np.float64)
     S = wl.input_len
+    hit = wl.prefix_cache_hit * S  # prompt tokens found in the prefix cache: attended to, not recomputed
     n_pre = prefill_sequences(cols, wl)
-    tokens = n_pre * S / sp / c
-    pairs = n_pre * causal_pairs(S) / sp / c
-    kv_read = n_pre * S * (c + 1) / (2 * c)  # keys a chunk reads, averaged over chunks (all S when c = 1)
+    tokens = n_pre * (S - hit) / sp / c
+    pairs = n_pre * (causal_pairs(S) - causal_pairs(hit)) / sp / c
+    # keys a chunk reads: the cached prefix + the new tokens before it, averaged over chunks
+    kv_read = n_pre * (hit + (S - hit) * (c + 1) / (2 * c))
     return stage_terms(model, hw, wl, cols, tokens=tokens, attn_pairs=pairs, kv_read_tokens=kv_read,
                        kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES,
                        head_tokens=n_pre / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
@@ -166,13 +169,22 @@ def decode_micro_batches(cols):
     return np.minimum(cols["batch"], cols["pp"])
 
 
-def decode_terms(model, hw, wl, cols):
-    """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context."""
+def spec_positions(wl) -> int:
+    """Query positions per sequence in one decode pass: k+1 when speculating (verify), else 1."""
+    return wl.spec_tokens + 1 if wl.spec_method != "none" else 1
+
+
+def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
+    """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context; with
+    speculative decoding the verify pass carries tokens_per_seq = k+1 positions per sequence (the
+    cache is read once per sequence, k+1 positions written)."""
+    q = spec_positions(wl) if tokens_per_seq is None else tokens_per_seq
     m = decode_micro_batches(cols)
-    Td = np.ceil(cols["batch"] / m).astype(np.float64)
+    seqs = np.ceil(cols["batch"] / m).astype(np.float64)
+    Td = seqs * q
     sp = np.asarray(cols["sp"], dtype=np.float64)
     ctx = wl.input_len + wl.output_len / 2
-    return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=Td * ctx / sp,
+    return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=seqs * ctx / sp,
                        kv_write_tokens=Td / sp, kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
                        head_tokens=Td, hbm_eff=hw.efficiency.decode_hbm,
                        prefill=False)
@@ -200,7 +212,7 @@ def _bound(terms):
     return BOUNDS[np.argmax(stack, axis=0)]
 
 
-def continuous_terms(model, hw, wl, cols):
+def continuous_terms(model, hw, wl, cols, draft=None):
     """Iteration-level serving (cost.inference_iteration): decode and mixed iteration times, the
     prompt's chunk plan and the closed-loop steady state, plus the prefill-only terms of one chunk
     (FLOPs, collectives and bound of the prompt's own work)."""
@@ -211,9 +223,11 @@ def continuous_terms(model, hw, wl, cols):
     t_iter = hw.efficiency.iteration_overhead_ms * 1e-3
     dec = decode_terms(model, hw, wl, cols)
     m = decode_micro_batches(cols)
-    t_dec = pp * (dec["stage_s"] + dec["hop_s"]) + t_iter
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
+    t_dec = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
     n_p, _ = prefill_chunk_plan(wl, b)
-    td_mix = np.ceil((b - 1) / m)  # decode tokens in the micro-batch that carries the chunk
+    # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
+    td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
     pre = prefill_terms(model, hw, wl, cols, n_p)
     if wl.chunked_prefill:
         mix = mixed_stage_terms(stage_terms, model, hw, wl, cols, td_mix, n_p)
@@ -224,18 +238,22 @@ def continuous_terms(model, hw, wl, cols):
         mix = pre
         t_mix = pp * (pre["stage_s"] + pre["hop_s"]) + t_iter
     state = closed_loop(t_dec, t_mix, n_p, b, wl.output_len, hw.efficiency.request_overhead_ms * 1e-3,
-                        fused=wl.chunked_prefill, pp=pp)
+                        fused=wl.chunked_prefill, pp=pp,
+                        tokens_per_iter=expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens)
+                        if wl.spec_method != "none" else 1.0)
     return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
 
 
 def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                      wl: InferenceWorkload) -> dict[str, np.ndarray]:
-    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS)."""
+                      wl: InferenceWorkload, draft: ModelSpec | None = None) -> dict[str, np.ndarray]:
+    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `draft` is the
+    draft model when wl.spec_method == "draft"."""
     pp = np.asarray(cols["pp"], dtype=np.float64)
     b = np.asarray(cols["batch"], dtype=np.float64)
     overhead_s = hw.efficiency.request_overhead_ms * 1e-3
+    spec_e = expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens) if wl.spec_method != "none" else 1.0
     if wl.batching == "continuous":
-        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, cols)
+        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, cols, draft)
         prefill_s = (chunks + pp - 1) * mixed_s / pp
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
@@ -246,12 +264,13 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
         pre = prefill_terms(model, hw, wl, cols, chunks)
         dec = decode_terms(model, hw, wl, cols)
         m = decode_micro_batches(cols)
-        step_s = pp * (dec["stage_s"] + dec["hop_s"]) + t_iter
+        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
+        step_s = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
         mixed_s = prefill_s
         load = np.zeros_like(step_s)
         wait_s = np.zeros_like(step_s)
         ttft_s = prefill_s + overhead_s
-        tpot_s = step_s
+        tpot_s = step_s / spec_e
         e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
     dp = cols["dp"]
     if wl.phase == "prefill":
@@ -272,6 +291,7 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
         "decode_pp_idle": 1.0 - m / pp,
         "prefill_ms": prefill_s * 1e3,
         "decode_step_ms": step_s * 1e3,
+        "spec_tokens_per_step": np.full(len(pp), spec_e),
         "serving_load": load,
         "iteration_mixed_ms": mixed_s * 1e3,
         "ttft_wait_ms": wait_s * 1e3,
@@ -295,7 +315,7 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
 
 
 def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                        wl: InferenceWorkload) -> list[dict]:
+                        wl: InferenceWorkload, draft: ModelSpec | None = None) -> list[dict]:
     """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
     with calls per stage, FLOPs, weight and other HBM bytes per call, total time on the stage in
     ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
@@ -311,7 +331,7 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
         chunks, _ = prefill_chunk_plan(wl, b)
         phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
         if wl.chunked_prefill:
-            td_mix = np.ceil((b - 1) / decode_micro_batches(one))
+            td_mix = np.ceil((b - 1) / decode_micro_batches(one)) * spec_positions(wl)
             phases.append(("mixed", mixed_stage_terms(stage_terms, model, hw, wl, one, td_mix, chunks)))
     else:
         _, chunks = best_prefill(model, hw, wl, one)
@@ -331,6 +351,11 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
                 records.append({"phase": phase, "op": name, "calls": float("nan"), "flops": 0.0,
                                 "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": float(t[0]) * 1e3,
                                 "bound": "communication"})
+        if phase != "prefill" and wl.spec_method != "none":
+            t_prop = wl.spec_tokens * float(proposer_step_s(model, draft, hw, wl, one, decode_terms)[0])
+            records.append({"phase": phase, "op": f"spec_proposer_{wl.spec_method}", "calls": float(wl.spec_tokens),
+                            "flops": float("nan"), "weight_bytes": float("nan"), "other_bytes": float("nan"),
+                            "time_ms": t_prop * 1e3, "bound": "proposer"})
         if t_iter_ms > 0 and (phase != "prefill" or wl.batching == "static" or not wl.chunked_prefill):
             records.append({"phase": phase, "op": "iteration_overhead", "calls": 1.0, "flops": 0.0,
                             "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": t_iter_ms, "bound": "overhead"})
@@ -342,4 +367,24 @@ def breakdown_for_row(row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: Infe
     from ..grid.inference import INFERENCE_LAYOUT_COLUMNS
 
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    return inference_breakdown(cols, model, hw, wl)
+    return inference_breakdown(cols, model, hw, wl, draft_model_of(model, wl))
+
+
+def draft_model_of(model: ModelSpec, wl: InferenceWorkload) -> ModelSpec | None:
+    """The draft model of wl (shipped or $PARALLMELISM_CONFIG_PATH models), checked smaller than
+    the model it drafts for; None without a draft."""
+    if wl.spec_method != "draft":
+        return None
+    from ..config import load_option
+    from ..errors import UserError
+    from .params import total_params
+
+    draft = load_option("model", wl.draft_model)
+    n_draft, n_model = total_params(draft), total_params(model)
+    if n_draft >= n_model:
+        raise UserError(f"draft model {draft.name} ({n_draft / 1e9:.1f}B parameters) is not smaller than "
+                        f"{model.name} ({n_model / 1e9:.1f}B); pick a smaller draft_model or spec_method=mtp")
+    if draft.vocab != model.vocab:
+        raise UserError(f"draft model {draft.name} has a {draft.vocab}-token vocabulary, {model.name} "
+                        f"{model.vocab}: speculative decoding needs the same tokenizer")
+    return draft

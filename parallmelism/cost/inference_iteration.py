@@ -50,8 +50,9 @@ def prefill_chunk_plan(wl, batch):
     rest (at least 1); separate prefill passes get the whole budget."""
     b = np.asarray(batch, dtype=np.float64)
     budget = np.maximum(wl.prefill_chunk_tokens - ((b - 1) if wl.chunked_prefill else 0 * b), 1.0)
-    n_p = np.ceil(wl.input_len / budget)
-    return n_p, wl.input_len / n_p
+    new_tokens = wl.input_len * (1 - wl.prefix_cache_hit)  # the prefix cache serves the rest
+    n_p = np.ceil(new_tokens / budget)
+    return n_p, new_tokens / n_p
 
 
 def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
@@ -61,21 +62,23 @@ def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
     S = wl.input_len
     Td = np.asarray(decode_tokens, dtype=np.float64)
     ctx = S + wl.output_len / 2
-    chunk = S / n_p / sp  # prompt tokens of the mean chunk on one sp rank
+    hit = wl.prefix_cache_hit * S  # cached prefix: attended to, not recomputed
+    chunk = (S - hit) / n_p / sp  # prompt tokens of the mean chunk on one sp rank
     # key positions read: decode tokens read their context from the cache (kv_dtype, `decode_part`);
-    # the chunk reads the keys before it and its own (16-bit, the prefill convention), S(n+1)/(2n)
-    # on average
+    # the chunk reads the cached prefix, the new keys before it and its own (16-bit, the prefill
+    # convention), hit + (S−hit)(n+1)/(2n) on average
     dec_pairs = Td * ctx / sp
-    kv_read = dec_pairs + S * (n_p + 1) / (2 * n_p)
+    kv_read = dec_pairs + hit + (S - hit) * (n_p + 1) / (2 * n_p)
     return stage_terms(model, hw, wl, cols, tokens=Td + chunk,
-                       attn_pairs=dec_pairs + causal_pairs(S) / n_p / sp,
+                       attn_pairs=dec_pairs + (causal_pairs(S) - causal_pairs(hit)) / n_p / sp,
                        kv_read_tokens=kv_read, kv_write_tokens=Td / sp + chunk, kv_read_bytes=ACT_BYTES,
                        head_tokens=Td + 1.0 / n_p, hbm_eff=hw.efficiency.hbm, prefill=True,
                        decode_part=(Td, dec_pairs, dec_pairs),
                        prompt_tokens=S / n_p)
 
 
-def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = True, pp=1):
+def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = True, pp=1,
+                tokens_per_iter=1.0):
     """Steady state of b sequences in flight (module docstring). Arrays in seconds; `fused`: the
     prefill iterations also carry the others' decode tokens (chunked prefill), else they stall them.
     Returns a dict with itl_s, ttft_s, e2e_s, wait_s (W_iter + W_queue), mixed_fraction (share of
@@ -89,8 +92,9 @@ def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = T
 
     def at(lam):
         r = lam * others * n_p  # prefill iterations per second (other requests' prompts)
-        itl = t_dec / (1 - r * stall)
-        rate_dec = 1 / itl - r if fused else 1 / itl  # iterations per second without a chunk
+        gap = t_dec / (1 - r * stall)  # mean time between the iterations that give a sequence tokens
+        itl = gap / tokens_per_iter  # speculative decoding: E tokens per iteration (cost.inference_spec)
+        rate_dec = 1 / gap - r if fused else 1 / gap  # iterations per second without a chunk
         q = r / (r + rate_dec)
         rho = r * t_mix  # share of the engine's time spent on prefill chunks
         # the engine is always busy: Σ rate·t = 1, so the mean residual E[t²]/(2E[t]) = Σ rate·t²/2
