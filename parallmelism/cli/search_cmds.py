@@ -373,8 +373,11 @@ def serve_summary(table, run, plan, binding: str = "") -> str:
     from ..search.plan import plan_qps
 
     hw, model, wl = run.hardware, run.model, run.workload
-    c = table.iloc[0]
     qps = plan_qps(plan, wl)
+    if len(table) == 0:  # only the disaggregated pools meet the limits
+        return "\n".join([f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s of {wl.input_len} in / "
+                          f"{wl.output_len} out tokens", "", "No colocated layout meets the limits.", binding, ""])
+    c = table.iloc[0]
     limits = ", ".join(x for x in (f"TTFT <= {plan.ttft_ms:g} ms" if plan.ttft_ms else "",
                                    f"TPOT <= {plan.tpot_ms:g} ms" if plan.tpot_ms else "") if x) or "no latency limit"
     layout = ", ".join(f"{k} {c[k]}" for k in ("tp", "pp", "sp", "ep") if k in c)
@@ -410,6 +413,7 @@ def plan_serve(
     from ..report.table import frame_table
     from ..search import FitsCollector
     from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
+    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan
     from ..search.stream import frame_of_kept
 
     overrides = rewrite_plan_overrides(list(overrides or []))
@@ -432,9 +436,13 @@ def plan_serve(
         if res.evaluated == 0:
             raise UserError(_empty_message(res))
         table = serve_plan_table(rows, run.workload, run.hardware, run.plan)
-        if len(table) == 0:
+        dis = disaggregated_plan(rows, run.model, run.hardware, run.workload, run.plan,
+                                 plan_qps(run.plan, run.workload))
+        if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
             raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
-        binding = serve_binding(rows, run.workload, run.hardware, run.plan)
+        binding = serve_binding(rows, run.workload, run.hardware, run.plan) if len(table) else ""
+        colocated = int(table.iloc[0]["total_gpus"]) if len(table) else None
+        binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
         console = _console()
         if not quiet:
             console.print(frame_table(table.head(10), columns=["replica_gpus", "tp", "pp", "sp", "ep", "batch",
