@@ -1,13 +1,16 @@
-"""Fit the serving per-iteration overhead (efficiency.iteration_overhead_ms) once per accelerator.
+"""Fit the serving overheads (efficiency.iteration_overhead_ms, moe_layer_overhead_us,
+request_overhead_ms) once per accelerator.
 
     python benchmarks/fit_serving_overhead.py [CASE_FILE ...]
 
 For every accelerator with serving rows in the case files (default: the shipped
-parallmelism/cases/inference_*.csv), grid-search iteration_overhead_ms over 0..5 ms in 0.05 ms
-steps for the smallest mean |ITL error| over all its rows (every concurrency), the kernels and
-every other constant held at the accelerator's YAML; then, at that value, request_overhead_ms
-(per-request host time in TTFT) over 0..20 ms in 0.25 ms steps for the smallest mean |TTFT error|
-over its validated TTFT rows. Prints the fit, then per case family
+parallmelism/cases/inference_*.csv), each by grid search for the smallest mean |error|, the kernels
+and every other constant held at the accelerator's YAML, in this order:
+  iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
+  moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
+  request_overhead_ms    0..20 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1)
+A constant without rows of its kind keeps the YAML value (the README rule: the value of the same
+serving stack on the nearest measured accelerator). Disaggregated rows are reported, not fitted. Prints the fit, then per case family
 (model × input/output lengths) the ITL and TTFT mean |error| at the fitted value, TTFT under load
 against the reported (not validated) TTFT column, and the H200 / H100 ITL ratio the model gives
 for the same rows. Re-run it after the kernel model or the serving model changes and copy the
@@ -26,12 +29,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from parallmelism.validate import kinds  # noqa: E402,F401  (registers the case kinds)
-from parallmelism.validate.cases import get  # noqa: E402
-from parallmelism.validate.inference_cases import inference_run_of  # noqa: E402
+from parallmelism.validate.cases import get, model_of  # noqa: E402
+from parallmelism.validate.inference_cases import inference_run_of, predicted_quantities  # noqa: E402
 from parallmelism.validate.runner import _context, _evaluate_one, shipped_case_files  # noqa: E402
 
 GRID_MS = np.round(np.arange(0.0, 5.0001, 0.05), 2)
+MOE_GRID_US = np.round(np.arange(0.0, 200.0001, 2.5), 1)
 REQUEST_GRID_MS = np.round(np.arange(0.0, 20.0001, 0.25), 2)
+FIELDS = ("iteration_overhead_ms", "moe_layer_overhead_us", "request_overhead_ms")
 
 
 def load_rows(files):
@@ -44,37 +49,36 @@ def load_rows(files):
 
 
 def family(case: str) -> str:
-    """Case name without its concurrency suffix (-cN) or trailing length: one serving config."""
+    """Case name without its concurrency suffix (-cN): one serving configuration."""
     return re.sub(r"-c\d+$", "", case)
 
 
-def predict(rows, ctx, hw_name, overhead_ms, request_ms=None):
+def predict(rows, ctx, hw_name, values: dict):
+    """Per row: (predicted quantities of validate, predicted TTFT) with the efficiency `values`."""
     models, hardware_of, base = ctx
 
     def patched(name):
         hw = hardware_of(hw_name or name)
-        upd = {"iteration_overhead_ms": overhead_ms}
-        if request_ms is not None:
-            upd["request_overhead_ms"] = request_ms
-        return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update=upd)})
+        return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update=values)})
 
     out = []
     for row in rows:
         r = _evaluate_one(inference_run_of(row, models, patched, base))
-        out.append((float(r["tpot_ms"]), float(r["ttft_ms"])))
+        out.append((predicted_quantities(row, r), float(r["ttft_ms"])))
     return out
 
 
 def errors(rows, preds):
     itl, ttft, load = [], [], []
-    for row, (p_itl, p_ttft) in zip(rows, preds):
+    for row, (q, p_ttft) in zip(rows, preds):
+        fam = family(row["case"])
         m_itl, m_ttft, rep = (get(row, k) for k in ("measured_itl_ms", "measured_ttft_ms", "reported_ttft_ms"))
         if m_itl is not None:
-            itl.append((family(row["case"]), 100 * (p_itl - float(m_itl)) / float(m_itl)))
-        if m_ttft is not None:
-            ttft.append((family(row["case"]), 100 * (p_ttft - float(m_ttft)) / float(m_ttft)))
+            itl.append((fam, 100 * (q["itl_ms"] - float(m_itl)) / float(m_itl)))
+        if m_ttft is not None and "ttft_ms" in q:
+            ttft.append((fam, 100 * (q["ttft_ms"] - float(m_ttft)) / float(m_ttft)))
         elif rep is not None:
-            load.append((family(row["case"]), 100 * (p_ttft - float(rep)) / float(rep)))
+            load.append((fam, 100 * (p_ttft - float(rep)) / float(rep)))
     return itl, ttft, load
 
 
@@ -82,44 +86,60 @@ def mean_abs(pairs):
     return float(np.mean([abs(e) for _, e in pairs])) if pairs else float("nan")
 
 
+def grid_fit(rows, ctx, values, field, grid, which):
+    """Best value of `field` over `grid` for the mean |error| of quantity list `which` (0 ITL, 1 TTFT)."""
+    scores = [(mean_abs(errors(rows, predict(rows, ctx, None, {**values, field: g}))[which]), g) for g in grid]
+    return min(scores)
+
+
 def main(argv):
     files = [Path(a) for a in argv] or [f for f in shipped_case_files() if "inference" in f.name]
     rows = load_rows(files)
     ctx = _context([], [])
+    models = ctx[0]
     by_hw = {}
     for row in rows:
         by_hw.setdefault(get(row, "accelerator", "h100-sxm-80gb"), []).append(row)
     fitted = {}
     for hw_name, hw_rows in sorted(by_hw.items()):
-        scores = [(mean_abs(errors(hw_rows, predict(hw_rows, ctx, None, g))[0]), g) for g in GRID_MS]
-        best_err, best = min(scores)
-        fitted[hw_name] = best
-        req = [(mean_abs(errors(hw_rows, predict(hw_rows, ctx, None, best, g))[1]), g) for g in REQUEST_GRID_MS]
-        req_err, req_best = min(req)
-        print(f"{hw_name}: iteration_overhead_ms = {best:.2f}  (ITL mean |error| {best_err:.2f} % over "
-              f"{sum(get(r, 'measured_itl_ms') is not None for r in hw_rows)} rows; YAML now "
-              f"{ctx[1](hw_name).efficiency.iteration_overhead_ms:.2f})")
-        print(f"{hw_name}: request_overhead_ms = {req_best:.2f}  (TTFT mean |error| {req_err:.2f} %; YAML now "
-              f"{ctx[1](hw_name).efficiency.request_overhead_ms:.2f})")
-        itl, ttft, load = errors(hw_rows, predict(hw_rows, ctx, None, best, req_best))
+        eff = ctx[1](hw_name).efficiency
+        values = {f: getattr(eff, f) for f in FIELDS}
+        fit_rows = [r for r in hw_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
+        dense = [r for r in fit_rows if model_of(r, models).moe is None]
+        moe = [r for r in fit_rows if model_of(r, models).moe is not None]
+        ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
+        for field, part, grid, which in (("iteration_overhead_ms", dense, GRID_MS, 0),
+                                         ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
+                                         ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1)):
+            if not part:
+                print(f"{hw_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
+                continue
+            err, best = grid_fit(part, ctx, values, field, grid, which)
+            values[field] = float(best)
+            print(f"{hw_name}: {field} = {best:g}  (mean |error| {err:.2f} % over {len(part)} rows; "
+                  f"YAML now {getattr(eff, field):g})")
+        fitted[hw_name] = values
+        itl, ttft, load = errors(hw_rows, predict(hw_rows, ctx, None, values))
         fams = sorted({f for f, _ in itl + ttft + load})
-        print(f"  {'family':<34} {'ITL n':>5} {'ITL |err|%':>10} {'TTFT n':>6} {'TTFT |err|%':>11} "
+        print(f"  {'family':<36} {'ITL n':>5} {'ITL |err|%':>10} {'TTFT n':>6} {'TTFT |err|%':>11} "
               f"{'TTFT@load n':>11} {'|err|% vs reported':>18}")
         for fam in fams:
             parts = [[e for f, e in x if f == fam] for x in (itl, ttft, load)]
             cells = [f"{len(p):>5} {np.mean(np.abs(p)) if p else float('nan'):>10.2f}" for p in parts]
-            print(f"  {fam:<34} {cells[0]} {cells[1]:>18} {cells[2]:>30}")
+            print(f"  {fam:<36} {cells[0]} {cells[1]:>18} {cells[2]:>30}")
         print(f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
               f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})")
-    h100 = by_hw.get("h100-sxm-80gb")
+    h100 = [r for r in by_hw.get("h100-sxm-80gb", []) if model_of(r, models).moe is None]
     if h100:
+        h200_values = fitted.get("h200-sxm-141gb") or {f: getattr(ctx[1]("h200-sxm-141gb").efficiency, f)
+                                                       for f in FIELDS}
         a = predict(h100, ctx, "h100-sxm-80gb", fitted["h100-sxm-80gb"])
-        b = predict(h100, ctx, "h200-sxm-141gb", fitted.get("h200-sxm-141gb", ctx[1]("h200-sxm-141gb")
-                                                              .efficiency.iteration_overhead_ms))
-        ratio = np.array([y[0] / x[0] for x, y in zip(a, b)])
+        b = predict(h100, ctx, "h200-sxm-141gb", h200_values)
+        ratio = np.array([y[0]["itl_ms"] / x[0]["itl_ms"] for x, y in zip(a, b)])
         conc = np.array([float(get(r, "concurrency", 1)) for r in h100])
-        print(f"H200 / H100 ITL on the H100 rows (model): concurrency 1 mean {ratio[conc == 1].mean():.3f}, "
-              f"all rows mean {ratio.mean():.3f} (min {ratio.min():.3f}, max {ratio.max():.3f})")
+        print(f"H200 / H100 ITL on the H100 dense rows (model, fitted values): concurrency 1 mean "
+              f"{ratio[conc == 1].mean():.3f}, all rows mean {ratio.mean():.3f} (min {ratio.min():.3f}, "
+              f"max {ratio.max():.3f}); HBM bandwidth ratio {3350 / 4800:.3f}")
 
 
 if __name__ == "__main__":

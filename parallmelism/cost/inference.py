@@ -57,6 +57,7 @@ from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, InferenceWorkload, Model
 from .collectives import collective_time_s, group_link
 from .inference_memory import inference_memory
 from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
@@ -220,7 +221,7 @@ def continuous_terms(model, hw, wl, cols, draft=None):
 
     pp = np.asarray(cols["pp"], dtype=np.float64)
     b = np.asarray(cols["batch"], dtype=np.float64)
-    t_iter = hw.efficiency.iteration_overhead_ms * 1e-3
+    t_iter = iteration_overhead_s(model, hw)
     dec = decode_terms(model, hw, wl, cols)
     m = decode_micro_batches(cols)
     t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
@@ -258,7 +259,7 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
-        t_iter = hw.efficiency.iteration_overhead_ms * 1e-3
+        t_iter = iteration_overhead_s(model, hw)
         prefill_s, chunks = best_prefill(model, hw, wl, cols)
         prefill_s = prefill_s + t_iter
         pre = prefill_terms(model, hw, wl, cols, chunks)
@@ -321,9 +322,10 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
     ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
     iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
-    ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms)."""
+    ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms + MoE layers ·
+    eff.moe_layer_overhead_us)."""
     one = {k: np.asarray(v)[:1] for k, v in cols.items()}
-    t_iter_ms = hw.efficiency.iteration_overhead_ms
+    t_iter_ms = iteration_overhead_s(model, hw) * 1e3
     if wl.batching == "continuous":
         from .inference_iteration import mixed_stage_terms, prefill_chunk_plan
 

@@ -14,8 +14,9 @@ rest of the budget with a prefill chunk (chunked prefill). Two kinds of iteratio
 Stage times are the roofline of the ops (`cost.inference.stage_terms`: per op max(FLOPs/rate,
 bytes/bandwidth), summed, plus the layer collectives). The weights are read once per iteration
 for all its tokens; a mixed iteration streams at eff.hbm (prefill kernels), a decode iteration at
-eff.decode_hbm. t_iter = eff.iteration_overhead_ms (scheduler, sampling, launches, host sync), one
-named constant per accelerator fitted on serving ITL (benchmarks/fit_serving_overhead.py). Each
+eff.decode_hbm. t_iter = eff.iteration_overhead_ms (scheduler, sampling, launches, host sync) +
+eff.moe_layer_overhead_us per MoE layer (routing, token permutation, grouped-GEMM launches): named
+constants per accelerator fitted on serving ITL (benchmarks/fit_serving_overhead.py). Each
 chunk is the prompt's MEAN chunk (later chunks attend to more keys; the sum over chunks is exact).
 
 Steady state of a closed loop with b sequences per replica (Little: request rate λ = b / e2e):
@@ -42,6 +43,13 @@ import numpy as np
 from .inference_ops import ACT_BYTES, causal_pairs
 
 BISECTION_STEPS = 40
+
+
+def iteration_overhead_s(model, hw) -> float:
+    """Fixed seconds of one serving iteration: eff.iteration_overhead_ms + eff.moe_layer_overhead_us
+    per MoE layer of the model (all stages: the iteration passes every layer once)."""
+    eff = hw.efficiency
+    return eff.iteration_overhead_ms * 1e-3 + eff.moe_layer_overhead_us * 1e-6 * model.num_moe_layers
 
 
 def prefill_chunk_plan(wl, batch):
