@@ -17,7 +17,9 @@ Serving (one row per layout meeting the TTFT/TPOT limits; `batch` sequences in f
                                                    prefill interference of that closed loop,
                                                    cost.inference_iteration.closed_loop)
   replicas           = ceil(qps / (replica_rps · load))      (load = target busy fraction)
-  total_gpus         = replicas · replica_gpus,  replica_gpus = ngpus / dp
+  total_gpus         = replicas · replica_gpus,  replica_gpus = ngpus / dp (experts spread over
+                                                   replicas: the whole EP group, ngpus, serving
+                                                   dp · batch sequences)
   usd_per_million_output_tokens = total_gpus · cost_per_gpu_hour_usd / (qps · output_len · 3600) · 1e6
 """
 
@@ -103,6 +105,14 @@ def train_plan_failure(table, plan) -> str | None:
             f"${cheapest['cost_usd']:,.0f} on {int(cheapest['gpus'])} GPUs")
 
 
+def ep_across_replicas(df):
+    """Rows whose experts are spread over replicas (ep > 1 not dividing tp, grid.inference)."""
+    if "ep" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    ep, tp = df["ep"].to_numpy(), df["tp"].to_numpy()
+    return (ep > 1) & (tp % ep != 0)
+
+
 def plan_qps(plan, wl) -> float:
     """Requests/s the plan serves: plan.qps, or plan.tokens_per_s output tokens/s over output_len."""
     if (plan.qps is None) == (plan.tokens_per_s is None):
@@ -130,10 +140,13 @@ def serve_plan_table(rows, wl, hw, plan, limits: bool = True):
     if limits:
         df = df[_meets(df, plan)]
     df = df.copy()
-    df["replica_gpus"] = df["ngpus"] // df["dp"]
+    # the unit of replication: one replica, or the whole EP group when experts are spread over
+    # replicas (DP attention + EP: the dp replicas step together through the all-to-all)
+    tied = ep_across_replicas(df)
+    df["replica_gpus"] = np.where(tied, df["ngpus"], df["ngpus"] // df["dp"])
     df["input_len"], df["output_len"] = wl.input_len, wl.output_len
     df["request_latency_s"] = (df["ttft_ms"] + (wl.output_len - 1) * df["tpot_ms"]) / 1000.0
-    df["replica_rps"] = df["batch"] / df["request_latency_s"]
+    df["replica_rps"] = df["batch"] * np.where(tied, df["dp"], 1) / df["request_latency_s"]
     df["qps"], df["load"] = qps, plan.load
     df["replicas"] = np.ceil(qps / (df["replica_rps"] * plan.load)).astype(np.int64)
     df["total_gpus"] = df["replicas"] * df["replica_gpus"]

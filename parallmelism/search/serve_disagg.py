@@ -1,6 +1,8 @@
 """Disaggregated serving: separate prefill and decode pools (DistServe, Splitwise, Mooncake; NVIDIA
 Dynamo, SGLang and vLLM P/D disaggregation), sized for a request rate and compared with colocated.
 
+  (a "replica" is the unit of replication: one replica, or the whole EP group with its dp replicas
+  when the experts are spread over replicas, DP attention + EP)
   prefill pool  replicas of one layout that only prefill; one prompt at a time, no decode tokens
                 in its iterations: service time P = the layout's prefill_ms at batch 1 (its chunks,
                 each with the iteration overhead). N_p = ceil(qps·P / load) replicas; each runs at
@@ -26,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.inference_memory import kv_cache_bytes_per_sequence
+from .plan import ep_across_replicas
 
 
 def kv_transfer_ms(model, hw, wl, tp, pp, sp):
@@ -44,13 +47,16 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float) -> dict | None:
     df = rows[rows["fits"]] if "fits" in rows.columns else rows
     if len(df) == 0 or "decode_step_ms" not in df.columns:
         return None
-    g = (df["ngpus"] // df["dp"]).to_numpy()
+    tied = ep_across_replicas(df)  # the EP group is the unit: its dp replicas run together
+    g = np.where(tied, df["ngpus"], df["ngpus"] // df["dp"])
+    lanes = np.where(tied, df["dp"], 1)  # prompts (prefill) / batches (decode) a unit serves at once
     # prefill pool: batch-1 rows (no decode tokens share their iterations)
-    pre = df[df["batch"] == 1].copy()
-    pre["replica_gpus"] = (pre["ngpus"] // pre["dp"]).to_numpy()
+    one = (df["batch"] == 1).to_numpy()
+    pre = df[one].copy()
+    pre["replica_gpus"], pre_lanes = g[one], lanes[one]
     P = pre["prefill_ms"].to_numpy() / 1e3
-    pre["replicas"] = np.ceil(qps * P / plan.load).astype(np.int64)
-    rho = qps * P / pre["replicas"].to_numpy()
+    pre["replicas"] = np.ceil(qps * P / (pre_lanes * plan.load)).astype(np.int64)
+    rho = qps * P / (pre["replicas"].to_numpy() * pre_lanes)
     wait = rho * P / (2 * (1 - rho))
     pre["kv_transfer_ms"] = kv_transfer_ms(model, hw, wl, pre["tp"].to_numpy(), pre["pp"].to_numpy(),
                                            pre["sp"].to_numpy() if "sp" in pre else 1)
@@ -63,7 +69,7 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float) -> dict | None:
     dec["replica_gpus"] = g
     spec = dec["spec_tokens_per_step"].to_numpy() if "spec_tokens_per_step" in dec else 1.0
     dec["itl_ms"] = dec["decode_step_ms"].to_numpy() / spec
-    rps = dec["batch"].to_numpy() / (max(wl.output_len - 1, 1) * dec["itl_ms"].to_numpy() / 1e3)
+    rps = lanes * dec["batch"].to_numpy() / (max(wl.output_len - 1, 1) * dec["itl_ms"].to_numpy() / 1e3)
     dec["replicas"] = np.ceil(qps / (rps * plan.load)).astype(np.int64)
     dec["pool_gpus"] = dec["replicas"] * dec["replica_gpus"]
     if plan.tpot_ms is not None:
