@@ -56,3 +56,24 @@ def test_plan_serve_compares_disaggregated_with_colocated(tmp_path):
     summary = (tmp_path / "p.summary.md").read_text()
     assert "disaggregated prefill/decode" in summary and "P:D = " in summary
     assert "disaggregated vs colocated" in summary
+
+
+@pytest.mark.parametrize("args,text", [
+    (["prefill_gpus=1", "decode_gpus=16"], "prefill pool of 1 GPUs holds no serving layout"),
+    (["workload.weight_dtype=fp8", "workload.precision=fp8", "prefill_gpus=8", "decode_gpus=2"],
+     "decode pool of 2 GPUs cannot serve 20 requests/s"),
+    (["prefill_gpus=8"], "needs both prefill_gpus= and decode_gpus="),
+])
+def test_fixed_pd_split_that_does_not_work_is_one_sentence(args, text):
+    code, out = invoke("plan", "serve", "model=llama3.1-70b", "qps=20", "ttft_ms=500", "itl_ms=25",
+                       "grid.ngpus=[2,4,8]", *args)
+    assert code == 2 and text in out and "Traceback" not in out and out.strip().count("\n") == 0
+
+
+def test_fixed_pd_split_uses_exactly_the_given_pools(tmp_path):
+    out = tmp_path / "p.csv"
+    code, text = invoke("plan", "serve", "model=llama3.1-70b", "qps=20", "ttft_ms=500", "itl_ms=25",
+                        "grid.ngpus=[2,4,8]", "workload.weight_dtype=fp8", "workload.precision=fp8",
+                        "prefill_gpus=8", "decode_gpus=16", "--out", out)
+    assert code == 0, text
+    assert "P:D = 8:16" in (tmp_path / "p.summary.md").read_text()

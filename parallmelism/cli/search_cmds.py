@@ -241,7 +241,7 @@ plan_app = typer.Typer(no_args_is_help=True, help="Capacity plans: GPUs, days, e
 app.add_typer(plan_app, name="plan")
 
 PLAN_SHORT = {"days", "gpus", "budget_usd", "ngpus", "utilization", "pue", "qps", "tokens_per_s", "ttft_ms",
-              "tpot_ms", "load"}
+              "tpot_ms", "load", "prefill_gpus", "decode_gpus"}
 PLAN_ALIASES = {"budget": "budget_usd", "itl_ms": "tpot_ms"}  # inter-token latency = time per output token
 WORKLOAD_SHORT = {"tokens", "input_len", "output_len", "seq_len", "global_batch", "batch", "precision",
                   "weight_dtype", "kv_dtype"}
@@ -413,7 +413,7 @@ def plan_serve(
     from ..report.table import frame_table
     from ..search import FitsCollector
     from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
-    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan
+    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
     from ..search.stream import frame_of_kept
 
     overrides = rewrite_plan_overrides(list(overrides or []))
@@ -438,6 +438,9 @@ def plan_serve(
         table = serve_plan_table(rows, run.workload, run.hardware, run.plan)
         dis = disaggregated_plan(rows, run.model, run.hardware, run.workload, run.plan,
                                  plan_qps(run.plan, run.workload))
+        if run.plan.prefill_gpus or run.plan.decode_gpus:
+            dis = fixed_split_plan(rows, run.model, run.hardware, run.workload, run.plan,
+                                   plan_qps(run.plan, run.workload))
         if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
             raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
         binding = serve_binding(rows, run.workload, run.hardware, run.plan) if len(table) else ""

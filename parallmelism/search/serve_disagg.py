@@ -42,8 +42,10 @@ def kv_transfer_ms(model, hw, wl, tp, pp, sp):
     return (total / gpus / bw + hw.scale_out.latency_us * 1e-6) * 1e3
 
 
-def disaggregated_plan(rows, model, hw, wl, plan, qps: float) -> dict | None:
-    """Cheapest prefill pool + cheapest decode pool meeting the limits; None if either has none."""
+def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | None = None) -> dict | None:
+    """Cheapest prefill pool + cheapest decode pool meeting the limits; None if either has none.
+    pools=(prefill GPUs, decode GPUs): a fixed split; each pool takes the layouts whose unit divides
+    its GPU count, as many units as fit in it."""
     df = rows[rows["fits"]] if "fits" in rows.columns else rows
     if len(df) == 0 or "decode_step_ms" not in df.columns:
         return None
@@ -56,6 +58,12 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float) -> dict | None:
     pre["replica_gpus"], pre_lanes = g[one], lanes[one]
     P = pre["prefill_ms"].to_numpy() / 1e3
     pre["replicas"] = np.ceil(qps * P / (pre_lanes * plan.load)).astype(np.int64)
+    if pools is not None:
+        ok = pools[0] % pre["replica_gpus"].to_numpy() == 0
+        pre, P, pre_lanes = pre[ok].copy(), P[ok], pre_lanes[ok]
+        pre["replicas"] = pools[0] // pre["replica_gpus"].to_numpy()
+        keep = qps * P / (pre["replicas"].to_numpy() * pre_lanes) < 1  # the pool keeps up with the load
+        pre, P, pre_lanes = pre[keep].copy(), P[keep], pre_lanes[keep]
     rho = qps * P / (pre["replicas"].to_numpy() * pre_lanes)
     wait = rho * P / (2 * (1 - rho))
     pre["kv_transfer_ms"] = kv_transfer_ms(model, hw, wl, pre["tp"].to_numpy(), pre["pp"].to_numpy(),
@@ -71,6 +79,10 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float) -> dict | None:
     dec["itl_ms"] = dec["decode_step_ms"].to_numpy() / spec
     rps = lanes * dec["batch"].to_numpy() / (max(wl.output_len - 1, 1) * dec["itl_ms"].to_numpy() / 1e3)
     dec["replicas"] = np.ceil(qps / (rps * plan.load)).astype(np.int64)
+    if pools is not None:
+        fits_pool = pools[1] % dec["replica_gpus"].to_numpy() == 0
+        dec["replicas"] = pools[1] // dec["replica_gpus"].to_numpy()
+        dec = dec[fits_pool & (dec["replicas"].to_numpy() * rps >= qps)].copy()
     dec["pool_gpus"] = dec["replicas"] * dec["replica_gpus"]
     if plan.tpot_ms is not None:
         dec = dec[dec["itl_ms"] <= plan.tpot_ms]
@@ -109,3 +121,28 @@ def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
                      f"{colocated_gpus:,}" if diff else f"- disaggregated vs colocated: as many GPUs "
                      f"({colocated_gpus:,}).")
     return lines
+
+
+def fixed_split_plan(rows, model, hw, wl, plan, qps: float) -> dict:
+    """The disaggregated plan on exactly plan.prefill_gpus : plan.decode_gpus GPUs, or one sentence
+    (UserError) saying which pool cannot hold a layout, keep up with the load or meet its limit."""
+    from ..errors import UserError
+
+    if not (plan.prefill_gpus and plan.decode_gpus):
+        raise UserError("a fixed P:D split needs both prefill_gpus= and decode_gpus=")
+    fit = rows[rows["fits"]] if "fits" in rows.columns else rows
+    units = np.where(ep_across_replicas(fit), fit["ngpus"], fit["ngpus"] // fit["dp"]) if len(fit) else np.array([])
+    for name, n in (("prefill", plan.prefill_gpus), ("decode", plan.decode_gpus)):
+        if len(units) == 0 or not (n % units == 0).any():
+            smallest = int(units.min()) if len(units) else None
+            raise UserError(f"the {name} pool of {n} GPUs holds no serving layout of {model.name} that fits in "
+                            f"memory" + (f" (the smallest fitting unit has {smallest} GPUs)" if smallest else
+                                         " (none fits at these GPU counts)"))
+    dis = disaggregated_plan(rows, model, hw, wl, plan, qps, pools=(plan.prefill_gpus, plan.decode_gpus))
+    if dis is None or dis.get("total_gpus") is None:
+        missing = "prefill" if dis is None or dis["prefill"] is None else "decode"
+        limit = "TTFT" if missing == "prefill" else "ITL"
+        n = plan.prefill_gpus if missing == "prefill" else plan.decode_gpus
+        raise UserError(f"the {missing} pool of {n} GPUs cannot serve {qps:g} requests/s within the {limit} limit "
+                        f"with any layout; give it more GPUs")
+    return dis
