@@ -342,7 +342,7 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
     for phase, terms in phases:
         for op, (t, tc, tm) in zip(terms["ops"], terms["times"]):
             count = float(op.count[0])
-            if count == 0:
+            if count == 0 or (float(op.flops[0]) == 0 and float(op.bytes[0]) == 0):  # op not run this pass
                 continue
             records.append({"phase": phase, "op": op.name, "calls": count, "flops": float(op.flops[0]),
                             "weight_bytes": float(op.weight_bytes[0]), "other_bytes": float(op.other_bytes[0]),
