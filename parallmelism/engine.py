@@ -73,15 +73,11 @@ def evaluate(run: RunConfig):
 def evaluate_inference(run: RunConfig):
     """Serving: enumerate inference layouts (grid/inference.py) and add the serving cost columns
     (cost/inference.py). Returns (DataFrame in INFERENCE_COLUMNS order, LayoutGrid)."""
-    from .cost.inference import inference_columns
+    from .cost.inference import draft_model_of, inference_columns
     from .grid.inference import enumerate_inference_layouts
     from .schema import INFERENCE_COLUMNS
 
-    if run.model.mla is not None:
-        # The serving ops use MHA shapes; MLA's absorbed decode (a 576-wide latent per token) is
-        # not modelled yet, so latencies would be wrong (KV reads ~85x too high). Refuse instead.
-        raise UserError(f"model={run.model.name} uses multi-head latent attention, whose serving latency "
-                        "is not modelled yet; use workload=train for it")
     grid = enumerate_inference_layouts(run.model, run.hardware, run.workload, run.grid)
-    cols = inference_columns(grid.columns, run.model, run.hardware, run.workload)
+    draft = draft_model_of(run.model, run.workload)
+    cols = inference_columns(grid.columns, run.model, run.hardware, run.workload, draft)
     return to_frame(cols, run, column_order=INFERENCE_COLUMNS), grid

@@ -107,14 +107,21 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "layers_per_stage": "layers on the busiest pipeline stage, ceil(layers / pp)",
     "input_len": "prompt tokens per sequence",
     "output_len": "generated tokens per sequence",
-    "prefill_chunks": "chunks the prompt is cut into for the sequence pipeline (1 without pp)",
+    "prefill_chunks": "chunks the prompt is cut into: continuous, ceil(input_len / iteration token budget left "
+                      "by b-1 decode tokens); static, sequence-pipeline chunks (1 without pp)",
     "decode_micro_batches": "decode micro-batches in flight, min(batch, pp)",
     "decode_pp_idle": "fraction of pipeline stages idle in decode, 1 - micro-batches/pp",
-    "prefill_ms": "prefill of one prompt (continuous) or of the batch's prompts (static), causal attention, ms",
-    "decode_step_ms": "one decode step of the whole batch through the pipeline, ms",
-    "serving_load": "fraction of time spent prefilling new requests with b in flight (continuous batching)",
-    "ttft_ms": "time to first token: prefill_ms/(1 - serving_load) + request overhead, ms",
-    "tpot_ms": "time per output token = inter-token latency: decode_step_ms/(1 - serving_load), ms",
+    "prefill_ms": "prefill of one prompt: its chunks' mixed iterations (continuous) or the batch's prompts "
+                  "(static), causal attention, + iteration overhead, ms",
+    "decode_step_ms": "one decode iteration of the whole batch through the pipeline + iteration overhead, ms",
+    "spec_tokens_per_step": "speculative decoding: expected tokens per verify step (1 - a^(k+1))/(1 - a); 1 without",
+    "serving_load": "fraction of iterations that carry a prefill chunk (continuous batching; 0 static)",
+    "iteration_mixed_ms": "continuous: one iteration carrying a prefill chunk with the other b-1 decode tokens; "
+                          "static: the batch's prefill pass, ms",
+    "ttft_wait_ms": "mean wait before the prompt's first chunk runs: residual of the iteration in flight + "
+                    "queue behind other prompts (continuous batching), ms",
+    "ttft_ms": "time to first token (mean): wait + prefill_ms + request overhead, ms",
+    "tpot_ms": "time per output token = inter-token latency (mean over decode and mixed iterations), ms",
     "e2e_latency_ms": "ttft_ms + (output_len - 1)·tpot_ms, ms",
     "throughput_tokens_per_s": "tokens/s over all replicas (phase prefill: input tokens; decode: b/TPOT; "
                                "request: output tokens per e2e latency)",

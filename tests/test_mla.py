@@ -344,14 +344,6 @@ def test_activation_inventory_equals_transformers_up_to_named_tensors(spec):
     assert got - ours == s * b * named
 
 
-def test_serving_an_mla_model_is_refused_in_one_sentence():
-    # Serving ops use MHA shapes; MLA's absorbed decode is not modelled, so no latency is printed.
-    from tests.conftest import invoke
-
-    code, out = invoke("sweep", "workload=inference", "model=deepseek-v3", "grid.ngpus=[16]", "--quiet")
-    assert code == 2 and "multi-head latent attention" in out and "Traceback" not in out
-
-
 def test_cp_ring_carries_decompressed_k_and_v_for_mla():
     # GQA: K and V are 2·g·d per token (whole heads per TP rank); MLA's ring passes decompressed
     # per-head K (nope+rope = 192) and V (128): (a/t)·320 per token, 128 heads over tp 8 -> 5120.

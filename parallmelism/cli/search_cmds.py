@@ -240,7 +240,9 @@ plan_app = typer.Typer(no_args_is_help=True, help="Capacity plans: GPUs, days, e
                        "training run; replicas and $/token for serving.")
 app.add_typer(plan_app, name="plan")
 
-PLAN_SHORT = {"days", "gpus", "budget_usd", "ngpus", "utilization", "pue", "qps", "ttft_ms", "tpot_ms", "load"}
+PLAN_SHORT = {"days", "gpus", "budget_usd", "ngpus", "utilization", "pue", "qps", "tokens_per_s", "ttft_ms",
+              "tpot_ms", "load", "prefill_gpus", "decode_gpus"}
+PLAN_ALIASES = {"budget": "budget_usd", "itl_ms": "tpot_ms"}  # inter-token latency = time per output token
 WORKLOAD_SHORT = {"tokens", "input_len", "output_len", "seq_len", "global_batch", "batch", "precision",
                   "weight_dtype", "kv_dtype"}
 DEFAULT_PLAN_NGPUS = [2 ** i for i in range(3, 16)]  # 8 .. 32768
@@ -251,8 +253,8 @@ def rewrite_plan_overrides(overrides: list[str]) -> list[str]:
     out = []
     for o in overrides:
         key, sep, value = o.partition("=")
-        if sep and key == "budget":
-            key = "budget_usd"
+        if sep and key in PLAN_ALIASES:
+            key = PLAN_ALIASES[key]
         if sep and key in PLAN_SHORT:
             o = f"plan.{key}={value}"
         elif sep and key in WORKLOAD_SHORT:
@@ -367,15 +369,22 @@ def plan_train(
         _fail(str(exc))
 
 
-def serve_summary(table, run, plan) -> str:
+def serve_summary(table, run, plan, binding: str = "") -> str:
+    from ..search.plan import plan_qps
+
     hw, model, wl = run.hardware, run.model, run.workload
+    qps = plan_qps(plan, wl)
+    if len(table) == 0:  # only the disaggregated pools meet the limits
+        return "\n".join([f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s of {wl.input_len} in / "
+                          f"{wl.output_len} out tokens", "", "No colocated layout meets the limits.", binding, ""])
     c = table.iloc[0]
     limits = ", ".join(x for x in (f"TTFT <= {plan.ttft_ms:g} ms" if plan.ttft_ms else "",
                                    f"TPOT <= {plan.tpot_ms:g} ms" if plan.tpot_ms else "") if x) or "no latency limit"
     layout = ", ".join(f"{k} {c[k]}" for k in ("tp", "pp", "sp", "ep") if k in c)
     return "\n".join([
-        f"# Serving plan: {model.name} on {hw.name}, {plan.qps:g} requests/s of {wl.input_len} in / {wl.output_len} out tokens",
-        "", f"Limits: {limits}.", "",
+        f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s ({qps * wl.output_len:,.0f} output tokens/s) "
+        f"of {wl.input_len} in / {wl.output_len} out tokens",
+        "", f"Limits: {limits}.", *([binding] if binding else []), "",
         f"- replicas: {int(c['replicas']):,} x {int(c['replica_gpus'])} GPUs ({layout}, batch {int(c['batch'])})",
         f"- total GPUs: {int(c['total_gpus']):,}",
         f"- latency: TTFT {c['ttft_ms']:.1f} ms, TPOT {c['tpot_ms']:.2f} ms, request {c['request_latency_s']:.2f} s",
@@ -383,8 +392,9 @@ def serve_summary(table, run, plan) -> str:
         f"tokens (${c['usd_per_million_tokens']:.3f} per million input+output tokens)", "",
         "Assumptions:",
         "- a replica keeps `batch` sequences in flight and serves batch / request latency requests/s"
-        + (" (continuous batching: TTFT and TPOT include the stall of the others' decode while a new prompt is"
-           " prefilled, at that closed-loop load)." if getattr(wl, "batching", "static") == "continuous"
+        + (" (continuous batching: mean TTFT and TPOT of the iteration-level model at that closed-loop load:"
+           " prefill chunks share the decode iterations, a new request waits for the iteration in flight)."
+           if getattr(wl, "batching", "static") == "continuous"
            else " (static batching: the batch is prefilled and decoded together)."),
         f"- each replica is kept at {plan.load:.0%} of its capacity (headroom for bursts).",
         f"- price: ${hw.cost_per_gpu_hour_usd:g} per GPU-hour (hardware/{hw.name}.yaml).",
@@ -402,7 +412,8 @@ def plan_serve(
     from ..errors import UserError
     from ..report.table import frame_table
     from ..search import FitsCollector
-    from ..search.plan import serve_plan_table
+    from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
+    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
     from ..search.stream import frame_of_kept
 
     overrides = rewrite_plan_overrides(list(overrides or []))
@@ -417,17 +428,24 @@ def plan_serve(
         run = runs[0]
         if run.workload.kind != "inference":
             raise UserError("plan serve needs workload=inference")
-        if run.plan.qps is None:
-            raise UserError("plan serve needs the request rate, e.g. qps=50")
+        if run.plan.qps is None and run.plan.tokens_per_s is None:
+            raise UserError("plan serve needs the load, e.g. qps=50 (requests/s) or tokens_per_s=20000 (output tokens/s)")
+        plan_qps(run.plan, run.workload)
         res = stream_with_progress([run], [FitsCollector(where=None)], quiet, label="planning")
         rows = frame_of_kept([run], res.kept[0])
         if res.evaluated == 0:
             raise UserError(_empty_message(res))
         table = serve_plan_table(rows, run.workload, run.hardware, run.plan)
-        if len(table) == 0:
-            raise UserError(f"no serving layout of {run.model.name} on {run.hardware.name} fits and meets "
-                            f"ttft_ms={run.plan.ttft_ms} tpot_ms={run.plan.tpot_ms}; relax a limit or add GPUs "
-                            "(grid.ngpus)")
+        dis = disaggregated_plan(rows, run.model, run.hardware, run.workload, run.plan,
+                                 plan_qps(run.plan, run.workload))
+        if run.plan.prefill_gpus or run.plan.decode_gpus:
+            dis = fixed_split_plan(rows, run.model, run.hardware, run.workload, run.plan,
+                                   plan_qps(run.plan, run.workload))
+        if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
+            raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
+        binding = serve_binding(rows, run.workload, run.hardware, run.plan) if len(table) else ""
+        colocated = int(table.iloc[0]["total_gpus"]) if len(table) else None
+        binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
         console = _console()
         if not quiet:
             console.print(frame_table(table.head(10), columns=["replica_gpus", "tp", "pp", "sp", "ep", "batch",
@@ -435,7 +453,7 @@ def plan_serve(
                                                                "usd_per_million_output_tokens"],
                                       title="cheapest serving layouts"))
         _write(table, out, console, "plan rows")
-        text = serve_summary(table, run, run.plan)
+        text = serve_summary(table, run, run.plan, binding)
         if not quiet:
             console.print(text, markup=False)
         _write_summary(text, _summary_path(out), console)

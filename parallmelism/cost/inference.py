@@ -19,9 +19,9 @@ Collectives per layer (times from `cost.collectives`, the training model's alpha
   PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
 
 Phases (per replica; dp replicas run independently, so throughput scales with dp):
-  prefill  one prompt (continuous batching) or the batch's b prompts (static batching), split
-           over sp ranks (load-balanced causal chunks): `prefill_ms`. With pp > 1 the prompt goes
-           through the stages in n_c chunks (sequence pipeline):
+  prefill  static batching: the batch's b prompts, split over sp ranks (load-balanced causal
+           chunks): `prefill_ms`. With pp > 1 the prompt goes through the stages in n_c chunks
+           (sequence pipeline):
            prefill = (n_c + pp − 1)·(stage time of one chunk + one hop); n_c is the best of
            1, 2, 4, ..., 64 per row (more chunks: smaller bubble, but weights re-read per chunk).
            Chunks use the average context (later chunks attend to more keys).
@@ -29,15 +29,21 @@ Phases (per replica; dp replicas run independently, so throughput scales with dp
            step = pp·(stage time of one micro-batch + one hop) (pp = 1: one stage time), the
            `decode_step_ms`. With b < pp stages idle (`decode_pp_idle`); each micro-batch re-reads
            the stage's weights. Context = input_len + output_len/2 (mean over the decode steps).
-  serving  continuous batching keeps b sequences in flight (closed loop): each finished request
-           is replaced and its prefill stalls the others' decode. With load ρ = λ·prefill
-           (`serving_load`, λ = b / e2e): TPOT (inter-token latency) = step/(1−ρ),
-           TTFT = prefill/(1−ρ) + eff.request_overhead_ms; static batching: ρ = 0.
+  serving  continuous batching (default): iteration-level model of `cost.inference_iteration`:
+           decode iterations (decode_step_ms) and mixed iterations carrying a prompt chunk under
+           the per-iteration token budget (iteration_mixed_ms), each + eff.iteration_overhead_ms;
+           closed-loop steady state with b sequences per replica gives the MEAN ITL (tpot_ms), the
+           MEAN TTFT = wait for the iteration in flight + queue + the prompt's chunks +
+           eff.request_overhead_ms, and serving_load = share of iterations carrying a chunk.
+           Static batching: the batch's prompts are prefilled together (sequence pipeline above),
+           then decode steps; TTFT = prefill + one iteration overhead + request overhead, ρ = 0.
   request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
-Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv,
-efficiency decode_hbm 0.6, matmul_fp8 0.65, request_overhead_ms 10): ITL at concurrency 1-250
-mean |error| 6.8 % over 43 points; TTFT at concurrency 1 mean 12.3 % over 13 points. TTFT at
-higher concurrency is not validated: it follows the load generator's arrival bursts.
+Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv;
+kernels: efficiency decode_hbm 0.6, matmul_fp8 0.65; named overheads fitted by
+benchmarks/fit_serving_overhead.py: iteration_overhead_ms 0.45, request_overhead_ms 7.25): ITL at
+concurrency 1-250 mean |error| 4.5 % over 43 points; TTFT at concurrency 1 mean 8.3 % over 13
+points. TTFT at higher concurrency in those closed-loop benchmarks is not validated (it follows
+the load generator's arrival bursts).
 Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
 phase b per TPOT, request phase output tokens b·output_len per e2e latency.
 cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) · 1e6.
@@ -51,6 +57,8 @@ from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, InferenceWorkload, Model
 from .collectives import collective_time_s, group_link
 from .inference_memory import inference_memory
 from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .inference_iteration import iteration_overhead_s
+from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
 
@@ -63,7 +71,7 @@ def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):
     tokens; a partly filled tensor-core tile costs a full one), the flash attention core at
     peak(bf16)·attention (cost.roofline), memory ops none."""
     if op.kind == "matmul":
-        m = np.asarray(op.gemm_dim, dtype=np.float64)
+        m = np.maximum(np.asarray(op.gemm_dim, dtype=np.float64), 1.0)  # 0 rows: no FLOPs, no NaN
         peak = rates.gemm_peak if fp8_peak is None else fp8_peak
         return peak * np.minimum(1.0, m / tile_rows)
     if op.kind == "attention":
@@ -88,7 +96,7 @@ def _collective(hw, kind, nbytes, size, stride):
 
 def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, cols, *, tokens, attn_pairs,
                 kv_read_tokens, kv_write_tokens, kv_read_bytes, head_tokens, hbm_eff,
-                prefill: bool, prompt_tokens=None):
+                prefill: bool, prompt_tokens=None, decode_part=None):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
     tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
@@ -96,8 +104,10 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
     moe_layers = n * model.num_moe_layers / model.layers
     dense_layers = n - moe_layers
     T = np.asarray(tokens, dtype=np.float64)
+    if decode_part is None and not prefill:  # a decode pass: every token reads the cache
+        decode_part = (T, attn_pairs, kv_read_tokens)
     ops = layer_ops(model, wl, tp, ep, T, attn_pairs, kv_read_tokens, kv_write_tokens, kv_read_bytes,
-                    wl.moe_imbalance, dense_layers, moe_layers)
+                    wl.moe_imbalance, dense_layers, moe_layers, decode_part=decode_part)
     ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
     times = [op_time_s(op, hw, wl, hbm_eff) for op in ops]
     compute_s = sum(op.count * np.where(tc >= tm, t, 0.0) for op, (t, tc, tm) in zip(ops, times))
@@ -114,13 +124,16 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
         a2a = _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
         comm["ep_all_to_all"] = 2 * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
     a_l, g_l = local_heads(model, tp)
+    # per position: K and V of the local KV heads, or MLA's latent + rope key (all heads share it)
+    kv_width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim if model.mla is not None else 2 * g_l * model.d
+    out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
     if prefill:
-        kv_all = prompt_tokens * 2 * g_l * model.d * ACT_BYTES
+        kv_all = prompt_tokens * kv_width * ACT_BYTES
         attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == "attention")
         ag = _collective(hw, "all_gather", kv_all, sp, tp)
         comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
     else:
-        partial = T * (a_l * model.d * ACT_BYTES + a_l * 4) * sp
+        partial = T * (a_l * out_width * ACT_BYTES + a_l * 4) * sp
         comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
     hop = np.where(pp > 1, _collective(hw, "send_recv", act, 2, tp * sp * dp), 0.0)
     comm_s = sum(comm.values())
@@ -142,48 +155,37 @@ def prefill_terms(model, hw, wl, cols, chunks):
     sp = np.asarray(cols["sp"], dtype=np.float64)
     c = np.asarray(chunks, dtype=np.float64)
     S = wl.input_len
+    hit = wl.prefix_cache_hit * S  # prompt tokens found in the prefix cache: attended to, not recomputed
     n_pre = prefill_sequences(cols, wl)
-    tokens = n_pre * S / sp / c
-    pairs = n_pre * causal_pairs(S) / sp / c
-    kv_read = n_pre * S * (c + 1) / (2 * c)  # keys a chunk reads, averaged over chunks (all S when c = 1)
+    tokens = n_pre * (S - hit) / sp / c
+    pairs = n_pre * (causal_pairs(S) - causal_pairs(hit)) / sp / c
+    # keys a chunk reads: the cached prefix + the new tokens before it, averaged over chunks
+    kv_read = n_pre * (hit + (S - hit) * (c + 1) / (2 * c))
     return stage_terms(model, hw, wl, cols, tokens=tokens, attn_pairs=pairs, kv_read_tokens=kv_read,
                        kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES,
                        head_tokens=n_pre / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
-
-
-def serving_load(prefill_s, step_s, batch, output_len, fixed_s):
-    """Fraction ρ of a replica's time spent prefilling new prompts under continuous batching.
-
-    Closed loop: `batch` sequences are always in flight; each finished request is replaced by a
-    new one, whose prefill (prefill_s) stalls every decoding sequence. Requests complete at
-    λ = batch / e2e, so ρ = λ·prefill_s, and both phases stretch by 1/(1-ρ):
-        ITL  = step_s / (1-ρ)                 (decode gets the remaining time)
-        TTFT = prefill_s / (1-ρ) + fixed_s    (M/M/1-style wait behind other prefills)
-        e2e  = (prefill_s + (out-1)·step_s)/(1-ρ) + fixed_s
-    ρ = batch·prefill_s / e2e(ρ) is the root in (0, 1) of
-        fixed_s·ρ² − (A + fixed_s + B)·ρ + B = 0,  A = prefill_s + (out-1)·step_s, B = batch·prefill_s.
-    One sequence (batch 1) has no one to interfere with: ρ = 0.
-    """
-    A = prefill_s + (output_len - 1) * step_s
-    B = np.where(np.asarray(batch) > 1, np.asarray(batch, dtype=np.float64) * prefill_s, 0.0)
-    k = A + fixed_s + B
-    with np.errstate(invalid="ignore", divide="ignore"):
-        quad = (k - np.sqrt(np.maximum(k * k - 4 * fixed_s * B, 0.0))) / (2 * fixed_s)
-    lin = B / (A + B)
-    return np.where(fixed_s > 0, quad, lin) if np.ndim(fixed_s) else (quad if fixed_s > 0 else lin)
 
 
 def decode_micro_batches(cols):
     return np.minimum(cols["batch"], cols["pp"])
 
 
-def decode_terms(model, hw, wl, cols):
-    """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context."""
+def spec_positions(wl) -> int:
+    """Query positions per sequence in one decode pass: k+1 when speculating (verify), else 1."""
+    return wl.spec_tokens + 1 if wl.spec_method != "none" else 1
+
+
+def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
+    """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context; with
+    speculative decoding the verify pass carries tokens_per_seq = k+1 positions per sequence (the
+    cache is read once per sequence, k+1 positions written)."""
+    q = spec_positions(wl) if tokens_per_seq is None else tokens_per_seq
     m = decode_micro_batches(cols)
-    Td = np.ceil(cols["batch"] / m).astype(np.float64)
+    seqs = np.ceil(cols["batch"] / m).astype(np.float64)
+    Td = seqs * q
     sp = np.asarray(cols["sp"], dtype=np.float64)
     ctx = wl.input_len + wl.output_len / 2
-    return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=Td * ctx / sp,
+    return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=seqs * ctx / sp,
                        kv_write_tokens=Td / sp, kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
                        head_tokens=Td, hbm_eff=hw.efficiency.decode_hbm,
                        prefill=False)
@@ -211,24 +213,66 @@ def _bound(terms):
     return BOUNDS[np.argmax(stack, axis=0)]
 
 
-def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                      wl: InferenceWorkload) -> dict[str, np.ndarray]:
-    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS)."""
+def continuous_terms(model, hw, wl, cols, draft=None):
+    """Iteration-level serving (cost.inference_iteration): decode and mixed iteration times, the
+    prompt's chunk plan and the closed-loop steady state, plus the prefill-only terms of one chunk
+    (FLOPs, collectives and bound of the prompt's own work)."""
+    from .inference_iteration import closed_loop, mixed_stage_terms, prefill_chunk_plan
+
     pp = np.asarray(cols["pp"], dtype=np.float64)
     b = np.asarray(cols["batch"], dtype=np.float64)
-    prefill_s, chunks = best_prefill(model, hw, wl, cols)
-    pre = prefill_terms(model, hw, wl, cols, chunks)
+    t_iter = iteration_overhead_s(model, hw)
     dec = decode_terms(model, hw, wl, cols)
     m = decode_micro_batches(cols)
-    step_s = pp * (dec["stage_s"] + dec["hop_s"])
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
+    t_dec = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
+    n_p, _ = prefill_chunk_plan(wl, b)
+    # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
+    td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
+    pre = prefill_terms(model, hw, wl, cols, n_p)
+    if wl.chunked_prefill:
+        mix = mixed_stage_terms(stage_terms, model, hw, wl, cols, td_mix, n_p)
+        # the micro-batch with the chunk replaces a decode micro-batch once per stage (pp = 1: the
+        # iteration is that one micro-batch)
+        t_mix = t_dec + (pp / m) * (mix["stage_s"] - dec["stage_s"])
+    else:  # the chunk is a forward pass of its own through every stage
+        mix = pre
+        t_mix = pp * (pre["stage_s"] + pre["hop_s"]) + t_iter
+    state = closed_loop(t_dec, t_mix, n_p, b, wl.output_len, hw.efficiency.request_overhead_ms * 1e-3,
+                        fused=wl.chunked_prefill, pp=pp,
+                        tokens_per_iter=expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens)
+                        if wl.spec_method != "none" else 1.0)
+    return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
+
+
+def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
+                      wl: InferenceWorkload, draft: ModelSpec | None = None) -> dict[str, np.ndarray]:
+    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `draft` is the
+    draft model when wl.spec_method == "draft"."""
+    pp = np.asarray(cols["pp"], dtype=np.float64)
+    b = np.asarray(cols["batch"], dtype=np.float64)
     overhead_s = hw.efficiency.request_overhead_ms * 1e-3
+    spec_e = expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens) if wl.spec_method != "none" else 1.0
     if wl.batching == "continuous":
-        load = serving_load(prefill_s, step_s, b, wl.output_len, overhead_s)
+        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, cols, draft)
+        prefill_s = (chunks + pp - 1) * mixed_s / pp
+        load = state["mixed_fraction"]
+        ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
+        t_iter = iteration_overhead_s(model, hw)
+        prefill_s, chunks = best_prefill(model, hw, wl, cols)
+        prefill_s = prefill_s + t_iter
+        pre = prefill_terms(model, hw, wl, cols, chunks)
+        dec = decode_terms(model, hw, wl, cols)
+        m = decode_micro_batches(cols)
+        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
+        step_s = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
+        mixed_s = prefill_s
         load = np.zeros_like(step_s)
-    ttft_s = prefill_s / (1 - load) + overhead_s
-    tpot_s = step_s / (1 - load)
-    e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
+        wait_s = np.zeros_like(step_s)
+        ttft_s = prefill_s + overhead_s
+        tpot_s = step_s / spec_e
+        e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
     dp = cols["dp"]
     if wl.phase == "prefill":
         tput = dp * prefill_sequences(cols, wl) * wl.input_len / ttft_s
@@ -248,7 +292,10 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
         "decode_pp_idle": 1.0 - m / pp,
         "prefill_ms": prefill_s * 1e3,
         "decode_step_ms": step_s * 1e3,
+        "spec_tokens_per_step": np.full(len(pp), spec_e),
         "serving_load": load,
+        "iteration_mixed_ms": mixed_s * 1e3,
+        "ttft_wait_ms": wait_s * 1e3,
         "ttft_ms": ttft_s * 1e3,
         "tpot_ms": tpot_s * 1e3,
         "e2e_latency_ms": e2e_s * 1e3,
@@ -269,18 +316,33 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
 
 
 def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                        wl: InferenceWorkload) -> list[dict]:
+                        wl: InferenceWorkload, draft: ModelSpec | None = None) -> list[dict]:
     """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
     with calls per stage, FLOPs, weight and other HBM bytes per call, total time on the stage in
-    ms and the bound. Prefill rows are per chunk; decode rows per micro-batch."""
+    ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
+    iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
+    micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
+    ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms + MoE layers ·
+    eff.moe_layer_overhead_us)."""
     one = {k: np.asarray(v)[:1] for k, v in cols.items()}
-    _, chunks = best_prefill(model, hw, wl, one)
+    t_iter_ms = iteration_overhead_s(model, hw) * 1e3
+    if wl.batching == "continuous":
+        from .inference_iteration import mixed_stage_terms, prefill_chunk_plan
+
+        b = np.asarray(one["batch"], dtype=np.float64)
+        chunks, _ = prefill_chunk_plan(wl, b)
+        phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
+        if wl.chunked_prefill:
+            td_mix = np.ceil((b - 1) / decode_micro_batches(one)) * spec_positions(wl)
+            phases.append(("mixed", mixed_stage_terms(stage_terms, model, hw, wl, one, td_mix, chunks)))
+    else:
+        _, chunks = best_prefill(model, hw, wl, one)
+        phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
     records = []
-    for phase, terms in (("prefill", prefill_terms(model, hw, wl, one, chunks)),
-                         ("decode", decode_terms(model, hw, wl, one))):
+    for phase, terms in phases:
         for op, (t, tc, tm) in zip(terms["ops"], terms["times"]):
             count = float(op.count[0])
-            if count == 0:
+            if count == 0 or (float(op.flops[0]) == 0 and float(op.bytes[0]) == 0):  # op not run this pass
                 continue
             records.append({"phase": phase, "op": op.name, "calls": count, "flops": float(op.flops[0]),
                             "weight_bytes": float(op.weight_bytes[0]), "other_bytes": float(op.other_bytes[0]),
@@ -291,6 +353,14 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
                 records.append({"phase": phase, "op": name, "calls": float("nan"), "flops": 0.0,
                                 "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": float(t[0]) * 1e3,
                                 "bound": "communication"})
+        if phase != "prefill" and wl.spec_method != "none":
+            t_prop = wl.spec_tokens * float(proposer_step_s(model, draft, hw, wl, one, decode_terms)[0])
+            records.append({"phase": phase, "op": f"spec_proposer_{wl.spec_method}", "calls": float(wl.spec_tokens),
+                            "flops": float("nan"), "weight_bytes": float("nan"), "other_bytes": float("nan"),
+                            "time_ms": t_prop * 1e3, "bound": "proposer"})
+        if t_iter_ms > 0 and (phase != "prefill" or wl.batching == "static" or not wl.chunked_prefill):
+            records.append({"phase": phase, "op": "iteration_overhead", "calls": 1.0, "flops": 0.0,
+                            "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": t_iter_ms, "bound": "overhead"})
     return records
 
 
@@ -299,4 +369,24 @@ def breakdown_for_row(row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: Infe
     from ..grid.inference import INFERENCE_LAYOUT_COLUMNS
 
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    return inference_breakdown(cols, model, hw, wl)
+    return inference_breakdown(cols, model, hw, wl, draft_model_of(model, wl))
+
+
+def draft_model_of(model: ModelSpec, wl: InferenceWorkload) -> ModelSpec | None:
+    """The draft model of wl (shipped or $PARALLMELISM_CONFIG_PATH models), checked smaller than
+    the model it drafts for; None without a draft."""
+    if wl.spec_method != "draft":
+        return None
+    from ..config import load_option
+    from ..errors import UserError
+    from .params import total_params
+
+    draft = load_option("model", wl.draft_model)
+    n_draft, n_model = total_params(draft), total_params(model)
+    if n_draft >= n_model:
+        raise UserError(f"draft model {draft.name} ({n_draft / 1e9:.1f}B parameters) is not smaller than "
+                        f"{model.name} ({n_model / 1e9:.1f}B); pick a smaller draft_model or spec_method=mtp")
+    if draft.vocab != model.vocab:
+        raise UserError(f"draft model {draft.name} has a {draft.vocab}-token vocabulary, {model.name} "
+                        f"{model.vocab}: speculative decoding needs the same tokenizer")
+    return draft

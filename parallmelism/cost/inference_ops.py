@@ -87,7 +87,8 @@ def expert_tp(tp, ep):
 
 
 def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pairs, kv_read_tokens,
-              kv_write_tokens, kv_read_bytes, moe_imbalance, dense_layers, moe_layers) -> list[Op]:
+              kv_write_tokens, kv_read_bytes, moe_imbalance, dense_layers, moe_layers,
+              decode_part=None) -> list[Op]:
     """Ops of the decoder layers of one stage on one GPU.
 
     tokens           T, tokens this GPU pushes through the projections
@@ -96,11 +97,10 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
     kv_write_tokens  K/V positions appended to the cache
     kv_read_bytes    bytes per K (or V) element read: kv_dtype in decode, 16-bit in prefill
     dense_layers, moe_layers  layers of each type on the stage (counts)
-    MLA models (model.mla) are approximated here by MHA shapes (a heads of d = n+p for Q, K and
-    V): serving WEIGHTS and the KV-cache SIZE are exact (weight_elements_per_gpu,
-    inference_memory), but these attention ops do not yet model the absorbed latent attention,
-    so they overstate the KV bytes read per decode step (2·a·(n+p) per token per layer instead of
-    the r_kv + p latent) and misplace the projection FLOPs.
+    decode_part      (tokens, pairs, key positions) of the above that are decode tokens reading
+                     the cache at kv_dtype (the rest reads kv_read_bytes); None: none of them
+    MLA models (model.mla): the attention ops are `cost.inference_mla` (prefill in the naive
+    form, decode tokens absorbed over the latent cache).
     """
     h, d = model.hidden, model.d
     tp = np.asarray(tp, dtype=np.float64)
@@ -126,18 +126,39 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
     # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
     # materializes the masked half too)
     scores = 0.0 if wl.flash_attention else np.asarray(attn_pairs, dtype=np.float64) * a_l * ab
+    pairs, kv_pos = np.asarray(attn_pairs, dtype=np.float64), np.asarray(kv_read_tokens, dtype=np.float64)
+    if decode_part is None:
+        decode_part = (0 * T, 0 * T, 0 * T)
+    Td, Pd, Kd = (np.asarray(x, dtype=np.float64) for x in decode_part)
+    # K (or V) bytes read per local KV head: decode positions from the cache, the rest at kv_read_bytes
+    kv_read = (kv_pos - Kd) * kv_read_bytes + Kd * kvb
+    if model.mla is not None:
+        from .inference_mla import mla_attention_ops
+
+        ops = [norm("attn_norm", all_layers)]
+        ops += mla_attention_ops(model, wl, tp, T, all_layers, (T - Td, pairs - Pd, kv_pos - Kd), (Td, Pd, Kd),
+                                 kv_write_tokens)
+        ops.append(norm("mlp_norm", all_layers))
+        return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
     ops = [
         norm("attn_norm", all_layers),
         linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
         # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
         Op("attention_qk", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
-           T * q_l * ab + kv_read_tokens * kv_l * kv_read_bytes + 2 * kv_write_tokens * kv_l * kvb + scores, inf),
+           T * q_l * ab + kv_read * kv_l + 2 * kv_write_tokens * kv_l * kvb + scores, inf),
         # probabilities · V: same FLOPs; reads V, writes the output
         Op("attention_pv", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
-           kv_read_tokens * kv_l * kv_read_bytes + T * q_l * ab + scores, inf),
+           kv_read * kv_l + T * q_l * ab + scores, inf),
         linear("output_proj", all_layers, q_l, h),
         norm("mlp_norm", all_layers),
     ]
+    return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
+
+
+def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) -> list[Op]:
+    """Dense MLP (dense layers) and router + routed/shared experts (MoE layers) of one stage."""
+    h = model.hidden
+    ops = []
     I_l = model.ffn_hidden / tp
     mult = 2 if model.gated else 1
     ops += [linear("gate_up_proj", np.asarray(dense_layers, dtype=np.float64), h, mult * I_l),

@@ -15,9 +15,11 @@ Serving (one row per layout meeting the TTFT/TPOT limits; `batch` sequences in f
                                                    request per request latency; under continuous
                                                    batching TTFT and TPOT already carry the
                                                    prefill interference of that closed loop,
-                                                   cost.inference.serving_load)
+                                                   cost.inference_iteration.closed_loop)
   replicas           = ceil(qps / (replica_rps · load))      (load = target busy fraction)
-  total_gpus         = replicas · replica_gpus,  replica_gpus = ngpus / dp
+  total_gpus         = replicas · replica_gpus,  replica_gpus = ngpus / dp (experts spread over
+                                                   replicas: the whole EP group, ngpus, serving
+                                                   dp · batch sequences)
   usd_per_million_output_tokens = total_gpus · cost_per_gpu_hour_usd / (qps · output_len · 3600) · 1e6
 """
 
@@ -103,28 +105,55 @@ def train_plan_failure(table, plan) -> str | None:
             f"${cheapest['cost_usd']:,.0f} on {int(cheapest['gpus'])} GPUs")
 
 
-def serve_plan_table(rows, wl, hw, plan):
-    """Every layout that fits and meets the latency limits, sized to the request rate; cheapest first."""
+def ep_across_replicas(df):
+    """Rows whose experts are spread over replicas (ep > 1 not dividing tp, grid.inference)."""
+    if "ep" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    ep, tp = df["ep"].to_numpy(), df["tp"].to_numpy()
+    return (ep > 1) & (tp % ep != 0)
+
+
+def plan_qps(plan, wl) -> float:
+    """Requests/s the plan serves: plan.qps, or plan.tokens_per_s output tokens/s over output_len."""
+    if (plan.qps is None) == (plan.tokens_per_s is None):
+        raise UserError("plan serve needs exactly one of qps= (requests/s) and tokens_per_s= (output tokens/s)")
+    return plan.qps if plan.qps is not None else plan.tokens_per_s / wl.output_len
+
+
+def _meets(df, plan, ttft=True, tpot=True):
+    ok = np.ones(len(df), dtype=bool)
+    if ttft and plan.ttft_ms is not None:
+        ok &= df["ttft_ms"].to_numpy() <= plan.ttft_ms
+    if tpot and plan.tpot_ms is not None:
+        ok &= df["tpot_ms"].to_numpy() <= plan.tpot_ms
+    return ok
+
+
+def serve_plan_table(rows, wl, hw, plan, limits: bool = True):
+    """Every layout that fits and meets the latency limits, sized to the request rate; cheapest first.
+    limits=False sizes every fitting layout (to find which limit binds)."""
     _needs(rows, ["ttft_ms", "tpot_ms", "batch", "dp"], "plan serve")
+    qps = plan_qps(plan, wl)
     df = rows.copy()
     if "fits" in df.columns:
         df = df[df["fits"]]
-    if plan.ttft_ms is not None:
-        df = df[df["ttft_ms"] <= plan.ttft_ms]
-    if plan.tpot_ms is not None:
-        df = df[df["tpot_ms"] <= plan.tpot_ms]
+    if limits:
+        df = df[_meets(df, plan)]
     df = df.copy()
-    df["replica_gpus"] = df["ngpus"] // df["dp"]
+    # the unit of replication: one replica, or the whole EP group when experts are spread over
+    # replicas (DP attention + EP: the dp replicas step together through the all-to-all)
+    tied = ep_across_replicas(df)
+    df["replica_gpus"] = np.where(tied, df["ngpus"], df["ngpus"] // df["dp"])
     df["input_len"], df["output_len"] = wl.input_len, wl.output_len
     df["request_latency_s"] = (df["ttft_ms"] + (wl.output_len - 1) * df["tpot_ms"]) / 1000.0
-    df["replica_rps"] = df["batch"] / df["request_latency_s"]
-    df["qps"], df["load"] = plan.qps, plan.load
-    df["replicas"] = np.ceil(plan.qps / (df["replica_rps"] * plan.load)).astype(np.int64)
+    df["replica_rps"] = df["batch"] * np.where(tied, df["dp"], 1) / df["request_latency_s"]
+    df["qps"], df["load"] = qps, plan.load
+    df["replicas"] = np.ceil(qps / (df["replica_rps"] * plan.load)).astype(np.int64)
     df["total_gpus"] = df["replicas"] * df["replica_gpus"]
     df["cost_per_gpu_hour_usd"] = hw.cost_per_gpu_hour_usd
     df["usd_per_hour"] = df["total_gpus"] * hw.cost_per_gpu_hour_usd
-    df["usd_per_million_output_tokens"] = df["usd_per_hour"] / (plan.qps * wl.output_len * 3600.0) * 1e6
-    df["usd_per_million_tokens"] = df["usd_per_hour"] / (plan.qps * (wl.input_len + wl.output_len) * 3600.0) * 1e6
+    df["usd_per_million_output_tokens"] = df["usd_per_hour"] / (qps * wl.output_len * 3600.0) * 1e6
+    df["usd_per_million_tokens"] = df["usd_per_hour"] / (qps * (wl.input_len + wl.output_len) * 3600.0) * 1e6
     df = df.sort_values(["total_gpus", "request_latency_s"], kind="stable").reset_index(drop=True)
     # one row per replica layout (dp only repeats the replica)
     key = [c for c in ("replica_gpus", "tp", "pp", "sp", "ep", "batch") if c in df.columns]
@@ -133,3 +162,48 @@ def serve_plan_table(rows, wl, hw, plan):
     if len(df):
         df.loc[0, "chosen"] = True
     return df[[c for c in SERVE_PLAN_COLUMNS if c in df.columns]]
+
+
+def serve_binding(rows, wl, hw, plan) -> str:
+    """Which service-level target sets the fleet size: compare the fewest GPUs meeting both limits
+    with the fewest meeting each alone and with none (the request rate alone)."""
+    every = serve_plan_table(rows, wl, hw, plan, limits=False)
+    if len(every) == 0:
+        return ""
+
+    def fewest(ttft, tpot):
+        ok = _meets(every, plan, ttft, tpot)
+        return int(every.loc[ok, "total_gpus"].min()) if ok.any() else None
+
+    both, free = fewest(True, True), fewest(False, False)
+    only_ttft, only_tpot = fewest(True, False), fewest(False, True)
+    rate = f"{plan_qps(plan, wl):g} requests/s"
+    if both is None:
+        return ""
+    if both == free:
+        return (f"Binding constraint: the request rate ({rate}); the latency limits cost nothing extra "
+                f"(the cheapest fitting layout already meets them, {both} GPUs).")
+    named = [n for n, g in (("TTFT", only_ttft), ("TPOT/ITL", only_tpot)) if g == both and g != free]
+    which = " and ".join(named) if named else "TTFT and TPOT/ITL together"
+    return (f"Binding constraint: {which}; without the latency limits {free} GPUs would serve {rate} "
+            f"(with TTFT only: {only_ttft}, with TPOT only: {only_tpot}, with both: {both}).")
+
+
+def serve_plan_failure(rows, model_name, hw_name, plan) -> str:
+    """One sentence when no fitting layout meets the limits: how close the best one came."""
+    df = rows[rows["fits"]] if "fits" in rows.columns else rows
+    limits = " and ".join(x for x in (f"ttft_ms={plan.ttft_ms:g}" if plan.ttft_ms else "",
+                                      f"tpot_ms={plan.tpot_ms:g}" if plan.tpot_ms else "") if x)
+    if len(df) == 0:
+        return (f"no serving layout of {model_name} on {hw_name} fits in memory; add GPUs (grid.ngpus) or use "
+                "smaller weights (weight_dtype=fp8)")
+    ratio = np.zeros(len(df))
+    if plan.ttft_ms:
+        ratio = np.maximum(ratio, df["ttft_ms"].to_numpy() / plan.ttft_ms)
+    if plan.tpot_ms:
+        ratio = np.maximum(ratio, df["tpot_ms"].to_numpy() / plan.tpot_ms)
+    c = df.iloc[int(np.argmin(ratio))]
+    layout = ", ".join(f"{k} {int(c[k])}" for k in ("tp", "pp", "sp", "ep", "batch") if k in c)
+    return (f"no serving layout of {model_name} on {hw_name} meets {limits}: the closest ({layout} on "
+            f"{int(c['ngpus'] // c['dp'])} GPUs per replica) reaches TTFT {c['ttft_ms']:.1f} ms and TPOT "
+            f"{c['tpot_ms']:.2f} ms, {float(ratio.min()):.2f}x the limit it misses most; relax a limit or add GPUs (grid.ngpus)")

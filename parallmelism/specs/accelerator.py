@@ -36,6 +36,14 @@ class Efficiency(BaseModel):
     # token streamed back), added once to TTFT. Set to 0 for offline engine timings. Defaults (0.6,
     # 10 ms) are the H100 calibration on TensorRT-LLM / NIM online serving (cost/inference.py).
     request_overhead_ms: float = Field(10.0, ge=0, description="per-request host latency added to TTFT, ms")
+    # Fixed time of one engine iteration under in-flight batching (scheduler, sampling, kernel
+    # launches, host-device sync), paid once per forward pass whatever its tokens; fitted per
+    # accelerator on serving ITL by benchmarks/fit_serving_overhead.py (cost/inference_iteration.py).
+    iteration_overhead_ms: float = Field(0.0, ge=0, description="fixed time per serving iteration, ms")
+    # MoE layers add host-bound work per iteration that the roofline of their GEMMs misses (routing
+    # top-k, token permute/unpermute, the grouped-GEMM launch at a few tokens per expert): a fixed
+    # time per MoE layer per iteration, fitted with iteration_overhead_ms by the same script.
+    moe_layer_overhead_us: float = Field(0.0, ge=0, description="fixed time per MoE layer per serving iteration, us")
     # Serving GEMMs have few rows in decode (the batch). A tensor-core GEMM works on tiles of this
     # many rows, so m < tile rows still cost a full tile of FLOPs: rate = peak·matmul·min(1, m/tile).
     # (matmul_half_dim is the training fit of cost.roofline; serving uses this rule instead.)

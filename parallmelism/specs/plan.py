@@ -26,6 +26,11 @@ class PlanSpec(BaseModel):
     pue: float = Field(1.2, ge=1, description="data-centre power usage effectiveness (facility / IT power)")
     # serving
     qps: Optional[PositiveFloat] = Field(None, description="requests per second to serve")
+    tokens_per_s: Optional[PositiveFloat] = Field(
+        None, description="output tokens per second to serve (instead of qps: qps = tokens_per_s / output_len)")
+    prefill_gpus: Optional[PositiveInt] = Field(None, description="disaggregated serving: GPUs of the prefill pool "
+                                                                  "(with decode_gpus: a fixed P:D split)")
+    decode_gpus: Optional[PositiveInt] = Field(None, description="disaggregated serving: GPUs of the decode pool")
     ttft_ms: Optional[PositiveFloat] = Field(None, description="time-to-first-token limit, ms")
     tpot_ms: Optional[PositiveFloat] = Field(None, description="time-per-output-token limit, ms")
     load: float = Field(0.8, gt=0, le=1, description="target fraction of a replica's capacity in use (burst headroom)")

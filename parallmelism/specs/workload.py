@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 ComputeDtype = Literal["bf16", "fp16", "fp8"]
 WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
@@ -54,6 +54,30 @@ class InferenceWorkload(BaseModel):
         "continuous", description="continuous: a new prompt is prefilled alone, in one step with the other "
                                   "b-1 sequences' decode tokens (vLLM/TensorRT-LLM in-flight batching); "
                                   "static: the batch's b prompts are prefilled together")
+    chunked_prefill: bool = Field(
+        True, description="continuous: prefill chunks ride in the decode iterations (vLLM V1 / SGLang chunked "
+                          "prefill, TensorRT-LLM enable_chunked_context); false: each prompt chunk is a forward "
+                          "pass of its own that the decoding sequences wait for (vLLM V0 / TensorRT-LLM defaults)")
+    spec_method: Literal["none", "draft", "mtp"] = Field(
+        "none", description="speculative decoding: a draft model (draft_model) or the model's multi-token "
+                            "prediction heads (mtp) propose spec_tokens tokens that the model verifies in one step")
+    draft_model: Optional[str] = Field(None, description="draft model name (shipped or user models/NAME.yaml)")
+    spec_tokens: PositiveInt = Field(3, description="k, tokens proposed per step (draft length)")
+    spec_acceptance: float = Field(0.7, ge=0, le=1, description="a, probability each proposed token is accepted")
+    prefix_cache_hit: float = Field(0.0, ge=0, lt=1, description="share of each prompt's tokens found in the "
+                                                                  "prefix cache (not prefilled again)")
+    prefill_chunk_tokens: PositiveInt = Field(
+        8192, description="continuous batching: token budget of one iteration (decode tokens + prefill chunk), "
+                          "vLLM max_num_batched_tokens / TensorRT-LLM max_num_tokens")
+
+
+    @model_validator(mode="after")
+    def _draft_named(self):
+        if self.spec_method == "draft" and not self.draft_model:
+            raise ValueError("spec_method=draft needs draft_model=NAME (a smaller model)")
+        if self.draft_model and self.spec_method != "draft":
+            raise ValueError("draft_model is set but spec_method is not draft")
+        return self
 
 
 Workload = Union[TrainWorkload, InferenceWorkload]

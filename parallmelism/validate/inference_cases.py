@@ -8,9 +8,18 @@ How a row becomes a configuration (one rule each, never per case):
   dtype; int8/int4 are weight-only quantization (bf16 matmuls).
 - kv_cache_precision: the KV-cache dtype; blank = bf16.
 - gpus: ngpus (blank = tp·pp·sp); tp, pp, ep, sp: blank = 1; dp = gpus / (tp·pp·sp).
-- concurrency: concurrent sequences per replica (batch); blank = 1.
+- concurrency: concurrent sequences over the deployment; batch per replica = ceil(concurrency / dp)
+  (dp = 1 in every row but DP-attention ones); blank = 1.
+- spec_method, spec_tokens, spec_acceptance (optional): speculative decoding as the workload fields
+  (blank = none).
+- disaggregated (optional): true when prefill runs on another pool (the row's layout is the decode
+  pool): the predicted ITL is the decode iteration over the expected tokens per step, without prefill
+  stalls; TTFT of such rows is not predicted (it depends on the prefill pool and the load).
 - batching (optional column): blank = continuous (every serving stack in the file batches in
-  flight: a new prompt is prefilled alone while the others decode).
+  flight).
+- chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
+  false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
+  enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.
 The shipped copy is `parallmelism/cases/inference_measured.csv`.
 """
 
@@ -37,15 +46,27 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
     gpus = as_int(row, "gpus", tp * pp * sp)
     weights = str(get(row, "precision", "bf16")).lower()
     compute = weights if weights in ("bf16", "fp16", "fp8") else "bf16"
+    dp = max(gpus // (tp * pp * sp), 1)
+    batch = -(-as_int(row, "concurrency", 1) // dp)
+    spec = {k: get(row, k) for k in ("spec_method", "spec_tokens", "spec_acceptance") if get(row, k) is not None}
     try:
         wl = InferenceWorkload(input_len=as_int(row, "input_len"), output_len=as_int(row, "output_len"),
-                               batch=as_int(row, "concurrency", 1), weight_dtype=weights,
+                               batch=batch, weight_dtype=weights, **spec,
                                kv_dtype=str(get(row, "kv_cache_precision", "bf16")).lower(), precision=compute,
-                               batching=str(get(row, "batching", "continuous")).lower())
-        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[wl.batch])
+                               batching=str(get(row, "batching", "continuous")).lower(),
+                               chunked_prefill=str(get(row, "chunked_prefill", "true")).lower())
+        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[batch])
         return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
+
+
+def predicted_quantities(row, pred) -> dict:
+    """{quantity: predicted ms} of one case row from its evaluated serving row (rules above)."""
+    if str(get(row, "disaggregated", "false")).lower() == "true":
+        # decode pool: no prefill iterations among its decode iterations; TTFT not predicted
+        return {"itl_ms": float(pred["decode_step_ms"]) / float(pred["spec_tokens_per_step"])}
+    return {q: float(pred[col]) for q, col in PREDICTED.items()}
 
 
 def _inference_rows(df, ctx):
@@ -54,12 +75,12 @@ def _inference_rows(df, ctx):
         measured = {q: get(row, col) for q, col in QUANTITIES.items()}
         if all(v is None for v in measured.values()):
             continue
-        pred = _evaluate_one(inference_run_of(row, *ctx))
+        predicted = predicted_quantities(row, _evaluate_one(inference_run_of(row, *ctx)))
         for q, value in measured.items():
-            if value is None:
+            if value is None or q not in predicted:
                 continue
             rows.append({"case": row["case"], "quantity": q, "unit": "ms", "measured": float(value),
-                         "predicted": float(pred[PREDICTED[q]]), "source": get(row, "source", "")})
+                         "predicted": predicted[q], "source": get(row, "source", "")})
     return rows
 
 

@@ -1,0 +1,146 @@
+"""Fit the serving overheads (efficiency.iteration_overhead_ms, moe_layer_overhead_us,
+request_overhead_ms) once per accelerator.
+
+    python benchmarks/fit_serving_overhead.py [CASE_FILE ...]
+
+For every accelerator with serving rows in the case files (default: the shipped
+parallmelism/cases/inference_*.csv), each by grid search for the smallest mean |error|, the kernels
+and every other constant held at the accelerator's YAML, in this order:
+  iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
+  moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
+  request_overhead_ms    0..20 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1)
+A constant without rows of its kind keeps the YAML value (the README rule: the value of the same
+serving stack on the nearest measured accelerator). Disaggregated rows are reported, not fitted. Prints the fit, then per case family
+(model × input/output lengths) the ITL and TTFT mean |error| at the fitted value, TTFT under load
+against the reported (not validated) TTFT column, and the H200 / H100 ITL ratio the model gives
+for the same rows. Re-run it after the kernel model or the serving model changes and copy the
+printed value into hardware/<name>.yaml.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from parallmelism.validate import kinds  # noqa: E402,F401  (registers the case kinds)
+from parallmelism.validate.cases import get, model_of  # noqa: E402
+from parallmelism.validate.inference_cases import inference_run_of, predicted_quantities  # noqa: E402
+from parallmelism.validate.runner import _context, _evaluate_one, shipped_case_files  # noqa: E402
+
+GRID_MS = np.round(np.arange(0.0, 5.0001, 0.05), 2)
+MOE_GRID_US = np.round(np.arange(0.0, 200.0001, 2.5), 1)
+REQUEST_GRID_MS = np.round(np.arange(0.0, 20.0001, 0.25), 2)
+FIELDS = ("iteration_overhead_ms", "moe_layer_overhead_us", "request_overhead_ms")
+
+
+def load_rows(files):
+    rows = []
+    for f in files:
+        df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
+        if "measured_itl_ms" in df.columns:
+            rows += df.to_dict("records")
+    return rows
+
+
+def family(case: str) -> str:
+    """Case name without its concurrency suffix (-cN): one serving configuration."""
+    return re.sub(r"-c\d+$", "", case)
+
+
+def predict(rows, ctx, hw_name, values: dict):
+    """Per row: (predicted quantities of validate, predicted TTFT) with the efficiency `values`."""
+    models, hardware_of, base = ctx
+
+    def patched(name):
+        hw = hardware_of(hw_name or name)
+        return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update=values)})
+
+    out = []
+    for row in rows:
+        r = _evaluate_one(inference_run_of(row, models, patched, base))
+        out.append((predicted_quantities(row, r), float(r["ttft_ms"])))
+    return out
+
+
+def errors(rows, preds):
+    itl, ttft, load = [], [], []
+    for row, (q, p_ttft) in zip(rows, preds):
+        fam = family(row["case"])
+        m_itl, m_ttft, rep = (get(row, k) for k in ("measured_itl_ms", "measured_ttft_ms", "reported_ttft_ms"))
+        if m_itl is not None:
+            itl.append((fam, 100 * (q["itl_ms"] - float(m_itl)) / float(m_itl)))
+        if m_ttft is not None and "ttft_ms" in q:
+            ttft.append((fam, 100 * (q["ttft_ms"] - float(m_ttft)) / float(m_ttft)))
+        elif rep is not None:
+            load.append((fam, 100 * (p_ttft - float(rep)) / float(rep)))
+    return itl, ttft, load
+
+
+def mean_abs(pairs):
+    return float(np.mean([abs(e) for _, e in pairs])) if pairs else float("nan")
+
+
+def grid_fit(rows, ctx, values, field, grid, which):
+    """Best value of `field` over `grid` for the mean |error| of quantity list `which` (0 ITL, 1 TTFT)."""
+    scores = [(mean_abs(errors(rows, predict(rows, ctx, None, {**values, field: g}))[which]), g) for g in grid]
+    return min(scores)
+
+
+def main(argv):
+    files = [Path(a) for a in argv] or [f for f in shipped_case_files() if "inference" in f.name]
+    rows = load_rows(files)
+    ctx = _context([], [])
+    models = ctx[0]
+    by_hw = {}
+    for row in rows:
+        by_hw.setdefault(get(row, "accelerator", "h100-sxm-80gb"), []).append(row)
+    fitted = {}
+    for hw_name, hw_rows in sorted(by_hw.items()):
+        eff = ctx[1](hw_name).efficiency
+        values = {f: getattr(eff, f) for f in FIELDS}
+        fit_rows = [r for r in hw_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
+        dense = [r for r in fit_rows if model_of(r, models).moe is None]
+        moe = [r for r in fit_rows if model_of(r, models).moe is not None]
+        ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
+        for field, part, grid, which in (("iteration_overhead_ms", dense, GRID_MS, 0),
+                                         ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
+                                         ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1)):
+            if not part:
+                print(f"{hw_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
+                continue
+            err, best = grid_fit(part, ctx, values, field, grid, which)
+            values[field] = float(best)
+            print(f"{hw_name}: {field} = {best:g}  (mean |error| {err:.2f} % over {len(part)} rows; "
+                  f"YAML now {getattr(eff, field):g})")
+        fitted[hw_name] = values
+        itl, ttft, load = errors(hw_rows, predict(hw_rows, ctx, None, values))
+        fams = sorted({f for f, _ in itl + ttft + load})
+        print(f"  {'family':<36} {'ITL n':>5} {'ITL |err|%':>10} {'TTFT n':>6} {'TTFT |err|%':>11} "
+              f"{'TTFT@load n':>11} {'|err|% vs reported':>18}")
+        for fam in fams:
+            parts = [[e for f, e in x if f == fam] for x in (itl, ttft, load)]
+            cells = [f"{len(p):>5} {np.mean(np.abs(p)) if p else float('nan'):>10.2f}" for p in parts]
+            print(f"  {fam:<36} {cells[0]} {cells[1]:>18} {cells[2]:>30}")
+        print(f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
+              f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})")
+    h100 = [r for r in by_hw.get("h100-sxm-80gb", []) if model_of(r, models).moe is None]
+    if h100:
+        h200_values = fitted.get("h200-sxm-141gb") or {f: getattr(ctx[1]("h200-sxm-141gb").efficiency, f)
+                                                       for f in FIELDS}
+        a = predict(h100, ctx, "h100-sxm-80gb", fitted["h100-sxm-80gb"])
+        b = predict(h100, ctx, "h200-sxm-141gb", h200_values)
+        ratio = np.array([y[0]["itl_ms"] / x[0]["itl_ms"] for x, y in zip(a, b)])
+        conc = np.array([float(get(r, "concurrency", 1)) for r in h100])
+        print(f"H200 / H100 ITL on the H100 dense rows (model, fitted values): concurrency 1 mean "
+              f"{ratio[conc == 1].mean():.3f}, all rows mean {ratio.mean():.3f} (min {ratio.min():.3f}, "
+              f"max {ratio.max():.3f}); HBM bandwidth ratio {3350 / 4800:.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

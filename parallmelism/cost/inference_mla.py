@@ -1,0 +1,87 @@
+"""Serving ops of multi-head latent attention (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1) on one GPU.
+
+Shapes (model.mla): h hidden, a heads (a_l = a/tp per GPU), r_q q_lora_rank, r_kv kv_lora_rank,
+n qk_nope_head_dim, p qk_rope_head_dim, v v_head_dim. Per layer and token:
+  q_a_proj h→r_q, q_a_layernorm, q_b_proj r_q→a_l·(n+p)   (no r_q: q_proj h→a_l·(n+p))
+  kv_a_proj_with_mqa h→r_kv+p (the latent c_KV and the one shared RoPE key; both replicated on
+      every TP rank), kv_a_layernorm; the KV cache keeps r_kv+p values per token and layer
+  o_proj a_l·v→h
+Two forms of the attention itself (vLLM / SGLang MLA backends, FlashMLA):
+  prefill (naive, MHA form): kv_b_proj r_kv→a_l·(n+v) decompresses K_nope and V of every key
+      position the chunk attends to, then causal attention with d_qk = n+p and d_v = v:
+          FLOPs 2·pairs·a_l·(n+p) (QKᵀ) + 2·pairs·a_l·v (·V)
+  decode (absorbed): W_UK is folded into the query and W_UV applied after attention, so the
+      cache is read as the latent (r_kv+p per position, shared by all local heads) and never
+      decompressed:
+          q_absorb   2·T·a_l·n·r_kv        (q_nope·W_UK per head; weights a_l·n·r_kv)
+          scores     2·pairs·a_l·(r_kv+p)  (latent + rope key: a 576-wide MQA for DeepSeek-V3)
+          ·latent    2·pairs·a_l·r_kv      (values are the latent itself)
+          v_up       2·T·a_l·r_kv·v        (W_UV per head; weights a_l·r_kv·v)
+      and reads the latent cache once per position: K·(r_kv+p)·kv_bytes.
+A mixed iteration (chunked prefill) runs its decode tokens absorbed and its prompt chunk naive,
+as the vLLM MLA backend splits them; the shared projections see all the iteration's tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import BYTES_PER_ELEMENT
+from .inference_ops import ACT_BYTES, HALF_BYTES, Op
+
+
+def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_tokens) -> list[Op]:
+    """MLA ops of one stage on one GPU, replacing qkv_proj, attention_qk/pv and output_proj.
+
+    tokens           T, all tokens of the pass (projections)
+    naive            (tokens, causal pairs, key positions read) in the prefill form
+    absorbed         (tokens, pairs, key positions read) in the absorbed decode form
+    kv_write_tokens  positions appended to the latent cache
+    count            layers of the stage (calls)
+    """
+    m = model.mla
+    h, rq, rkv, n, p, v = model.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
+    a_l = model.heads / np.asarray(tp, dtype=np.float64)
+    T = np.asarray(tokens, dtype=np.float64)
+    wb, kvb, ab = BYTES_PER_ELEMENT[wl.weight_dtype], BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
+    Tn, Pn, Kn = (np.asarray(x, dtype=np.float64) + 0 * T for x in naive)
+    Ta, Pa, Ka = (np.asarray(x, dtype=np.float64) + 0 * T for x in absorbed)
+    inf = np.full_like(T, np.inf)
+    zero = np.zeros_like(T)
+
+    def linear(name, n_in, n_out, rows, weights=None):
+        w = (n_in * n_out if weights is None else weights) * wb
+        # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
+        return Op(name, "matmul", count, 2 * rows * n_in * n_out, np.where(rows > 0, w, 0.0) + zero,
+                  rows * (n_in + n_out) * ab, rows)
+
+    def norm(name, width):
+        return Op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
+
+    ops = []
+    if rq is None:
+        ops.append(linear("q_proj", h, a_l * (n + p), T))
+    else:
+        ops += [linear("q_a_proj", h, rq, T), norm("q_a_norm", rq), linear("q_b_proj", rq, a_l * (n + p), T)]
+    kv_a = linear("kv_a_proj", h, rkv + p, T)
+    kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * (rkv + p) * kvb
+    ops += [kv_a, norm("kv_a_norm", rkv)]
+    # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
+    ops.append(linear("kv_b_proj", rkv, a_l * (n + v), Kn))
+    ops.append(Op("attention_qk", "attention", count, 2 * Pn * a_l * (n + p), zero,
+                  (Tn + Kn) * a_l * (n + p) * ab, inf))
+    ops.append(Op("attention_pv", "attention", count, 2 * Pn * a_l * v, zero, (Kn + Tn) * a_l * v * ab, inf))
+    # absorbed decode form: latent scores and values, per-head W_UK before and W_UV after
+    q_absorb = linear("q_absorb", n, rkv, Ta, weights=a_l * n * rkv)
+    q_absorb.flops = 2 * Ta * a_l * n * rkv
+    q_absorb.other_bytes = Ta * a_l * (n + rkv) * ab
+    ops.append(q_absorb)
+    ops.append(Op("attention_latent_qk", "attention", count, 2 * Pa * a_l * (rkv + p), zero,
+                  Ka * (rkv + p) * kvb + Ta * a_l * (rkv + p) * ab, inf))
+    ops.append(Op("attention_latent_pv", "attention", count, 2 * Pa * a_l * rkv, zero, Ta * a_l * rkv * ab, inf))
+    v_up = linear("v_up", rkv, v, Ta, weights=a_l * rkv * v)
+    v_up.flops = 2 * Ta * a_l * rkv * v
+    v_up.other_bytes = Ta * a_l * (rkv + v) * ab
+    ops.append(v_up)
+    ops.append(linear("output_proj", a_l * v, h, T))
+    return ops
