@@ -1,6 +1,17 @@
-"""Roofline time of an op: max(FLOPs ÷ achievable FLOP/s, bytes ÷ achievable HBM bandwidth).
+"""Time of an op on one GPU: its kernel time from measured kernels, never below the HBM roofline.
 
-Achievable rates come from the accelerator's `efficiency` block (set once per accelerator):
+Training (`op_times`) takes kernel times from cost.kernels (the accelerator's kernel table, or the
+H100 rule for accelerators without one):
+  GEMM         forward kernel + backward dgrad and wgrad kernels at the layer shape (m, k, n), in
+               the GEMM dtype: the workload precision, except the logits GEMM, which Transformer
+               Engine keeps in bf16; eager attention's batched GEMMs run in bf16 as
+               (T·heads, d, s) and (T·heads, s, d) GEMMs
+  attention    fused causal attention at (query length s/cp, heads on the rank × micro-batch),
+               forward and backward kernels of the accelerator's backend (cudnn | flash2 | flash3)
+  memory ops   bytes ÷ (HBM bandwidth · measured fraction at that transfer size)
+and each is at least its HBM bytes ÷ that bandwidth (the fp32 main-gradient traffic of wgrad).
+
+Serving (cost/inference.py) uses `Rates.flops_rate`, from the `efficiency` block:
   GEMM         peak(dtype) · matmul · n/(n + matmul_half_dim), n = smallest GEMM dimension
                (a saturating fit: small GEMMs fill fewer tensor cores); fp8 raises the peak of
                GEMMs only (attention core and elementwise ops stay bf16), at eff.matmul_fp8 when
@@ -16,6 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from .flops import ATTENTION, MATMUL, Op
+from .flops import MEMORY as MEMORY_KIND
+from .kernels import KernelModel
+
+BF16_GEMMS = ("logits",)  # GEMMs Transformer Engine runs in bf16 under an fp8 recipe (the output layer)
 
 
 class Rates:
@@ -31,6 +46,25 @@ class Rates:
         self.bf16_gemm = self.bf16_peak * eff.matmul
         self.half_dim = eff.matmul_half_dim
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
+        self.precision = precision
+        self._hw = hw
+        self._kernels = None
+
+    @property
+    def kernels(self) -> KernelModel:
+        """Kernel model of the accelerator (loaded on first use: serving does not need it)."""
+        if self._kernels is None:
+            self._kernels = KernelModel(self._hw)
+        return self._kernels
+
+    def gemm_dtype(self, op: Op) -> str:
+        if op.name in BF16_GEMMS or op.name.startswith("attention_") or self.precision not in ("fp8", "fp4"):
+            return "bf16"
+        return self.precision
+
+    def memory_s(self, nbytes):
+        """Seconds to stream `nbytes` through HBM (measured fraction at that size)."""
+        return self.kernels.memory_s(nbytes)
 
     def flops_rate(self, op: Op, backward: bool = False):
         attention = self.attention_backward if backward else self.attention
@@ -54,11 +88,29 @@ def op_time_s(flops, nbytes, flops_rate, hbm_rate):
     return np.maximum(np.asarray(flops) / flops_rate, np.asarray(nbytes) / hbm_rate)
 
 
+def op_kernel_times(op: Op, rates: Rates):
+    """(forward, backward) kernel seconds of a GEMM or attention op, before the HBM floor."""
+    km = rates.kernels
+    if op.kind == MATMUL and op.mkn is not None:
+        m, k, n = op.mkn
+        dtype = rates.gemm_dtype(op)
+        fwd = km.gemm_s(m, k, n, dtype, "fwd")
+        bwd = km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")
+        return fwd, bwd * (np.asarray(op.bwd_flops) / 2.0)
+    if op.kind == ATTENTION:
+        flops = np.asarray(op.flops, dtype=np.float64)
+        fwd = km.attention_s(flops, op.seq, op.heads, backward=False)
+        bwd = km.attention_s(flops * op.bwd_flops, op.seq, op.heads, backward=True)
+        return fwd, bwd
+    return None
+
+
 def op_times(op: Op, rates: Rates):
-    """(forward seconds, backward seconds, forward compute-bound?) of one op."""
-    rate = rates.flops_rate(op)
-    fwd = op_time_s(op.flops, op.bytes, rate, rates.hbm)
-    bwd = op_time_s(np.asarray(op.flops) * op.bwd_flops, op.backward_bytes(), rates.flops_rate(op, backward=True),
-                    rates.hbm)
-    compute_bound = np.asarray(op.flops) / rate >= np.asarray(op.bytes) / rates.hbm
-    return fwd, bwd, compute_bound
+    """(forward seconds, backward seconds, forward compute-bound?) of one op (module docstring)."""
+    mem_f = rates.memory_s(op.bytes)
+    mem_b = rates.memory_s(op.backward_bytes())
+    kern = op_kernel_times(op, rates) if op.kind != MEMORY_KIND else None
+    if kern is None:
+        return mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)
+    fwd, bwd = kern
+    return np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f

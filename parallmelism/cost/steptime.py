@@ -246,7 +246,7 @@ def _training_time(cols, model, hw, wl):
     mb, K_mb, inv_mb = _per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
     dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
-        d["opt"] = d["opt_bytes"] / rates.hbm
+        d["opt"] = rates.memory_s(d["opt_bytes"])
     pp_link, pp_exp = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
 
     def row_terms(r, d):

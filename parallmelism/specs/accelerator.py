@@ -45,6 +45,20 @@ class Efficiency(BaseModel):
     matmul_fp8: Optional[float] = Field(None, gt=0, le=1, description="fp8 GEMMs, fraction of fp8 peak")
 
 
+class Kernels(BaseModel):
+    """Kernel-level efficiency source (cost/kernels.py): a measured kernel table, or the rule for
+    accelerators without one (the reference H100 table's residuals on this accelerator's physics)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    table: Optional[str] = Field(None, description="kernel table CSV (validate/kernel_table.py format), "
+                                 "relative to hardware/ or absolute; None: the H100 rule")
+    sm_count: Optional[PositiveInt] = Field(None, description="streaming multiprocessors (or CUs) for wave "
+                                            "quantization; None: 132")
+    attention_backend: str = Field("cudnn", pattern="^(cudnn|flash2|flash3)$",
+                                   description="fused attention kernel: cudnn | flash2 | flash3")
+
+
 class ScaleUp(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,6 +90,7 @@ class AcceleratorSpec(BaseModel):
     scale_up: ScaleUp
     scale_out: Optional[ScaleOut] = None
     efficiency: Efficiency = Efficiency()
+    kernels: Kernels = Kernels()
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0)
     tdp_w: float = Field(0.0, ge=0)
 
