@@ -104,11 +104,11 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
     if flash and model.mla is None:
         ops.append(Op("attention_core", ATTENTION, 4.0 * T * s * q / t * 0.5,
                       2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
-                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=s / cp, heads=a / t * b))
+                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=_cp_chunk(s, cp), heads=a / t * b))
     elif flash:  # MLA: Q and K over n+p dims, V and O over v dims
         ops.append(Op("attention_core", ATTENTION, 2.0 * T * s * (q + vw) / t * 0.5,
                       2.0 * T * (q / t + vw / t + kv_l) + 2.0 * (s - s / cp) * b * kv_l,
-                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=s / cp, heads=a / t * b))
+                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=_cp_chunk(s, cp), heads=a / t * b))
     elif model.mla is not None:
         scores = a * T * s / t
         ops += [
@@ -161,6 +161,13 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
         ]
     ops.append(Op("residual_mlp", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r))
     return ops
+
+
+def _cp_chunk(s, cp):
+    """Query length of one attention kernel: s without CP; with CP, Transformer Engine's load-balanced
+    ring splits a rank's s/cp tokens into two chunks and runs one kernel per chunk and ring step."""
+    cp = np.asarray(cp, dtype=np.float64)
+    return np.where(cp > 1, s / (2.0 * cp), float(s))
 
 
 def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:

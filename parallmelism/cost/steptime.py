@@ -30,6 +30,7 @@ from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s
 from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops, layer_ops, model_flops_per_step,
                     moe_layer_counts, optimizer_bytes_per_param)
 from .params import params_per_gpu
+from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
@@ -135,7 +136,7 @@ def _unique_sorted(*arrays):
 
 STAGES = ("first", "middle", "last")
 STAGE_MB_KEYS = ("compute_mb", "t_mb", "fwd", "bwd_rc", "cbound", "mbound", "flops", "bytes",
-                 "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")
+                 "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp", "overhead_mb")
 
 
 def _full(x, shape):
@@ -192,7 +193,10 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         c = _combine(parts)
         k = _combine(comm_parts)
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
-        r = {"compute_mb": compute_mb, "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"],
+        hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
+        overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)
+        r = {"compute_mb": compute_mb, "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"] + overhead_mb,
+             "overhead_mb": overhead_mb,
              "fwd": c["fwd"], "bwd_rc": c["bwd"] + c["rc"]}
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
@@ -299,9 +303,12 @@ def _training_time(cols, model, hw, wl):
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
     exposed = sum(comm_exp.values())
+    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
+    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"])
+    step = step + step_extra
+    overhead = m * pick_mb("overhead_mb") + step_extra
 
     B = wl.global_batch
-    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
     f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
     peak = hw.peak_flops("bf16")
@@ -316,6 +323,7 @@ def _training_time(cols, model, hw, wl):
         "time_compute_s": compute,
         "time_bubble_s": bubble,
         "time_comm_exposed_s": exposed,
+        "time_overhead_s": np.broadcast_to(overhead, tp.shape).astype(np.float64),
     }
     for ax in AXES:
         out[f"time_comm_{ax}_s"] = np.broadcast_to(comm[ax], tp.shape).astype(np.float64)

@@ -59,6 +59,18 @@ class Kernels(BaseModel):
                                    description="fused attention kernel: cudnn | flash2 | flash3")
 
 
+class Overheads(BaseModel):
+    """Named end-to-end overheads beyond kernels and exposed links (cost/overheads.py), fitted once
+    per accelerator by `python -m parallmelism.validate.calibrate`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    layer_launch_us: float = Field(0.0, ge=0, description="per layer per micro-batch (fwd + bwd), µs")
+    comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
+    straggler_per_doubling: float = Field(0.0, ge=0, le=0.5,
+                                          description="step fraction lost per doubling of GPUs beyond one domain")
+
+
 class ScaleUp(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -91,6 +103,7 @@ class AcceleratorSpec(BaseModel):
     scale_out: Optional[ScaleOut] = None
     efficiency: Efficiency = Efficiency()
     kernels: Kernels = Kernels()
+    overheads: Overheads = Overheads()
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0)
     tdp_w: float = Field(0.0, ge=0)
 
