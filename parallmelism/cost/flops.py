@@ -224,10 +224,11 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
 
 
-def optimizer_bytes_per_param(fp8: bool = False) -> float:
-    """Adam step over a parameter shard: read fp32 param, m, v, main grad (16 B), write fp32
-    param, m, v (12 B) and the bf16 (and fp8) copy: 30 B (31 with fp8). FLOPs are negligible."""
-    return 30.0 + (1.0 if fp8 else 0.0)
+def optimizer_bytes_per_param(lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0) -> float:
+    """Adam step over a parameter shard: read fp32 param, m, v (12 B) and the main grad (4 B fp32,
+    2 B bf16), write fp32 param, m, v (12 B), the bf16 weight (2 B) and the low-precision copies
+    (fp8: row-wise + transposed, 2 B; cost.states): 30 B (32 with fp8). FLOPs are negligible."""
+    return 26.0 + grad_bytes + lowp_copy_bytes
 
 
 # ---- closed forms ------------------------------------------------------------------------------

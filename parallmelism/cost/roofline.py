@@ -30,13 +30,42 @@ from .flops import ATTENTION, MATMUL, Op
 from .flops import MEMORY as MEMORY_KIND
 from .kernels import KernelModel
 
-BF16_GEMMS = ("logits",)  # GEMMs Transformer Engine runs in bf16 under an fp8 recipe (the output layer)
+BF16_GEMMS = ("logits", "router")  # GEMMs Transformer Engine/Megatron keep in bf16 under an fp8 recipe
+# GEMMs whose fp8 input cast Transformer Engine fuses into the preceding norm (LayerNormLinear,
+# LayerNormMLP): the norm writes the fp8 copies instead of a separate read-cast-write.
+NORM_FUSED_GEMMS = ("qkv", "fc1", "gate_up", "q_down", "q_proj", "kv_down", "shared_up")
+LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
+
+
+def low_precision_cast_bytes(op: Op, dtype: str):
+    """(forward, backward) HBM bytes of Transformer Engine's casts around one fp8/fp4 GEMM.
+
+    Forward: the input X[m,k] is cast with its amax to a row-wise and a column-wise (transposed,
+    for wgrad) low-precision copy: read 2 B, write 2·c B per element (c = 1 fp8, 0.5 fp4); the read
+    is saved where the cast is fused into the preceding norm (NORM_FUSED_GEMMS). Backward: the
+    output gradient dY[m,n] the same way (cast + transpose, unfused). Weight casts happen once per
+    step after the optimizer (cost.flops.optimizer_bytes_per_param)."""
+    c = LOW_PRECISION_BYTES[dtype]
+    m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
+    read = 0.0 if op.name in NORM_FUSED_GEMMS else 2.0
+    return (read + 2.0 * c) * m * k, (2.0 + 2.0 * c) * m * n
+
+
+def check_precision(hw, precision: str) -> None:
+    """fp8/fp4 need the accelerator's own peak for that dtype: no silent bf16 fallback."""
+    if precision in LOW_PRECISION_BYTES and precision not in hw.peak_tflops:
+        from ..errors import UserError
+
+        have = ", ".join(k for k in hw.peak_tflops if k in LOW_PRECISION_BYTES) or "none"
+        raise UserError(f"workload.precision={precision} needs an {precision} tensor-core peak, and {hw.name} lists "
+                        f"none (its low-precision peaks: {have}); use bf16 or another accelerator")
 
 
 class Rates:
     """Achievable FLOP/s and bytes/s of one accelerator for one workload precision."""
 
     def __init__(self, hw, precision: str):
+        check_precision(hw, precision)
         eff = hw.efficiency
         fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
         self.gemm_peak = hw.peak_flops(precision) * (fp8_eff or eff.matmul)
@@ -95,8 +124,12 @@ def op_kernel_times(op: Op, rates: Rates):
         m, k, n = op.mkn
         dtype = rates.gemm_dtype(op)
         fwd = km.gemm_s(m, k, n, dtype, "fwd")
-        bwd = km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")
-        return fwd, bwd * (np.asarray(op.bwd_flops) / 2.0)
+        bwd = (km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")) * (np.asarray(op.bwd_flops) / 2.0)
+        if dtype in LOW_PRECISION_BYTES:
+            cast_f, cast_b = low_precision_cast_bytes(op, dtype)
+            fwd = fwd + np.where(cast_f > 0, km.memory_s(cast_f), 0.0)
+            bwd = bwd + km.memory_s(cast_b)
+        return fwd, bwd
     if op.kind == ATTENTION:
         flops = np.asarray(op.flops, dtype=np.float64)
         fwd = km.attention_s(flops, op.seq, op.heads, backward=False)

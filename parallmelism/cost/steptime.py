@@ -34,7 +34,7 @@ from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
-from .states import NO_OP
+from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
 
 FULL, SELECTIVE = RECOMPUTE_CODE["full"], RECOMPUTE_CODE["selective"]
 BOUND_NAMES = ("compute", "memory", "communication", "bubble")
@@ -215,10 +215,13 @@ def _dp_terms(cols, model, hw, wl, rates):
     n_layers, lo, has_emb, has_head = (np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES])
                                        for i in range(4))
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
-    reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full)
+    grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
+    reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full,
+                                                grad_bytes=grad_bytes)
     shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
     shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
-    opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
+    opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
+        p["dense"] / shard_d + p["experts"] / shard_e)
     terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
     terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K:(i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
@@ -312,6 +315,7 @@ def _training_time(cols, model, hw, wl):
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
     f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
     peak = hw.peak_flops("bf16")
+    peak_precision = hw.peak_flops(wl.precision)  # fp8/fp4: that dtype's own peak (checked in Rates)
     flops_gpu = m * pick_mb("flops")
     bytes_gpu = m * pick_mb("bytes") + dc_["opt_bytes"]
     cbound = m * pick_mb("cbound")
@@ -333,8 +337,9 @@ def _training_time(cols, model, hw, wl):
         "tokens_per_s": B * s / step,
         "tokens_per_s_per_gpu": B * s / step / ngpus,
         "tflops_per_gpu": f_model / (step * ngpus) / 1e12,
-        "mfu": f_model / (step * ngpus * peak),
-        "hfu": f_hw / (step * ngpus * peak),
+        "mfu": f_model / (step * ngpus * peak_precision),
+        "mfu_bf16_peak": f_model / (step * ngpus * peak),
+        "hfu": f_hw / (step * ngpus * peak_precision),
         "flops_model_per_step": f_model,
         "flops_hardware_per_step": f_hw,
         "hbm_bytes_per_step": bytes_gpu,
