@@ -11,6 +11,9 @@ shipped end-to-end step times by `python -m parallmelism.validate.calibrate` (ne
   comm_contention       fraction of the communication hidden under compute (TP, CP, EP per
                         micro-batch; DP per step) that still lengthens compute: NCCL kernels
                         take SMs and HBM bandwidth from the GEMMs they overlap with. Dimensionless.
+  step_fixed_ms         host/framework time per optimizer step outside the micro-batches (the
+                        optimizer's multi-tensor launches, gradient-norm and clipping reductions,
+                        loss/metrics syncs, the next batch's host work), ms, added once per step.
   straggler_per_doubling  fraction of the step lost per doubling of the GPU count beyond one
                         scale-up domain (synchronisation waits on the slowest rank, jitter):
                         step · (1 + x·log2(ngpus / domain_size)) when ngpus > domain_size.
@@ -31,8 +34,9 @@ def micro_batch_overhead_s(hw, n_layers, hidden_comm_s):
 
 
 def step_overhead_s(hw, step_s, ngpus, hidden_dp_s):
-    """Seconds added to a whole step: contention of the hidden DP traffic and stragglers at scale."""
+    """Seconds added to a whole step: contention of the hidden DP traffic, the fixed per-step host
+    time and stragglers at scale."""
     oh = hw.overheads
     doublings = np.log2(np.maximum(np.asarray(ngpus, dtype=np.float64) / hw.scale_up.domain_size, 1.0))
-    contention = oh.comm_contention * np.asarray(hidden_dp_s, dtype=np.float64)
-    return contention + oh.straggler_per_doubling * doublings * (np.asarray(step_s) + contention)
+    fixed = oh.comm_contention * np.asarray(hidden_dp_s, dtype=np.float64) + oh.step_fixed_ms * 1e-3
+    return fixed + oh.straggler_per_doubling * doublings * (np.asarray(step_s) + fixed)

@@ -67,6 +67,7 @@ class Overheads(BaseModel):
 
     layer_launch_us: float = Field(0.0, ge=0, description="per layer per micro-batch (fwd + bwd), µs")
     comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
+    step_fixed_ms: float = Field(0.0, ge=0, description="host/framework time per optimizer step, ms")
     straggler_per_doubling: float = Field(0.0, ge=0, le=0.5,
                                           description="step fraction lost per doubling of GPUs beyond one domain")
 

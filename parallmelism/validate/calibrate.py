@@ -4,7 +4,7 @@
 
 For every accelerator with rows in parallmelism/cases/training_measured.csv: the model's step times
 with all overheads at zero, and their sensitivity to each term (finite differences) give a linear
-model of every row; a grid search over (layer_launch_us, comm_contention, straggler_per_doubling)
+model of every row; a grid search over (layer_launch_us, comm_contention, step_fixed_ms, straggler_per_doubling)
 takes the set with the smallest max |error| over that accelerator's rows (Korthikanti's rows held
 to their bar, mean <= 3 %, max <= 6 %, where it can be), then the full model is re-run with it and
 the table printed. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
@@ -18,10 +18,10 @@ from importlib import resources
 
 import numpy as np
 
-TERMS = ("layer_launch_us", "comm_contention", "straggler_per_doubling")
-STEPS = {"layer_launch_us": 100.0, "comm_contention": 0.1, "straggler_per_doubling": 0.01}
-GRID = {"layer_launch_us": np.arange(0.0, 801.0, 20.0), "comm_contention": np.arange(0.0, 1.001, 0.05),
-        "straggler_per_doubling": np.arange(0.0, 0.0801, 0.004)}
+TERMS = ("layer_launch_us", "comm_contention", "step_fixed_ms", "straggler_per_doubling")
+STEPS = {"layer_launch_us": 100.0, "comm_contention": 0.1, "step_fixed_ms": 100.0, "straggler_per_doubling": 0.01}
+GRID = {"layer_launch_us": np.arange(0.0, 801.0, 20.0), "comm_contention": np.arange(0.0, 1.001, 0.1),
+        "step_fixed_ms": np.arange(0.0, 301.0, 10.0), "straggler_per_doubling": np.arange(0.0, 0.0801, 0.004)}
 
 
 def _rows():
@@ -54,17 +54,18 @@ def fit(cases, runs, measured, hw):
     zero = {t: 0.0 for t in TERMS}
     p0 = _predict(runs, _with(hw, **zero))
     jac = {t: (_predict(runs, _with(hw, **{**zero, t: STEPS[t]})) - p0) / STEPS[t] for t in TERMS}
-    a, b, c = np.meshgrid(*(GRID[t] for t in TERMS), indexing="ij")
-    pred = (p0[:, None] + jac[TERMS[0]][:, None] * a.ravel() + jac[TERMS[1]][:, None] * b.ravel()
-            + jac[TERMS[2]][:, None] * c.ravel())
+    mesh = [g.ravel() for g in np.meshgrid(*(GRID[t] for t in TERMS), indexing="ij")]
+    J = np.stack([jac[t] for t in TERMS], axis=1)  # rows x terms
+    pred = p0[:, None] + J @ np.stack(mesh, axis=0)
     err = np.abs(pred / measured[:, None] - 1.0)
     score = err.max(axis=0) + 0.1 * err.mean(axis=0)
-    kor = np.array([c_.startswith("korthikanti") for c_ in cases])
+    kor = np.array([c_.startswith("korthikanti") and "dp8" not in c_ for c_ in cases])  # the paper's 8 rows
     if kor.any():
-        over = np.maximum(err[kor].mean(axis=0) - 0.03, 0) + np.maximum(err[kor].max(axis=0) - 0.06, 0)
+        # (margins below the 3 % / 6 % bar: the fit is linearised)
+        over = np.maximum(err[kor].mean(axis=0) - 0.028, 0) + np.maximum(err[kor].max(axis=0) - 0.055, 0)
         score = score + 10.0 * over
     best = int(np.argmin(score))
-    terms = {TERMS[0]: float(a.ravel()[best]), TERMS[1]: float(b.ravel()[best]), TERMS[2]: float(c.ravel()[best])}
+    terms = {t: float(mesh[i][best]) for i, t in enumerate(TERMS)}
     return terms, p0, _predict(runs, _with(hw, **terms))
 
 
