@@ -149,17 +149,17 @@ class KernelTable:
         peak = {k: v * 1e12 for k, v in peak_tflops.items()}
         bw = hbm_gbps * 1e9
         self.gemm = {}
-        for dtype in ("bf16", "fp8", "fp4"):
+        for dtype in sorted({r["dtype"] for r in rows if r["family"] == "gemm"}):
             g = [r for r in rows if r["family"] == "gemm" and r["dtype"] == dtype]
-            if not g or dtype not in peak:
+            if dtype not in peak and dtype != "fp32":
                 continue
             m, k, n, t = (np.array([f(r, c) for r in g]) for c in ("m", "k", "n", "measured_s"))
             part = np.array([GEMM_PARTS.index(r.get("part") or "fwd") for r in g], dtype=np.float64)
-            base = gemm_physics_s(m, k, n, dtype, peak[dtype], bw, sms)
+            base = gemm_physics_s(m, k, n, dtype, peak.get(dtype, peak["bf16"]), bw, sms)
             coords = np.stack([np.log2(m), np.log2(k), np.log2(n), GEMM_PART_DISTANCE * part], axis=1)
             self.gemm[dtype] = _Residuals(coords, np.log(t / base))
         self.attention = {}
-        for backend in ("cudnn", "flash2"):
+        for backend in sorted({r["backend"] for r in rows if r["family"] == "attention"}):
             for part in ("fwd", "bwd"):
                 a = [r for r in rows if r["family"] == "attention" and r["backend"] == backend and r["part"] == part]
                 if not a:
@@ -244,7 +244,8 @@ class KernelModel:
     def gemm_s(self, m, k, n, dtype="bf16", part="fwd"):
         """Seconds of the `part` (fwd | dgrad | wgrad) kernel of a layer GEMM C[m,n] = A[m,k]·B[k,n]
         in `dtype` (bf16 | fp8 | fp4); dgrad and wgrad execute the same 2mkn FLOPs."""
-        res = self.table.gemm.get(dtype) or self.table.gemm["bf16"]
+        gemm = self.table.gemm
+        res = gemm.get(dtype) or gemm.get("bf16") or next(iter(gemm.values()))  # a CPU profile: fp32 only
         base = gemm_physics_s(m, k, n, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms)
         return base * np.exp(res(m, k, n, extra=GEMM_PART_DISTANCE * GEMM_PARTS.index(part)))
 
@@ -253,7 +254,8 @@ class KernelModel:
         query length `seq` with `heads` = heads per GPU × batch (module docstring)."""
         backend = backend or self.backend
         key = ("cudnn" if backend == "flash3" else backend, "bwd" if backward else "fwd")
-        res = self.table.attention.get(key) or self.table.attention[("cudnn", key[1])]
+        att = self.table.attention
+        res = att.get(key) or att.get(("cudnn", key[1])) or next(v for (b, p), v in att.items() if p == key[1])
         base = attention_physics_s(flops, seq, heads, self.peak_flops("bf16"), self.sms)
         return base * np.exp(res(np.maximum(seq, 1.0), np.maximum(heads, 1.0)))
 

@@ -55,8 +55,9 @@ class Kernels(BaseModel):
                                  "relative to hardware/ or absolute; None: the H100 rule")
     sm_count: Optional[PositiveInt] = Field(None, description="streaming multiprocessors (or CUs) for wave "
                                             "quantization; None: 132")
-    attention_backend: str = Field("cudnn", pattern="^(cudnn|flash2|flash3)$",
-                                   description="fused attention kernel: cudnn | flash2 | flash3")
+    attention_backend: str = Field("cudnn", pattern="^(cudnn|flash2|flash3|sdpa)$",
+                                   description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a "
+                                   "profiled PyTorch SDPA kernel, e.g. on CPU)")
 
 
 class Overheads(BaseModel):
