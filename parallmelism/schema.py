@@ -52,7 +52,7 @@ TRAINING_COLUMNS: dict[str, str] = {
     "time_compute_s": "roofline compute of that stage: m·(fwd + bwd + recompute) + optimizer step, s",
     "time_bubble_s": "pipeline bubble: bubble rate × m × slowest stage's micro-batch time, s",
     "time_comm_exposed_s": "communication on the critical path (sum of the _exposed_s columns), s",
-    "time_overhead_s": "named overheads on the critical stage (cost/overheads.py): per-layer launch, SM contention of hidden comm, stragglers, s",
+    "time_overhead_s": "named overheads on the critical stage (cost/overheads.py): per-layer launch, fixed per-step host time, SM contention of hidden comm, stragglers, s",
     "time_comm_tp_s": "TP collectives per step on one GPU, link time, s",
     "time_comm_cp_s": "CP ring send/recv per step on one GPU, link time, s",
     "time_comm_ep_s": "EP dispatch/combine all-to-alls per step on one GPU, link time, s",
