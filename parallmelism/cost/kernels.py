@@ -35,7 +35,7 @@ prints it and the per-row errors); the residuals carry the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,6 +60,7 @@ IDW_POWER = 3.0
 GEMM_PARTS = ("fwd", "dgrad", "wgrad")
 GEMM_PART_DISTANCE = 0.5
 _CHUNK = 2048
+_MEMO_MAX = 1 << 16
 _KEY_WEIGHTS = np.array([1.0, np.pi * 1e3, np.e * 1e6, np.sqrt(2.0) * 1e9])
 
 
@@ -114,6 +115,7 @@ def _idw(points, values, query):
 class _Residuals:
     points: np.ndarray  # (P, D) log2 coordinates
     values: np.ndarray  # (P,) log(measured / physics)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # shape bytes -> residual (bounded)
 
     def __call__(self, *coords, extra=None):
         """Residual at log2 of `coords`, plus an `extra` coordinate taken as is (the GEMM part)."""
@@ -128,7 +130,17 @@ class _Residuals:
         # (one float key per row: incommensurate weights on log2 coordinates; a 1-D unique is ~10x a row-unique)
         key = q @ _KEY_WEIGHTS[: q.shape[1]]
         _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        return _idw(self.points, self.values, q[first])[inv.ravel()].reshape(shape)
+        uq = np.ascontiguousarray(q[first])
+        # Sweeps evaluate the same shapes chunk after chunk: remember each shape's residual.
+        names = [row.tobytes() for row in uq]
+        todo = [i for i, nm in enumerate(names) if nm not in self.memo]
+        if todo:
+            if len(self.memo) > _MEMO_MAX:
+                self.memo.clear()
+            for i, v in zip(todo, _idw(self.points, self.values, uq[todo])):
+                self.memo[names[i]] = v
+        res = np.fromiter((self.memo[nm] for nm in names), dtype=np.float64, count=len(names))
+        return res[inv.ravel()].reshape(shape)
 
 
 class KernelTable:
