@@ -117,3 +117,37 @@ def test_accelerator_without_a_table_scales_the_h100_kernels():
     ratio = float(ka.gemm_s(*big)) / float(kh.gemm_s(*big))
     assert ratio == pytest.approx(989 / a100.peak_tflops["bf16"], rel=0.05)
     assert float(ka.memory_s(1e9)) / float(kh.memory_s(1e9)) == pytest.approx(3350 / a100.hbm_bandwidth_gbps)
+
+
+def _hw_with_table(tmp_path, table_text, name):
+    from parallmelism.errors import UserError  # noqa: F401
+
+    folder = tmp_path / "hardware"
+    folder.mkdir(exist_ok=True)
+    table = folder / f"{name}.csv"
+    if table_text is not None:
+        table.write_text(table_text)
+    return H100.model_copy(update={"kernels": H100.kernels.model_copy(update={"table": str(table)})})
+
+
+@pytest.mark.parametrize("text", [None, "family,dtype\ngemm,bf16\n",
+                                  "family,dtype,part,m,k,n,measured_s\ngemm,bf16,fwd,16,16,16,-1\n"])
+def test_missing_or_broken_table_is_one_sentence(tmp_path, text):
+    from parallmelism.errors import UserError
+
+    hw = _hw_with_table(tmp_path, text, "broken")
+    with pytest.raises(UserError, match="kernel table"):
+        KernelModel(hw)
+
+
+def test_cli_with_a_broken_table_exits_2(tmp_path):
+    from conftest import invoke
+
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "trunc.csv").write_text("family,dtype\ngemm,bf16\n")
+    src = (Path(__file__).resolve().parents[1] / "hardware" / "h100-sxm-80gb.yaml").read_text()
+    src = src.replace("table: kernels/h100-sxm-80gb.csv", f"table: {tmp_path / 'hardware' / 'trunc.csv'}")
+    src = src.replace("name: h100-sxm-80gb", "name: badt")
+    (tmp_path / "hardware" / "badt.yaml").write_text(src)
+    code, out = invoke("best", "--config-dir", str(tmp_path), "hardware=badt", "model=llama3.1-8b", "grid.ngpus=[8]")
+    assert code == 2 and "kernel table" in out and "Traceback" not in out

@@ -111,6 +111,17 @@ def _idw(points, values, query):
     return out
 
 
+def _log_ratio(measured, physics):
+    """log(measured / physics); NaN for blank or non-positive times (the table check rejects them)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log(np.asarray(measured, dtype=np.float64) / physics)
+
+
+def _log2(x):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log2(np.asarray(x, dtype=np.float64))
+
+
 @dataclass(frozen=True)
 class _Residuals:
     points: np.ndarray  # (P, D) log2 coordinates
@@ -169,8 +180,8 @@ class KernelTable:
             m, k, n, t = (np.array([f(r, c) for r in g]) for c in ("m", "k", "n", "measured_s"))
             part = np.array([GEMM_PARTS.index(r.get("part") or "fwd") for r in g], dtype=np.float64)
             base = gemm_physics_s(m, k, n, dtype, peak.get(dtype, peak["bf16"]), bw, sms)
-            coords = np.stack([np.log2(m), np.log2(k), np.log2(n), GEMM_PART_DISTANCE * part], axis=1)
-            self.gemm[dtype] = _Residuals(coords, np.log(t / base))
+            coords = np.stack([_log2(m), _log2(k), _log2(n), GEMM_PART_DISTANCE * part], axis=1)
+            self.gemm[dtype] = _Residuals(coords, _log_ratio(t, base))
         self.attention = {}
         for backend in sorted({r["backend"] for r in rows if r["family"] == "attention"}):
             for part in ("fwd", "bwd"):
@@ -180,7 +191,16 @@ class KernelTable:
                 s, h, d, t = (np.array([f(r, c) for r in a]) for c in ("seq", "heads", "head_dim", "measured_s"))
                 flops = causal_attention_flops(s, h, d, part == "bwd")
                 base = attention_physics_s(flops, s, h, peak["bf16"], sms)
-                self.attention[(backend, part)] = _Residuals(np.log2(np.stack([s, h], axis=1)), np.log(t / base))
+                self.attention[(backend, part)] = _Residuals(_log2(np.stack([s, h], axis=1)), _log_ratio(t, base))
+        missing = [what for what, ok in (("GEMM rows", bool(self.gemm)),
+                                         ("attention forward rows", any(p == "fwd" for _, p in self.attention)),
+                                         ("attention backward rows", any(p == "bwd" for _, p in self.attention)))
+                   if not ok]
+        if missing:
+            raise ValueError(f"no {', no '.join(missing)}")
+        for res in list(self.gemm.values()) + list(self.attention.values()):
+            if not np.all(np.isfinite(res.values)) or not np.all(np.isfinite(res.points)):
+                raise ValueError("a blank, zero or negative size or time")
         hb = [r for r in rows if r["family"] == "hbm"]
         if hb:
             b, t = (np.array([f(r, c) for r in hb]) for c in ("bytes", "measured_s"))
@@ -191,6 +211,8 @@ class KernelTable:
             u, inv = np.unique(lb, return_inverse=True)
             self.hbm_log_bytes = u
             self.hbm_fraction = np.bincount(inv, frac[order]) / np.bincount(inv)
+            if not (np.all(np.isfinite(self.hbm_fraction)) and np.all(self.hbm_fraction > 0)):
+                raise ValueError("an hbm row with a blank, zero or negative size or time")
         else:
             self.hbm_log_bytes = np.array([0.0])
             self.hbm_fraction = np.array([0.85])
