@@ -158,7 +158,7 @@ class KernelTable:
     """Measured kernels of one accelerator (a table file) as residuals over the reference physics
     of the accelerator they were measured on."""
 
-    def __init__(self, path: Path, peak_tflops: dict, hbm_gbps: float, sms: int):
+    def __init__(self, path: Path, peak_tflops: dict, hbm_gbps: float, sms: int, require_all: bool = True):
         import csv
 
         self.path = Path(path)
@@ -192,7 +192,11 @@ class KernelTable:
                 flops = causal_attention_flops(s, h, d, part == "bwd")
                 base = attention_physics_s(flops, s, h, peak["bf16"], sms)
                 self.attention[(backend, part)] = _Residuals(_log2(np.stack([s, h], axis=1)), _log_ratio(t, base))
-        missing = [what for what, ok in (("GEMM rows", bool(self.gemm)),
+        self.has_hbm = any(r["family"] == "hbm" for r in rows)
+        if not require_all:
+            if not (self.gemm or self.attention or self.has_hbm):
+                raise ValueError("no gemm, attention or hbm rows")
+        missing = [] if not require_all else [what for what, ok in (("GEMM rows", bool(self.gemm)),
                                          ("attention forward rows", any(p == "fwd" for _, p in self.attention)),
                                          ("attention backward rows", any(p == "bwd" for _, p in self.attention)))
                    if not ok]
@@ -219,8 +223,8 @@ class KernelTable:
 
 
 @lru_cache(maxsize=16)
-def _load_table(path: str, peak_items: tuple, hbm_gbps: float, sms: int) -> KernelTable:
-    return KernelTable(Path(path), dict(peak_items), hbm_gbps, sms)
+def _load_table(path: str, peak_items: tuple, hbm_gbps: float, sms: int, require_all: bool = True) -> KernelTable:
+    return KernelTable(Path(path), dict(peak_items), hbm_gbps, sms, require_all)
 
 
 @lru_cache(maxsize=1)
@@ -267,11 +271,39 @@ class KernelModel:
                 REFERENCE_SM_COUNT
             self.own_table = False
         try:
-            self.table = _load_table(str(path), tuple(sorted(peaks.items())), float(bw), int(sms))
+            self.table = _load_table(str(path), tuple(sorted(peaks.items())), float(bw), int(sms),
+                                     not self.own_table or path == resolve_table(REFERENCE_TABLE))
+            if self.own_table and self._incomplete(self.table):
+                self.table = self._completed(self.table)
         except (OSError, ValueError, KeyError) as exc:
             from ..errors import UserError
 
             raise UserError(f"kernel table {path}: unreadable ({exc})") from None
+
+    @staticmethod
+    def _incomplete(t: KernelTable) -> bool:
+        parts = {p for _, p in t.attention}
+        return not (t.gemm and parts >= {"fwd", "bwd"} and t.has_hbm)
+
+    def _completed(self, own: KernelTable) -> KernelTable:
+        """A table that lacks a family (e.g. aiconfigurator's A100 tables: no attention backward, no
+        HBM transfers) takes that family from the reference H100 table (the rule for accelerators
+        without a table), the rest from its own measurements."""
+        import copy
+
+        ref_hw = _reference_accelerator()
+        ref = _load_table(str(resolve_table(REFERENCE_TABLE)), tuple(sorted(ref_hw.peak_tflops.items())),
+                          float(ref_hw.hbm_bandwidth_gbps), REFERENCE_SM_COUNT)
+        t = copy.copy(own)
+        t.gemm = {**ref.gemm, **own.gemm}
+        t.attention = dict(own.attention)
+        own_parts = {p for _, p in own.attention}
+        for (b, p), res in ref.attention.items():
+            if p not in own_parts:
+                t.attention[(b, p)] = res
+        if not own.has_hbm:
+            t.hbm_log_bytes, t.hbm_fraction, t.has_hbm = ref.hbm_log_bytes, ref.hbm_fraction, True
+        return t
 
     def peak_flops(self, dtype):
         return self.peak.get(dtype, self.peak["bf16"])
