@@ -109,3 +109,25 @@ def test_cli_fp8_on_a100_is_one_sentence_and_exit_2():
                        "grid.ngpus=[8]")
     assert code == 2, out
     assert "fp8" in out and "Traceback" not in out
+
+
+def test_bf16_edge_layers_cost_bf16_time():
+    """fp8_bf16_edge_layers = 2 on a 2-stage pipeline: the first stage runs its first 2 layers and the
+    last stage its last 2 layers in bf16; each stage's layer compute grows by 2 x (bf16 - fp8 layer)."""
+    from parallmelism.cost.steptime import _micro_batch_terms
+    from parallmelism.grid import RECOMPUTE_CODE
+
+    cols = {"tp": np.array([8]), "pp": np.array([2]), "cp": np.array([1]), "ep": np.array([1]),
+            "micro_batch": np.array([1]), "sequence_parallel": np.array([True]),
+            "recompute": np.array([RECOMPUTE_CODE["none"]]), "layers_first_stage": np.array([40]),
+            "layers_per_stage": np.array([40]), "layers_last_stage": np.array([40])}
+    terms = {}
+    for name, wl in (("bf16", TrainWorkload(seq_len=4096, global_batch=256)),
+                     ("fp8", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")),
+                     ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2))):
+        terms[name] = _micro_batch_terms(cols, MODEL, H100, wl, Rates(H100, wl.precision))
+    for stage in ("first", "last"):
+        per_layer_gap = (terms["bf16"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]) / 40
+        extra = terms["edge"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]
+        assert per_layer_gap[0] > 0
+        assert extra[0] == pytest.approx(2 * per_layer_gap[0], rel=1e-6)

@@ -182,11 +182,22 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
+    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
+    # --first-last-layers-bf16); they are dense layers on the first and last stage.
+    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
+    if edge:
+        dense16 = ops_time(layer_ops(**kw), Rates(hw, "bf16"), rc)
+        dense16_comm = layer_comm(dense16, False)
     out = {}
     for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
         n_dense, n_moe = moe_layer_counts(model, lo, n_layers)
         parts = [(n_dense, dense), (np.where(has_emb, 1.0, 0.0), emb), (np.where(has_head, 1.0, 0.0), head)]
         comm_parts = [(n_dense, dense_comm)]
+        if edge:
+            n_edge = np.minimum(n_dense, edge * (np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)))
+            parts[0] = (n_dense - n_edge, dense)
+            parts.append((n_edge, dense16))
+            comm_parts = [(n_dense - n_edge, dense_comm), (n_edge, dense16_comm)]
         if moe is not None:
             parts.append((n_moe, moe))
             comm_parts.append((n_moe, moe_comm))

@@ -22,6 +22,8 @@ class TrainWorkload(BaseModel):
     global_batch: PositiveInt = Field(description="B, sequences per optimizer step")
     precision: ComputeDtype = Field("bf16", description="matmul dtype; fp8 keeps bf16 weights + fp8 copies")
     flash_attention: bool = Field(True, description="fused attention: no s^2 score matrix is stored")
+    fp8_bf16_edge_layers: int = Field(0, ge=0, description="with fp8/fp4: first and last N layers kept in bf16 "
+                                      "(Megatron-Core --first-last-layers-bf16)")
     grad_reduce_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32)")
     schedule: Literal["1f1b", "gpipe", "zero_bubble"] = Field(
