@@ -184,13 +184,13 @@ def test_documented_overrides_compose():
 
 # The efficiency blocks as the accelerator files spelled them out before `from:` existed (commit a2e1a0d),
 # the keys a file left out at the spec defaults of then: decode_hbm 0.6, request_overhead_ms 10,
-# gemm_tile_rows 64, matmul_fp8 None (= matmul). Inheritance must reproduce every value. The serving
+# gemm_tile_rows 64, matmul_fp8 None (= matmul). Inheritance must reproduce every value. Training kernel
+# fractions (attention_backward, matmul_half_dim) have since moved to measured kernels (cost/kernels.py). The serving
 # overheads since refitted (benchmarks/fit_serving_overhead.py: request 7.25 ms, iteration 0.45 ms, MoE layer
 # 45 us) are the H100 values every H100-derived part takes; H200 also takes the H100 fp8 serving fraction.
-H100 = dict(matmul=0.67, attention=0.6, attention_backward=0.16, hbm=0.7, scale_up=0.8, scale_out=0.94,
-            matmul_half_dim=0.0, decode_hbm=0.6, request_overhead_ms=7.25, iteration_overhead_ms=0.45,
+H100 = dict(matmul=0.67, attention=0.6, hbm=0.7, scale_up=0.8, scale_out=0.94, decode_hbm=0.6, request_overhead_ms=7.25, iteration_overhead_ms=0.45,
             moe_layer_overhead_us=45.0, gemm_tile_rows=64)
-A100 = dict(H100, matmul=0.74, attention=0.25, attention_backward=0.15, hbm=0.9, scale_out=0.96)
+A100 = dict(H100, matmul=0.74, attention=0.25, hbm=0.9, scale_out=0.96)
 BEFORE_INHERITANCE = {
     "h100-sxm-80gb": dict(H100, matmul_fp8=0.65),
     "a100-sxm-80gb": dict(A100, matmul_fp8=None), "a100-sxm-40gb": dict(A100, matmul_fp8=None),

@@ -169,12 +169,15 @@ def test_blocking_pipeline_send_recv_puts_every_transfer_on_the_critical_path():
     assert r_async["time_comm_pp_s"] == pytest.approx(2 * m * hop, rel=1e-6)
     assert r_async["time_comm_pp_exposed_s"] == pytest.approx(2 * 3 * hop, rel=1e-6)
     assert r_block["time_comm_pp_exposed_s"] == pytest.approx(2 * (m + 3) * hop, rel=1e-6)
-    assert r_block["time_step_s"] - r_async["time_step_s"] == pytest.approx(2 * m * hop, rel=1e-6)
+    # The straggler overhead scales the whole step: (1 + x·log2(ngpus / 8)) (cost/overheads.py).
+    stragglers = 1 + H100.overheads.straggler_per_doubling * np.log2(r_async["ngpus"] / 8)
+    assert r_block["time_step_s"] - r_async["time_step_s"] == pytest.approx(2 * m * hop * stragglers, rel=1e-6)
 
 
-def test_attention_backward_has_its_own_fraction():
-    """Flash core, one Llama-70B layer shard (tp 8, s 4096, b 1): forward 4·T·s·q/t·½ FLOPs at
-    peak·attention, backward 2.5× those FLOPs at peak·attention_backward (H100: 0.6 and 0.16)."""
+def test_attention_core_takes_the_measured_kernel_times():
+    """Flash core, one Llama-70B layer shard (tp 8, s 4096, b 1): 4·T·s·q/t·½ FLOPs forward, and the
+    op takes the cuDNN kernel times measured on an H100 at 8 heads per GPU (h100_kernels_measured.csv:
+    93.7 us forward, 285.3 us backward), not a flat fraction of peak."""
     from parallmelism.cost.flops import layer_ops
     from parallmelism.cost.roofline import Rates, op_times
 
@@ -183,5 +186,5 @@ def test_attention_backward_has_its_own_fraction():
     flops = 4 * 4096 * 4096 * 8192 / 8 * 0.5
     assert float(core.flops) == pytest.approx(flops)
     fwd, bwd, _ = op_times(core, Rates(H100, "bf16"))
-    assert float(fwd) == pytest.approx(flops / (989e12 * 0.6))
-    assert float(bwd) == pytest.approx(2.5 * flops / (989e12 * 0.16))
+    assert float(fwd) == pytest.approx(93.728e-6, rel=0.05)
+    assert float(bwd) == pytest.approx(285.344e-6, rel=0.05)

@@ -310,6 +310,10 @@ from .import_hf_cmd import import_hf as _import_hf  # noqa: E402
 
 app.command("import-hf")(_import_hf)
 
+from .profile_cmd import profile as _profile  # noqa: E402
+
+app.command("profile")(_profile)
+
 
 from . import search_cmds  # noqa: E402,F401  (registers best, pareto, plan, merge, plot)
 

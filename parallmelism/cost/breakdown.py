@@ -108,6 +108,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     parts = {"compute (ops)": _f(out["time_compute_s"]) - opt, "optimizer step": opt,
              "pipeline bubble": _f(out["time_bubble_s"])}
     parts.update({f"exposed {ax.upper()} comm": _f(out[f"time_comm_{ax}_exposed_s"]) for ax in AXES})
+    parts["named overheads (launch, comm contention, stragglers; cost/overheads.py)"] = _f(out["time_overhead_s"])
     summary = {
         "critical_stage": stage, "layers_on_stage": int(n_layers[0]), "micro_batches": int(m),
         "time_step_s": step, "bound": ("compute", "memory", "communication", "bubble")[int(out["bound"][0])],

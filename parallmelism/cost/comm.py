@@ -112,14 +112,15 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute):
     return a2a * 2.0 * np.where(full_recompute, 3.0, 2.0)
 
 
-def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute):
-    """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups."""
+def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute, grad_bytes=4.0):
+    """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
+    grad_bytes: bytes per gradient element reduced (4 fp32 main grads, 2 with grad_reduce_dtype=bf16)."""
     sharding = np.asarray(sharding)
     n_dense, n_exp = dp * cp, dp * cp // ep
 
     def one(P, n, stride):
-        ar = group_collective_time_s(hw, "all_reduce", 4.0 * P, n, stride)
-        rs = group_collective_time_s(hw, "reduce_scatter", 4.0 * P, n, stride)
+        ar = group_collective_time_s(hw, "all_reduce", grad_bytes * P, n, stride)
+        rs = group_collective_time_s(hw, "reduce_scatter", grad_bytes * P, n, stride)
         ag = group_collective_time_s(hw, "all_gather", 2.0 * P, n, stride)
         reduce = np.where(sharding == NO_OP, ar, rs)
         zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag, 0.0)

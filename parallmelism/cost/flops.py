@@ -61,6 +61,9 @@ class Op:
     selective: bool = False   # rerun by selective recompute (attention core)
     dim: object = None        # smallest GEMM dimension (efficiency falls for small GEMMs)
     bwd_bytes_abs: object = None  # backward HBM bytes, when not a multiple of the forward's
+    mkn: tuple = None         # GEMM (m, k, n) of the layer shape, for the kernel model (cost.kernels)
+    seq: object = None        # attention core: query length on the rank (s/cp)
+    heads: object = None      # attention core: heads on the rank × micro-batch (parallel CTAs)
 
     def backward_bytes(self):
         return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
@@ -75,7 +78,7 @@ def _gemm(name, M, K, N, dim_extra=None, weight=True):
     fwd = act + 2.0 * w
     bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
     dim = np.minimum(np.minimum(K, N), M)
-    return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd)
+    return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd, mkn=(M, K, N))
 
 
 def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bool = False,
@@ -101,28 +104,28 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
     if flash and model.mla is None:
         ops.append(Op("attention_core", ATTENTION, 4.0 * T * s * q / t * 0.5,
                       2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
-                      2.5, 2.5, selective=True, dim=np.asarray(float(d))))
+                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=_cp_chunk(s, cp), heads=a / t * b))
     elif flash:  # MLA: Q and K over n+p dims, V and O over v dims
         ops.append(Op("attention_core", ATTENTION, 2.0 * T * s * (q + vw) / t * 0.5,
                       2.0 * T * (q / t + vw / t + kv_l) + 2.0 * (s - s / cp) * b * kv_l,
-                      2.5, 2.5, selective=True, dim=np.asarray(float(d))))
+                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=_cp_chunk(s, cp), heads=a / t * b))
     elif model.mla is not None:
         scores = a * T * s / t
         ops += [
             Op("attention_scores", MATMUL, 2.0 * T * s * q / t, 2.0 * (T * q / t + s * b * q / t) + 2.0 * scores,
-               2.0, 2.0, selective=True, dim=np.asarray(float(d))),
+               2.0, 2.0, selective=True, dim=np.asarray(float(d)), mkn=(T * a / t, q / a, s)),
             Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
             Op("attention_values", MATMUL, 2.0 * T * s * vw / t, 2.0 * scores + 2.0 * (s * b * vw / t + T * vw / t),
-               2.0, 2.0, selective=True, dim=np.asarray(float(model.mla.v_head_dim))),
+               2.0, 2.0, selective=True, dim=np.asarray(float(model.mla.v_head_dim)), mkn=(T * a / t, s, vw / a)),
         ]
     else:
         scores = a * T * s / t  # elements of the s×s score block on this rank
         ops += [
             Op("attention_scores", MATMUL, 2.0 * T * s * q / t, 2.0 * (T * q / t + s * b * d * g_l) + 2.0 * scores,
-               2.0, 2.0, selective=True, dim=np.asarray(float(d))),
+               2.0, 2.0, selective=True, dim=np.asarray(float(d)), mkn=(T * a / t, q / a, s)),
             Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
             Op("attention_values", MATMUL, 2.0 * T * s * q / t, 2.0 * scores + 2.0 * (s * b * d * g_l + T * q / t),
-               2.0, 2.0, selective=True, dim=np.asarray(float(d))),
+               2.0, 2.0, selective=True, dim=np.asarray(float(d)), mkn=(T * a / t, s, q / a)),
         ]
     ops += [
         _gemm("out_proj", T, vw / t, h),
@@ -158,6 +161,13 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
         ]
     ops.append(Op("residual_mlp", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r))
     return ops
+
+
+def _cp_chunk(s, cp):
+    """Query length of one attention kernel: s without CP; with CP, Transformer Engine's load-balanced
+    ring splits a rank's s/cp tokens into two chunks and runs one kernel per chunk and ring step."""
+    cp = np.asarray(cp, dtype=np.float64)
+    return np.where(cp > 1, s / (2.0 * cp), float(s))
 
 
 def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
@@ -214,10 +224,11 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
 
 
-def optimizer_bytes_per_param(fp8: bool = False) -> float:
-    """Adam step over a parameter shard: read fp32 param, m, v, main grad (16 B), write fp32
-    param, m, v (12 B) and the bf16 (and fp8) copy: 30 B (31 with fp8). FLOPs are negligible."""
-    return 30.0 + (1.0 if fp8 else 0.0)
+def optimizer_bytes_per_param(lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0) -> float:
+    """Adam step over a parameter shard: read fp32 param, m, v (12 B) and the main grad (4 B fp32,
+    2 B bf16), write fp32 param, m, v (12 B), the bf16 weight (2 B) and the low-precision copies
+    (fp8: row-wise + transposed, 2 B; cost.states): 30 B (32 with fp8). FLOPs are negligible."""
+    return 26.0 + grad_bytes + lowp_copy_bytes
 
 
 # ---- closed forms ------------------------------------------------------------------------------

@@ -4,8 +4,7 @@ One op on one GPU takes (JAX scaling book roofline)
     time = max(FLOPs / (peak · eff_compute), HBM bytes / (HBM bandwidth · eff_hbm))
 and is compute- or memory-bound by whichever term wins (ops in `cost.inference_ops`). Matmuls
 use eff.matmul · min(1, m/eff.gemm_tile_rows) with m the GEMM's rows (tokens): a decode GEMM with
-a handful of rows still pays a full tensor-core tile (the training fit eff.matmul_half_dim does
-not describe serving GEMMs and is not used here); attention uses eff.attention; prefill streams
+a handful of rows still pays a full tensor-core tile; attention uses eff.attention; prefill streams
 at eff.hbm, decode steps at eff.decode_hbm (small-batch kernels). Peak FLOP/s is the workload's
 matmul precision (attention at bf16); fp8 GEMMs reach eff.matmul_fp8 of the fp8 peak when set.
 

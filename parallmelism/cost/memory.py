@@ -15,7 +15,7 @@ from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
 from .select import argmax3
-from .states import fsdp_gather_bytes, group_bytes_per_param, model_states_bytes
+from .states import GRAD_BYTES, fsdp_gather_bytes, group_bytes_per_param, low_precision_copy_bytes, model_states_bytes
 
 
 MEM_STAGES = ["first", "second", "last"]
@@ -43,7 +43,8 @@ def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
         out["moe"] = act.layer_activation_bytes(recompute=rc, moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
         out["moe_working"] = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
                                                         moe_imbalance=wl.moe_imbalance, **kw)
-    out["per_param"] = group_bytes_per_param(c["dp_sharding"], c["dp"], c["cp"], c["ep"], wl.precision == "fp8")
+    out["per_param"] = group_bytes_per_param(c["dp_sharding"], c["dp"], c["cp"], c["ep"],
+                                             low_precision_copy_bytes(wl.precision), GRAD_BYTES[wl.grad_reduce_dtype])
     out["inflight_first"] = act.inflight_micro_batches(c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"],
                                                        wl.schedule, "first")
     return out
@@ -54,13 +55,14 @@ def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[st
     b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
     sp, rc, sh = c["sequence_parallel"], c["recompute"], c["dp_sharding"]
     s, L = wl.seq_len, model.layers
-    fp8 = wl.precision == "fp8"
+    fp8 = low_precision_copy_bytes(wl.precision)
+    grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
 
     rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, L, stage)
     p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head)
     per_param = acts["per_param"] if acts is not None else None
-    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8, per_param)
-    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8, per_param)
+    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8, per_param, grad_bytes)
+    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8, per_param, grad_bytes)
     layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
     gather = fsdp_gather_bytes(layer_params, sh)
 

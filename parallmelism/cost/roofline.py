@@ -1,12 +1,21 @@
-"""Roofline time of an op: max(FLOPs ÷ achievable FLOP/s, bytes ÷ achievable HBM bandwidth).
+"""Time of an op on one GPU: its kernel time from measured kernels, never below the HBM roofline.
 
-Achievable rates come from the accelerator's `efficiency` block (set once per accelerator):
-  GEMM         peak(dtype) · matmul · n/(n + matmul_half_dim), n = smallest GEMM dimension
-               (a saturating fit: small GEMMs fill fewer tensor cores); fp8 raises the peak of
-               GEMMs only (attention core and elementwise ops stay bf16), at eff.matmul_fp8 when
+Training (`op_times`) takes kernel times from cost.kernels (the accelerator's kernel table, or the
+H100 rule for accelerators without one):
+  GEMM         forward kernel + backward dgrad and wgrad kernels at the layer shape (m, k, n), in
+               the GEMM dtype: the workload precision, except the logits GEMM, which Transformer
+               Engine keeps in bf16; eager attention's batched GEMMs run in bf16 as
+               (T·heads, d, s) and (T·heads, s, d) GEMMs
+  attention    fused causal attention at (query length s/cp, heads on the rank × micro-batch),
+               forward and backward kernels of the accelerator's backend (cudnn | flash2 | flash3)
+  memory ops   bytes ÷ (HBM bandwidth · measured fraction at that transfer size)
+and each is at least its HBM bytes ÷ that bandwidth (the fp32 main-gradient traffic of wgrad).
+
+Serving (cost/inference.py) uses `Rates.flops_rate`, from the `efficiency` block:
+  GEMM         peak(dtype) · matmul; fp8 raises the peak of GEMMs only (attention core and elementwise ops stay bf16), at eff.matmul_fp8 when
                the accelerator sets it
   attention    attention core, fused (flash) or eager (QKᵀ and ·V batched GEMMs): peak(bf16) · attention
-               forward, peak(bf16) · attention_backward backward (None: the forward fraction)
+               (serving runs forward passes only; training backward times come from cost.kernels)
   memory ops   hbm_bandwidth · hbm (FLOPs ≈ 0)
 The bound of an op is "compute" when the FLOP term is the larger, else "memory".
 """
@@ -16,34 +25,81 @@ from __future__ import annotations
 import numpy as np
 
 from .flops import ATTENTION, MATMUL, Op
+from .flops import MEMORY as MEMORY_KIND
+from .kernels import KernelModel
+
+BF16_GEMMS = ("logits", "router")  # GEMMs Transformer Engine/Megatron keep in bf16 under an fp8 recipe
+# GEMMs whose fp8 input cast Transformer Engine fuses into the preceding norm (LayerNormLinear,
+# LayerNormMLP): the norm writes the fp8 copies instead of a separate read-cast-write.
+NORM_FUSED_GEMMS = ("qkv", "fc1", "gate_up", "q_down", "q_proj", "kv_down", "shared_up")
+LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
+
+
+def low_precision_cast_bytes(op: Op, dtype: str):
+    """(forward, backward) HBM bytes of Transformer Engine's casts around one fp8/fp4 GEMM.
+
+    Forward: the input X[m,k] is cast with its amax to a row-wise and a column-wise (transposed,
+    for wgrad) low-precision copy: read 2 B, write 2·c B per element (c = 1 fp8, 0.5 fp4); the read
+    is saved where the cast is fused into the preceding norm (NORM_FUSED_GEMMS). Backward: the
+    output gradient dY[m,n] the same way (cast + transpose, unfused). Weight casts happen once per
+    step after the optimizer (cost.flops.optimizer_bytes_per_param)."""
+    c = LOW_PRECISION_BYTES[dtype]
+    m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
+    read = 0.0 if op.name in NORM_FUSED_GEMMS else 2.0
+    return (read + 2.0 * c) * m * k, (2.0 + 2.0 * c) * m * n
+
+
+def check_precision(hw, precision: str) -> None:
+    """fp8/fp4 need the accelerator's own peak for that dtype: no silent bf16 fallback."""
+    if precision in LOW_PRECISION_BYTES and precision not in hw.peak_tflops:
+        from ..errors import UserError
+
+        have = ", ".join(k for k in hw.peak_tflops if k in LOW_PRECISION_BYTES) or "none"
+        raise UserError(f"workload.precision={precision} needs an {precision} tensor-core peak, and {hw.name} lists "
+                        f"none (its low-precision peaks: {have}); use bf16 or another accelerator")
 
 
 class Rates:
     """Achievable FLOP/s and bytes/s of one accelerator for one workload precision."""
 
     def __init__(self, hw, precision: str):
+        check_precision(hw, precision)
         eff = hw.efficiency
         fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
         self.gemm_peak = hw.peak_flops(precision) * (fp8_eff or eff.matmul)
         self.bf16_peak = hw.peak_flops("bf16")
         self.attention = self.bf16_peak * eff.attention
-        self.attention_backward = self.bf16_peak * (eff.attention_backward or eff.attention)
         self.bf16_gemm = self.bf16_peak * eff.matmul
-        self.half_dim = eff.matmul_half_dim
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
+        self.precision = precision
+        self._hw = hw
+        self._kernels = None
 
-    def flops_rate(self, op: Op, backward: bool = False):
-        attention = self.attention_backward if backward else self.attention
+    @property
+    def kernels(self) -> KernelModel:
+        """Kernel model of the accelerator (loaded on first use: serving does not need it)."""
+        if self._kernels is None:
+            self._kernels = KernelModel(self._hw)
+        return self._kernels
+
+    def gemm_dtype(self, op: Op) -> str:
+        if op.name in BF16_GEMMS or op.name.startswith("attention_") or self.precision not in ("fp8", "fp4"):
+            return "bf16"
+        return self.precision
+
+    def memory_s(self, nbytes):
+        """Seconds to stream `nbytes` through HBM (measured fraction at that size)."""
+        return self.kernels.memory_s(nbytes)
+
+    def flops_rate(self, op: Op):
+        """Forward FLOP/s of a serving op from the `efficiency` fractions."""
+        attention = self.attention
         if op.kind == MATMUL:
             if op.name.startswith("attention_"):
                 # Eager attention's batched GEMMs (K or N = head_dim) run in the activation dtype
                 # at the attention-core fraction, like the fused kernel.
                 return attention
-            peak = self.gemm_peak
-            if self.half_dim and op.dim is not None:
-                n = np.asarray(op.dim, dtype=np.float64)
-                return peak * n / (n + self.half_dim)
-            return peak
+            return self.gemm_peak
         if op.kind == ATTENTION:
             return attention
         return np.inf
@@ -54,11 +110,33 @@ def op_time_s(flops, nbytes, flops_rate, hbm_rate):
     return np.maximum(np.asarray(flops) / flops_rate, np.asarray(nbytes) / hbm_rate)
 
 
+def op_kernel_times(op: Op, rates: Rates):
+    """(forward, backward) kernel seconds of a GEMM or attention op, before the HBM floor."""
+    km = rates.kernels
+    if op.kind == MATMUL and op.mkn is not None:
+        m, k, n = op.mkn
+        dtype = rates.gemm_dtype(op)
+        fwd = km.gemm_s(m, k, n, dtype, "fwd")
+        bwd = (km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")) * (np.asarray(op.bwd_flops) / 2.0)
+        if dtype in LOW_PRECISION_BYTES:
+            cast_f, cast_b = low_precision_cast_bytes(op, dtype)
+            fwd = fwd + np.where(cast_f > 0, km.memory_s(cast_f), 0.0)
+            bwd = bwd + km.memory_s(cast_b)
+        return fwd, bwd
+    if op.kind == ATTENTION:
+        flops = np.asarray(op.flops, dtype=np.float64)
+        fwd = km.attention_s(flops, op.seq, op.heads, backward=False)
+        bwd = km.attention_s(flops * op.bwd_flops, op.seq, op.heads, backward=True)
+        return fwd, bwd
+    return None
+
+
 def op_times(op: Op, rates: Rates):
-    """(forward seconds, backward seconds, forward compute-bound?) of one op."""
-    rate = rates.flops_rate(op)
-    fwd = op_time_s(op.flops, op.bytes, rate, rates.hbm)
-    bwd = op_time_s(np.asarray(op.flops) * op.bwd_flops, op.backward_bytes(), rates.flops_rate(op, backward=True),
-                    rates.hbm)
-    compute_bound = np.asarray(op.flops) / rate >= np.asarray(op.bytes) / rates.hbm
-    return fwd, bwd, compute_bound
+    """(forward seconds, backward seconds, forward compute-bound?) of one op (module docstring)."""
+    mem_f = rates.memory_s(op.bytes)
+    mem_b = rates.memory_s(op.backward_bytes())
+    kern = op_kernel_times(op, rates) if op.kind != MEMORY_KIND else None
+    if kern is None:
+        return mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)
+    fwd, bwd = kern
+    return np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f

@@ -6,8 +6,11 @@ Bytes per parameter (`formulas.md`; Rajbhandari et al. 2020, ZeRO), n = sharding
   OPTIMIZER_STATES_AND_GRADS  weights 2, grads 4/n, optimizer 12/n      (ZeRO-2)
   FULLY_SHARD                 weights 4/n, grads 4/n, optimizer 8/n     (ZeRO-3/FSDP: the fp32
                               shard is the parameter; bf16 units are gathered when used)
-Optimizer = fp32 master copy (4) + Adam m and v (8); grads are fp32 main grads (Megatron).
-FP8 training keeps the bf16 weight and adds an fp8 copy (1 byte per parameter).
+Optimizer = fp32 master copy (4) + Adam m and v (8); grads are fp32 main grads (Megatron), or bf16
+(2 bytes) with workload.grad_reduce_dtype=bf16 (Megatron-Core `grad_reduce_in_fp32=False`, as
+NVIDIA's performance recipes set it: the gradient buffer and its reduction are bf16).
+FP8 (FP4) training keeps the bf16 weight and adds Transformer Engine's low-precision copies: a
+row-wise and a column-wise (transposed, for dgrad/wgrad) copy, 2 bytes per parameter (fp4: 1).
 Dense parameters shard over the DP×CP group (Megatron's distributed optimizer); expert
 parameters over the expert-data-parallel group dp·cp/ep.
 """
@@ -22,30 +25,43 @@ NO_OP, OS, OSG, FS = (SHARDING_CODE[k] for k in
                       ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"))
 
 
-def bytes_per_param(sharding, n, fp8: bool = False) -> dict[str, np.ndarray]:
-    """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks."""
+LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp4": 1.0}  # row-wise + column-wise copies per parameter
+GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
+
+
+def low_precision_copy_bytes(precision: str) -> float:
+    """Bytes per parameter of the low-precision weight copies a workload precision keeps."""
+    return LOW_PRECISION_COPY_BYTES.get(precision, 0.0)
+
+
+def bytes_per_param(sharding, n, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0) -> dict[str, np.ndarray]:
+    """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks
+    (lowp_copy_bytes: `low_precision_copy_bytes`; grad_bytes: GRAD_BYTES[grad_reduce_dtype])."""
     sharding = np.asarray(sharding)
     n = np.asarray(n, dtype=np.float64)
     fully = sharding == FS
-    weights = np.where(fully, 4.0 / n, 2.0 + (1.0 if fp8 else 0.0))
-    grads = np.where((sharding == OSG) | fully, 4.0 / n, 4.0)
+    weights = np.where(fully, 4.0 / n, 2.0 + float(lowp_copy_bytes))
+    grads = np.where((sharding == OSG) | fully, grad_bytes / n, grad_bytes)
     optimizer = np.where(sharding == NO_OP, 12.0, np.where(fully, 8.0 / n, 12.0 / n))
     return {"weights": weights, "grads": grads, "optimizer": optimizer}
 
 
-def group_bytes_per_param(sharding, dp, cp, ep, fp8: bool = False):
+def group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0):
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = np.asarray(dp) * np.asarray(cp)
     expert_group = dense_group // np.asarray(ep)
-    return bytes_per_param(sharding, dense_group, fp8), bytes_per_param(sharding, expert_group, fp8)
+    return (bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes),
+            bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes))
 
 
-def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, fp8: bool = False, per_param=None):
+def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0,
+                       per_param=None, grad_bytes: float = 4.0):
     """Weights, grads, optimizer bytes on one GPU for its dense and expert parameter shards.
 
     per_param: `group_bytes_per_param(...)` for the same rows, when the caller already has it.
     """
-    bd, be = per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, fp8)
+    bd, be = per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes,
+                                                                           grad_bytes)
     if np.ndim(expert_params) == 0 and expert_params == 0:
         return {k: dense_params * bd[k] for k in bd}  # no expert shard (x + 0·y == x)
     return {k: dense_params * bd[k] + expert_params * be[k] for k in bd}

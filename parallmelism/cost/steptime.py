@@ -30,10 +30,11 @@ from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s
 from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops, layer_ops, model_flops_per_step,
                     moe_layer_counts, optimizer_bytes_per_param)
 from .params import params_per_gpu
+from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
-from .states import NO_OP
+from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
 
 FULL, SELECTIVE = RECOMPUTE_CODE["full"], RECOMPUTE_CODE["selective"]
 BOUND_NAMES = ("compute", "memory", "communication", "bubble")
@@ -135,7 +136,7 @@ def _unique_sorted(*arrays):
 
 STAGES = ("first", "middle", "last")
 STAGE_MB_KEYS = ("compute_mb", "t_mb", "fwd", "bwd_rc", "cbound", "mbound", "flops", "bytes",
-                 "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")
+                 "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp", "overhead_mb")
 
 
 def _full(x, shape):
@@ -181,18 +182,32 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
+    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
+    # --first-last-layers-bf16); they are dense layers on the first and last stage.
+    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
+    if edge:
+        dense16 = ops_time(layer_ops(**kw), Rates(hw, "bf16"), rc)
+        dense16_comm = layer_comm(dense16, False)
     out = {}
     for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
         n_dense, n_moe = moe_layer_counts(model, lo, n_layers)
         parts = [(n_dense, dense), (np.where(has_emb, 1.0, 0.0), emb), (np.where(has_head, 1.0, 0.0), head)]
         comm_parts = [(n_dense, dense_comm)]
+        if edge:
+            n_edge = np.minimum(n_dense, edge * (np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)))
+            parts[0] = (n_dense - n_edge, dense)
+            parts.append((n_edge, dense16))
+            comm_parts = [(n_dense - n_edge, dense_comm), (n_edge, dense16_comm)]
         if moe is not None:
             parts.append((n_moe, moe))
             comm_parts.append((n_moe, moe_comm))
         c = _combine(parts)
         k = _combine(comm_parts)
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
-        r = {"compute_mb": compute_mb, "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"],
+        hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
+        overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)
+        r = {"compute_mb": compute_mb, "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"] + overhead_mb,
+             "overhead_mb": overhead_mb,
              "fwd": c["fwd"], "bwd_rc": c["bwd"] + c["rc"]}
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
@@ -211,10 +226,13 @@ def _dp_terms(cols, model, hw, wl, rates):
     n_layers, lo, has_emb, has_head = (np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES])
                                        for i in range(4))
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
-    reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full)
+    grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
+    reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full,
+                                                grad_bytes=grad_bytes)
     shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
     shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
-    opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
+    opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
+        p["dense"] / shard_d + p["experts"] / shard_e)
     terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
     terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K:(i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
@@ -246,7 +264,7 @@ def _training_time(cols, model, hw, wl):
     mb, K_mb, inv_mb = _per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
     dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
-        d["opt"] = d["opt_bytes"] / rates.hbm
+        d["opt"] = rates.memory_s(d["opt_bytes"])
     pp_link, pp_exp = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
 
     def row_terms(r, d):
@@ -299,12 +317,16 @@ def _training_time(cols, model, hw, wl):
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
     exposed = sum(comm_exp.values())
+    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
+    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"])
+    step = step + step_extra
+    overhead = m * pick_mb("overhead_mb") + step_extra
 
     B = wl.global_batch
-    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
     f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
     peak = hw.peak_flops("bf16")
+    peak_precision = hw.peak_flops(wl.precision)  # fp8/fp4: that dtype's own peak (checked in Rates)
     flops_gpu = m * pick_mb("flops")
     bytes_gpu = m * pick_mb("bytes") + dc_["opt_bytes"]
     cbound = m * pick_mb("cbound")
@@ -316,6 +338,7 @@ def _training_time(cols, model, hw, wl):
         "time_compute_s": compute,
         "time_bubble_s": bubble,
         "time_comm_exposed_s": exposed,
+        "time_overhead_s": np.broadcast_to(overhead, tp.shape).astype(np.float64),
     }
     for ax in AXES:
         out[f"time_comm_{ax}_s"] = np.broadcast_to(comm[ax], tp.shape).astype(np.float64)
@@ -325,8 +348,9 @@ def _training_time(cols, model, hw, wl):
         "tokens_per_s": B * s / step,
         "tokens_per_s_per_gpu": B * s / step / ngpus,
         "tflops_per_gpu": f_model / (step * ngpus) / 1e12,
-        "mfu": f_model / (step * ngpus * peak),
-        "hfu": f_hw / (step * ngpus * peak),
+        "mfu": f_model / (step * ngpus * peak_precision),
+        "mfu_bf16_peak": f_model / (step * ngpus * peak),
+        "hfu": f_hw / (step * ngpus * peak_precision),
         "flops_model_per_step": f_model,
         "flops_hardware_per_step": f_hw,
         "hbm_bytes_per_step": bytes_gpu,

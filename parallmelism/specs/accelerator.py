@@ -6,7 +6,7 @@ in dense TFLOP/s (no sparsity), latencies in microseconds.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
@@ -18,16 +18,9 @@ class Efficiency(BaseModel):
 
     matmul: float = Field(0.75, gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
     attention: float = Field(0.6, gt=0, le=1, description="flash attention core, fraction of peak")
-    # The fused attention backward (dQ, dK, dV with the QK^T recompute) runs at a lower fraction
-    # than its forward in every FlashAttention generation; None means `attention`.
-    attention_backward: Optional[float] = Field(None, gt=0, le=1,
-                                                description="attention core backward, fraction of peak")
     hbm: float = Field(0.85, gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth")
     scale_up: float = Field(0.8, gt=0, le=1, description="large collectives in the scale-up domain")
     scale_out: float = Field(0.9, gt=0, le=1, description="large collectives across nodes")
-    # Small GEMMs reach a lower fraction: efficiency = matmul * n/(n + matmul_half_size)
-    # with n the smallest GEMM dimension (a saturating fit, see cost.roofline).
-    matmul_half_dim: float = Field(0.0, ge=0, description="GEMM size at which efficiency halves")
     # Inference (cost/inference*.py). Decode streams every local weight and the KV cache once per
     # step through small-batch (GEMV-like) kernels that reach less of the HBM bandwidth than the
     # large streaming kernels `hbm` describes.
@@ -46,11 +39,38 @@ class Efficiency(BaseModel):
     moe_layer_overhead_us: float = Field(0.0, ge=0, description="fixed time per MoE layer per serving iteration, us")
     # Serving GEMMs have few rows in decode (the batch). A tensor-core GEMM works on tiles of this
     # many rows, so m < tile rows still cost a full tile of FLOPs: rate = peak·matmul·min(1, m/tile).
-    # (matmul_half_dim is the training fit of cost.roofline; serving uses this rule instead.)
     gemm_tile_rows: int = Field(64, ge=1, description="GEMM tile height in rows (inference small-batch GEMMs)")
     # fp8 GEMMs reach a lower fraction of their (2x) peak than bf16 GEMMs of theirs (scaling, casts,
     # smaller tiles); None means `matmul`. Used by the serving roofline (cost/inference.py).
     matmul_fp8: Optional[float] = Field(None, gt=0, le=1, description="fp8 GEMMs, fraction of fp8 peak")
+
+
+class Kernels(BaseModel):
+    """Kernel-level efficiency source (cost/kernels.py): a measured kernel table, or the rule for
+    accelerators without one (the reference H100 table's residuals on this accelerator's physics)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    table: Optional[str] = Field(None, description="kernel table CSV (validate/kernel_table.py format), "
+                                 "relative to hardware/ or absolute; None: the H100 rule")
+    sm_count: Optional[PositiveInt] = Field(None, description="streaming multiprocessors (or CUs) for wave "
+                                            "quantization; None: 132")
+    attention_backend: Literal["cudnn", "flash2", "flash3", "sdpa"] = Field("cudnn",
+                                   description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a "
+                                   "profiled PyTorch SDPA kernel, e.g. on CPU)")
+
+
+class Overheads(BaseModel):
+    """Named end-to-end overheads beyond kernels and exposed links (cost/overheads.py), fitted once
+    per accelerator by `python -m parallmelism.validate.calibrate`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    layer_launch_us: float = Field(0.0, ge=0, description="per layer per micro-batch (fwd + bwd), µs")
+    comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
+    step_fixed_ms: float = Field(0.0, ge=0, description="host/framework time per optimizer step, ms")
+    straggler_per_doubling: float = Field(0.0, ge=0, le=0.5,
+                                          description="step fraction lost per doubling of GPUs beyond one domain")
 
 
 class ScaleUp(BaseModel):
@@ -84,6 +104,8 @@ class AcceleratorSpec(BaseModel):
     scale_up: ScaleUp
     scale_out: Optional[ScaleOut] = None
     efficiency: Efficiency = Efficiency()
+    kernels: Kernels = Kernels()
+    overheads: Overheads = Overheads()
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0)
     tdp_w: float = Field(0.0, ge=0)
 

@@ -6,7 +6,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-ComputeDtype = Literal["bf16", "fp16", "fp8"]
+ComputeDtype = Literal["bf16", "fp16", "fp8", "fp4"]
 WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -22,6 +22,10 @@ class TrainWorkload(BaseModel):
     global_batch: PositiveInt = Field(description="B, sequences per optimizer step")
     precision: ComputeDtype = Field("bf16", description="matmul dtype; fp8 keeps bf16 weights + fp8 copies")
     flash_attention: bool = Field(True, description="fused attention: no s^2 score matrix is stored")
+    fp8_bf16_edge_layers: int = Field(0, ge=0, description="with fp8/fp4: first and last N layers kept in bf16 "
+                                      "(Megatron-Core --first-last-layers-bf16)")
+    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32)")
     schedule: Literal["1f1b", "gpipe", "zero_bubble"] = Field(
         "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B")
     moe_imbalance: float = Field(1.0, ge=1.0, description="busiest expert's tokens / mean (1 = balanced)")

@@ -25,13 +25,12 @@ overlap_pp_comm = false; Llama 3 (paper §3.3.2) ran interleaved 1F1B with async
 "the first model chunk on the first stage has only the embedding" once one layer is taken from
 the first and last stages: one layer per chunk, 128/16 = 8 chunks, so vpp_stated = 8.
 
-Status (`python -m parallmelism validate`, tests/test_validate_steptime.py): Korthikanti's 8 rows
-|error| mean 2.58 %, max 4.8 %; all 32 rows mean 6.0 %, median 5.3 %, max 14.3 % (bloom-176b,
-−14 %: Megatron-DeepSpeed ran at 48 % HFU where Megatron-LM on Selene reached 52-57 %). Next
-largest: mcore-h100-32b +13.7 % (micro-batch not published; b = 1 leaves the DP reduce-scatter
-only the last micro-batch's backward to hide under), mcore-h100-7.1b −12.8 %, llama3-405b-8k
-−12.6 / −12.1 %. The shared file as-is (no vpp_stated, no overlap columns) gives the 128k Llama row
-plain 1F1B at m = pp = 16: +81 %.
+Status (`python -m parallmelism validate`, tests/test_validate_steptime.py), kernel times from the
+measured kernel tables (cost/kernels.py) plus the named overheads fitted per accelerator by
+`python -m parallmelism.validate.calibrate` (cost/overheads.py): Korthikanti's 8 rows |error| mean
+2.8 %, max 5.5 %; all 32 rows median 4.0 %, max 21.7 %. Over 15 %: mcore-h100-32b +21.7 %,
+mcore-h100-7.1b -19.7 %, mcore-h100-1.7b -18.5 %, llama3-405b-128k -21.3 %, narayanan-7.5b +18.0 %,
+narayanan-18.4b +16.8 %, bloom-176b -17.7 % (reasons in the test's KNOWN_GAPS).
 """
 
 from __future__ import annotations

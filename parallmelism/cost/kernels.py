@@ -1,0 +1,374 @@
+"""Per-kernel time from kernel measurements: GEMM, fused causal attention, memory-bound ops.
+
+An accelerator with a kernel table (`kernels.table` in hardware/NAME.yaml, format in
+validate/kernel_table.py) predicts a kernel as
+
+    time = physics(shape, this accelerator) · exp(residual(shape))
+
+physics    a roofline with the quantization a GPU imposes (below), from the accelerator's own peak
+           FLOP/s, HBM bandwidth and SM count;
+residual   log(measured / physics) of the table's kernels, interpolated by inverse-distance
+           weighting (power 3) in log2 of the shape: a measured shape gets its measured time
+           back (duplicates averaged), a new one the residual of its neighbours.
+An accelerator without a table uses the residuals of the reference table (the H100's,
+REFERENCE_TABLE) on its own physics: the same fraction of its own peak and bandwidth at the
+same shape, with wave quantization on its own SM count (the rule for A100, H200, B200, ...).
+
+Physics, per family (all seconds; arrays broadcast):
+  GEMM       C[m,n] = A[m,k]·B[k,n] on tiles of GEMM_TILE = 64×128 outputs; when there are
+             fewer tiles than SMs the k dimension is split (≤ k/GEMM_SPLIT_K_MIN ways) to fill
+             them; util = CTAs / (waves · SMs).
+               t = max(2mkn / (peak(dtype) · GEMM_PEAK_FRACTION[dtype] · util),
+                       (a·(mk + kn) + 2mn) / (HBM · GEMM_HBM_FRACTION)) + GEMM_LAUNCH_S
+             (a = 1 byte for fp8 inputs, 2 for bf16; output bf16)
+  attention  causal flash-style kernel, one CTA per 128 query rows per head (heads × batch);
+               t = flops / (peak(bf16) · ATTENTION_PEAK_FRACTION · util) + ATTENTION_LAUNCH_S
+             backends: cudnn (cuDNN fused attention: what Transformer Engine runs on Hopper),
+             flash2 (FlashAttention-2), flash3 (FlashAttention-3: the cudnn residuals, both are
+             Hopper warp-specialized kernels at similar rates; no measurement here), eager (not
+             this function: batched GEMMs, cost.roofline).
+  memory     bytes / (HBM · fraction(bytes)): the table's measured bandwidth over transfer size,
+             interpolated in log(bytes), clamped at the ends (small transfers are latency-bound).
+The physics constants are a rough fit to the H100 table (python -m parallmelism.cost.kernels
+prints it and the per-row errors); the residuals carry the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+REFERENCE_TABLE = "kernels/h100-sxm-80gb.csv"
+REFERENCE_SM_COUNT = 132
+GEMM_TILE = (64.0, 128.0)
+GEMM_SPLIT_K_MIN = 1024.0
+GEMM_PEAK_FRACTION = {"bf16": 0.78, "fp8": 0.69}
+GEMM_HBM_FRACTION = 0.85
+GEMM_LAUNCH_S = 7e-6
+ATTENTION_BLOCK = 128.0
+ATTENTION_PEAK_FRACTION = 0.6
+ATTENTION_LAUNCH_S = 10e-6
+BACKENDS = ("cudnn", "flash2", "flash3")
+IDW_POWER = 3.0
+# A GEMM's backward runs two kernels on the same layer shape (m tokens, k in, n out):
+# dgrad dX = dY·Wᵀ and wgrad dW = Xᵀ·dY. The table labels them by the layer shape; their residuals
+# are told apart by a fourth coordinate, half a doubling of a dimension apart (the parts of a shape
+# differ by up to 35 % in the H100 table, e.g. the wgrad of a down projection).
+GEMM_PARTS = ("fwd", "dgrad", "wgrad")
+GEMM_PART_DISTANCE = 0.5
+_CHUNK = 2048
+_MEMO_MAX = 1 << 16
+_KEY_WEIGHTS = np.array([1.0, np.pi * 1e3, np.e * 1e6, np.sqrt(2.0) * 1e9])
+
+
+def _util(ctas, sms):
+    waves = np.ceil(ctas / sms)
+    return ctas / np.maximum(waves, 1.0) / sms
+
+
+def gemm_physics_s(m, k, n, dtype, peak_flops, hbm_bps, sms):
+    """Quantized roofline of one GEMM (module docstring), seconds."""
+    m, k, n = (np.asarray(x, dtype=np.float64) for x in (m, k, n))
+    tiles = np.ceil(m / GEMM_TILE[0]) * np.ceil(n / GEMM_TILE[1])
+    splits = np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, k / GEMM_SPLIT_K_MIN))
+    util = _util(tiles * splits, sms)
+    frac = GEMM_PEAK_FRACTION.get(dtype, GEMM_PEAK_FRACTION["bf16"])
+    t_c = 2.0 * m * k * n / (peak_flops * frac * util)
+    in_bytes = 1.0 if dtype in ("fp8", "fp4") else 2.0
+    if dtype == "fp4":
+        in_bytes = 0.5
+    t_m = (in_bytes * (m * k + k * n) + 2.0 * m * n) / (hbm_bps * GEMM_HBM_FRACTION)
+    return np.maximum(t_c, t_m) + GEMM_LAUNCH_S
+
+
+def attention_physics_s(flops, seq, heads, peak_bf16, sms):
+    """Causal fused attention (module docstring), seconds; heads = heads per GPU × batch."""
+    ctas = np.ceil(np.asarray(seq, dtype=np.float64) / ATTENTION_BLOCK) * np.asarray(heads, dtype=np.float64)
+    return np.asarray(flops, dtype=np.float64) / (peak_bf16 * ATTENTION_PEAK_FRACTION * _util(ctas, sms)) \
+        + ATTENTION_LAUNCH_S
+
+
+def causal_attention_flops(seq, heads, head_dim, backward=False):
+    """4·s²·heads·d/2 forward (causal half), 2.5× that backward (the measurement convention)."""
+    f = 2.0 * np.asarray(seq, dtype=np.float64) ** 2 * np.asarray(heads, dtype=np.float64) * head_dim
+    return f * (2.5 if backward else 1.0)
+
+
+def _idw(points, values, query):
+    """Inverse-distance-weighted mean of `values` at `query` rows (power IDW_POWER); exact at a point."""
+    query = np.atleast_2d(query)
+    out = np.empty(len(query))
+    for lo in range(0, len(query), _CHUNK):
+        q = query[lo:lo + _CHUNK]
+        # elementwise, no BLAS: a row's result must not depend on which rows share its call (the
+        # streamed and one-shot evaluations of a grid agree bit for bit)
+        d2 = ((q[:, None, :] - points[None, :, :]) ** 2).sum(axis=2)
+        w = 1.0 / (d2 ** (IDW_POWER / 2.0) + 1e-9)
+        out[lo:lo + _CHUNK] = (w * values[None, :]).sum(axis=1) / w.sum(axis=1)
+    return out
+
+
+def _log_ratio(measured, physics):
+    """log(measured / physics); NaN for blank or non-positive times (the table check rejects them)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log(np.asarray(measured, dtype=np.float64) / physics)
+
+
+def _log2(x):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log2(np.asarray(x, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class _Residuals:
+    points: np.ndarray  # (P, D) log2 coordinates
+    values: np.ndarray  # (P,) log(measured / physics)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # shape bytes -> residual (bounded)
+
+    def __call__(self, *coords, extra=None):
+        """Residual at log2 of `coords`, plus an `extra` coordinate taken as is (the GEMM part)."""
+        shape = np.broadcast(*coords).shape
+        cols = [np.log2(np.broadcast_to(np.asarray(c, dtype=np.float64), shape)).ravel() for c in coords]
+        if extra is not None:
+            cols.append(np.full(cols[0].shape, float(extra)))
+        q = np.stack(cols, axis=1)
+        if len(self.values) == 0:
+            return np.zeros(shape)
+        # A grid repeats few distinct shapes (they depend on micro-batch, tp, cp only): interpolate each once.
+        # (one float key per row: incommensurate weights on log2 coordinates; a 1-D unique is ~10x a row-unique)
+        key = q @ _KEY_WEIGHTS[: q.shape[1]]
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        uq = np.ascontiguousarray(q[first])
+        # Sweeps evaluate the same shapes chunk after chunk: remember each shape's residual.
+        names = [row.tobytes() for row in uq]
+        todo = [i for i, nm in enumerate(names) if nm not in self.memo]
+        if todo:
+            if len(self.memo) > _MEMO_MAX:
+                self.memo.clear()
+            for i, v in zip(todo, _idw(self.points, self.values, uq[todo])):
+                self.memo[names[i]] = v
+        res = np.fromiter((self.memo[nm] for nm in names), dtype=np.float64, count=len(names))
+        return res[inv.ravel()].reshape(shape)
+
+
+class KernelTable:
+    """Measured kernels of one accelerator (a table file) as residuals over the reference physics
+    of the accelerator they were measured on."""
+
+    def __init__(self, path: Path, peak_tflops: dict, hbm_gbps: float, sms: int, require_all: bool = True):
+        import csv
+
+        self.path = Path(path)
+        with open(self.path, encoding="utf-8") as fh:
+            rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+        if not rows:
+            raise ValueError(f"{self.path}: no kernel rows")
+
+        def f(r, c):
+            return float(r[c]) if r.get(c) not in (None, "") else np.nan
+
+        peak = {k: v * 1e12 for k, v in peak_tflops.items()}
+        bw = hbm_gbps * 1e9
+        self.gemm = {}
+        for dtype in sorted({r["dtype"] for r in rows if r["family"] == "gemm"}):
+            g = [r for r in rows if r["family"] == "gemm" and r["dtype"] == dtype]
+            if dtype not in peak and dtype != "fp32":
+                continue
+            m, k, n, t = (np.array([f(r, c) for r in g]) for c in ("m", "k", "n", "measured_s"))
+            part = np.array([GEMM_PARTS.index(r.get("part") or "fwd") for r in g], dtype=np.float64)
+            base = gemm_physics_s(m, k, n, dtype, peak.get(dtype, peak["bf16"]), bw, sms)
+            coords = np.stack([_log2(m), _log2(k), _log2(n), GEMM_PART_DISTANCE * part], axis=1)
+            self.gemm[dtype] = _Residuals(coords, _log_ratio(t, base))
+        self.attention = {}
+        for backend in sorted({r["backend"] for r in rows if r["family"] == "attention"}):
+            for part in ("fwd", "bwd"):
+                a = [r for r in rows if r["family"] == "attention" and r["backend"] == backend and r["part"] == part]
+                if not a:
+                    continue
+                s, h, d, t = (np.array([f(r, c) for r in a]) for c in ("seq", "heads", "head_dim", "measured_s"))
+                flops = causal_attention_flops(s, h, d, part == "bwd")
+                base = attention_physics_s(flops, s, h, peak["bf16"], sms)
+                self.attention[(backend, part)] = _Residuals(_log2(np.stack([s, h], axis=1)), _log_ratio(t, base))
+        self.has_hbm = any(r["family"] == "hbm" for r in rows)
+        if not require_all:
+            if not (self.gemm or self.attention or self.has_hbm):
+                raise ValueError("no gemm, attention or hbm rows")
+        missing = [] if not require_all else [what for what, ok in (("GEMM rows", bool(self.gemm)),
+                                         ("attention forward rows", any(p == "fwd" for _, p in self.attention)),
+                                         ("attention backward rows", any(p == "bwd" for _, p in self.attention)))
+                   if not ok]
+        if missing:
+            raise ValueError(f"no {', no '.join(missing)}")
+        for res in list(self.gemm.values()) + list(self.attention.values()):
+            if not np.all(np.isfinite(res.values)) or not np.all(np.isfinite(res.points)):
+                raise ValueError("a blank, zero or negative size or time")
+        hb = [r for r in rows if r["family"] == "hbm"]
+        if hb:
+            b, t = (np.array([f(r, c) for r in hb]) for c in ("bytes", "measured_s"))
+            order = np.argsort(b)
+            frac = b / t / bw
+            lb = np.log(b[order])
+            # pooled duplicates: mean fraction per size
+            u, inv = np.unique(lb, return_inverse=True)
+            self.hbm_log_bytes = u
+            self.hbm_fraction = np.bincount(inv, frac[order]) / np.bincount(inv)
+            if not (np.all(np.isfinite(self.hbm_fraction)) and np.all(self.hbm_fraction > 0)):
+                raise ValueError("an hbm row with a blank, zero or negative size or time")
+        else:
+            self.hbm_log_bytes = np.array([0.0])
+            self.hbm_fraction = np.array([0.85])
+
+
+@lru_cache(maxsize=16)
+def _load_table(path: str, peak_items: tuple, hbm_gbps: float, sms: int, require_all: bool = True) -> KernelTable:
+    return KernelTable(Path(path), dict(peak_items), hbm_gbps, sms, require_all)
+
+
+@lru_cache(maxsize=1)
+def _reference_accelerator():
+    from ..config.compose import load_option
+
+    return load_option("hardware", "h100-sxm-80gb")
+
+
+def resolve_table(name: str) -> Path:
+    """A kernel table path from hardware/NAME.yaml: absolute, else relative to the shipped
+    hardware/ folder or a user config folder ($PARALLMELISM_CONFIG_PATH) holding hardware/."""
+    from ..config.paths import data_root, user_config_dirs
+    from ..errors import UserError
+
+    p = Path(name).expanduser()
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        roots = [data_root()] + user_config_dirs()
+        candidates = [r / "hardware" / p for r in roots] + [r / p for r in roots]
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise UserError(f"kernel table {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
+
+
+class KernelModel:
+    """Kernel times on one accelerator (module docstring). Pure functions of arrays."""
+
+    def __init__(self, hw):
+        spec = getattr(hw, "kernels", None)
+        self.sms = float(getattr(spec, "sm_count", None) or REFERENCE_SM_COUNT)
+        self.backend = getattr(spec, "attention_backend", None) or "cudnn"
+        self.peak = {k: v * 1e12 for k, v in hw.peak_tflops.items()}
+        self.hbm_bps = hw.hbm_bandwidth_gbps * 1e9
+        table = getattr(spec, "table", None)
+        if table:
+            path, peaks, bw, sms = resolve_table(table), hw.peak_tflops, hw.hbm_bandwidth_gbps, int(self.sms)
+            self.own_table = True
+        else:  # the documented rule: the reference accelerator's residuals on this accelerator's physics
+            ref = _reference_accelerator()
+            path, peaks, bw, sms = resolve_table(REFERENCE_TABLE), ref.peak_tflops, ref.hbm_bandwidth_gbps, \
+                REFERENCE_SM_COUNT
+            self.own_table = False
+        try:
+            self.table = _load_table(str(path), tuple(sorted(peaks.items())), float(bw), int(sms),
+                                     not self.own_table or path == resolve_table(REFERENCE_TABLE))
+            if self.own_table and self._incomplete(self.table):
+                self.table = self._completed(self.table)
+        except (OSError, ValueError, KeyError) as exc:
+            from ..errors import UserError
+
+            raise UserError(f"kernel table {path}: unreadable ({exc})") from None
+
+    @staticmethod
+    def _incomplete(t: KernelTable) -> bool:
+        parts = {p for _, p in t.attention}
+        return not (t.gemm and parts >= {"fwd", "bwd"} and t.has_hbm)
+
+    def _completed(self, own: KernelTable) -> KernelTable:
+        """A table that lacks a family (e.g. aiconfigurator's A100 tables: no attention backward, no
+        HBM transfers) takes that family from the reference H100 table (the rule for accelerators
+        without a table), the rest from its own measurements."""
+        import copy
+
+        ref_hw = _reference_accelerator()
+        ref = _load_table(str(resolve_table(REFERENCE_TABLE)), tuple(sorted(ref_hw.peak_tflops.items())),
+                          float(ref_hw.hbm_bandwidth_gbps), REFERENCE_SM_COUNT)
+        t = copy.copy(own)
+        t.gemm = {**ref.gemm, **own.gemm}
+        t.attention = dict(own.attention)
+        own_parts = {p for _, p in own.attention}
+        for (b, p), res in ref.attention.items():
+            if p not in own_parts:
+                t.attention[(b, p)] = res
+        if not own.has_hbm:
+            t.hbm_log_bytes, t.hbm_fraction, t.has_hbm = ref.hbm_log_bytes, ref.hbm_fraction, True
+        return t
+
+    def peak_flops(self, dtype):
+        return self.peak.get(dtype, self.peak["bf16"])
+
+    def gemm_s(self, m, k, n, dtype="bf16", part="fwd"):
+        """Seconds of the `part` (fwd | dgrad | wgrad) kernel of a layer GEMM C[m,n] = A[m,k]·B[k,n]
+        in `dtype` (bf16 | fp8 | fp4); dgrad and wgrad execute the same 2mkn FLOPs."""
+        gemm = self.table.gemm
+        res = gemm.get(dtype) or gemm.get("bf16") or next(iter(gemm.values()))  # a CPU profile: fp32 only
+        base = gemm_physics_s(m, k, n, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms)
+        return base * np.exp(res(m, k, n, extra=GEMM_PART_DISTANCE * GEMM_PARTS.index(part)))
+
+    def attention_s(self, flops, seq, heads, backward=False, backend=None):
+        """Seconds of a causal fused attention executing `flops` (causal-halved, 2.5× in bwd), at
+        query length `seq` with `heads` = heads per GPU × batch (module docstring)."""
+        backend = backend or self.backend
+        key = ("cudnn" if backend == "flash3" else backend, "bwd" if backward else "fwd")
+        att = self.table.attention
+        res = att.get(key) or att.get(("cudnn", key[1])) or next(v for (b, p), v in att.items() if p == key[1])
+        base = attention_physics_s(flops, seq, heads, self.peak_flops("bf16"), self.sms)
+        return base * np.exp(res(np.maximum(seq, 1.0), np.maximum(heads, 1.0)))
+
+    def hbm_fraction(self, nbytes):
+        lb = np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))
+        return np.interp(lb, self.table.hbm_log_bytes, self.table.hbm_fraction)
+
+    def memory_s(self, nbytes):
+        """Seconds of a memory-bound kernel moving `nbytes` (read + write)."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        return nbytes / (self.hbm_bps * self.hbm_fraction(nbytes))
+
+
+def _report(argv=None) -> int:
+    """Print the H100 physics constants and the model's error on every row of the shipped table."""
+    import pandas as pd
+
+    from ..config.compose import load_option
+
+    hw = load_option("hardware", "h100-sxm-80gb")
+    km = KernelModel(hw)
+    df = pd.read_csv(km.table.path, comment="#")
+    pred = np.empty(len(df))
+    phys = np.empty(len(df))
+    for i, r in enumerate(df.itertuples()):
+        if r.family == "gemm":
+            pred[i] = km.gemm_s(r.m, r.k, r.n, r.dtype, r.part)
+            phys[i] = gemm_physics_s(r.m, r.k, r.n, r.dtype, km.peak_flops(r.dtype), km.hbm_bps, km.sms)
+        elif r.family == "attention":
+            fl = causal_attention_flops(r.seq, r.heads, r.head_dim, r.part == "bwd")
+            pred[i] = km.attention_s(fl, r.seq, r.heads, r.part == "bwd", r.backend)
+            phys[i] = attention_physics_s(fl, r.seq, r.heads, km.peak_flops("bf16"), km.sms)
+        else:
+            pred[i] = km.memory_s(r.bytes)
+            phys[i] = r.bytes / km.hbm_bps / GEMM_HBM_FRACTION
+    df["model_err_pct"] = 100 * (pred / df.measured_s - 1)
+    df["physics_only_err_pct"] = 100 * (phys / df.measured_s - 1)
+    print(f"GEMM tile {GEMM_TILE}, split-k min {GEMM_SPLIT_K_MIN}, peak fractions {GEMM_PEAK_FRACTION}, "
+          f"HBM {GEMM_HBM_FRACTION}, launch {GEMM_LAUNCH_S * 1e6:.0f} us; attention fraction "
+          f"{ATTENTION_PEAK_FRACTION}, launch {ATTENTION_LAUNCH_S * 1e6:.0f} us")
+    for (fam, src), g in df.groupby(["family", "source"]):
+        e, p = g.model_err_pct.abs(), g.physics_only_err_pct.abs()
+        print(f"{fam:10s} {src:28s} rows {len(g):4d}  model |err| median {e.median():5.2f} % max {e.max():6.2f} %"
+              f"   physics only median {p.median():6.2f} % max {p.max():7.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_report())

@@ -1,0 +1,97 @@
+"""Fit the named overhead terms (cost/overheads.py) once per accelerator on the shipped step times.
+
+    python -m parallmelism.validate.calibrate            # prints the fit and the validation table
+
+For every accelerator with rows in parallmelism/cases/training_measured.csv: the model's step times
+with all overheads at zero, and their sensitivity to each term (finite differences) give a linear
+model of every row; a grid search over (layer_launch_us, comm_contention, step_fixed_ms, straggler_per_doubling)
+takes the set with the smallest max |error| over that accelerator's rows (Korthikanti's rows held
+to their bar, mean <= 3 %, max <= 6 %, where it can be), then the full model is re-run with it and
+the table printed. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
+share that accelerator's calibration). Kernel efficiencies are not fitted here (cost/kernels.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+
+import numpy as np
+
+TERMS = ("layer_launch_us", "comm_contention", "step_fixed_ms", "straggler_per_doubling")
+STEPS = {"layer_launch_us": 100.0, "comm_contention": 0.1, "step_fixed_ms": 100.0, "straggler_per_doubling": 0.01}
+GRID = {"layer_launch_us": np.arange(0.0, 801.0, 20.0), "comm_contention": np.arange(0.0, 1.001, 0.1),
+        "step_fixed_ms": np.arange(0.0, 301.0, 10.0), "straggler_per_doubling": np.arange(0.0, 0.0801, 0.004)}
+
+
+def _rows():
+    import pandas as pd
+
+    from .runner import _context
+    from .steptime import step_time_run_of
+
+    path = resources.files("parallmelism") / "cases" / "training_measured.csv"
+    df = pd.read_csv(str(path), dtype=str, keep_default_na=False).replace({"": None})
+    ctx = _context([], None)
+    out = []
+    for row in df.to_dict("records"):
+        out.append((row["case"], float(row["step_time_s"]), step_time_run_of(row, ctx)))
+    return out
+
+
+def _predict(runs, hw):
+    from .runner import _evaluate_one
+
+    return np.array([float(_evaluate_one(r.model_copy(update={"hardware": hw}))["time_step_s"]) for r in runs])
+
+
+def _with(hw, **terms):
+    return hw.model_copy(update={"overheads": hw.overheads.model_copy(update=terms)})
+
+
+def fit(cases, runs, measured, hw):
+    """(terms, predicted) for one accelerator's rows (module docstring)."""
+    zero = {t: 0.0 for t in TERMS}
+    p0 = _predict(runs, _with(hw, **zero))
+    jac = {t: (_predict(runs, _with(hw, **{**zero, t: STEPS[t]})) - p0) / STEPS[t] for t in TERMS}
+    mesh = [g.ravel() for g in np.meshgrid(*(GRID[t] for t in TERMS), indexing="ij")]
+    J = np.stack([jac[t] for t in TERMS], axis=1)  # rows x terms
+    pred = p0[:, None] + J @ np.stack(mesh, axis=0)
+    err = np.abs(pred / measured[:, None] - 1.0)
+    score = err.max(axis=0) + 0.1 * err.mean(axis=0)
+    kor = np.array([c_.startswith("korthikanti") and "dp8" not in c_ for c_ in cases])  # the paper's 8 rows
+    if kor.any():
+        # (margins below the 3 % / 6 % bar: the fit is linearised)
+        over = np.maximum(err[kor].mean(axis=0) - 0.028, 0) + np.maximum(err[kor].max(axis=0) - 0.055, 0)
+        score = score + 10.0 * over
+    best = int(np.argmin(score))
+    terms = {t: float(mesh[i][best]) for i, t in enumerate(TERMS)}
+    return terms, p0, _predict(runs, _with(hw, **terms))
+
+
+def main(argv=None) -> int:
+    rows = _rows()
+    by_hw = {}
+    for case, meas, run in rows:
+        by_hw.setdefault(run.hardware.name, []).append((case, meas, run))
+    for name, items in by_hw.items():
+        cases = [i[0] for i in items]
+        measured = np.array([i[1] for i in items])
+        runs = [i[2] for i in items]
+        terms, p0, pred = fit(cases, runs, measured, runs[0].hardware)
+        print(f"\n== {name}: {len(items)} rows; fitted overheads (paste into hardware/{name}.yaml):")
+        print("overheads:")
+        for t in TERMS:
+            print(f"  {t}: {terms[t]:g}")
+        print(f"{'case':34s} {'measured_s':>11s} {'kernels_only':>12s} {'err%':>7s} {'with_overheads':>14s} {'err%':>7s}")
+        for c_, m_, k_, p_ in zip(cases, measured, p0, pred):
+            print(f"{c_:34s} {m_:11.3f} {k_:12.3f} {100 * (k_ / m_ - 1):7.2f} {p_:14.3f} {100 * (p_ / m_ - 1):7.2f}")
+        e = np.abs(pred / measured - 1) * 100
+        e0 = np.abs(p0 / measured - 1) * 100
+        print(f"|error| kernels only: median {np.median(e0):.2f} % max {e0.max():.2f} %; "
+              f"with overheads: mean {e.mean():.2f} % median {np.median(e):.2f} % max {e.max():.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Build an accelerator's kernel table (hardware/kernels/NAME.csv) from kernel measurement files.
+
+    python -m parallmelism.validate.kernel_table \
+        ../shared/reference/h100_kernels_measured.csv ../shared/reference/h100_kernel_curves.csv \
+        --out hardware/kernels/h100-sxm-80gb.csv
+
+One row per measured kernel, in one format for every family (cost.kernels reads it):
+  family       gemm | attention | hbm
+  dtype        bf16 | fp8 (GEMM inputs; attention and hbm rows are bf16)
+  Also reads aiconfigurator's parquet tables (rows_from_aiconfigurator).
+  part         fwd | dgrad | wgrad (GEMM; the shapes are labelled by the layer's m, k, n) | fwd | bwd (attention)
+  m, k, n      GEMM C[m,n] = A[m,k]·B[k,n]
+  seq, heads, kv_heads, head_dim, backend   causal attention, batch 1, heads per GPU; backend
+               cudnn | flash2 (cuDNN SDPA as Transformer Engine runs it on Hopper; FlashAttention-2)
+  bytes        hbm rows: bytes read + written
+  measured_s   median kernel time, seconds
+  cast_input_s fp8 GEMM rows of the curves: unfused amax + scale + cast of A (upper bound on TE's fused cast)
+  source       file the row comes from
+The header lines of the source files (hardware, software versions, date, method) are copied on top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+COLUMNS = ("family", "dtype", "part", "m", "k", "n", "seq", "heads", "kv_heads", "head_dim", "backend", "bytes",
+           "measured_s", "cast_input_s", "source")
+BACKENDS = {"cudnn_attention": "cudnn", "flash_attention": "flash2", "cudnn": "cudnn"}
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as fh:
+        return [line.rstrip("\n") for line in fh if line.startswith("#")]
+
+
+def _num(x):
+    import math
+
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else repr(float(x)).removesuffix(".0")
+
+
+def _head_dim(r) -> float:
+    """head_dim column, or 128 where a file states it in its header only (the curves)."""
+    d = r.get("head_dim")
+    return 128.0 if d is None or d != d else d
+
+
+# aiconfigurator (ai-dynamo/aiconfigurator, Apache-2.0) GEMM tables: a log-spaced subset of its grid
+AIC_GEMM_M = (1, 16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768)
+AIC_GEMM_NK = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 51200)
+
+
+def rows_from_aiconfigurator(path: Path):
+    """Rows of an aiconfigurator measurement table (`gemm_perf.parquet`: bf16 GEMM latency in ms over
+    m, n, k; `context_attention_perf.parquet`: causal prefill attention latency in ms over batch,
+    isl, heads, kv heads), as forward kernels. Attention: heads = heads × batch (parallel CTAs, the
+    kernel model's convention), the median over KV-head counts; the backend is recorded as flash2
+    (its `kernel_source` flash_attention on A100)."""
+    import pandas as pd
+
+    df = pd.read_parquet(path)
+    src = f"aiconfigurator {df['framework'].iloc[0]} {df['version'].iloc[0]} {path.name}"
+    out = []
+    if "gemm_dtype" in df.columns:
+        g = df[(df.gemm_dtype == "bfloat16") & df.m.isin(AIC_GEMM_M) & df.n.isin(AIC_GEMM_NK) & df.k.isin(AIC_GEMM_NK)]
+        g = g.groupby(["m", "k", "n"], as_index=False).latency.median()
+        for r in g.itertuples():
+            out.append({**{c: None for c in COLUMNS}, "family": "gemm", "dtype": "bf16", "part": "fwd", "m": r.m,
+                        "k": r.k, "n": r.n, "measured_s": r.latency * 1e-3, "source": src})
+    elif "isl" in df.columns:
+        a = df[(df.attn_dtype == "bfloat16") & (df.isl >= 256)].copy()
+        a["heads_x_batch"] = a.num_heads * a.batch_size
+        a = a[a.heads_x_batch <= 256].groupby(["isl", "heads_x_batch", "head_dim"], as_index=False).latency.median()
+        for r in a.itertuples():
+            out.append({**{c: None for c in COLUMNS}, "family": "attention", "dtype": "bf16", "part": "fwd",
+                        "seq": r.isl, "heads": r.heads_x_batch, "kv_heads": None, "head_dim": r.head_dim,
+                        "backend": "flash2", "measured_s": r.latency * 1e-3, "source": src})
+    else:
+        raise ValueError(f"{path}: not an aiconfigurator gemm_perf or context_attention_perf table")
+    return out
+
+
+def rows_from(path: Path):
+    """Kernel-table rows (dicts of COLUMNS) of one measurement file (either shared format, or an
+    aiconfigurator parquet table)."""
+    import pandas as pd
+
+    if path.suffix == ".parquet":
+        return rows_from_aiconfigurator(path)
+    df = pd.read_csv(path, comment="#")
+    src = path.name
+    out = []
+    for r in df.to_dict("records"):
+        fam = r["family"]
+        base = {c: None for c in COLUMNS}
+        base["source"] = src
+        if fam == "gemm":
+            dtype = "fp8" if str(r["dtype"]).startswith("fp8") else r["dtype"]  # fp8_e4m3 -> fp8
+            base.update(family="gemm", dtype=dtype, part=r.get("part", "fwd"), m=r["m"], k=r["k"], n=r["n"],
+                        measured_s=r["measured_s"], cast_input_s=r.get("cast_input_s"))
+            out.append(base)
+        elif fam == "attention_causal":
+            backend = BACKENDS[r.get("backend", "cudnn")] if isinstance(r.get("backend"), str) else "cudnn"
+            common = dict(family="attention", dtype="bf16", seq=r["seq"], heads=r["heads"], kv_heads=r["kv_heads"],
+                          head_dim=_head_dim(r),
+                          backend=backend)
+            if "part" in r and isinstance(r["part"], str):
+                out.append({**base, **common, "part": r["part"], "measured_s": r["measured_s"]})
+            else:  # curves: forward and backward in one row
+                out.append({**base, **common, "part": "fwd", "measured_s": r["measured_s"]})
+                out.append({**base, **common, "part": "bwd", "measured_s": r["measured_bwd_s"]})
+        elif fam in ("hbm_copy", "hbm_elementwise", "rmsnorm_compiled", "swiglu_compiled"):
+            nbytes = r["bytes"] if "bytes" in r and r["bytes"] == r["bytes"] else r.get("bytes_moved")
+            out.append({**base, "family": "hbm", "dtype": "bf16", "part": fam, "bytes": nbytes,
+                        "measured_s": r["measured_s"]})
+        else:
+            raise ValueError(f"{path}: unknown kernel family {fam!r}")
+    return out
+
+
+def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int:
+    lines = ["# Kernel table for parallmelism.cost.kernels (format: parallmelism/validate/kernel_table.py).",
+             "# Built by: python -m parallmelism.validate.kernel_table " + " ".join(p.name for p in sources)]
+    lines += [f"# {n}" for n in notes or []]
+    for p in sources:
+        if p.suffix == ".parquet":
+            lines.append(f"# --- from {p.name}: NVIDIA aiconfigurator measurements (github.com/ai-dynamo/aiconfigurator, "
+                         "Apache-2.0; see `source` per row) ---")
+        else:
+            lines.append(f"# --- from {p.name} (shared/reference; measured by the project on one H100 SXM) ---")
+            lines += _header(p)
+    lines.append(",".join(COLUMNS))
+    n = 0
+    for p in sources:
+        for r in rows_from(p):
+            lines.append(",".join(_num(r[c]) if c not in ("family", "dtype", "part", "backend", "source")
+                                  else (r[c] or "") for c in COLUMNS))
+            n += 1
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    return n
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sources", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--note", action="append", default=[], help="a header line (source, version, commit)")
+    a = ap.parse_args(argv)
+    try:
+        n = build(a.sources, a.out, a.note)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.out} ({n} kernels)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

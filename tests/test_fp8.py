@@ -1,0 +1,133 @@
+"""fp8 as Transformer Engine runs it: which GEMMs, cast bytes, weight copies, grad-reduce dtype, MFU columns."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import invoke
+from parallmelism.config import load_option
+from parallmelism.cost.flops import head_ops, layer_ops
+from parallmelism.cost.roofline import Rates, low_precision_cast_bytes, op_times
+from parallmelism.engine import evaluate
+from parallmelism.errors import UserError
+from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+H100 = load_option("hardware", "h100-sxm-80gb")
+A100 = load_option("hardware", "a100-sxm-80gb")
+B200 = load_option("hardware", "b200-180gb")
+MODEL = load_option("model", "llama3.1-70b")
+CURVES = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "h100_kernel_curves.csv"
+
+
+def one(hw=H100, **wl):
+    wl = TrainWorkload(**{"seq_len": 4096, "global_batch": 256, **wl})
+    grid = GridSpec(ngpus=[64], tp=[8], pp=[2], cp=[1], ep=[1], vpp=[1], micro_batch=[1], dp_sharding=["OPTIMIZER_STATES"],
+                    recompute=["none"], sequence_parallel=[True])
+    df, _ = evaluate(RunConfig(model=MODEL, hardware=hw, workload=wl, grid=grid))
+    assert len(df) == 1
+    return df.iloc[0]
+
+
+def test_logits_gemm_stays_bf16_and_layer_gemms_run_fp8():
+    rates = Rates(H100, "fp8")
+    ops = {op.name: op for op in layer_ops(MODEL, 4096, 1, 8, 1, True, True)}
+    logits = [op for op in head_ops(MODEL, 4096, 1, 8, 1, True) if op.name == "logits"][0]
+    assert rates.gemm_dtype(logits) == "bf16"
+    assert all(rates.gemm_dtype(ops[n]) == "fp8" for n in ("qkv", "out_proj", "gate_up", "down"))
+    f_bf, _, _ = op_times(logits, Rates(H100, "bf16"))
+    f_8, _, _ = op_times(logits, rates)
+    assert float(f_8) == pytest.approx(float(f_bf))
+
+
+def test_cast_bytes_follow_transformer_engine():
+    """qkv: cast fused into the norm (writes fp8 row + column copies, 2 B per input element);
+    down: unfused (read 2 + write 2); backward dY cast + transpose 4 B per output element."""
+    ops = {op.name: op for op in layer_ops(MODEL, 4096, 1, 8, 1, True, True)}
+    T, h = 4096.0, 8192.0
+    f, b = low_precision_cast_bytes(ops["qkv"], "fp8")
+    assert float(f) == pytest.approx(2 * T * h)
+    assert float(b) == pytest.approx(4 * T * float(ops["qkv"].mkn[2]))
+    f, _ = low_precision_cast_bytes(ops["down"], "fp8")
+    assert float(f) == pytest.approx(4 * T * 28672 / 8)
+
+
+@pytest.mark.skipif(not CURVES.is_file(), reason="../shared/reference not present")
+def test_cast_cost_is_hbm_bytes_at_the_measured_bandwidth():
+    """h100_kernel_curves.csv cast_input_s: PyTorch eager amax + scale + cast of A, an upper bound on
+    Transformer Engine's fused cast. Counted as HBM bytes the eager chain is abs (read 2, write 2 B),
+    amax (read 2), scale (read 2, write 2), cast (read 2, write 1) = 13 B per element: at the measured
+    bandwidth for that size it reproduces every large row (m·k >= 16M elements) within 40 %; the fused
+    cast we charge (read 2, write 1 B) stays below each measured row."""
+    from parallmelism.cost.kernels import KernelModel
+
+    km = KernelModel(H100)
+    c = pd.read_csv(CURVES, comment="#")
+    c = c[(c.family == "gemm") & (c.dtype == "fp8") & (c.m * c.k >= 16 * 2**20)]
+    assert len(c) > 10
+    measured = c.cast_input_s.to_numpy()
+    eager = np.array([float(km.memory_s(13.0 * r.m * r.k)) for r in c.itertuples()])
+    fused = np.array([float(km.memory_s(3.0 * r.m * r.k)) for r in c.itertuples()])
+    assert np.all(np.abs(eager / measured - 1) <= 0.40)
+    assert np.all(fused < measured)
+
+
+def test_fp8_speedup_is_below_the_peak_ratio():
+    """fp8 GEMMs run ~1.7x bf16 before casts; with casts, bf16 attention and bf16 logits, a Llama-70B
+    step gains far less than the 2x peak ratio; MFU is against the fp8 peak, with the bf16-peak column beside."""
+    bf, f8 = one(precision="bf16"), one(precision="fp8")
+    speedup = bf["time_step_s"] / f8["time_step_s"]
+    assert 1.1 < speedup < 1.6
+    assert f8["mfu_bf16_peak"] == pytest.approx(f8["mfu"] * 1979 / 989)
+    assert bf["mfu_bf16_peak"] == pytest.approx(bf["mfu"])
+
+
+def test_fp8_weight_copies_and_bf16_grad_reduce():
+    """fp8 adds the row-wise + transposed fp8 weight copies (2 B/param); grad_reduce_dtype=bf16
+    halves the gradient buffer (4 -> 2 B/param) and the DP reduce-scatter bytes."""
+    bf = one()
+    f8 = one(precision="fp8")
+    g16 = one(grad_reduce_dtype="bf16")
+    assert f8["mem_weights_gib"] == pytest.approx(bf["mem_weights_gib"] * 4 / 2)
+    assert g16["mem_grads_gib"] == pytest.approx(bf["mem_grads_gib"] / 2)
+    assert g16["time_comm_dp_s"] < 0.75 * bf["time_comm_dp_s"]
+
+
+def test_low_precision_needs_its_peak():
+    with pytest.raises(UserError, match="fp8"):
+        Rates(A100, "fp8")
+    with pytest.raises(UserError, match="fp4"):
+        Rates(H100, "fp4")
+    assert "fp4" in B200.peak_tflops
+    r = one(hw=B200, precision="fp4")
+    assert r["mfu"] == pytest.approx(r["mfu_bf16_peak"] * B200.peak_tflops["bf16"] / B200.peak_tflops["fp4"])
+
+
+def test_cli_fp8_on_a100_is_one_sentence_and_exit_2():
+    code, out = invoke("best", "model=llama3.1-8b", "hardware=a100-sxm-80gb", "workload.precision=fp8",
+                       "grid.ngpus=[8]")
+    assert code == 2, out
+    assert "fp8" in out and "Traceback" not in out
+
+
+def test_bf16_edge_layers_cost_bf16_time():
+    """fp8_bf16_edge_layers = 2 on a 2-stage pipeline: the first stage runs its first 2 layers and the
+    last stage its last 2 layers in bf16; each stage's layer compute grows by 2 x (bf16 - fp8 layer)."""
+    from parallmelism.cost.steptime import _micro_batch_terms
+    from parallmelism.grid import RECOMPUTE_CODE
+
+    cols = {"tp": np.array([8]), "pp": np.array([2]), "cp": np.array([1]), "ep": np.array([1]),
+            "micro_batch": np.array([1]), "sequence_parallel": np.array([True]),
+            "recompute": np.array([RECOMPUTE_CODE["none"]]), "layers_first_stage": np.array([40]),
+            "layers_per_stage": np.array([40]), "layers_last_stage": np.array([40])}
+    terms = {}
+    for name, wl in (("bf16", TrainWorkload(seq_len=4096, global_batch=256)),
+                     ("fp8", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")),
+                     ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2))):
+        terms[name] = _micro_batch_terms(cols, MODEL, H100, wl, Rates(H100, wl.precision))
+    for stage in ("first", "last"):
+        per_layer_gap = (terms["bf16"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]) / 40
+        extra = terms["edge"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]
+        assert per_layer_gap[0] > 0
+        assert extra[0] == pytest.approx(2 * per_layer_gap[0], rel=1e-6)
