@@ -87,3 +87,13 @@ def test_per_nic_ring_busbw(h100):
     """A DP ring with one rank per node rides one NIC: busbw = 0.94 · 50 ≈ 47 GB/s (issue 290)."""
     t = group_collective_time_s(h100, "all_reduce", 8 * 2**30, 16, 8, algorithm="ring")
     assert busbw_gbps("all_reduce", 8 * 2**30, 16, t) == pytest.approx(47.0, rel=0.02)
+
+
+def test_same_scale_up_fabric_has_the_same_latency():
+    """H100 SXM and H200 SXM both sit on NVLink4 + NVSwitch3 (HGX H100/H200 baseboards): one fabric,
+    one per-step latency (the 8-GPU 8-byte all-reduce floor, 13 us on DGX H100). A different value
+    made H200 decode slower than H100's at the same layout."""
+    h100, h200 = load_option("hardware", "h100-sxm-80gb"), load_option("hardware", "h200-sxm-141gb")
+    assert h200.scale_up.name == h100.scale_up.name
+    assert h200.scale_up.latency_us == h100.scale_up.latency_us
+    assert h200.scale_up.bandwidth_gbps == h100.scale_up.bandwidth_gbps
