@@ -12,8 +12,10 @@ Per layer and micro-batch (`formulas.md`, Communication volume):
   CP   ring attention: (c−1) send/recv hops of the local K and V chunk, 2·(s/c)·b·g_l·d·2 bytes,
        forward; K,V and dK,dV (2×) backward. Each hop hides under 1/c of the attention core:
        exposed = (c−1)·max(0, hop − core/c).
-  EP   dispatch + combine all-to-all of T·k·load·h·2 bytes (busiest rank) forward and backward,
-       not overlapped (they sit between the router and the experts).
+  EP   dispatch + combine all-to-all of (T/r)·k·load·h·2 bytes (busiest rank) forward and
+       backward, not overlapped (they sit between the router and the experts); with SP an
+       all-gather over TP after dispatch and a reduce-scatter before combine (`ep_layer_time_s`),
+       counted on the TP axis.
 Per step:
   DP   dense parameters over the DP×CP group, experts over the expert-DP group (dp·c/e, stride
        t·e); gradients reduced in fp32 (Megatron main grads, 4 B), parameters gathered in bf16:
@@ -26,11 +28,11 @@ Per step:
        sends its 1/t slice (sequence-parallel activations are sharded already; without SP
        Megatron's scatter-gather, Narayanan et al. 2021 §4.1, and DeepSpeed's partitioned pipe
        sends do the same and rebuild the tensor with an NVLink all-gather, not counted). The fill and drain
-       chain crosses p−1 boundaries per chunk (×v interleaved): exposed 2·(p−1)·v hops. With
-       overlap_pp_comm (asynchronous P2P: Megatron-Core's overlap_p2p_comm, Llama 3) steady-state
-       transfers overlap the neighbour's compute; without it (blocking send/recv: Megatron-LM's
-       1F1B before 2023, DeepSpeed's pipeline engine) each micro-batch's activation and gradient
-       transfers wait on the wire too: exposed 2·(m + p − 1)·v hops.
+       chain crosses p−1 boundaries per chunk (×v interleaved): 2·(p−1)·v hops on other stages'
+       links, counted in the bubble. With overlap_pp_comm (asynchronous P2P: Megatron-Core's
+       overlap_p2p_comm, Llama 3) this stage's own steady-state transfers overlap compute; without
+       it (blocking send/recv: Megatron-LM's 1F1B before 2023, DeepSpeed's pipeline engine) all
+       of its 2·m·v transfers wait on the wire: exposed = link.
 """
 
 from __future__ import annotations
@@ -103,13 +105,27 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_
     return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
 
 
-def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute):
-    """Link (= exposed) seconds of one MoE layer's dispatch + combine all-to-alls, one micro-batch."""
+def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False):
+    """(EP link, TP link) seconds of one MoE layer's token dispatch + combine, one micro-batch; both
+    exposed (they sit between the router and the experts).
+
+    Megatron's alltoall dispatcher (`moe/token_dispatcher.py`, expert TP = TP): with sequence
+    parallelism each TP rank routes its own T/t tokens, so the EP all-to-all carries
+    (T/t)·k·load·h·2 bytes per rank, and an all-gather over TP (output T·k·load·h·2 bytes) hands
+    every TP rank the tokens of its experts; combine mirrors it (reduce-scatter over TP, then the
+    all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
+    Forward dispatch + combine, the same in backward, again in a full-recompute forward."""
     moe = model.moe
     load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
-    S = 2.0 * T * moe.top_k * load * model.hidden
-    a2a = group_collective_time_s(hw, "all_to_all", S, ep, t)
-    return a2a * 2.0 * np.where(full_recompute, 3.0, 2.0)
+    t = np.asarray(t, dtype=np.float64)
+    sp = np.asarray(sp, dtype=bool)
+    S_full = 2.0 * T * moe.top_k * load * model.hidden
+    S_a2a = np.where(sp, S_full / t, S_full)
+    a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
+    ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
+    rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
+    passes = np.where(full_recompute, 3.0, 2.0)
+    return a2a * 2.0 * passes, np.where(sp, ag + rs, 0.0) * passes
 
 
 def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute):
@@ -137,15 +153,19 @@ def pp_hop_bytes(model, T, t):
 
 
 def pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, overlap: bool = True):
-    """(link, exposed) seconds of pipeline send/recv per step on one stage (module docstring)."""
+    """(link, exposed, fill_drain) seconds of pipeline send/recv per step on one stage.
+
+    link: this GPU's 2·m·v transfers (activation forward, gradient backward). exposed (<= link):
+    with asynchronous P2P (overlap) none of its own transfers waits on the wire; with blocking
+    send/recv every one of them does. fill_drain: the 2·(p−1)·v hops the warm-up and cool-down
+    chain waits for on the other stages' links, part of the pipeline bubble (module docstring)."""
     S = pp_hop_bytes(model, T, tp)
     bw, lat = p2p_link(hw, 2 * tp * cp * dp)
     hop = np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
     link = 2.0 * m * vpp * hop
-    exposed = 2.0 * (pp - 1) * vpp * hop
-    if not overlap:
-        exposed = exposed + link
-    return link, exposed
+    fill_drain = 2.0 * (pp - 1) * vpp * hop
+    exposed = np.zeros_like(link) if overlap else link
+    return link, exposed, fill_drain
 
 
 __all__ = ["p2p_link", "tp_layer_times_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",

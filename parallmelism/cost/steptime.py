@@ -176,7 +176,8 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"],
                                             wl.overlap_tp_comm)
         cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
-        ep_link = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full) if is_moe else 0.0
+        ep_link, ep_tp = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp) if is_moe else (0.0, 0.0)
+        tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
         return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_link}
 
     dense_comm = layer_comm(dense, False)
@@ -247,7 +248,7 @@ def _training_time(cols, model, hw, wl):
     dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = d["opt_bytes"] / rates.hbm
-    pp_link, pp_exp = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
+    pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
 
     def row_terms(r, d):
         """A stage's per-row DP link and exposed seconds from its gathered per-key terms."""
@@ -289,7 +290,7 @@ def _training_time(cols, model, hw, wl):
     t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
 
     rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = rate * m * t_mb_typ
+    bubble = rate * m * t_mb_typ + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
     t1, t2, t3 = (results[n_]["total"] for n_ in order)
     step = np.maximum(np.maximum(t1, t2), t3) + bubble + pp_exp
 
