@@ -62,6 +62,8 @@ TRAINING_COLUMNS: dict[str, str] = {
     "time_comm_ep_exposed_s": "EP all-to-all time (not overlapped), s",
     "time_comm_dp_exposed_s": "DP time not hidden under backward/forward (workload.overlap_dp_comm), s",
     "time_comm_pp_exposed_s": "this stage's PP send/recv waiting on the wire (all of time_comm_pp_s unless workload.overlap_pp_comm; <= it), s",
+    "link_scale_up_busy_s": "busy seconds per step of one critical-stage GPU's scale-up port (NVLink): Σ time_comm_<axis>_s of the axes inside the domain",
+    "link_scale_out_busy_s": "busy seconds per step of that GPU's own NIC: Σ time_comm_<axis>_s of the axes whose group leaves the domain; time_step_s >= both",
     "tokens_per_s": "global_batch·seq_len / time_step_s",
     "tokens_per_s_per_gpu": "tokens_per_s / ngpus",
     "tflops_per_gpu": "model FLOPs per step / (time_step_s·ngpus), TFLOP/s (Megatron convention, non-causal)",

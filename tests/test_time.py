@@ -72,9 +72,11 @@ def test_overlap_never_increases_exposed_time(flag):
     on = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: True}), **grid)
     off = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: False}), **grid)
     assert len(on) > 100
-    for col in ("time_comm_exposed_s", "time_comm_dp_exposed_s", "time_comm_tp_exposed_s", "time_comm_pp_exposed_s",
-                "time_step_s"):
-        assert (on[col].to_numpy() <= off[col].to_numpy() + 1e-12).all(), col
+    # the step and the total exposed time never grow; the flag's own axis never exposes more (another
+    # axis on the same link may take a larger share of the busiest-link bound, cost/links.py)
+    own = {"overlap_dp_comm": "dp", "overlap_tp_comm": "tp", "overlap_pp_comm": "pp"}[flag]
+    for col in ("time_comm_exposed_s", f"time_comm_{own}_exposed_s", "time_step_s"):
+        assert (on[col].to_numpy() <= off[col].to_numpy() * (1 + 1e-12) + 1e-12).all(), col
 
 
 def test_fp8_lowers_compute_not_communication():

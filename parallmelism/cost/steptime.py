@@ -27,6 +27,7 @@ import numpy as np
 
 from ..grid import RECOMPUTE_CODE
 from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
+from .links import axes_on_scale_out, bind_to_links, link_busy_s
 from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops, layer_ops, model_flops_per_step,
                     moe_layer_counts, optimizer_bytes_per_param)
 from .params import params_per_gpu
@@ -299,6 +300,10 @@ def _training_time(cols, model, hw, wl):
     comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
+    comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
+    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
+    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out)  # step >= its busiest link (links.py)
+    busy = link_busy_s(comm, on_out)
     exposed = sum(comm_exp.values())
 
     B = wl.global_batch
@@ -322,6 +327,8 @@ def _training_time(cols, model, hw, wl):
         out[f"time_comm_{ax}_s"] = np.broadcast_to(comm[ax], tp.shape).astype(np.float64)
     for ax in AXES:
         out[f"time_comm_{ax}_exposed_s"] = np.broadcast_to(comm_exp[ax], tp.shape).astype(np.float64)
+    out["link_scale_up_busy_s"] = busy["scale_up"]
+    out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update({
         "tokens_per_s": B * s / step,
         "tokens_per_s_per_gpu": B * s / step / ngpus,
