@@ -30,3 +30,35 @@ def test_alltoall_dispatch_sends_the_sequence_parallel_shard():
     ep_nosp, tp_nosp = ep_layer_time_s(H100, GROK, float(s), float(t), float(e), 1.0, False, False)
     assert float(ep_nosp) == pytest.approx(2 * 2 * collective_time_s("all_to_all", s * k * h * 2, e, bw, 5.0))
     assert float(tp_nosp) == 0.0
+
+
+def test_dp_gradient_reduce_is_issued_in_megatron_buckets():
+    """8e9 parameters over a 1024-rank DP group one NIC per rank (stride 8): Megatron-Core's
+    bucket max(40e6, 1e6·1024) = 1.024e9 parameters -> 8 all-reduces of 4 GB / 8 (fp32 grads),
+    each paying its own latency (NCCL tuner: the faster of ring 2(n−1)·α and tree 2·log2(n)·α)."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.states import NO_OP
+    P, n, bw, lat = 8e9, 1024, 50 * 0.94, 5.0
+    one = min(collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring"),
+              collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree"))
+    reduce, zg, fs = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False)
+    assert float(reduce) == pytest.approx(8 * one, rel=1e-9)
+    # a user bucket of 1e8 parameters: 80 calls, the latency term 80 times
+    reduce80, _, _ = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False, bucket_params=1e8)
+    one80 = min(collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring"),
+                collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree"))
+    assert float(reduce80) == pytest.approx(80 * one80, rel=1e-9)
+    assert float(reduce80) > float(reduce)
+
+
+def test_fsdp_gathers_each_layer_in_forward_and_backward():
+    """FULLY_SHARD over 1024 ranks (one NIC each): 63 units, 2 micro-batches: 2·2·63 all-gathers of one
+    unit's bf16 parameters (ring only: (n−1)·α each) and 63 reduce-scatters of its fp32 gradients."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.states import FS
+    P, n, bw, lat, units, m = 6.4e9, 1024, 50 * 0.94, 5.0, 63, 2
+    _, _, fsdp = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
+    ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat)
+    assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
+    reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
+    assert float(reduce) == pytest.approx(units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat), rel=1e-9)

@@ -21,7 +21,9 @@ Per step:
        t·e); gradients reduced in fp32 (Megatron main grads, 4 B), parameters gathered in bf16:
        NO_OP all-reduce(4P); OPTIMIZER_STATES(_AND_GRADS) reduce-scatter(4P) + all-gather(2P);
        FULLY_SHARD all-gather(2P) per micro-batch in forward and again in backward (and in the
-       full-recompute forward), reduce-scatter(4P) once. With overlap_dp_comm the reduce hides
+       full-recompute forward), reduce-scatter(4P) once. Calls: buckets of max(40e6, 1e6·dp)
+       parameters (Megatron-Core default, `workload.dp_bucket_params`) for the reduce and the
+       ZeRO gather; one FSDP call per layer (unit) and pass; latency once per call. With overlap_dp_comm the reduce hides
        under the last micro-batch's backward, the ZeRO all-gather under the first forward and the
        FSDP gathers under the whole compute: exposed = max(0, link − window).
   PP   send/recv of T·h·2/t per GPU per micro-batch per boundary, both directions: each TP rank
@@ -128,18 +130,50 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     return a2a * 2.0 * passes, np.where(sp, ag + rs, 0.0) * passes
 
 
-def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute):
-    """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups."""
+MEGATRON_BUCKET_MIN_PARAMS = 40_000_000  # Megatron-Core DistributedDataParallelConfig.bucket_size default:
+MEGATRON_BUCKET_PARAMS_PER_RANK = 1_000_000  # max(40e6, 1e6·dp_size) parameters
+
+
+def dp_bucket_params(bucket_params, group_size):
+    """Parameters per gradient bucket: the workload's value, or Megatron-Core's default
+    max(40e6, 1e6·dp_size) ("larger DP sizes need larger buckets" so the collectives stay
+    bandwidth-bound; `distributed_data_parallel_config.py`)."""
+    n = np.asarray(group_size, dtype=np.float64)
+    if bucket_params is None:
+        return np.maximum(MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * n)
+    return np.full(n.shape, float(bucket_params))
+
+
+def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
+    """`calls` collectives of nbytes/calls each over one group: the bandwidth term once, the
+    latency term (ring (n−1)·α per step, tree log n) once per call."""
+    S = np.asarray(nbytes, dtype=np.float64)
+    calls = np.maximum(np.asarray(calls, dtype=np.float64), 1.0)
+    return np.where(S > 0, calls * group_collective_time_s(hw, kind, S / calls, size, stride), 0.0)
+
+
+def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute,
+                    fsdp_units=1.0, bucket_params=None):
+    """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
+
+    Calls counted as the frameworks issue them: gradient reduce (and the distributed optimizer's
+    parameter all-gather) in buckets of `dp_bucket_params` parameters (Megatron-Core DDP);
+    FULLY_SHARD gathers each of the stage's `fsdp_units` (layers, embedding, head: FSDP2 /
+    Megatron FSDP wrap one layer per unit) once per micro-batch forward, again in backward (and
+    in a full-recompute forward), and reduce-scatters each unit's gradient once per step."""
     sharding = np.asarray(sharding)
     n_dense, n_exp = dp * cp, dp * cp // ep
 
     def one(P, n, stride):
-        ar = group_collective_time_s(hw, "all_reduce", 4.0 * P, n, stride)
-        rs = group_collective_time_s(hw, "reduce_scatter", 4.0 * P, n, stride)
-        ag = group_collective_time_s(hw, "all_gather", 2.0 * P, n, stride)
+        buckets = np.ceil(np.asarray(P, dtype=np.float64) / dp_bucket_params(bucket_params, n))
+        reduce_calls = np.where(sharding == FS, fsdp_units, buckets)
+        ar = chunked_collective_time_s(hw, "all_reduce", 4.0 * P, n, stride, reduce_calls)
+        rs = chunked_collective_time_s(hw, "reduce_scatter", 4.0 * P, n, stride, reduce_calls)
+        ag_zero = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, buckets)
+        ag_fsdp = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, fsdp_units)
         reduce = np.where(sharding == NO_OP, ar, rs)
-        zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag, 0.0)
-        fsdp = np.where(sharding == FS, ag * m * np.where(full_recompute, 3.0, 2.0), 0.0)
+        zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
+        fsdp = np.where(sharding == FS, ag_fsdp * m * np.where(full_recompute, 3.0, 2.0), 0.0)
         return reduce, zero_gather, fsdp
 
     d = one(dense_params, n_dense, tp)

@@ -30,6 +30,9 @@ class TrainWorkload(BaseModel):
                                                     "backward / forward (Megatron overlap_grad_reduce)")
     overlap_tp_comm: bool = Field(False, description="TP collectives overlap with the adjacent GEMMs "
                                                      "(Megatron-Core tp_comm_overlap)")
+    dp_bucket_params: Optional[float] = Field(None, gt=0, description="parameters per DP gradient bucket "
+                                                          "(one reduce / gather call each); None: Megatron-Core's "
+                                                          "max(40e6, 1e6·dp_size)")
     overlap_pp_comm: bool = Field(True, description="steady-state pipeline send/recv overlaps the neighbour's "
                                                     "compute (asynchronous P2P); false: blocking send/recv, "
                                                     "every transfer on the critical path")
