@@ -257,24 +257,40 @@ def _training_time(cols, model, hw, wl):
         """A stage's per-row DP link and exposed seconds from its gathered per-key terms."""
         fsdp = d["fsdp_per_mb"] * m
         if wl.overlap_dp_comm:
+            # each role hides under its own window; together they share one link and the same
+            # compute, so at most m·compute_mb of DP traffic hides in all
             dp_exp = (np.maximum(0.0, d["reduce"] - r["bwd_rc"]) + np.maximum(0.0, d["zero_gather"] - r["fwd"])
                       + np.maximum(0.0, fsdp - m * r["compute_mb"]))
+            dp_exp = np.maximum(dp_exp, d["reduce"] + d["zero_gather"] + fsdp - m * r["compute_mb"])
         else:
             dp_exp = d["reduce"] + d["zero_gather"] + fsdp
         return fsdp, dp_exp
 
+    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
     results = {}
     for name in ("first", "middle", "last"):
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
         d = {k: np.asarray(dpt[name][k])[inv_dp] for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt")}
         fsdp, dp_exp = row_terms(r, d)
         total = m * r["t_mb"] + dp_exp + d["opt"]
+        links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}
+        links["dp"], links["pp"] = d["reduce"] + d["zero_gather"] + fsdp, pp_link
+        busy_st = link_busy_s(links, on_out)
+        busiest = np.maximum(busy_st["scale_up"], busy_st["scale_out"])
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
-        results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total)
+            busiest = np.where(pp > 2, busiest, 0.0)
+        results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total, busiest_link=busiest)
 
+    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
+    t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
+    rate = bubble_rate(pp, vpp, m, wl.schedule)
+    bubble = rate * m * t_mb_typ + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
+
+    # The step: the slowest stage, each no faster than its busiest link (cost/links.py).
     order = ("first", "middle", "last")
-    crit = argmax3(*(results[n_]["total"] for n_ in order))
+    bounded = [np.maximum(results[n_]["total"] + bubble + pp_exp, results[n_]["busiest_link"]) for n_ in order]
+    crit = argmax3(*bounded)
     at_mb = crit * K_mb + inv_mb  # the critical stage's entry in _stacked(mb, K_mb, ...)
     at_dp = crit * K_dp + inv_dp
 
@@ -285,17 +301,10 @@ def _training_time(cols, model, hw, wl):
         return _stacked(dpt, K_dp, name)[at_dp]
 
     # The critical stage's terms (same arithmetic as its per-stage total above).
-    rc_ = {k: pick_mb(k) for k in ("compute_mb", "fwd", "bwd_rc")}
+    rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
     dc_ = {k: pick_dp(k) for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")}
     fsdp_c, dp_exp_c = row_terms(rc_, dc_)
-
-    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
-    t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
-
-    rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = rate * m * t_mb_typ + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
-    t1, t2, t3 = (results[n_]["total"] for n_ in order)
-    step = np.maximum(np.maximum(t1, t2), t3) + bubble + pp_exp
+    step = m * rc_["t_mb"] + dp_exp_c + dc_["opt"] + bubble + pp_exp
 
     compute = m * rc_["compute_mb"] + dc_["opt"]
     comm = {ax: m * pick_mb(ax) for ax in ("tp", "cp", "ep")}
@@ -303,7 +312,6 @@ def _training_time(cols, model, hw, wl):
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
     comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
-    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
     step, comm_exp = bind_to_links(step, comm, comm_exp, on_out)  # step >= its busiest link (links.py)
     busy = link_busy_s(comm, on_out)
     exposed = sum(comm_exp.values())
