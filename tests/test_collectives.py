@@ -97,3 +97,14 @@ def test_same_scale_up_fabric_has_the_same_latency():
     assert h200.scale_up.name == h100.scale_up.name
     assert h200.scale_up.latency_us == h100.scale_up.latency_us
     assert h200.scale_up.bandwidth_gbps == h100.scale_up.bandwidth_gbps
+
+
+def test_pat_all_gather_latency_is_logarithmic_with_one_rank_per_node(h100):
+    """NCCL 2.23+ PAT (all-gather / reduce-scatter, one GPU per node): ceil(log2 n) latency steps
+    instead of the ring's n−1; same bytes. 48 ranks 8 apart (tp 8): 6 steps of 5 us, not 47."""
+    S = 192e6
+    t = group_collective_time_s(h100, "reduce_scatter", S, 48, 8)
+    assert float(t) == pytest.approx(6 * 5e-6 + 47 / 48 * S / 47e9, rel=1e-9)
+    # two ranks per node (stride 4): PAT does not apply, the ring pays 47 steps
+    t4 = group_collective_time_s(h100, "reduce_scatter", S, 48, 4)
+    assert float(t4) == pytest.approx(47 * 5e-6 + 47 / 48 * S / min(360.0, 2 * 47.0) / 1e9, rel=1e-9)

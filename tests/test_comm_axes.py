@@ -53,12 +53,14 @@ def test_dp_gradient_reduce_is_issued_in_megatron_buckets():
 
 def test_fsdp_gathers_each_layer_in_forward_and_backward():
     """FULLY_SHARD over 1024 ranks (one NIC each): 63 units, 2 micro-batches: 2·2·63 all-gathers of one
-    unit's bf16 parameters (ring only: (n−1)·α each) and 63 reduce-scatters of its fp32 gradients."""
+    unit's bf16 parameters and 63 reduce-scatters of its fp32 gradients; one rank per node, so
+    NCCL's PAT pays log2(1024) = 10 latency steps per call, not the ring's 1023."""
     from parallmelism.cost.comm import dp_step_times_s
     from parallmelism.cost.states import FS
     P, n, bw, lat, units, m = 6.4e9, 1024, 50 * 0.94, 5.0, 63, 2
     _, _, fsdp = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
-    ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat)
+    ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat, "pat")
+    assert ag == pytest.approx(10 * lat * 1e-6 + (n - 1) / n * 2 * P / units / (bw * 1e9))
     assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
     reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
-    assert float(reduce) == pytest.approx(units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat), rel=1e-9)
+    assert float(reduce) == pytest.approx(units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat"), rel=1e-9)
