@@ -55,3 +55,23 @@ def test_fsdp_at_large_dp_is_no_faster_than_its_nic():
         assert row[f"time_comm_{ax}_exposed_s"] <= row[f"time_comm_{ax}_s"] + 1e-12
     parts = row["time_compute_s"] + row["time_bubble_s"] + sum(row[f"time_comm_{ax}_exposed_s"] for ax in AXES)
     assert row["time_step_s"] == pytest.approx(parts, rel=1e-9)
+
+
+def test_show_prints_the_per_link_table():
+    """`show` on the issue's FSDP row: the GPU's NIC carries DP (4096 ranks, 4 per node: 4 NICs pooled
+    by the rail rings, 4·47 GB/s) and PP; NVLink carries TP and CP. busy = overlappable + exposed."""
+    import re
+
+    from conftest import invoke
+    code, text = invoke("show", "model=llama3.1-405b", "grid.ngpus=[16384]", "workload.global_batch=2048",
+                        "grid.tp=[2]", "grid.pp=[2]", "grid.cp=[4]", "grid.dp_sharding=[FULLY_SHARD]",
+                        "grid.recompute=[full]", "grid.micro_batch=[1]", "grid.vpp=[1]")
+    assert code == 0, text
+    assert "per link of one critical-stage GPU" in text
+    nic = next(line for line in text.splitlines() if "(this GPU's)" in line)
+    cells = [c.strip() for c in nic.split("│") if c.strip()]
+    bw, busy, hidden, exposed = (float(c.replace(",", "")) for c in cells[1:5])
+    assert bw == pytest.approx(47.0) and cells[5] == "dp, pp"
+    assert busy == pytest.approx(hidden + exposed, abs=2e-3)
+    up = next(line for line in text.splitlines() if "NVLink4" in line and "│" in line)
+    assert re.search(r"tp, cp", up)
