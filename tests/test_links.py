@@ -75,3 +75,30 @@ def test_show_prints_the_per_link_table():
     assert busy == pytest.approx(hidden + exposed, abs=2e-3)
     up = next(line for line in text.splitlines() if "NVLink4" in line and "│" in line)
     assert re.search(r"tp, cp", up)
+
+
+def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
+    """FSDP2 reshard_after_forward=False: one all-gather per layer and micro-batch (forward; backward
+    reuses it), and the stage's bf16 weights stay gathered: 2 B x params of every layer on the stage."""
+    def row(reshard):
+        r = RunConfig(model=load_option("model", "llama3.1-8b"), hardware=H100,
+                      workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_reshard_after_forward=reshard),
+                      grid=GridSpec(ngpus=[64], tp=[1], pp=[1], cp=[1], ep=[1], vpp=[1], micro_batch=[1],
+                                    recompute=["selective"], sequence_parallel=[False], dp_sharding=["FULLY_SHARD"]))
+        df = evaluate(r)[0]
+        assert len(df) == 1
+        return df.iloc[0]
+    on, off = row(True), row(False)
+    # m = 2 micro-batches, 32 layers + embedding + head units; reduce-scatter unchanged
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.states import FS
+    from parallmelism.cost.params import params_per_gpu
+    p = params_per_gpu(load_option("model", "llama3.1-8b"), np.array([1]), np.array([1]), np.array([32]),
+                       np.array([0]), np.array([True]), np.array([True]))
+    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
+    assert on["time_comm_dp_s"] == pytest.approx(float(red[0] + 2 * 2 * g1[0] / 2), rel=1e-9)
+    assert off["time_comm_dp_s"] == pytest.approx(float(red[0] + 2 * g1[0] / 2), rel=1e-9)
+    layer = (p["attention"] + p["mlp"])[0] / 32
+    assert on["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(2 * 2 * layer, rel=1e-9)
+    assert off["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(32 * 2 * layer, rel=1e-9)
+    assert off["time_step_s"] <= on["time_step_s"]

@@ -153,14 +153,16 @@ def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
 
 
 def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute,
-                    fsdp_units=1.0, bucket_params=None):
+                    fsdp_units=1.0, bucket_params=None, reshard_after_forward: bool = True):
     """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
 
     Calls counted as the frameworks issue them: gradient reduce (and the distributed optimizer's
     parameter all-gather) in buckets of `dp_bucket_params` parameters (Megatron-Core DDP);
     FULLY_SHARD gathers each of the stage's `fsdp_units` (layers, embedding, head: FSDP2 /
     Megatron FSDP wrap one layer per unit) once per micro-batch forward, again in backward (and
-    in a full-recompute forward), and reduce-scatters each unit's gradient once per step."""
+    in a full-recompute forward), and reduce-scatters each unit's gradient once per step. Without
+    reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
+    gather per unit and micro-batch."""
     sharding = np.asarray(sharding)
     n_dense, n_exp = dp * cp, dp * cp // ep
 
@@ -173,7 +175,8 @@ def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m
         ag_fsdp = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, fsdp_units)
         reduce = np.where(sharding == NO_OP, ar, rs)
         zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
-        fsdp = np.where(sharding == FS, ag_fsdp * m * np.where(full_recompute, 3.0, 2.0), 0.0)
+        passes = np.where(full_recompute, 3.0, 2.0) if reshard_after_forward else 1.0
+        fsdp = np.where(sharding == FS, ag_fsdp * m * passes, 0.0)
         return reduce, zero_gather, fsdp
 
     d = one(dense_params, n_dense, tp)

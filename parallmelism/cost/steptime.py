@@ -215,7 +215,8 @@ def _dp_terms(cols, model, hw, wl, rates):
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
     units = n_layers + np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)  # FSDP units of the stage
     reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full,
-                                                fsdp_units=units, bucket_params=wl.dp_bucket_params)
+                                                fsdp_units=units, bucket_params=wl.dp_bucket_params,
+                                                reshard_after_forward=wl.fsdp_reshard_after_forward)
     shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
     shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
     opt_bytes = optimizer_bytes_per_param(wl.precision == "fp8") * (p["dense"] / shard_d + p["experts"] / shard_e)
