@@ -64,3 +64,24 @@ def test_fsdp_gathers_each_layer_in_forward_and_backward():
     assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
     reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
     assert float(reduce) == pytest.approx(units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat"), rel=1e-9)
+
+
+def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_experts():
+    from conftest import invoke
+    from parallmelism.engine import evaluate
+    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+    def frame(overlap):
+        r = RunConfig(model=load_option("model", "mixtral-8x7b"), hardware=H100,
+                      workload=TrainWorkload(seq_len=4096, global_batch=128, overlap_ep_comm=overlap),
+                      grid=GridSpec(ngpus=[64], tp=[1, 2], pp=[1, 2], cp=[1], ep=[8], vpp=[1], micro_batch=[1],
+                                    recompute=["selective"], sequence_parallel=[True], dp_sharding=["OPTIMIZER_STATES"]))
+        return evaluate(r)[0]
+    on, off = frame(True), frame(False)
+    assert len(on) == len(off) > 0
+    assert (on["time_comm_ep_s"].to_numpy() == off["time_comm_ep_s"].to_numpy()).all()
+    assert (off["time_comm_ep_exposed_s"] == off["time_comm_ep_s"]).all()  # on the critical path
+    assert (on["time_comm_ep_exposed_s"] < off["time_comm_ep_exposed_s"]).all()
+    assert (on["time_step_s"].to_numpy() <= off["time_step_s"].to_numpy()).all()
+    code, text = invoke("best", "model=llama3.1-8b", "grid.ngpus=[64]", "workload.overlap_ep_comm=true")
+    assert code == 2 and "has no experts" in text and "Traceback" not in text

@@ -179,7 +179,10 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
         ep_link, ep_tp = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp) if is_moe else (0.0, 0.0)
         tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
-        return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_link}
+        ep_exp = ep_link
+        if wl.overlap_ep_comm:  # hidden under the layer's compute of the other micro-batch in flight
+            ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"]))
+        return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_exp}
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None

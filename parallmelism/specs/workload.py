@@ -33,6 +33,9 @@ class TrainWorkload(BaseModel):
     dp_bucket_params: Optional[float] = Field(None, gt=0, description="parameters per DP gradient bucket "
                                                           "(one reduce / gather call each); None: Megatron-Core's "
                                                           "max(40e6, 1e6·dp_size)")
+    overlap_ep_comm: bool = Field(False, description="MoE token dispatch/combine all-to-alls hidden under the other "
+                                                     "micro-batch's compute (Megatron-Core EP A2A overlap, "
+                                                     "DualPipe-style); false: on the critical path")
     fsdp_reshard_after_forward: bool = Field(True, description="FULLY_SHARD (FSDP2 reshard_after_forward): free each "
                                                                "layer's gathered weights after its forward and gather "
                                                                "again for backward; false: keep the stage's layers "
