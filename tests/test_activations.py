@@ -88,3 +88,22 @@ def test_korthikanti_figure1_memory_through_validate():
     assert acts["error_pct"].abs().mean() <= 5.0
     seed = table[table["case"].str.startswith("seed")]
     assert seed["error_pct"].abs().max() <= 3.0
+
+
+def test_moe_routed_expert_activations_split_by_tp_once_with_sp():
+    # Megatron alltoall dispatcher with SP (ETP = TP): each TP rank dispatches its S/t·b tokens over
+    # EP, then all-gathers over TP; the expert MLP runs on all R = S·b·k routed tokens with I_e/t
+    # columns: SwiGLU saves 6·I_e·R/t bytes per GPU. Permuted input and expert output stay
+    # sequence-parallel shards (2h·R/t each); router probabilities fp32 4·E·S·b/t.
+    from parallmelism.specs.model import MoESpec
+    h, Ie, E, k = 6144, 16384, 8, 2
+    m = ModelSpec(name="moe", hidden=h, layers=4, heads=48, kv_heads=8, head_dim=128, ffn_hidden=Ie, vocab=32000,
+                  moe=MoESpec(num_experts=E, top_k=k, ffn_hidden=Ie))
+    s, b = 4096, 1
+    for t in (2, 4, 8):
+        moe = float(layer_activation_bytes(m, s, b, t, 1, True, NONE, flash=True, moe_layer=True))
+        dense = float(layer_activation_bytes(m, s, b, t, 1, True, NONE, flash=True, moe_layer=False))
+        R = s * b * k
+        expected_moe_mlp = 4 * h * R / t + 6 * Ie * R / t + 4 * E * s * b / t
+        expected_dense_mlp = 6 * Ie * s * b / t
+        assert moe - dense == pytest.approx(expected_moe_mlp - expected_dense_mlp, rel=1e-12)

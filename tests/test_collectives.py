@@ -87,3 +87,24 @@ def test_per_nic_ring_busbw(h100):
     """A DP ring with one rank per node rides one NIC: busbw = 0.94 · 50 ≈ 47 GB/s (issue 290)."""
     t = group_collective_time_s(h100, "all_reduce", 8 * 2**30, 16, 8, algorithm="ring")
     assert busbw_gbps("all_reduce", 8 * 2**30, 16, t) == pytest.approx(47.0, rel=0.02)
+
+
+def test_same_scale_up_fabric_has_the_same_latency():
+    """H100 SXM and H200 SXM both sit on NVLink4 + NVSwitch3 (HGX H100/H200 baseboards): one fabric,
+    one per-step latency (the 8-GPU 8-byte all-reduce floor, 13 us on DGX H100). A different value
+    made H200 decode slower than H100's at the same layout."""
+    h100, h200 = load_option("hardware", "h100-sxm-80gb"), load_option("hardware", "h200-sxm-141gb")
+    assert h200.scale_up.name == h100.scale_up.name
+    assert h200.scale_up.latency_us == h100.scale_up.latency_us
+    assert h200.scale_up.bandwidth_gbps == h100.scale_up.bandwidth_gbps
+
+
+def test_pat_all_gather_latency_is_logarithmic_with_one_rank_per_node(h100):
+    """NCCL 2.23+ PAT (all-gather / reduce-scatter, one GPU per node): ceil(log2 n) latency steps
+    instead of the ring's n−1; same bytes. 48 ranks 8 apart (tp 8): 6 steps of 5 us, not 47."""
+    S = 192e6
+    t = group_collective_time_s(h100, "reduce_scatter", S, 48, 8)
+    assert float(t) == pytest.approx(6 * 5e-6 + 47 / 48 * S / 47e9, rel=1e-9)
+    # two ranks per node (stride 4): PAT does not apply, the ring pays 47 steps
+    t4 = group_collective_time_s(h100, "reduce_scatter", S, 48, 4)
+    assert float(t4) == pytest.approx(47 * 5e-6 + 47 / 48 * S / min(360.0, 2 * 47.0) / 1e9, rel=1e-9)

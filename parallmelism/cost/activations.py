@@ -18,9 +18,11 @@ region are replicated without SP), 2-byte activations, 1-byte dropout masks.
              by the fused RoPE (backward needs only the frequencies)
   MLP:       norm input 2Sbh/r, fc1 input 2Sbh/r, GELU 4SbI/t or SwiGLU 6SbI/t
              (fc1 output 2·2SbI/t and the gated product 2SbI/t), dropout mask Sbh/r
-  MoE MLP:   fc1 input 2Sbh/r, router probabilities 4SbE/r (fp32); per routed token
-             (S·b·k·imbalance/r tokens, capped by the capacity factor): permuted input 2h,
-             expert MLP 6I_e/t (SwiGLU) or 4I_e/t, expert output 2h (combine backward)
+  MoE MLP:   fc1 input 2Sbh/r, router probabilities 4SbE/r (fp32); routed tokens R =
+             S·b·k·imbalance (capped by the capacity factor): permuted input 2h·R/r and expert
+             output 2h·R/r (sequence-parallel shards, combine backward), expert MLP 6I_e·R/t
+             (SwiGLU) or 4I_e·R/t on the TP-all-gathered tokens (Megatron alltoall dispatcher:
+             the SP shard goes over EP, then an all-gather over TP; expert TP = TP)
 With GPT shapes (f = 4h, MHA, dropout, no flash) this is exactly Korthikanti's Table 2:
   sbh(34 + 5as/h) unsharded, sbh(10 + 24/t + 5as/(ht)) with TP, /t with TP+SP.
 Selective recompute recomputes the attention core: drops the score terms (and the LSE).
@@ -66,9 +68,12 @@ def layer_activation_bytes(model: ModelSpec, s: int, b, t, cp, sp, recompute, fl
     replicated = replicated + (2 * h + 2 * h) * tok / r         # norm input, fc1 input
     if moe_layer:
         moe = model.moe
-        per_token = 2 * h + (6 if model.gated else 4) * moe.ffn_hidden / t + 2 * h
         load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
-        mlp = tok * moe.top_k * load / r * per_token + 4.0 * moe.num_experts * tok / r
+        routed = tok * moe.top_k * load  # routed tokens of this TP group (all TP ranks together)
+        # permuted input and expert output are sequence-parallel shards (/r); the expert MLP runs on
+        # the TP-all-gathered tokens with I_e split by t (Megatron alltoall dispatcher, ETP = TP)
+        mlp = (routed * (2 * h + 2 * h) / r + routed * (6 if model.gated else 4) * moe.ffn_hidden / t
+               + 4.0 * moe.num_experts * tok / r)
         if moe.num_shared_experts:
             sI = (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts
             mlp = mlp + (6 if model.gated else 4) * sI / t * tok

@@ -12,6 +12,7 @@ from .collectives import group_link
 from .comm import kv_width_per_rank, p2p_link, pp_hop_bytes
 from .flops import ATTENTION, MATMUL, embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .roofline import Rates, op_times
+from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
 
 KIND_NAMES = {MATMUL: "matmul", ATTENTION: "attention", 2: "memory"}
@@ -84,7 +85,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     if model.is_moe and ep > 1:
         bw_, _ = link(ep, tp, "all_to_all")
         colls.append({"axis": "ep", "collective": "all_to_all (dispatch + combine)", "group": int(ep),
-                      "bytes": 2 * T * model.moe.top_k * wl.moe_imbalance * model.hidden,
+                      "bytes": 2 * T / (tp if sp else 1) * model.moe.top_k * wl.moe_imbalance * model.hidden,
                       "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0), "bandwidth_gbps": bw_})
     if dp * cp > 1:
         bw_, _ = link(dp * cp, tp)
@@ -103,6 +104,8 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
         c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
 
+    links = link_records(hw, cols, out)
+
     step = _f(out["time_step_s"])
     opt = _f(ctx["results"][stage]["opt"])
     parts = {"compute (ops)": _f(out["time_compute_s"]) - opt, "optimizer step": opt,
@@ -115,4 +118,24 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         "mfu": _f(out["mfu"]), "hfu": _f(out["hfu"]), "tokens_per_s": _f(out["tokens_per_s"]),
         "where_time_goes": {k: (v, v / step) for k, v in parts.items() if v > 0},
     }
-    return {"summary": summary, "ops": ops, "collectives": colls}
+    return {"summary": summary, "ops": ops, "collectives": colls, "links": links}
+
+
+def link_records(hw, cols, out) -> list[dict]:
+    """Per physical link of one critical-stage GPU (cost/links.py): achievable bandwidth per
+    direction, busy seconds per step, the part the overlap windows hide, the exposed part, and the
+    axes whose transfers it carries."""
+    on_out = axes_on_scale_out(hw, *(np.asarray(cols[k])[:1] for k in ("tp", "cp", "dp", "ep", "pp")))
+    recs = []
+    tiers = [("scale_up", hw.scale_up.name or "scale-up", hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up)]
+    if hw.scale_out is not None:
+        tiers.append(("scale_out", (hw.scale_out.name or "scale-out") + " (this GPU's)",
+                      hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out))
+    for key, name, bw in tiers:
+        axes = [ax for ax in AXES if bool(on_out[ax][0]) == (key == "scale_out")
+                and _f(out[f"time_comm_{ax}_s"]) > 0]
+        busy = _f(out[f"link_{key}_busy_s"])
+        exposed = sum(_f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
+        recs.append({"link": name, "bandwidth_gbps": float(bw), "busy_s": busy, "overlappable_s": busy - exposed,
+                     "exposed_s": exposed, "axes": ", ".join(axes) or "-"})
+    return recs

@@ -13,6 +13,8 @@ bandwidth per rank per direction (GB/s = 1e9 B/s), alpha latency per step (us).
   send_recv             alpha + S/beta                          1
   parameter_server      2·alpha + 2·n·S/beta  (server link carries n·S in and n·S out)
   all_reduce, tree      2·log2(n)·alpha + 2·S/beta  (NCCL double binary tree, pipelined)
+  all_gather / reduce_scatter, pat   ceil(log2 n)·alpha + (n-1)/n · S/beta  (NCCL >= 2.23 PAT,
+                        Parallel Aggregated Trees: one rank per node, logarithmic steps)
   hierarchical AR       intra reduce-scatter + inter all-reduce of S/n_local + intra all-gather
 
 S is always the full buffer: the all-reduced tensor, the gathered output of an all-gather, the
@@ -42,7 +44,8 @@ Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests b
     (+8 %). At 8 MiB the model gives 268 GB/s busbw vs 177 measured (+52 %: NCCL's protocol
     switch between LL and Simple is not modelled); at 64 MiB 345 vs 362 (-4.6 %).
   `group_collective_time_s(algorithm="auto")` takes the faster of ring and tree for groups that
-  span domains, as NCCL's tuner does (ring inside a domain).
+  span domains, as NCCL's tuner does (ring inside a domain), and of ring and PAT for all-gather /
+  reduce-scatter groups with one rank per domain (NCCL 2.23+ restricts PAT to one GPU per node).
   `tests/test_collectives.py` asserts these errors.
 """
 
@@ -52,7 +55,7 @@ import numpy as np
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast", "reduce",
          "parameter_server")
-ALGORITHMS = ("ring", "tree", "hierarchical", "auto")
+ALGORITHMS = ("ring", "tree", "pat", "hierarchical", "auto")
 
 
 def busbw_factor(kind: str, size):
@@ -133,6 +136,8 @@ def collective_time_s(kind: str, nbytes, size, bandwidth_gbps, latency_us, algor
     log2n = np.log2(np.maximum(n, 1.0))
     if kind == "all_reduce":
         t = (2 * log2n * alpha + 2 * S / beta) if algorithm == "tree" else 2 * (n - 1) * alpha + 2 * frac * S / beta
+    elif kind in ("all_gather", "reduce_scatter") and algorithm == "pat":
+        t = np.ceil(log2n) * alpha + frac * S / beta
     elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
         t = (n - 1) * alpha + frac * S / beta
     elif kind in ("broadcast", "reduce"):
@@ -170,4 +175,9 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         return collective_time_s(kind, nbytes, size, bw, lat, algorithm)
     ring = collective_time_s(kind, nbytes, size, bw, lat, "ring")
     spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
-    return np.where(spans, np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree")), ring)
+    best = np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree"))
+    if kind in ("all_gather", "reduce_scatter"):
+        one_per_domain = np.asarray(stride, dtype=np.float64) >= hw.scale_up.domain_size
+        pat = collective_time_s(kind, nbytes, size, bw, lat, "pat")
+        best = np.where(one_per_domain, np.minimum(best, pat), best)
+    return np.where(spans, best, ring)

@@ -12,25 +12,29 @@ Per layer and micro-batch (`formulas.md`, Communication volume):
   CP   ring attention: (c−1) send/recv hops of the local K and V chunk, 2·(s/c)·b·g_l·d·2 bytes,
        forward; K,V and dK,dV (2×) backward. Each hop hides under 1/c of the attention core:
        exposed = (c−1)·max(0, hop − core/c).
-  EP   dispatch + combine all-to-all of T·k·load·h·2 bytes (busiest rank) forward and backward,
-       not overlapped (they sit between the router and the experts).
+  EP   dispatch + combine all-to-all of (T/r)·k·load·h·2 bytes (busiest rank) forward and
+       backward, not overlapped (they sit between the router and the experts); with SP an
+       all-gather over TP after dispatch and a reduce-scatter before combine (`ep_layer_time_s`),
+       counted on the TP axis.
 Per step:
   DP   dense parameters over the DP×CP group, experts over the expert-DP group (dp·c/e, stride
        t·e); gradients reduced in fp32 (Megatron main grads, 4 B), parameters gathered in bf16:
        NO_OP all-reduce(4P); OPTIMIZER_STATES(_AND_GRADS) reduce-scatter(4P) + all-gather(2P);
        FULLY_SHARD all-gather(2P) per micro-batch in forward and again in backward (and in the
-       full-recompute forward), reduce-scatter(4P) once. With overlap_dp_comm the reduce hides
+       full-recompute forward), reduce-scatter(4P) once. Calls: buckets of max(40e6, 1e6·dp)
+       parameters (Megatron-Core default, `workload.dp_bucket_params`) for the reduce and the
+       ZeRO gather; one FSDP call per layer (unit) and pass; latency once per call. With overlap_dp_comm the reduce hides
        under the last micro-batch's backward, the ZeRO all-gather under the first forward and the
        FSDP gathers under the whole compute: exposed = max(0, link − window).
   PP   send/recv of T·h·2/t per GPU per micro-batch per boundary, both directions: each TP rank
        sends its 1/t slice (sequence-parallel activations are sharded already; without SP
        Megatron's scatter-gather, Narayanan et al. 2021 §4.1, and DeepSpeed's partitioned pipe
        sends do the same and rebuild the tensor with an NVLink all-gather, not counted). The fill and drain
-       chain crosses p−1 boundaries per chunk (×v interleaved): exposed 2·(p−1)·v hops. With
-       overlap_pp_comm (asynchronous P2P: Megatron-Core's overlap_p2p_comm, Llama 3) steady-state
-       transfers overlap the neighbour's compute; without it (blocking send/recv: Megatron-LM's
-       1F1B before 2023, DeepSpeed's pipeline engine) each micro-batch's activation and gradient
-       transfers wait on the wire too: exposed 2·(m + p − 1)·v hops.
+       chain crosses p−1 boundaries per chunk (×v interleaved): 2·(p−1)·v hops on other stages'
+       links, counted in the bubble. With overlap_pp_comm (asynchronous P2P: Megatron-Core's
+       overlap_p2p_comm, Llama 3) this stage's own steady-state transfers overlap compute; without
+       it (blocking send/recv: Megatron-LM's 1F1B before 2023, DeepSpeed's pipeline engine) all
+       of its 2·m·v transfers wait on the wire: exposed = link.
 """
 
 from __future__ import annotations
@@ -103,28 +107,78 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_
     return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
 
 
-def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute):
-    """Link (= exposed) seconds of one MoE layer's dispatch + combine all-to-alls, one micro-batch."""
+def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False):
+    """(EP link, TP link) seconds of one MoE layer's token dispatch + combine, one micro-batch; both
+    exposed (they sit between the router and the experts).
+
+    Megatron's alltoall dispatcher (`moe/token_dispatcher.py`, expert TP = TP): with sequence
+    parallelism each TP rank routes its own T/t tokens, so the EP all-to-all carries
+    (T/t)·k·load·h·2 bytes per rank, and an all-gather over TP (output T·k·load·h·2 bytes) hands
+    every TP rank the tokens of its experts; combine mirrors it (reduce-scatter over TP, then the
+    all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
+    Forward dispatch + combine, the same in backward, again in a full-recompute forward."""
     moe = model.moe
     load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
-    S = 2.0 * T * moe.top_k * load * model.hidden
-    a2a = group_collective_time_s(hw, "all_to_all", S, ep, t)
-    return a2a * 2.0 * np.where(full_recompute, 3.0, 2.0)
+    t = np.asarray(t, dtype=np.float64)
+    sp = np.asarray(sp, dtype=bool)
+    S_full = 2.0 * T * moe.top_k * load * model.hidden
+    S_a2a = np.where(sp, S_full / t, S_full)
+    a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
+    ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
+    rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
+    passes = np.where(full_recompute, 3.0, 2.0)
+    return a2a * 2.0 * passes, np.where(sp, ag + rs, 0.0) * passes
 
 
-def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute, grad_bytes=4.0):
+MEGATRON_BUCKET_MIN_PARAMS = 40_000_000  # Megatron-Core DistributedDataParallelConfig.bucket_size default:
+MEGATRON_BUCKET_PARAMS_PER_RANK = 1_000_000  # max(40e6, 1e6·dp_size) parameters
+
+
+def dp_bucket_params(bucket_params, group_size):
+    """Parameters per gradient bucket: the workload's value, or Megatron-Core's default
+    max(40e6, 1e6·dp_size) ("larger DP sizes need larger buckets" so the collectives stay
+    bandwidth-bound; `distributed_data_parallel_config.py`)."""
+    n = np.asarray(group_size, dtype=np.float64)
+    if bucket_params is None:
+        return np.maximum(MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * n)
+    return np.full(n.shape, float(bucket_params))
+
+
+def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
+    """`calls` collectives of nbytes/calls each over one group: the bandwidth term once, the
+    latency term (ring (n−1)·α per step, tree log n) once per call."""
+    S = np.asarray(nbytes, dtype=np.float64)
+    calls = np.maximum(np.asarray(calls, dtype=np.float64), 1.0)
+    return np.where(S > 0, calls * group_collective_time_s(hw, kind, S / calls, size, stride), 0.0)
+
+
+def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute,
+                    fsdp_units=1.0, bucket_params=None, reshard_after_forward: bool = True,
+                    grad_bytes=4.0):
     """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
-    grad_bytes: bytes per gradient element reduced (4 fp32 main grads, 2 with grad_reduce_dtype=bf16)."""
+
+    Calls counted as the frameworks issue them: gradient reduce (and the distributed optimizer's
+    parameter all-gather) in buckets of `dp_bucket_params` parameters (Megatron-Core DDP);
+    FULLY_SHARD gathers each of the stage's `fsdp_units` (layers, embedding, head: FSDP2 /
+    Megatron FSDP wrap one layer per unit) once per micro-batch forward, again in backward (and
+    in a full-recompute forward), and reduce-scatters each unit's gradient once per step. Without
+    reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
+    gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
+    grads, 2 with grad_reduce_dtype=bf16)."""
     sharding = np.asarray(sharding)
     n_dense, n_exp = dp * cp, dp * cp // ep
 
     def one(P, n, stride):
-        ar = group_collective_time_s(hw, "all_reduce", grad_bytes * P, n, stride)
-        rs = group_collective_time_s(hw, "reduce_scatter", grad_bytes * P, n, stride)
-        ag = group_collective_time_s(hw, "all_gather", 2.0 * P, n, stride)
+        buckets = np.ceil(np.asarray(P, dtype=np.float64) / dp_bucket_params(bucket_params, n))
+        reduce_calls = np.where(sharding == FS, fsdp_units, buckets)
+        ar = chunked_collective_time_s(hw, "all_reduce", grad_bytes * P, n, stride, reduce_calls)
+        rs = chunked_collective_time_s(hw, "reduce_scatter", grad_bytes * P, n, stride, reduce_calls)
+        ag_zero = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, buckets)
+        ag_fsdp = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, fsdp_units)
         reduce = np.where(sharding == NO_OP, ar, rs)
-        zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag, 0.0)
-        fsdp = np.where(sharding == FS, ag * m * np.where(full_recompute, 3.0, 2.0), 0.0)
+        zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
+        passes = np.where(full_recompute, 3.0, 2.0) if reshard_after_forward else 1.0
+        fsdp = np.where(sharding == FS, ag_fsdp * m * passes, 0.0)
         return reduce, zero_gather, fsdp
 
     d = one(dense_params, n_dense, tp)
@@ -138,15 +192,19 @@ def pp_hop_bytes(model, T, t):
 
 
 def pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, overlap: bool = True):
-    """(link, exposed) seconds of pipeline send/recv per step on one stage (module docstring)."""
+    """(link, exposed, fill_drain) seconds of pipeline send/recv per step on one stage.
+
+    link: this GPU's 2·m·v transfers (activation forward, gradient backward). exposed (<= link):
+    with asynchronous P2P (overlap) none of its own transfers waits on the wire; with blocking
+    send/recv every one of them does. fill_drain: the 2·(p−1)·v hops the warm-up and cool-down
+    chain waits for on the other stages' links, part of the pipeline bubble (module docstring)."""
     S = pp_hop_bytes(model, T, tp)
     bw, lat = p2p_link(hw, 2 * tp * cp * dp)
     hop = np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
     link = 2.0 * m * vpp * hop
-    exposed = 2.0 * (pp - 1) * vpp * hop
-    if not overlap:
-        exposed = exposed + link
-    return link, exposed
+    fill_drain = 2.0 * (pp - 1) * vpp * hop
+    exposed = np.zeros_like(link) if overlap else link
+    return link, exposed, fill_drain
 
 
 __all__ = ["p2p_link", "tp_layer_times_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",

@@ -64,7 +64,7 @@ def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[st
     st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8, per_param, grad_bytes)
     emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8, per_param, grad_bytes)
     layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
-    gather = fsdp_gather_bytes(layer_params, sh)
+    gather = fsdp_gather_bytes(layer_params, sh, layers=n_layers, reshard_after_forward=wl.fsdp_reshard_after_forward)
 
     n_moe = moe_layers_in_range(model, lo, lo + n_layers)
     n_dense = n_layers - n_moe

@@ -67,6 +67,9 @@ def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, lowp_c
     return {k: dense_params * bd[k] + expert_params * be[k] for k in bd}
 
 
-def fsdp_gather_bytes(layer_params_per_gpu, sharding, prefetch_units: int = 2):
-    """FULLY_SHARD gathers each layer's bf16 weights before use: the current unit and one prefetched."""
-    return np.where(np.asarray(sharding) == FS, prefetch_units * 2.0 * layer_params_per_gpu, 0.0)
+def fsdp_gather_bytes(layer_params_per_gpu, sharding, prefetch_units: int = 2, layers=1, reshard_after_forward=True):
+    """FULLY_SHARD gathers each layer's bf16 weights before use: the current unit and one prefetched.
+    Without reshard_after_forward every layer of the stage stays gathered from its forward to its
+    backward: all `layers` units (the prefetch then adds nothing: the next unit is one of them)."""
+    units = prefetch_units if reshard_after_forward else np.maximum(np.asarray(layers, dtype=np.float64), prefetch_units)
+    return np.where(np.asarray(sharding) == FS, units * 2.0 * layer_params_per_gpu, 0.0)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..grid import RECOMPUTE_CODE
 from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
+from .links import axes_on_scale_out, bind_to_links, link_busy_s
 from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops, layer_ops, model_flops_per_step,
                     moe_layer_counts, optimizer_bytes_per_param)
 from .params import params_per_gpu
@@ -177,8 +178,12 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"],
                                             wl.overlap_tp_comm)
         cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
-        ep_link = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full) if is_moe else 0.0
-        return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_link}
+        ep_link, ep_tp = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp) if is_moe else (0.0, 0.0)
+        tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
+        ep_exp = ep_link
+        if wl.overlap_ep_comm:  # hidden under the layer's compute of the other micro-batch in flight
+            ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"]))
+        return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_exp}
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
@@ -227,7 +232,10 @@ def _dp_terms(cols, model, hw, wl, rates):
                                        for i in range(4))
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
+    units = n_layers + np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)  # FSDP units of the stage
     reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full,
+                                                fsdp_units=units, bucket_params=wl.dp_bucket_params,
+                                                reshard_after_forward=wl.fsdp_reshard_after_forward,
                                                 grad_bytes=grad_bytes)
     shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
     shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
@@ -265,30 +273,54 @@ def _training_time(cols, model, hw, wl):
     dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
-    pp_link, pp_exp = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
+    pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
 
     def row_terms(r, d):
         """A stage's per-row DP link and exposed seconds from its gathered per-key terms."""
         fsdp = d["fsdp_per_mb"] * m
         if wl.overlap_dp_comm:
+            # each role hides under its own window; together they share one link and the same
+            # compute, so at most m·compute_mb of DP traffic hides in all
             dp_exp = (np.maximum(0.0, d["reduce"] - r["bwd_rc"]) + np.maximum(0.0, d["zero_gather"] - r["fwd"])
                       + np.maximum(0.0, fsdp - m * r["compute_mb"]))
+            dp_exp = np.maximum(dp_exp, d["reduce"] + d["zero_gather"] + fsdp - m * r["compute_mb"])
         else:
             dp_exp = d["reduce"] + d["zero_gather"] + fsdp
         return fsdp, dp_exp
 
+    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
     results = {}
     for name in ("first", "middle", "last"):
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
         d = {k: np.asarray(dpt[name][k])[inv_dp] for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt")}
         fsdp, dp_exp = row_terms(r, d)
         total = m * r["t_mb"] + dp_exp + d["opt"]
+        links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}
+        links["dp"], links["pp"] = d["reduce"] + d["zero_gather"] + fsdp, pp_link
+        busy_st = link_busy_s(links, on_out)
+        busiest = np.maximum(busy_st["scale_up"], busy_st["scale_out"])
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
-        results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total)
+            busiest = np.where(pp > 2, busiest, 0.0)
+        results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total, busiest_link=busiest,
+                             hidden_dp=np.maximum(links["dp"] - dp_exp, 0.0))
 
+    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
+    t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
+    rate = bubble_rate(pp, vpp, m, wl.schedule)
+    bubble = rate * m * t_mb_typ + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
+
+    # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
+    # own step-level overheads (contention of its hidden DP traffic, stragglers): the stage that is
+    # slowest with them is the critical one, so adding work to any stage never shortens the step.
     order = ("first", "middle", "last")
-    crit = argmax3(*(results[n_]["total"] for n_ in order))
+    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
+    bounded = []
+    for n_ in order:
+        b_ = np.maximum(results[n_]["total"] + bubble + pp_exp, results[n_]["busiest_link"])
+        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"]))
+    bounded[1] = np.where(pp > 2, bounded[1], 0.0)  # the middle stage exists only when pp > 2
+    crit = argmax3(*bounded)
     at_mb = crit * K_mb + inv_mb  # the critical stage's entry in _stacked(mb, K_mb, ...)
     at_dp = crit * K_dp + inv_dp
 
@@ -299,25 +331,20 @@ def _training_time(cols, model, hw, wl):
         return _stacked(dpt, K_dp, name)[at_dp]
 
     # The critical stage's terms (same arithmetic as its per-stage total above).
-    rc_ = {k: pick_mb(k) for k in ("compute_mb", "fwd", "bwd_rc")}
+    rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
     dc_ = {k: pick_dp(k) for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")}
     fsdp_c, dp_exp_c = row_terms(rc_, dc_)
-
-    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
-    t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
-
-    rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = rate * m * t_mb_typ
-    t1, t2, t3 = (results[n_]["total"] for n_ in order)
-    step = np.maximum(np.maximum(t1, t2), t3) + bubble + pp_exp
+    step = m * rc_["t_mb"] + dp_exp_c + dc_["opt"] + bubble + pp_exp
 
     compute = m * rc_["compute_mb"] + dc_["opt"]
     comm = {ax: m * pick_mb(ax) for ax in ("tp", "cp", "ep")}
     comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
+    comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
+    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out)  # step >= its busiest link (links.py)
+    busy = link_busy_s(comm, on_out)
     exposed = sum(comm_exp.values())
-    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"])
     step = step + step_extra
     overhead = m * pick_mb("overhead_mb") + step_extra
@@ -344,6 +371,8 @@ def _training_time(cols, model, hw, wl):
         out[f"time_comm_{ax}_s"] = np.broadcast_to(comm[ax], tp.shape).astype(np.float64)
     for ax in AXES:
         out[f"time_comm_{ax}_exposed_s"] = np.broadcast_to(comm_exp[ax], tp.shape).astype(np.float64)
+    out["link_scale_up_busy_s"] = busy["scale_up"]
+    out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update({
         "tokens_per_s": B * s / step,
         "tokens_per_s_per_gpu": B * s / step / ngpus,

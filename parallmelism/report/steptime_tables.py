@@ -29,7 +29,7 @@ def records_table(records: list[dict], title: str) -> Table:
 
 
 def step_time_tables(bd: dict) -> list[Table]:
-    """Where the time goes, per-op table, per-collective table."""
+    """Where the time goes, per-op table, per-collective table, per-link table."""
     s = bd["summary"]
     where = Table(title=f"where the step goes: {s['time_step_s']:.3f} s, bound by {s['bound']} "
                         f"(critical stage: {s['critical_stage']}, {s['layers_on_stage']} layers, "
@@ -41,4 +41,6 @@ def step_time_tables(bd: dict) -> list[Table]:
         where.add_row(k, f"{v:,.3f}", f"{100 * frac:.1f} %")
     return [where,
             records_table(bd["ops"], "per-op roofline (one GPU, one micro-batch; time_step_s = per step)"),
-            records_table(bd["collectives"], "per-collective (bytes of the full buffer; link and exposed per step)")]
+            records_table(bd["collectives"], "per-collective (bytes of the full buffer; link and exposed per step)"),
+            records_table(bd.get("links", []), "per link of one critical-stage GPU (busy = Σ its transfers per step; "
+                                               "the step is no shorter than the busiest)")]

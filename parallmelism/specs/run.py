@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from .accelerator import AcceleratorSpec
 from .grid import GridSpec
@@ -32,3 +32,10 @@ class RunConfig(BaseModel):
     grid: GridSpec
     output: OutputSpec = OutputSpec()
     plan: PlanSpec = PlanSpec()
+
+    @model_validator(mode="after")
+    def _overlap_needs_its_axis(self):
+        if getattr(self.workload, "overlap_ep_comm", False) and not self.model.is_moe:
+            raise ValueError(f"overlap_ep_comm=true overlaps expert-parallel all-to-alls, but model "
+                             f"{self.model.name} has no experts")
+        return self

@@ -34,6 +34,17 @@ class TrainWorkload(BaseModel):
                                                     "backward / forward (Megatron overlap_grad_reduce)")
     overlap_tp_comm: bool = Field(False, description="TP collectives overlap with the adjacent GEMMs "
                                                      "(Megatron-Core tp_comm_overlap)")
+    dp_bucket_params: Optional[float] = Field(None, gt=0, description="parameters per DP gradient bucket "
+                                                          "(one reduce / gather call each); None: Megatron-Core's "
+                                                          "max(40e6, 1e6·dp_size)")
+    overlap_ep_comm: bool = Field(False, description="MoE token dispatch/combine all-to-alls hidden under the other "
+                                                     "micro-batch's compute (Megatron-Core EP A2A overlap, "
+                                                     "DualPipe-style); false: on the critical path")
+    fsdp_reshard_after_forward: bool = Field(True, description="FULLY_SHARD (FSDP2 reshard_after_forward): free each "
+                                                               "layer's gathered weights after its forward and gather "
+                                                               "again for backward; false: keep the stage's layers "
+                                                               "gathered from forward to backward (one gather per "
+                                                               "micro-batch, the stage's bf16 weights in memory)")
     overlap_pp_comm: bool = Field(True, description="steady-state pipeline send/recv overlaps the neighbour's "
                                                     "compute (asynchronous P2P); false: blocking send/recv, "
                                                     "every transfer on the critical path")

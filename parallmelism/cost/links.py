@@ -1,0 +1,81 @@
+"""Links as shared resources: which physical link each axis's transfers use, busy time per link,
+and the bound a step cannot beat.
+
+One GPU of the critical stage has two links (per direction):
+  scale_up   its NVLink/NVSwitch port (one NVL72 domain on GB200), domain_size GPUs;
+  scale_out  its own NIC (rail-optimized clusters: one NIC per GPU, DGX H100 8x NDR400).
+Groups in Megatron rank order (`collectives.group_link`): an axis's group stays on the scale-up
+port iff the consecutive ranks it spans fit in one domain, else its transfers wait on the NIC
+(the slowest hop of a ring or all-to-all sets the pace, so the NIC is busy for the whole call):
+  tp  t ranks, stride 1            span t
+  cp  ring over cp·t ranks          span cp·t
+  ep  all-to-all, stride t          span ep·t
+  dp  dense DP×CP group, stride t   span dp·cp·t (the expert-DP group spans the same ranks)
+  pp  neighbour stage t·cp·dp away  span 2·t·cp·dp
+Busy time of a link = Σ link seconds (`time_comm_<axis>_s`) of the axes placed on it.
+
+The bound: a GPU cannot finish a step before its busiest link has carried every transfer, so
+  step >= max(busy_scale_up, busy_scale_out)   (and step >= compute, which the schedule gives).
+The per-axis overlap windows (`comm.py`, `steptime.py`) are each checked alone; several axes
+hiding under the same compute on the same link (FSDP gathers under forward and backward, the
+gradient reduce-scatter under backward, the PP transfers, the CP ring) can claim more hiding
+than the link has time for. When the link bound exceeds the step, the difference d becomes
+exposed: it is spread over the axes on that link in proportion to their hidden seconds
+(link − exposed), so each axis stays exposed <= link, the step stays the sum of its parts
+(compute + bubble + Σ exposed), and the step equals the busy time of that link.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LINKS = ("scale_up", "scale_out")
+AXES = ("tp", "cp", "ep", "dp", "pp")
+
+
+def axis_spans(tp, cp, dp, ep, pp):
+    """Consecutive ranks each axis's group spans in Megatron order (module docstring); pp is 0
+    when there is no pipeline (no transfer)."""
+    tp, cp, dp, ep, pp = (np.asarray(x, dtype=np.float64) for x in (tp, cp, dp, ep, pp))
+    return {"tp": tp, "cp": cp * tp, "ep": ep * tp, "dp": dp * cp * tp,
+            "pp": np.where(pp > 1, 2.0 * tp * cp * dp, 0.0)}
+
+
+def axes_on_scale_out(hw, tp, cp, dp, ep, pp):
+    """{axis: bool array}, True where the axis's group leaves the scale-up domain (uses the NIC)."""
+    spans = axis_spans(tp, cp, dp, ep, pp)
+    if hw.scale_out is None:
+        return {ax: np.zeros(np.shape(s), dtype=bool) for ax, s in spans.items()}
+    return {ax: s > hw.scale_up.domain_size for ax, s in spans.items()}
+
+
+def link_busy_s(comm, on_out):
+    """{link: busy seconds per step}: Σ of the link seconds of the axes each link carries."""
+    out = sum(np.where(on_out[ax], comm[ax], 0.0) for ax in AXES)
+    up = sum(np.where(on_out[ax], 0.0, comm[ax]) for ax in AXES)
+    return {"scale_up": up, "scale_out": out}
+
+
+def bind_to_links(step, comm, comm_exp, on_out):
+    """(step, exposed per axis) after the busiest-link bound (module docstring).
+
+    comm / comm_exp: {axis: link / exposed seconds per step}; step = compute + bubble + Σ
+    exposed. The links are applied in turn (scale-out, then scale-up on the raised step), so the
+    result satisfies both bounds."""
+    step = np.asarray(step, dtype=np.float64)
+    exp = {ax: np.asarray(comm_exp[ax], dtype=np.float64) for ax in AXES}
+    for link in ("scale_out", "scale_up"):
+        on = {ax: on_out[ax] if link == "scale_out" else ~on_out[ax] for ax in AXES}
+        busy = sum(np.where(on[ax], comm[ax], 0.0) for ax in AXES)
+        hidden = {ax: np.where(on[ax], np.maximum(comm[ax] - exp[ax], 0.0), 0.0) for ax in AXES}
+        total_hidden = sum(hidden.values())
+        deficit = np.maximum(busy - step, 0.0)
+        share = np.where(total_hidden > 0, deficit / np.where(total_hidden > 0, total_hidden, 1.0), 0.0)
+        share = np.minimum(share, 1.0)
+        for ax in AXES:
+            exp[ax] = exp[ax] + hidden[ax] * share
+        step = step + total_hidden * share
+    return step, exp
+
+
+__all__ = ["LINKS", "axis_spans", "axes_on_scale_out", "link_busy_s", "bind_to_links"]

@@ -1,0 +1,87 @@
+"""Per-axis training communication against the frameworks' schedules (Megatron-LM alltoall MoE
+dispatcher, pipeline P2P) and the exposed <= link invariant."""
+
+import numpy as np
+import pytest
+
+from parallmelism.config import load_option
+from parallmelism.cost.collectives import collective_time_s
+from parallmelism.cost.comm import ep_layer_time_s
+
+H100 = load_option("hardware", "h100-sxm-80gb")
+GROK = load_option("model", "grok-1")
+
+
+def test_alltoall_dispatch_sends_the_sequence_parallel_shard():
+    # Grok-1, s = 8192, b = 1, tp 4 with SP, ep 8: each TP rank routes its s/tp = 2048 tokens,
+    # top-2, h = 6144, bf16: 2048·2·6144·2 B per rank over EP. EP ranks are tp = 4 apart, so the
+    # 8-rank group spans 32 GPUs: 2 members per 8-GPU node, each on its own NDR NIC (47 GB/s);
+    # all-to-all over NICs moves (n-k)/n of the buffer: bandwidth 47·7/6 per rank.
+    s, t, e, h, k = 8192, 4, 8, 6144, 2
+    a2a_bytes = (s / t) * k * h * 2
+    bw = 50 * 0.94 * (e - 1) / (e - 2)
+    a2a = collective_time_s("all_to_all", a2a_bytes, e, bw, 5.0)
+    # then an all-gather over TP of all s·k routed tokens (NVLink, 360 GB/s), a reduce-scatter before combine
+    tp_ag = collective_time_s("all_gather", s * k * h * 2, t, 360.0, 1.0)
+    ep_link, tp_link = ep_layer_time_s(H100, GROK, float(s), float(t), float(e), 1.0, False, True)
+    assert float(ep_link) == pytest.approx(2 * 2 * a2a, rel=1e-9)  # dispatch + combine, fwd + bwd
+    assert float(tp_link) == pytest.approx(2 * 2 * tp_ag, rel=1e-9)
+    # without SP every TP rank dispatches all s tokens: tp times the bytes
+    ep_nosp, tp_nosp = ep_layer_time_s(H100, GROK, float(s), float(t), float(e), 1.0, False, False)
+    assert float(ep_nosp) == pytest.approx(2 * 2 * collective_time_s("all_to_all", s * k * h * 2, e, bw, 5.0))
+    assert float(tp_nosp) == 0.0
+
+
+def test_dp_gradient_reduce_is_issued_in_megatron_buckets():
+    """8e9 parameters over a 1024-rank DP group one NIC per rank (stride 8): Megatron-Core's
+    bucket max(40e6, 1e6·1024) = 1.024e9 parameters -> 8 all-reduces of 4 GB / 8 (fp32 grads),
+    each paying its own latency (NCCL tuner: the faster of ring 2(n−1)·α and tree 2·log2(n)·α)."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.states import NO_OP
+    P, n, bw, lat = 8e9, 1024, 50 * 0.94, 5.0
+    one = min(collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring"),
+              collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree"))
+    reduce, zg, fs = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False)
+    assert float(reduce) == pytest.approx(8 * one, rel=1e-9)
+    # a user bucket of 1e8 parameters: 80 calls, the latency term 80 times
+    reduce80, _, _ = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False, bucket_params=1e8)
+    one80 = min(collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring"),
+                collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree"))
+    assert float(reduce80) == pytest.approx(80 * one80, rel=1e-9)
+    assert float(reduce80) > float(reduce)
+
+
+def test_fsdp_gathers_each_layer_in_forward_and_backward():
+    """FULLY_SHARD over 1024 ranks (one NIC each): 63 units, 2 micro-batches: 2·2·63 all-gathers of one
+    unit's bf16 parameters and 63 reduce-scatters of its fp32 gradients; one rank per node, so
+    NCCL's PAT pays log2(1024) = 10 latency steps per call, not the ring's 1023."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.states import FS
+    P, n, bw, lat, units, m = 6.4e9, 1024, 50 * 0.94, 5.0, 63, 2
+    _, _, fsdp = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
+    ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat, "pat")
+    assert ag == pytest.approx(10 * lat * 1e-6 + (n - 1) / n * 2 * P / units / (bw * 1e9))
+    assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
+    reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
+    assert float(reduce) == pytest.approx(units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat"), rel=1e-9)
+
+
+def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_experts():
+    from conftest import invoke
+    from parallmelism.engine import evaluate
+    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+    def frame(overlap):
+        r = RunConfig(model=load_option("model", "mixtral-8x7b"), hardware=H100,
+                      workload=TrainWorkload(seq_len=4096, global_batch=128, overlap_ep_comm=overlap),
+                      grid=GridSpec(ngpus=[64], tp=[1, 2], pp=[1, 2], cp=[1], ep=[8], vpp=[1], micro_batch=[1],
+                                    recompute=["selective"], sequence_parallel=[True], dp_sharding=["OPTIMIZER_STATES"]))
+        return evaluate(r)[0]
+    on, off = frame(True), frame(False)
+    assert len(on) == len(off) > 0
+    assert (on["time_comm_ep_s"].to_numpy() == off["time_comm_ep_s"].to_numpy()).all()
+    assert (off["time_comm_ep_exposed_s"] == off["time_comm_ep_s"]).all()  # on the critical path
+    assert (on["time_comm_ep_exposed_s"] < off["time_comm_ep_exposed_s"]).all()
+    assert (on["time_step_s"].to_numpy() <= off["time_step_s"].to_numpy()).all()
+    code, text = invoke("best", "model=llama3.1-8b", "grid.ngpus=[64]", "workload.overlap_ep_comm=true")
+    assert code == 2 and "has no experts" in text and "Traceback" not in text

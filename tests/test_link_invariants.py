@@ -1,0 +1,116 @@
+"""Physical invariants of the step-time model over random layouts of every shipped model and
+accelerator (hypothesis; bounded examples so they run in seconds):
+
+- the step is no shorter than its busiest link's busy time (cost/links.py) nor its compute;
+- per axis, exposed communication never exceeds that axis's link time;
+- the step is the sum of its parts: compute + bubble + Σ exposed;
+- turning on an overlap (DP, TP, PP) never lengthens a step of the same layout;
+- for the same layout fp8 is never slower than bf16;
+- recompute none <= selective <= full for the same layout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from parallmelism.config import load_option, load_run_configs
+from parallmelism.engine import evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
+HARDWARE = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
+AXES = ("tp", "cp", "ep", "dp", "pp")
+LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+REL = 1e-9
+
+
+@st.composite
+def runs(draw):
+    model = draw(st.sampled_from(MODELS))
+    hw = draw(st.sampled_from(HARDWARE))
+    ngpus = draw(st.sampled_from([64, 256, 1024, 4096]))
+    seq = draw(st.sampled_from([2048, 4096, 8192]))
+    batch = draw(st.sampled_from([64, 256, 1024]))
+    return [f"model={model}", f"hardware={hw}", f"grid.ngpus=[{ngpus}]", f"workload.seq_len={seq}",
+            f"workload.global_batch={batch}", "grid.micro_batch=[1,2]", "grid.vpp=[1,2]"]
+
+
+def _frame(overrides):
+    return evaluate(load_run_configs(overrides)[0][1])[0]
+
+
+def _paired(a, b):
+    """Rows of the same layout in two frames of the same grid."""
+    m = a.merge(b, on=LAYOUT, suffixes=("_a", "_b"))
+    assert len(m) == len(a) == len(b)
+    return m
+
+
+@SETTINGS
+@given(runs())
+def test_step_respects_links_compute_and_its_parts(overrides):
+    df = _frame(overrides)
+    if len(df) == 0:
+        return
+    step = df["time_step_s"].to_numpy()
+    for link in ("link_scale_up_busy_s", "link_scale_out_busy_s"):
+        assert (step >= df[link].to_numpy() * (1 - REL)).all(), link
+    assert (step >= df["time_compute_s"].to_numpy() * (1 - REL)).all()
+    for ax in AXES:
+        assert (df[f"time_comm_{ax}_exposed_s"] <= df[f"time_comm_{ax}_s"] * (1 + REL) + 1e-15).all(), ax
+    parts = df["time_compute_s"] + df["time_bubble_s"] + df["time_overhead_s"] + sum(df[f"time_comm_{ax}_exposed_s"] for ax in AXES)
+    np.testing.assert_allclose(step, parts.to_numpy(), rtol=1e-9)
+
+
+@SETTINGS
+@given(runs(), st.sampled_from(["overlap_dp_comm", "overlap_tp_comm", "overlap_pp_comm"]))
+def test_overlap_never_lengthens_a_step(overrides, flag):
+    on = _frame(overrides + [f"++workload.{flag}=true"])
+    off = _frame(overrides + [f"++workload.{flag}=false"])
+    if len(on) == 0:
+        return
+    m = _paired(on, off)
+    assert (m["time_step_s_a"] <= m["time_step_s_b"] * (1 + REL)).all()
+
+
+def _fp8_vs_bf16(overrides):
+    """Paired rows (suffix _a fp8, _b bf16), or None on an accelerator without fp8 tensor cores
+    (A100: fp8 there only adds the fp8 weight copies)."""
+    hw = next(o.split("=")[1] for o in overrides if o.startswith("hardware="))
+    if "fp8" not in load_option("hardware", hw).peak_tflops:
+        return None
+    fp8 = _frame(overrides + ["workload.precision=fp8"])
+    bf16 = _frame(overrides + ["workload.precision=bf16"])
+    return _paired(fp8, bf16) if len(fp8) else None
+
+
+@pytest.mark.xfail(reason="issue 11 (fp8 kernel model): the fp8 weight copies' bytes (optimizer step, not hidden) "
+                          "outweigh the fp8 GEMM saving on some rows, and the smaller backward hides less DP "
+                          "traffic: deepseek-v3 on 64 B200, dp 64 NO_OP comes out 0.4 % slower in fp8 (compute "
+                          "too on some rows)", strict=False)
+@SETTINGS
+@given(runs())
+def test_fp8_step_never_slower_than_bf16(overrides):
+    m = _fp8_vs_bf16(overrides)
+    if m is not None:
+        assert (m["time_step_s_a"] <= m["time_step_s_b"] * (1 + REL)).all()
+
+
+@SETTINGS
+@given(runs())
+def test_recompute_none_selective_full_in_order(overrides):
+    df = _frame(overrides + ["grid.recompute=[none,selective,full]"])
+    if len(df) == 0:
+        return
+    key = [c for c in LAYOUT if c != "recompute"]
+    wide = df.pivot_table(index=key, columns="recompute", values="time_step_s", aggfunc="first")
+    wide = wide.dropna()
+    assert len(wide) > 0
+    assert (wide["none"] <= wide["selective"] * (1 + REL)).all()
+    assert (wide["selective"] <= wide["full"] * (1 + REL)).all()

@@ -1,0 +1,104 @@
+"""Links as shared resources (cost/links.py): placement of each axis on the GPU's scale-up port or
+its own NIC, busy time per link, and the step >= busiest link bound."""
+
+import numpy as np
+import pytest
+
+from parallmelism.config import load_option
+from parallmelism.cost.links import axes_on_scale_out, bind_to_links, link_busy_s
+from parallmelism.engine import evaluate
+from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+H100 = load_option("hardware", "h100-sxm-80gb")
+AXES = ("tp", "cp", "ep", "dp", "pp")
+
+
+def test_placement_follows_megatron_rank_order():
+    # Llama 3 405B's 8k layout on 16384 H100s: tp 8, cp 1, pp 16, dp 128. TP fills the node; DP
+    # (stride 8) and PP (stride 1024) leave it and wait on the GPU's own NIC.
+    on = axes_on_scale_out(H100, 8, 1, 128, 1, 16)
+    assert {ax: bool(v) for ax, v in on.items()} == {"tp": False, "cp": False, "ep": False, "dp": True, "pp": True}
+    # tp 2 cp 4 fills the node (span 8); cp 8 with tp 2 leaves it
+    assert not bool(axes_on_scale_out(H100, 2, 4, 1, 1, 1)["cp"])
+    assert bool(axes_on_scale_out(H100, 2, 8, 1, 1, 1)["cp"])
+
+
+def test_bound_moves_the_deficit_onto_the_hidden_axes_of_the_busy_link():
+    # NIC carries dp 6 s (5 of them hidden) and pp 1 s (all hidden); scale-up tp 2 s exposed.
+    # compute 3 s + exposed 1 + 2 = step 6 s < NIC busy 7 s: 1 s more is exposed, split 5:1.
+    comm = {"tp": np.array([2.0]), "cp": np.zeros(1), "ep": np.zeros(1), "dp": np.array([6.0]), "pp": np.array([1.0])}
+    exp = {"tp": np.array([2.0]), "cp": np.zeros(1), "ep": np.zeros(1), "dp": np.array([1.0]), "pp": np.zeros(1)}
+    on_out = {"tp": np.array([False]), "cp": np.array([False]), "ep": np.array([False]), "dp": np.array([True]),
+              "pp": np.array([True])}
+    step, new = bind_to_links(np.array([6.0]), comm, exp, on_out)
+    assert float(step[0]) == pytest.approx(7.0)
+    assert float(new["dp"][0]) == pytest.approx(1.0 + 5.0 / 6.0)
+    assert float(new["pp"][0]) == pytest.approx(1.0 / 6.0)
+    assert float(new["tp"][0]) == 2.0
+    busy = link_busy_s(comm, on_out)
+    assert float(busy["scale_out"][0]) == 7.0 and float(busy["scale_up"][0]) == 2.0
+
+
+def test_fsdp_at_large_dp_is_no_faster_than_its_nic():
+    """The issue's row: 405B, 16384 H100s, tp 2 pp 2 cp 4 dp 1024 FULLY_SHARD used to come out at
+    5.32 s per step with 6.68 s of DP traffic on one NIC."""
+    r = RunConfig(model=load_option("model", "llama3.1-405b"), hardware=H100,
+                  workload=TrainWorkload(seq_len=8192, global_batch=2048),
+                  grid=GridSpec(ngpus=[16384], tp=[2], pp=[2], cp=[4], ep=[1], vpp=[1], micro_batch=[1],
+                                recompute=["full"], sequence_parallel=[True], dp_sharding=["FULLY_SHARD"]))
+    df = evaluate(r)[0]
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row["time_step_s"] >= row["time_comm_dp_s"] + row["time_comm_pp_s"] - 1e-9
+    assert row["time_step_s"] >= row["link_scale_out_busy_s"] - 1e-9
+    for ax in AXES:
+        assert row[f"time_comm_{ax}_exposed_s"] <= row[f"time_comm_{ax}_s"] + 1e-12
+    parts = row["time_compute_s"] + row["time_bubble_s"] + row["time_overhead_s"] + sum(row[f"time_comm_{ax}_exposed_s"] for ax in AXES)
+    assert row["time_step_s"] == pytest.approx(parts, rel=1e-9)
+
+
+def test_show_prints_the_per_link_table():
+    """`show` on the issue's FSDP row: the GPU's NIC carries DP (4096 ranks, 4 per node: 4 NICs pooled
+    by the rail rings, 4·47 GB/s) and PP; NVLink carries TP and CP. busy = overlappable + exposed."""
+    import re
+
+    from conftest import invoke
+    code, text = invoke("show", "model=llama3.1-405b", "grid.ngpus=[16384]", "workload.global_batch=2048",
+                        "grid.tp=[2]", "grid.pp=[2]", "grid.cp=[4]", "grid.dp_sharding=[FULLY_SHARD]",
+                        "grid.recompute=[full]", "grid.micro_batch=[1]", "grid.vpp=[1]")
+    assert code == 0, text
+    assert "per link of one critical-stage GPU" in text
+    nic = next(line for line in text.splitlines() if "(this GPU's)" in line)
+    cells = [c.strip() for c in nic.split("│") if c.strip()]
+    bw, busy, hidden, exposed = (float(c.replace(",", "")) for c in cells[1:5])
+    assert bw == pytest.approx(47.0) and cells[5] == "dp, pp"
+    assert busy == pytest.approx(hidden + exposed, abs=2e-3)
+    up = next(line for line in text.splitlines() if "NVLink4" in line and "│" in line)
+    assert re.search(r"tp, cp", up)
+
+
+def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
+    """FSDP2 reshard_after_forward=False: one all-gather per layer and micro-batch (forward; backward
+    reuses it), and the stage's bf16 weights stay gathered: 2 B x params of every layer on the stage."""
+    def row(reshard):
+        r = RunConfig(model=load_option("model", "llama3.1-8b"), hardware=H100,
+                      workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_reshard_after_forward=reshard),
+                      grid=GridSpec(ngpus=[64], tp=[1], pp=[1], cp=[1], ep=[1], vpp=[1], micro_batch=[1],
+                                    recompute=["selective"], sequence_parallel=[False], dp_sharding=["FULLY_SHARD"]))
+        df = evaluate(r)[0]
+        assert len(df) == 1
+        return df.iloc[0]
+    on, off = row(True), row(False)
+    # m = 2 micro-batches, 32 layers + embedding + head units; reduce-scatter unchanged
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.states import FS
+    from parallmelism.cost.params import params_per_gpu
+    p = params_per_gpu(load_option("model", "llama3.1-8b"), np.array([1]), np.array([1]), np.array([32]),
+                       np.array([0]), np.array([True]), np.array([True]))
+    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
+    assert on["time_comm_dp_s"] == pytest.approx(float(red[0] + 2 * 2 * g1[0] / 2), rel=1e-9)
+    assert off["time_comm_dp_s"] == pytest.approx(float(red[0] + 2 * g1[0] / 2), rel=1e-9)
+    layer = (p["attention"] + p["mlp"])[0] / 32
+    assert on["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(2 * 2 * layer, rel=1e-9)
+    assert off["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(32 * 2 * layer, rel=1e-9)
+    assert off["time_step_s"] <= on["time_step_s"]
