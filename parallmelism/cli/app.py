@@ -318,12 +318,31 @@ app.command("profile")(_profile)
 from . import search_cmds  # noqa: E402,F401  (registers best, pareto, plan, merge, plot)
 
 
+def _raise_on_termination() -> None:
+    """SIGTERM and SIGHUP (what `timeout`, SLURM and `kill` send, and a closed terminal) raise
+    SystemExit(128 + signal) instead of killing the process outright, so every writer's cleanup
+    runs as it does for Ctrl-C (SIGINT: KeyboardInterrupt): temporary files and folders are
+    removed and the target path is left as it was."""
+    import signal
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+
+
 def main():
     """Console entry: typer app; any UserError escaping a command is one line and exit 2."""
     from ..errors import UserError
 
+    _raise_on_termination()
     try:
         app()
+    except KeyboardInterrupt:  # Ctrl-C: the writers have removed their temporaries on the way out
+        _console(stderr=True).print("interrupted; nothing was written", markup=False)
+        raise SystemExit(130) from None
     except UserError as exc:  # pragma: no cover - commands catch their own
         _fail(str(exc))
 

@@ -45,9 +45,7 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
     except OSError as exc:
         raise UserError(f"cannot write to {str(path.parent)!r}: {exc.strerror}") from None
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
+    honour_umask(tmp, 0o666)  # mkstemp makes 0600; give the file the usual permissions
     try:
         table = _arrow_table(df)
         if fmt == "parquet":
@@ -61,10 +59,33 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
             table = table.cast(_plain_schema(table.schema))
             pacsv.write_csv(table, tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as exc:  # disk full, quota, read-only target, ...: the old file stays as it was
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"cannot write {str(path)!r}: {write_error_reason(exc)}; nothing was written "
+                        "(an existing file there is unchanged)") from None
+    except BaseException:  # includes SIGINT, and SIGTERM/SIGHUP (raised as SystemExit by the CLI)
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_error_reason(exc: OSError) -> str:
+    """The OS's reason for a failed write, in words (pyarrow raises OSError without an errno)."""
+    import errno
+
+    names = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+             errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
+    if exc.errno in names:
+        return names[exc.errno]
+    text = (exc.strerror or str(exc)).splitlines()[0] if (exc.strerror or str(exc)) else type(exc).__name__
+    return text
+
+
+def honour_umask(path: str | Path, mode: int = 0o777) -> None:
+    """Give a file or folder made by mkstemp/mkdtemp (0600/0700) the permissions the umask allows."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
 
 
 def _plain_schema(schema):

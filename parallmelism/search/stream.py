@@ -27,6 +27,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import UserError
+from ..report.writer import honour_umask, write_error_reason
 from ..grid import DROP_REASONS, add_drop_counts
 from ..grid.layouts import divisors, enumerate_training_layouts
 
@@ -306,6 +307,7 @@ class ParquetSink(Collector):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+            honour_umask(self.tmp)  # mkdtemp makes 0700: the dataset folder gets the usual permissions
         except OSError as exc:
             raise UserError(f"cannot write to {str(self.path.parent)!r}: {exc.strerror}") from None
         self.count = 0
@@ -322,9 +324,13 @@ class ParquetSink(Collector):
         df = _frame_of_run(run, {k: v for k, v in cols.items() if k not in ("_run", "_row")})
         df = df.drop(columns=[c for c in ("model", "hardware", "workload") if c in df.columns])
         folder = self.tmp / f"model={run.model.name}" / f"hardware={run.hardware.name}" / f"workload={run.workload.kind}"
-        folder.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(df, preserve_index=False)
-        pq.write_table(table, folder / f"part-{r:03d}-{self.count:05d}.parquet")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, folder / f"part-{r:03d}-{self.count:05d}.parquet")
+        except OSError as exc:  # disk full, quota, ...: abort() removes the temporary folder
+            raise UserError(f"cannot write {str(self.path)!r}: {write_error_reason(exc)}; nothing was written "
+                            "(an existing dataset there is unchanged)") from None
         self.count += 1
         self.rows += len(df)
 

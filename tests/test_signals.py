@@ -1,0 +1,136 @@
+"""A run stopped by a signal while it writes leaves nothing behind (issue 14).
+
+SIGINT is Ctrl-C; SIGTERM is what `timeout`, SLURM and `kill` send; SIGHUP a closed terminal. Each
+test starts a real process (signals cannot be tested in-process), waits until the writer's
+temporary file or folder exists beside the target, sends the signal and checks that the process
+ends with the signal's code, and that neither the target nor any temporary is left in the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+# The default grid (Llama-3.1-70B on 64-512 H100): 160,956 rows, a write of ~1-2 s.
+SWEEP = ["sweep", "-q"]
+BEST_FULL = ["best", "-q", "grid.ngpus=[64,128,256,512]"]
+
+
+def _run_until_temp(args: list[str], folder: Path, timeout_s: float = 60.0):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "parallmelism", *args], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(p.name.endswith(".tmp") for p in folder.rglob(".*")):
+            return proc
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"finished before its temporary appeared (exit {proc.returncode}): {out}{err}")
+        time.sleep(0.005)
+    proc.kill()
+    pytest.fail("no temporary file appeared")
+
+
+@pytest.mark.parametrize("sig, args, target", [
+    (signal.SIGINT, SWEEP + ["output.path=out/table.csv"], "out/table.csv"),
+    (signal.SIGTERM, SWEEP + ["output.path=out/table.csv"], "out/table.csv"),
+    (signal.SIGHUP, SWEEP + ["output.path=out/table.parquet"], "out/table.parquet"),
+    (signal.SIGTERM, BEST_FULL + ["--full-output", "out/all"], "out/all"),
+])
+def test_signal_during_write_leaves_nothing(tmp_path, sig, args, target):
+    (tmp_path / "out").mkdir()
+    proc = _run_until_temp(args, tmp_path)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, (proc.returncode, err)  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+    assert "Traceback" not in err, err
+    assert not (tmp_path / target).exists()
+    assert list((tmp_path / "out").iterdir()) == []  # no temporary left either
+
+
+# ----------------------------------------------------------------------------- failed writes
+def _frame():
+    import pandas as pd
+
+    return pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_disk_full_is_one_sentence_and_the_old_file_stays(tmp_path, monkeypatch, fmt):
+    import errno
+
+    import pyarrow.csv
+    import pyarrow.parquet
+
+    from parallmelism.errors import UserError
+    from parallmelism.report.writer import write_table
+
+    target = tmp_path / f"t.{fmt}"
+    target.write_bytes(b"old contents")
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pyarrow.csv, "write_csv", full)
+    monkeypatch.setattr(pyarrow.parquet, "write_table", full)
+    with pytest.raises(UserError, match="no space left on the device") as info:
+        write_table(_frame(), target)
+    assert "\n" not in str(info.value)
+    assert target.read_bytes() == b"old contents"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_read_only_folder_is_one_sentence(tmp_path):
+    from parallmelism.errors import UserError
+    from parallmelism.report.writer import write_table
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")  # pragma: no cover
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    with pytest.raises(UserError, match="cannot write"):
+        write_table(_frame(), folder / "t.csv")
+
+
+def test_full_output_disk_full_removes_the_temporary_folder(tmp_path, monkeypatch):
+    import errno
+
+    import pyarrow.parquet
+
+    from parallmelism.errors import UserError
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pyarrow.parquet, "write_table", full)
+    from parallmelism.cli.app import app
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["best", "-q", "grid.ngpus=[64]", "--full-output", str(tmp_path / "all")])
+    assert res.exit_code == 2, res.output
+    assert "no space left on the device" in res.output
+    assert list(tmp_path.iterdir()) == []
+    assert UserError  # the CLI turned it into one sentence
+
+
+def test_dataset_folders_honour_the_umask(tmp_path):
+    from parallmelism.cli.app import app
+    from typer.testing import CliRunner
+
+    old = os.umask(0o022)
+    try:
+        res = CliRunner().invoke(app, ["best", "-q", "grid.ngpus=[64]", "--full-output", str(tmp_path / "all")])
+    finally:
+        os.umask(old)
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "all").stat().st_mode & 0o777 == 0o755
