@@ -153,7 +153,7 @@ def test_unwritable_output_path(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, out = invoke("sweep", *SMALL, f"output.path={blocker / 'sub' / 'x.csv'}", "--quiet")
-    assert code == 2 and "cannot create output folder" in out
+    assert code == 2 and "is a file, not a folder" in out
 
 
 def test_interrupted_write_leaves_no_file(tmp_path, monkeypatch):

@@ -53,10 +53,10 @@ def test_train_plan_picks_fewest_gpus_meeting_days_and_fastest_within_budget():
     by_days = train_plan_table(best, 1e12, _HW, PlanSpec(days=200))
     # days = 1e12 / (1e6/t · 0.9) / 86400: 514.4, 270.1, 141.5
     assert by_days["days"].tolist() == pytest.approx([1e12 / (1e6 / t * 0.9) / 86400 for t in (40, 21, 11)])
-    assert by_days.loc[by_days["chosen"], "gpus"].tolist() == [256]
+    assert by_days.loc[by_days["chosen"], "ngpus"].tolist() == [256]
     costs = by_days["cost_usd"].to_numpy()
     by_budget = train_plan_table(best, 1e12, _HW, PlanSpec(budget_usd=float(costs[1]) + 1))
-    assert by_budget.loc[by_budget["chosen"], "gpus"].tolist() == [128]  # 64 and 128 affordable; 128 faster
+    assert by_budget.loc[by_budget["chosen"], "ngpus"].tolist() == [128]  # 64 and 128 affordable; 128 faster
 
 
 def test_train_plan_without_time_model_is_one_sentence():
@@ -99,14 +99,14 @@ def test_plan_train_cli_matches_fastest_fitting_layout(small_table, tmp_path):
     hw = load_option("hardware", "h100-sxm-80gb")
     fit = small_table[small_table["fits"]]
     for _, row in plan.iterrows():
-        fastest = fit[fit["ngpus"] == row["gpus"]]["time_step_s"].min()
+        fastest = fit[fit["ngpus"] == row["ngpus"]]["time_step_s"].min()
         assert row["time_step_s"] == pytest.approx(fastest, rel=1e-12)
         tokens_per_s = 512 * 8192 / fastest
         days = 2e11 / (tokens_per_s * 0.9) / 86400
         assert row["days"] == pytest.approx(days)
-        assert row["gpu_hours"] == pytest.approx(row["gpus"] * days * 24)
-        assert row["cost_usd"] == pytest.approx(row["gpus"] * days * 24 * hw.cost_per_gpu_hour_usd)
-        assert row["energy_mwh"] == pytest.approx(row["gpus"] * hw.tdp_w * days * 24 * 1.2 / 1e6)
+        assert row["gpu_hours"] == pytest.approx(row["ngpus"] * days * 24)
+        assert row["cost_usd"] == pytest.approx(row["ngpus"] * days * 24 * hw.cost_per_gpu_hour_usd)
+        assert row["energy_mwh"] == pytest.approx(row["ngpus"] * hw.tdp_w * days * 24 * 1.2 / 1e6)
     summary = (tmp_path / "plan.summary.md").read_text()
     assert "utilization (goodput) 90%" in summary and "PUE 1.2" in summary
 

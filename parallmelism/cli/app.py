@@ -8,7 +8,22 @@ from typing import List, Optional
 import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
                   help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.")
+
+
+def _print_version(value: bool):
+    if value:
+        from .. import SCHEMA_VERSION, __version__
+
+        typer.echo(f"parallmelism {__version__} (output schema {SCHEMA_VERSION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                       help="print the version and the output schema version, then exit")):
+    """Analytical cost model for LLM parallelism: memory, time and cost of every layout."""
 
 OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
 CONFIG_DIR = typer.Option(None, "--config-dir", "-cd",
@@ -22,6 +37,7 @@ RESOLVE = typer.Option(False, "--resolve", help="with --cfg: resolve ${...} inte
 INFO = typer.Option(False, "--info", help="print Hydra's information about the composition and exit; then all "
                                           "(default), config, defaults, defaults-tree, plugins or searchpath")
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+WIDE = typer.Option(False, "--wide", help="show every table column (default: the columns that fit the terminal)")
 
 
 def _console(stderr: bool = False):
@@ -102,7 +118,8 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
     return Path(folder) / f"{model}_{hw}_{kind}.{fmt}"
 
 
-def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optional[int] = None):
+def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optional[int] = None,
+              wide: bool = False):
     """Evaluate every run of a (possibly swept) command line, write one table, print the best rows."""
     import pandas as pd
 
@@ -111,11 +128,21 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
     from ..grid import DROP_REASONS, add_drop_counts
     from ..report.rank import rank_rows
     from ..report.table import drop_table, frame_table
-    from ..report.writer import write_table
+    from ..report.writer import check_output_path, write_table
 
     from .progress import evaluate_runs
 
     runs = load_run_configs(overrides, config_dirs)
+    out = runs[0][1].output
+    if len({rc.output.path for _, rc in runs}) > 1:
+        raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
+                        "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
+    path = None
+    if out.write:  # checked before the computation, not after it
+        if out.path:
+            path, fmt = check_output_path(out.path, out.format if out.format != "csv" else None)
+        else:
+            path, fmt = _default_output(runs, out.format, out.dir), out.format
     frames, dropped, considered = [], {}, 0
     for df, grid in evaluate_runs([rc for _, rc in runs], quiet):
         frames.append(df)
@@ -126,17 +153,15 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
         from ..grid import LayoutGrid
 
         raise UserError(LayoutGrid({}, dropped, considered).explain_empty())
-    out = runs[0][1].output
     console = _console()
-    path = None
-    if out.write:
-        path = Path(out.path) if out.path else _default_output(runs, out.format, out.dir)
-        write_table(df, path, out.format if out.path is None or path.suffix not in (".csv", ".parquet") else None)
+    if path is not None:
+        write_table(df, path, fmt)
     if not quiet:
         console.print(drop_table(dropped, DROP_REASONS, len(df)))
         best = rank_rows(df).head(top or out.top)
         fits = int(df["fits"].sum())
-        console.print(frame_table(best, title=f"best layouts ({fits:,} of {len(df):,} fit in memory)"))
+        console.print(frame_table(best, title=f"best layouts ({fits:,} of {len(df):,} fit in memory)",
+                                  width=None if wide else console.width))
     if path is not None:
         console.print(f"wrote {len(df):,} rows to {path}")
     return df, path
@@ -153,6 +178,7 @@ def sweep(
                                   help="hand the sweep to Hydra multirun (launcher plugins, one job per point)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no tables, just where it wrote"),
     top: Optional[int] = typer.Option(None, "--top", help="rows in the terminal table"),
+    wide: bool = WIDE,
 ):
     """Evaluate every valid layout and write a CSV (default: results/<model>_<hardware>_<workload>.csv)."""
     from ..errors import UserError
@@ -165,7 +191,7 @@ def sweep(
             from .hydra_entry import run_multirun
 
             return run_multirun(overrides, config_dir)
-        run_sweep(overrides, config_dir, quiet=quiet, top=top)
+        run_sweep(overrides, config_dir, quiet=quiet, top=top, wide=wide)
     except UserError as exc:
         _fail(str(exc))
 

@@ -15,7 +15,22 @@ import typer
 from .app import CONFIG_DIR, EXTRA, OVERRIDES, _console, _fail, app
 
 QUIET = typer.Option(False, "--quiet", "-q", help="no progress bar or tables (CI)")
-OUT = typer.Option(None, "--out", "-o", help="write the table here (.csv or .parquet)")
+def _check_out(value: Optional[Path]) -> Optional[Path]:
+    """--out is checked when the command line is read, before any computation."""
+    if value is None:
+        return None
+    from ..errors import UserError
+    from ..report.writer import check_output_path
+
+    try:
+        return check_output_path(value)[0]
+    except UserError as exc:
+        from .app import _fail
+
+        _fail(str(exc))
+
+
+OUT = typer.Option(None, "--out", "-o", callback=_check_out, help="write the table here (.csv or .parquet)")
 CHUNK = typer.Option(1 << 18, "--chunk-rows", help="rows evaluated at a time (bounds memory)", min=1000)
 FULL = typer.Option(None, "--full-output", help="also stream EVERY evaluated row to this folder as a "
                     "partitioned Parquet dataset (model=/hardware=/workload=/part-*.parquet)")
@@ -35,6 +50,23 @@ def _load(overrides, config_dirs):
     from ..config import load_run_configs
 
     return [rc for _, rc in load_run_configs(list(overrides or []), config_dirs)]
+
+
+def _out_of(out: Optional[Path], runs) -> Optional[Path]:
+    """--out, or the Hydra spelling output.path= (the two must agree when both are given)."""
+    from ..errors import UserError
+    from ..report.writer import check_output_path
+
+    paths = {r.output.path for r in runs if r.output.path}
+    if len(paths) > 1:
+        raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
+                        "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
+    if paths:
+        given = check_output_path(paths.pop())[0]
+        if out is not None and Path(out) != given:
+            raise UserError(f"--out {str(out)!r} and output.path={str(given)!r} disagree; give one of them")
+        return given
+    return out
 
 
 def stream_with_progress(runs, collectors, quiet: bool, chunk_rows: int = 1 << 18, label: str = "evaluating"):
@@ -138,6 +170,7 @@ def best(
 
     try:
         runs = _load(overrides, config_dir)
+        out = _out_of(out, runs)
         if any(r.workload.kind != "train" for r in runs):
             raise UserError("best ranks training layouts by step time; for serving use `parallmelism plan serve` "
                             "or `parallmelism pareto workload=inference`")
@@ -161,7 +194,7 @@ def best(
             if len(runs) == 1:  # one model and accelerator: say it once, in the title
                 cols = cols[2:]
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
-            console.print(frame_table(table, columns=cols,
+            console.print(frame_table(width=console.width, df=table, columns=cols,
                                       title=f"fastest layouts that fit{where} ({res.evaluated:,} layouts evaluated)"))
         _write(table, out, console)
     except UserError as exc:
@@ -201,6 +234,7 @@ def pareto(
 
     try:
         runs = _load(overrides, config_dir)
+        out = _out_of(out, runs)
         kinds = {r.workload.kind for r in runs}
         if len(kinds) > 1:
             raise UserError("pareto compares one workload kind at a time; sweep train and inference separately")
@@ -227,7 +261,7 @@ def pareto(
             if len(runs) == 1:
                 show = show[2:]
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
-            console.print(frame_table(df, columns=list(dict.fromkeys(show)),
+            console.print(frame_table(width=console.width, df=df, columns=list(dict.fromkeys(show)),
                                       title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)"))
         _write(df, out, console)
     except UserError as exc:
@@ -291,7 +325,7 @@ def train_summary(table, run, plan) -> str:
         goal = (f"exactly {plan.gpus} GPUs" if plan.gpus else f"finish within {plan.days:g} days" if plan.days
                 else f"budget ${plan.budget_usd:,.0f}" if plan.budget_usd else "lowest cost")
         lines += [f"Goal: {goal}.", "",
-                  f"- GPUs: {int(c['gpus']):,}  (tp {c['tp']}, pp {c['pp']}, cp {c['cp']}, ep {c['ep']}, dp {c['dp']},"
+                  f"- GPUs: {int(c['ngpus']):,}  (tp {c['tp']}, pp {c['pp']}, cp {c['cp']}, ep {c['ep']}, dp {c['dp']},"
                   f" vpp {c['vpp']}, micro-batch {c['micro_batch']}, {c['dp_sharding']}, recompute {c['recompute']},"
                   f" sequence parallel {c['sequence_parallel']})",
                   f"- step time: {c['time_step_s']:.3f} s for {int(c['global_batch'])} x {int(c['seq_len'])} tokens"
@@ -331,6 +365,7 @@ def plan_train(
     overrides = rewrite_plan_overrides(list(overrides or []))
     try:
         runs = _load(overrides, config_dir)
+        out = _out_of(out, runs)
         if len(runs) != 1:
             raise UserError("plan train answers one question at a time; remove the sweep (a,b) from the overrides")
         run = runs[0]
@@ -354,7 +389,7 @@ def plan_train(
             f"no layout fits in memory at {', '.join(map(str, run.grid.ngpus))} GPUs; add counts with plan.ngpus=[...]")
         console = _console()
         if not quiet and len(table):
-            console.print(frame_table(table, columns=["gpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch",
+            console.print(frame_table(width=console.width, df=table, columns=["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch",
                                                       "dp_sharding", "recompute", "time_step_s", "days", "gpu_hours",
                                                       "energy_mwh", "cost_usd", "chosen"],
                                       title="fastest layout per GPU count"))
@@ -423,6 +458,7 @@ def plan_serve(
         overrides.append("grid.batch=[1,2,4,8,16,32,64,128,256]")
     try:
         runs = _load(overrides, config_dir)
+        out = _out_of(out, runs)
         if len(runs) != 1:
             raise UserError("plan serve answers one question at a time; remove the sweep (a,b) from the overrides")
         run = runs[0]
@@ -448,7 +484,7 @@ def plan_serve(
         binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
         console = _console()
         if not quiet:
-            console.print(frame_table(table.head(10), columns=["replica_gpus", "tp", "pp", "sp", "ep", "batch",
+            console.print(frame_table(width=console.width, df=table.head(10), columns=["replica_gpus", "tp", "pp", "sp", "ep", "batch",
                                                                "ttft_ms", "tpot_ms", "replicas", "total_gpus",
                                                                "usd_per_million_output_tokens"],
                                       title="cheapest serving layouts"))

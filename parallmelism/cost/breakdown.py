@@ -55,7 +55,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
             rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
             per_step = m * count
             ops.append({
-                "op": op.name, "kind": KIND_NAMES[op.kind], "count": count,
+                "op": op.name, "kind": KIND_NAMES[op.kind], "count": int(count) if float(count).is_integer() else count,
                 "flops_fwd": _f(op.flops), "bytes_fwd": _f(op.bytes),
                 "time_fwd_ms": _f(f) * 1e3, "time_bwd_ms": _f(bw) * 1e3,
                 "time_recompute_ms": _f(f) * 1e3 if rerun else 0.0,

@@ -21,15 +21,38 @@ INFERENCE_DEFAULT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "ma
                              "throughput_tokens_per_s_per_gpu", "cost_per_million_tokens", "bound_decode"]
 
 
-def frame_table(df, columns=None, title: str | None = None) -> Table:
+def frame_table(df, columns=None, title: str | None = None, width: int | None = None) -> Table:
+    """A table of rows; with `width` (the terminal's columns) only the columns that fit, in order.
+
+    Numbers and headers are never cut: a numeric column is as wide as its widest cell or header
+    (no wrapping, no ellipsis); text columns may wrap. Columns that do not fit are left out and
+    named in the caption (every column is in the written file; `--wide` shows them all)."""
     if columns is None and "tpot_ms" in df.columns:
         columns = INFERENCE_DEFAULT_COLUMNS
     columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
-    table = Table(title=title, show_lines=False)
-    for c in columns:
-        table.add_column(c, justify="right" if df[c].dtype.kind in "iuf" else "left")
-    for row in df[columns].itertuples(index=False):
-        table.add_row(*(_fmt(v) for v in row))
+    cells = {c: [_fmt(v) for v in df[c].tolist()] for c in columns}
+    numeric = {c: df[c].dtype.kind in "iufb" for c in columns}
+    need = {c: max([len(c)] + [len(x) for x in cells[c]]) for c in columns}
+    shown = columns
+    if width is not None:
+        shown, used = [], 1  # the left border
+        for c in columns:
+            w = (need[c] if numeric[c] else min(need[c], max(len(c), 12))) + 3  # padding + border
+            if shown and used + w > width:
+                continue
+            shown.append(c)
+            used += w
+    left_out = [c for c in columns if c not in shown]
+    caption = (f"{len(left_out)} more column{'s' if len(left_out) > 1 else ''} not shown at this width: "
+               f"{', '.join(left_out)} (--wide shows all; every column is in the file)") if left_out else None
+    table = Table(title=title, show_lines=False, caption=caption)
+    for c in shown:
+        if numeric[c]:
+            table.add_column(c, justify="right", no_wrap=True, min_width=need[c])
+        else:
+            table.add_column(c, justify="left", overflow="fold", min_width=len(c))
+    for i in range(len(df)):
+        table.add_row(*(cells[c][i] for c in shown))
     return table
 
 

@@ -30,6 +30,35 @@ def _arrow_table(df):
     return table.replace_schema_metadata(meta)
 
 
+TABLE_SUFFIXES = {".csv": "csv", ".parquet": "parquet"}
+
+
+def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, str]:
+    """(path, format) of a table to write, checked before any computation.
+
+    The format comes from the extension (.csv or .parquet; anything else is an error, never CSV
+    text under another name); a `fmt` that disagrees with the extension is an error; the target
+    must not be a folder, and its folder must be creatable and writable."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise UserError(f"output path {str(path)!r} must end in .csv or .parquet (the format follows the "
+                        "extension)")
+    if fmt is not None and fmt != TABLE_SUFFIXES[suffix]:
+        raise UserError(f"output.format={fmt} disagrees with the output path {str(path)!r}; "
+                        f"the extension sets the format")
+    if path.is_dir():
+        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is not writable")
+    return path, TABLE_SUFFIXES[suffix]
+
+
 def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
     """Write df to path (csv or parquet, from fmt or the suffix) atomically. Returns the path."""
     path = Path(path)

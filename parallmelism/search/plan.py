@@ -31,7 +31,7 @@ from ..errors import UserError
 
 TRAIN_LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "num_micro_batches", "dp_sharding",
                 "recompute", "sequence_parallel"]
-TRAIN_PLAN_COLUMNS = ["model", "hardware", "gpus", *TRAIN_LAYOUT, "seq_len", "global_batch", "time_step_s",
+TRAIN_PLAN_COLUMNS = ["model", "hardware", "ngpus", *TRAIN_LAYOUT, "seq_len", "global_batch", "time_step_s",
                       "tokens_per_s", "mfu", "mem_total_gib", "tokens", "steps", "days", "gpu_hours", "energy_mwh",
                       "cost_usd", "utilization", "pue", "tdp_w", "cost_per_gpu_hour_usd", "meets_target", "chosen"]
 SERVE_LAYOUT = ["tp", "pp", "sp", "ep", "dp", "batch"]
@@ -52,19 +52,18 @@ def train_plan_table(best, tokens: float, hw, plan):
     """One row per GPU count (its fastest fitting layout) with days, GPU-hours, energy and cost."""
     _needs(best, ["time_step_s"], "plan train")
     df = best.copy()
-    df["gpus"] = df["ngpus"]
     df["tokens"] = float(tokens)
     tokens_per_step = df["global_batch"].astype(float) * df["seq_len"].astype(float)
     df["tokens_per_s"] = tokens_per_step / df["time_step_s"]
     df["steps"] = tokens / tokens_per_step
     df["days"] = tokens / (df["tokens_per_s"] * plan.utilization) / 86400.0
-    df["gpu_hours"] = df["gpus"] * df["days"] * 24.0
-    df["energy_mwh"] = df["gpus"] * hw.tdp_w * df["days"] * 24.0 * plan.pue / 1e6
+    df["gpu_hours"] = df["ngpus"] * df["days"] * 24.0
+    df["energy_mwh"] = df["ngpus"] * hw.tdp_w * df["days"] * 24.0 * plan.pue / 1e6
     df["cost_usd"] = df["gpu_hours"] * hw.cost_per_gpu_hour_usd
     df["utilization"], df["pue"] = plan.utilization, plan.pue
     df["tdp_w"], df["cost_per_gpu_hour_usd"] = hw.tdp_w, hw.cost_per_gpu_hour_usd
     if plan.gpus is not None:
-        meets = df["gpus"] == plan.gpus
+        meets = df["ngpus"] == plan.gpus
     elif plan.days is not None:
         meets = df["days"] <= plan.days
     elif plan.budget_usd is not None:
@@ -72,12 +71,12 @@ def train_plan_table(best, tokens: float, hw, plan):
     else:
         meets = np.ones(len(df), dtype=bool)
     df["meets_target"] = np.asarray(meets, dtype=bool)
-    df = df.sort_values("gpus", kind="stable").reset_index(drop=True)
+    df = df.sort_values("ngpus", kind="stable").reset_index(drop=True)
     df["chosen"] = False
     if len(df) and df["meets_target"].any():
         ok = df[df["meets_target"]]
         if plan.days is not None:
-            pick = ok.sort_values(["gpus", "cost_usd"], kind="stable").index[0]
+            pick = ok.sort_values(["ngpus", "cost_usd"], kind="stable").index[0]
         elif plan.budget_usd is not None:
             pick = ok.sort_values(["days", "cost_usd"], kind="stable").index[0]
         else:
@@ -97,12 +96,12 @@ def train_plan_failure(table, plan) -> str | None:
     cheapest = table.loc[table["cost_usd"].idxmin()]
     if plan.gpus is not None:
         return (f"plan.gpus={plan.gpus}: no layout fits on {plan.gpus} GPUs (or that count was not considered); "
-                f"counts with a fitting layout: {', '.join(map(str, table['gpus']))}")
+                f"counts with a fitting layout: {', '.join(map(str, table['ngpus']))}")
     if plan.days is not None:
         return (f"plan.days={plan.days:g}: no GPU count considered finishes in time; the fastest takes "
-                f"{fastest['days']:.1f} days on {int(fastest['gpus'])} GPUs (add counts with plan.ngpus=[...])")
+                f"{fastest['days']:.1f} days on {int(fastest['ngpus'])} GPUs (add counts with plan.ngpus=[...])")
     return (f"plan.budget_usd={plan.budget_usd:,.0f}: every plan costs more; the cheapest is "
-            f"${cheapest['cost_usd']:,.0f} on {int(cheapest['gpus'])} GPUs")
+            f"${cheapest['cost_usd']:,.0f} on {int(cheapest['ngpus'])} GPUs")
 
 
 def ep_across_replicas(df):

@@ -1,0 +1,83 @@
+"""One output option, checked before the computation; readable tables (issue 14)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from parallmelism.cli.app import app
+
+SMALL = ["model=llama3.1-8b", "grid.ngpus=[8]", "grid.micro_batch=[1]", "grid.vpp=[1]"]
+
+
+def cli(*args):
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    return res.exit_code, res.output
+
+
+def test_version_and_short_help_on_every_command():
+    code, out = cli("--version")
+    assert code == 0 and out.startswith("parallmelism ") and "schema" in out
+    for cmd in (["sweep"], ["show"], ["best"], ["pareto"], ["plan", "train"], ["plan", "serve"], ["merge"],
+                ["compare"], ["validate"], ["list"], ["plot"], ["import-hf"], ["profile"]):
+        code, out = cli(*cmd, "-h")
+        assert code == 0 and "Usage" in out, cmd
+
+
+@pytest.mark.parametrize("args, words", [
+    (["sweep", *SMALL, "output.path=x.xlsx"], "must end in .csv or .parquet"),
+    (["sweep", *SMALL, "output.path=x.csv", "output.format=parquet"], "disagrees"),
+    (["sweep", *SMALL, "output.path=results/a,b.csv"], "quote"),
+    (["best", *SMALL, "--out", "x.json"], "must end in .csv or .parquet"),
+    (["best", *SMALL, "--out", "a.csv", "output.path=b.csv"], "disagree"),
+])
+def test_bad_output_paths_are_one_sentence_before_any_work(tmp_path, monkeypatch, args, words):
+    monkeypatch.chdir(tmp_path)
+    code, out = cli(*args)
+    assert code == 2, out
+    assert words in out and "Traceback" not in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_search_commands_take_the_hydra_spelling_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out = cli("best", "-q", *SMALL, "output.path=x.csv")
+    assert code == 0, out
+    assert (tmp_path / "x.csv").is_file()
+
+
+def test_plan_train_names_the_gpu_count_as_the_sweep_does(tmp_path):
+    import pandas as pd
+
+    code, out = cli("plan", "train", "-q", *SMALL, "tokens=1e11", "--out", tmp_path / "p.csv")
+    assert code == 0, out
+    cols = pd.read_csv(tmp_path / "p.csv").columns
+    assert "ngpus" in cols and "gpus" not in cols
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_tables_fit_the_terminal_without_cutting(width):
+    """Full headers and untruncated numbers at 80 and 120 columns; what does not fit is named."""
+    from rich.console import Console
+
+    from parallmelism.config import load_run_configs
+    from parallmelism.engine import evaluate
+    from parallmelism.report.table import frame_table
+
+    (_, run), = load_run_configs(SMALL)
+    df = evaluate(run)[0].head(5)
+    console = Console(width=width, record=True, highlight=False)
+    console.print(frame_table(df, width=width))
+    text = console.export_text()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    for c in ("ngpus", "tp", "pp"):
+        assert c in text
+    assert "more column" in text  # the rest is named, not silently dropped
+    shown = frame_table(df, width=width).columns
+    for col in shown:
+        if col.header in df.columns and df[col.header].dtype.kind in "iuf":
+            for v in df[col.header].head(5):
+                cell = f"{v:,.2f}" if isinstance(v, float) and abs(v) < 1e6 else None
+                if cell:
+                    assert cell in text
