@@ -536,6 +536,18 @@ def merge(
             (a, va), (b, vb) = list(versions.items())[:1] + [next((k, v) for k, v in versions.items()
                                                                if v != next(iter(versions.values())))]
             raise UserError(f"{b} has schema version {vb} but {a} has {va}; re-run the older part")
+        from .. import SCHEMA_VERSION
+        from ..report.writer import table_kind
+
+        for p, v in versions.items():
+            if v != str(SCHEMA_VERSION):
+                raise UserError(f"{p} has schema version {v}, this parallmelism writes {SCHEMA_VERSION}; "
+                                "re-run that part with this version")
+        kinds = {p: table_kind(f) for p, f in zip(parts, frames)}
+        if len(set(kinds.values())) > 1:
+            a = next(iter(kinds))
+            b = next(p for p, k in kinds.items() if k != kinds[a])
+            raise UserError(f"{b} is a {kinds[b]} table but {a} is a {kinds[a]} table; merge one kind at a time")
         for c in ("model", "hardware", "workload", "dp_sharding", "recompute", "mem_stage"):
             for f in frames:
                 if c in f.columns:

@@ -216,6 +216,11 @@ def compare_files(baseline: str | Path, new: str | Path, key=None, rtol=DEFAULT_
 
     base_df = _with_schema_version(read_table(baseline), baseline)
     new_df = _with_schema_version(read_table(new), new)
+    from .writer import table_kind
+
+    kb, kn = table_kind(base_df), table_kind(new_df)
+    if kb != kn:
+        raise UserError(f"{str(baseline)!r} is a {kb} table but {str(new)!r} is a {kn} table; compare like with like")
     return compare_frames(base_df, new_df, key=key, rtol=rtol, atol=atol, tolerances=tolerances,
                           names=(f"baseline {str(baseline)!r}", f"new {str(new)!r}"))
 

@@ -125,15 +125,59 @@ def _plain_schema(schema):
 
 
 def read_table(path: str | Path):
-    """Read a CSV or Parquet file written by write_table (or any tidy table) into pandas."""
+    """Read a CSV or Parquet file written by write_table (or any tidy table) into pandas.
+
+    A CSV must be complete: it ends with a line break and its last row has as many fields as the
+    header (a run killed mid-write by something other than our own writer, a copy cut short);
+    otherwise it is an error naming the file and the line, never a row of NaNs."""
     import pandas as pd
 
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{str(path)!r} is a folder; give a .csv or .parquet file")
     if not path.is_file():
         raise UserError(f"file {str(path)!r} does not exist")
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise UserError(f"{str(path)!r} is neither .csv nor .parquet")
+    if path.suffix.lower() == ".csv":
+        _check_csv_complete(path)
     try:
-        if path.suffix == ".parquet":
+        if path.suffix.lower() == ".parquet":
             return pd.read_parquet(path)
         return pd.read_csv(path)
     except Exception as exc:
         raise UserError(f"cannot read {str(path)!r}: {str(exc).splitlines()[0]}") from None
+
+
+def _check_csv_complete(path: Path) -> None:
+    import csv
+
+    with open(path, "rb") as fh:
+        header = fh.readline()
+        if not header.strip():
+            raise UserError(f"{str(path)!r} is empty")
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - 65536))
+        tail = fh.read()
+    if not tail.endswith(b"\n"):
+        with open(path, "rb") as fh:
+            n = sum(1 for _ in fh)
+        raise UserError(f"{str(path)!r} is truncated: line {n}, its last, ends without a line break; "
+                        "re-create the file")
+    last = tail.rstrip(b"\r\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+    n_header = len(next(csv.reader([header.decode("utf-8", "replace").rstrip("\r\n")])))
+    n_last = len(next(csv.reader([last]))) if last else n_header
+    if n_last != n_header:
+        with open(path, "rb") as fh:
+            n = sum(1 for _ in fh)
+        raise UserError(f"{str(path)!r} is truncated: line {n} has {n_last} of the header's {n_header} fields; "
+                        "re-create the file")
+
+
+def table_kind(df) -> str:
+    """training | serving | other: which cost model wrote a table (by its defining columns)."""
+    if "tpot_ms" in df.columns:
+        return "serving"
+    if "time_step_s" in df.columns or "mem_activations_gib" in df.columns:
+        return "training"
+    return "other"
