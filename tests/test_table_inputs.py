@@ -67,3 +67,46 @@ def test_complete_csv_with_quoted_commas_reads(tmp_path):
     from parallmelism.report.writer import read_table
 
     assert len(read_table(_training(tmp_path / "a.csv"))) == 3
+
+
+@pytest.mark.parametrize("override, words", [
+    ("model.hidden=1e13", "parameters"),           # was an OverflowError traceback
+    ("workload.seq_len=1e12", "activation elements"),
+    ("hardware.hbm_bandwidth_gbps=inf", "finite"),  # was blamed on the kernel table
+    ("hardware.efficiency.matmul=nan", "finite"),
+])
+def test_derived_sizes_and_non_finite_values_are_one_sentence(override, words):
+    code, out = cli("sweep", "-q", "grid.ngpus=[8]", "output.write=false", override)
+    assert code == 2, out
+    assert words in out and "Traceback" not in out and len(out.strip().splitlines()) == 1
+
+
+def test_validate_reports_every_row_and_fails_at_the_end(tmp_path):
+    """Rows that cannot be built (NaN, inf, a word for a number) are listed by case; the others are
+    still predicted; the exit code is 2 at the end (was: the first bad row aborted the file)."""
+    from conftest import REPO
+
+    df = pd.read_csv(REPO / "parallmelism" / "cases" / "training_measured.csv", dtype=str, keep_default_na=False)
+    df.loc[1, "hidden"] = "nan"
+    df.loc[3, "step_time_s"] = "inf"
+    df.loc[5, "tp"] = "x"
+    df.to_csv(tmp_path / "cases.csv", index=False)
+    res = CliRunner().invoke(app, ["validate", "--cases", str(tmp_path / "cases.csv")])
+    assert res.exit_code == 2
+    out = res.output
+    assert f"step_time_s: {len(df) - 3} cases" in out
+    for case, col in ((df.loc[1, "case"], "hidden"), (df.loc[3, "case"], "step_time_s"), (df.loc[5, "case"], "tp")):
+        assert f"could not build case {case}" in out and col in out
+    assert "3 case rows could not be built" in out
+
+
+def test_validate_applies_hardware_overrides_and_refuses_others():
+    from parallmelism.validate.runner import run_validation
+    from conftest import REPO
+
+    cases = [REPO / "parallmelism" / "cases" / "training_measured.csv"]
+    base = run_validation(cases, [], None).set_index("case")["predicted"]
+    slower = run_validation(cases, ["hardware.overheads.step_fixed_ms=1000"], None).set_index("case")["predicted"]
+    assert (slower > base + 0.85).all()  # 0.9-0.98 s more per step on every case (A100 100 ms, H100 20 ms before)
+    code, out = cli("validate", "workload.seq_len=4096")
+    assert code == 2 and "hardware.* overrides only" in out

@@ -319,6 +319,14 @@ def validate(
             console.print(line)
         if out is not None:
             console.print(f"wrote {len(table)} rows to {out}")
+        failed = table.attrs.get("failed", [])
+        if failed:
+            err = _console(stderr=True)
+            for f in failed:
+                err.print(f"could not build case {f['case']} ({f['file']}): {f['reason']}", markup=False)
+            err.print(f"{len(failed)} case row{'s' if len(failed) > 1 else ''} could not be built; the table above "
+                      "holds the others", markup=False)
+            raise typer.Exit(2)
         if max_error is not None and (table["error_pct"].abs() > max_error).any():
             worst = table.loc[table["error_pct"].abs().idxmax()]
             _console(stderr=True).print(f"case {worst['case']} ({worst['quantity']}) is off by "

@@ -281,9 +281,30 @@ def to_run_config(cfg):
     data.pop("hydra", None)
     _check_magnitudes(data)
     try:
-        return RunConfig.model_validate(data)
+        run = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise UserError(format_validation_error(exc)) from None
+    _check_derived_sizes(run)
+    return run
+
+
+def _check_derived_sizes(run) -> None:
+    """Sizes derived from valid inputs must fit the int64/float64 array math too: the parameter
+    count (bytes are 18 per parameter) and one layer's activation elements of a step (s·B·h) stay
+    below 2**53 / 64, so every product the cost model forms is exact."""
+    from ..cost.params import total_params
+
+    limit = MAX_INT // 64
+    model = run.model
+    params = total_params(model)
+    if params > limit:
+        raise UserError(f"model {model.name} has {float(params):.3g} parameters (hidden={model.hidden}, "
+                        f"layers={model.layers}); sizes beyond {float(limit):.3g} are not modelled")
+    wl = run.workload
+    tokens = getattr(wl, "seq_len", getattr(wl, "input_len", 1)) * getattr(wl, "global_batch", getattr(wl, "batch", 1))
+    if tokens * model.hidden > limit:
+        raise UserError(f"one layer of a step holds {float(tokens * model.hidden):.3g} activation elements "
+                        f"(tokens x hidden); sizes beyond {float(limit):.3g} are not modelled")
 
 
 # Integers beyond 2**53 are not sizes of anything and overflow the int64 array math downstream.

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, m
 class Efficiency(BaseModel):
     """Achievable fractions of peak, set once per accelerator (never per case)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     matmul: float = Field(0.75, gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
     attention: float = Field(0.6, gt=0, le=1, description="flash attention core, fraction of peak")
@@ -49,7 +49,7 @@ class Kernels(BaseModel):
     """Kernel-level efficiency source (cost/kernels.py): a measured kernel table, or the rule for
     accelerators without one (the reference H100 table's residuals on this accelerator's physics)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     table: Optional[str] = Field(None, description="kernel table CSV (validate/kernel_table.py format), "
                                  "relative to hardware/ or absolute; None: the H100 rule")
@@ -64,7 +64,7 @@ class Overheads(BaseModel):
     """Named end-to-end overheads beyond kernels and exposed links (cost/overheads.py), fitted once
     per accelerator by `python -m parallmelism.validate.calibrate`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     layer_launch_us: float = Field(0.0, ge=0, description="per layer per micro-batch (fwd + bwd), µs")
     comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
@@ -74,7 +74,7 @@ class Overheads(BaseModel):
 
 
 class ScaleUp(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = ""
     domain_size: PositiveInt = Field(description="GPUs that share the scale-up fabric (NVLink domain)")
@@ -83,7 +83,7 @@ class ScaleUp(BaseModel):
 
 
 class ScaleOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = ""
     bandwidth_gbps: PositiveFloat = Field(description="per GPU, per direction, GB/s")
@@ -91,7 +91,7 @@ class ScaleOut(BaseModel):
 
 
 class AcceleratorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     display_name: Optional[str] = None

@@ -20,7 +20,7 @@ def _as_list(value):
 
 
 class GridSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     ngpus: list[PositiveInt] = Field(min_length=1)
     tp: Optional[list[PositiveInt]] = None

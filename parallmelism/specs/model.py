@@ -14,7 +14,7 @@ class MoESpec(BaseModel):
     (l - first_dense_layers) % layer_freq == 0 (Megatron `--moe-layer-freq`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     num_experts: PositiveInt
     top_k: PositiveInt
@@ -46,7 +46,7 @@ class MLASpec(BaseModel):
     (heads = kv heads after decompression).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     q_lora_rank: Optional[PositiveInt] = Field(None, description="None: no query compression")
     kv_lora_rank: PositiveInt
@@ -62,7 +62,7 @@ class MLASpec(BaseModel):
 class ModelSpec(BaseModel):
     """Shapes of the model. Notation follows `formulas.md`: h, L, a, g, d, I, V."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     display_name: Optional[str] = None

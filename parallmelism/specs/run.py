@@ -14,7 +14,7 @@ from .workload import InferenceWorkload, TrainWorkload
 
 
 class OutputSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     path: Optional[str] = Field(None, description="file to write; default results/<model>_<hardware>_<workload>.<fmt>")
     format: Literal["csv", "parquet"] = "csv"
@@ -24,7 +24,7 @@ class OutputSpec(BaseModel):
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: ModelSpec
     hardware: AcceleratorSpec

@@ -77,8 +77,33 @@ def _context(overrides, config_dirs):
             cache[name] = _load_option("hardware", name, hw_files)
         return cache[name]
 
-    base = to_run_config(compose(overrides, config_dirs))
+    # validate builds the model, workload and layout of every case from its row; an override may
+    # change the accelerators (hardware.*: efficiencies, overheads, links), applied to each case's
+    hw_overrides = [o for o in overrides if o.lstrip("+~").startswith("hardware.")]
+    other = [o for o in overrides if o not in hw_overrides]
+    if other:
+        raise UserError(f"validate takes hardware.* overrides only (each case row sets its model, workload and "
+                        f"layout); not {other[0]!r}")
+    if hw_overrides:
+        def hardware_of(name):  # noqa: F811  (the overridden accelerator, composed as a sweep would)
+            if name not in hw_files:
+                raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
+            if name not in cache:
+                cache[name] = to_run_config(compose([f"hardware={name}", *hw_overrides], config_dirs)).hardware
+            return cache[name]
+
+    base = to_run_config(compose(hw_overrides, config_dirs))
     return models, hardware_of, base.output
+
+
+NON_FINITE = {"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+def _check_finite(row) -> None:
+    """A NaN or infinite value anywhere in a case row is one sentence naming the case and column."""
+    for col, v in row.iloc[0].items():
+        if isinstance(v, str) and v.strip().lower() in NON_FINITE:
+            raise UserError(f"column {col}={v!r} is not a finite number")
 
 
 def run_validation(case_files, overrides, config_dirs):
@@ -88,7 +113,7 @@ def run_validation(case_files, overrides, config_dirs):
 
     files = list(case_files or shipped_case_files())
     ctx = _context(overrides, config_dirs)
-    out = []
+    out, failed = [], []
     for f in files:
         f = Path(f)
         if not f.is_file():
@@ -100,16 +125,26 @@ def run_validation(case_files, overrides, config_dirs):
         df = df.replace({"": None})
         for _, (cols, handler) in CASE_KINDS.items():
             if all(c in df.columns for c in cols):
-                out += handler(df, ctx)
+                for i in range(len(df)):  # every row: one that cannot be built is reported, not fatal
+                    row = df.iloc[[i]].reset_index(drop=True)
+                    try:
+                        _check_finite(row)
+                        out += handler(row, ctx)
+                    except UserError as exc:
+                        failed.append({"case": str(row["case"].iloc[0]), "file": f.name, "reason": str(exc)})
                 break
         else:
             known = "; ".join(f"{k}: {', '.join(c)}" for k, (c, _) in CASE_KINDS.items())
             raise UserError(f"case file {str(f)!r} has none of the known column sets ({known})")
     table = pd.DataFrame(out)
     if len(table) == 0:
+        if failed:
+            raise UserError(f"no case could be built; the first: {failed[0]['case']}: {failed[0]['reason']}")
         raise UserError("the case files hold no cases")
     table["error_pct"] = 100.0 * (table["predicted"] - table["measured"]) / table["measured"]
-    return table[["case", "quantity", "unit", "measured", "predicted", "error_pct", "source"]]
+    table = table[["case", "quantity", "unit", "measured", "predicted", "error_pct", "source"]]
+    table.attrs["failed"] = failed  # rows that could not be built: (case, file, reason)
+    return table
 
 
 def summary(table) -> list[str]:
