@@ -81,3 +81,15 @@ def test_tables_fit_the_terminal_without_cutting(width):
                 cell = f"{v:,.2f}" if isinstance(v, float) and abs(v) < 1e6 else None
                 if cell:
                     assert cell in text
+
+
+def test_show_puts_fit_first_and_warns_when_it_does_not_fit():
+    code, out = cli("show", "model=llama3.1-405b", "grid.ngpus=[8]", "grid.tp=[1]", "grid.pp=[1]",
+                    "grid.dp_sharding=[NO_OP]", "grid.micro_batch=[1]", "grid.recompute=[full]")
+    assert code == 0, out
+    first = out.strip().splitlines()[0]
+    assert first.startswith("warning: this layout does not fit") and "GiB per GPU" in first
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert rows[0].split("│")[1].strip() == "fits"
+    code, out = cli("show", "model=llama3.1-8b", "grid.ngpus=[8]", "grid.tp=[8]", "grid.pp=[1]")
+    assert code == 0 and out.strip().splitlines()[0].startswith("fits: "), out

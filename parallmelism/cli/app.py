@@ -227,6 +227,8 @@ def show(
         console = _console()
         title = "layout" if len(df) == 1 else f"best of {len(df):,} matching layouts (pin more grid keys to choose)"
         run = runs[0][1]
+        row = _fit_first(row)
+        _print_fit_line(console, row, run.hardware)
         if run.workload.kind == "inference":
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
@@ -245,6 +247,29 @@ def show(
             console.print(table)
     except UserError as exc:
         _fail(str(exc))
+
+
+FIT_COLUMNS = ("fits", "mem_total_gib", "mem_headroom_gib")
+
+
+def _fit_first(row: dict) -> dict:
+    """show's record with fit and memory headroom first: the first thing to know about a layout."""
+    first = {k: row[k] for k in FIT_COLUMNS if k in row}
+    return {**first, **{k: v for k, v in row.items() if k not in first}}
+
+
+def _print_fit_line(console, row: dict, hw) -> None:
+    if "fits" not in row or "mem_total_gib" not in row:
+        return
+    usable = hw.hbm_usable_gib if getattr(hw, "hbm_usable_gib", None) else hw.hbm_capacity_gib
+    need = float(row["mem_total_gib"])
+    if bool(row["fits"]):
+        console.print(f"fits: {need:,.1f} GiB per GPU of {usable:,.1f} GiB usable on {hw.name} "
+                      f"({usable - need:,.1f} GiB headroom)", markup=False)
+    else:
+        console.print(f"warning: this layout does not fit: it needs {need:,.1f} GiB per GPU and {hw.name} has "
+                      f"{usable:,.1f} GiB usable; its times describe a layout that cannot run", style="bold red",
+                      markup=False)
 
 
 @app.command("list")
