@@ -93,3 +93,22 @@ def test_show_puts_fit_first_and_warns_when_it_does_not_fit():
     assert rows[0].split("│")[1].strip() == "fits"
     code, out = cli("show", "model=llama3.1-8b", "grid.ngpus=[8]", "grid.tp=[8]", "grid.pp=[1]")
     assert code == 0 and out.strip().splitlines()[0].startswith("fits: "), out
+
+
+def test_readme_ci_compare_recipe_works_as_written(tmp_path, monkeypatch):
+    """The README's regression-check recipe: its sweep is the golden's grid, its tolerances file ships."""
+    import shlex
+
+    from conftest import REPO
+
+    lines = [line for line in (REPO / "README.md").read_text().splitlines()
+             if line.startswith("parallmelism sweep -q model=llama3.1-70b hardware=h100")
+             or line.startswith("parallmelism compare tests/golden/")]
+    assert len(lines) == 2, lines
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        args = [a.replace("tests/golden/", f"{REPO}/tests/golden/").replace("conf/compare/", f"{REPO}/conf/compare/")
+                for a in shlex.split(line)[1:]]
+        code, out = cli(*args)
+        assert code == 0, (line, out)
+    assert "within tolerance" in out
