@@ -110,3 +110,19 @@ def test_validate_applies_hardware_overrides_and_refuses_others():
     assert (slower > base + 0.85).all()  # 0.9-0.98 s more per step on every case (A100 100 ms, H100 20 ms before)
     code, out = cli("validate", "workload.seq_len=4096")
     assert code == 2 and "hardware.* overrides only" in out
+
+
+def test_case_rows_find_shipped_models_by_alias_or_architecture():
+    """'Grok-1 314B' is grok-1 (a MoE), not a dense model built from the columns; a row whose
+    architecture columns equal a shipped model's gets that model; disagreeing columns do not match."""
+    from parallmelism.validate.cases import model_of
+    from parallmelism.validate.runner import _context
+
+    models = _context([], None)[0]
+    grok = models["grok-1"]
+    assert model_of({"case": "c", "model_desc": "Grok-1 314B"}, models) is grok
+    row = {"case": "c", "model_desc": "some MoE", "hidden": str(grok.hidden), "layers": str(grok.layers),
+           "heads": str(grok.heads), "vocab": str(grok.vocab), "experts": str(grok.moe.num_experts)}
+    assert model_of(row, models) is grok
+    other = dict(row, model_desc="Grok-1 custom", layers=str(grok.layers + 2), ffn=str(grok.ffn_hidden))
+    assert model_of(other, models).name == "c"  # built from its own columns

@@ -78,6 +78,28 @@ def sharding_of(row) -> str:
     return "NO_OP"
 
 
+def _alias_key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
+ARCHITECTURE_COLUMNS = {"hidden": "hidden", "layers": "layers", "heads": "heads", "kv_heads": "kv_heads",
+                        "ffn": "ffn_hidden", "vocab": "vocab"}
+
+
+def _architecture_agrees(row, spec) -> bool:
+    """Every architecture column the row gives equals the shipped model's value."""
+    for col, attr in ARCHITECTURE_COLUMNS.items():
+        v = get(row, col)
+        if v is not None and as_int(row, col) != getattr(spec, attr):
+            return False
+    if get(row, "experts") is not None:
+        if not spec.is_moe or as_int(row, "experts") != spec.moe.num_experts:
+            return False
+        if get(row, "top_k") is not None and as_int(row, "top_k") != spec.moe.top_k:
+            return False
+    return True
+
+
 def model_of(row, shipped_models: dict):
     """ModelSpec for a case row (see module docstring)."""
     from ..specs import ModelSpec
@@ -90,6 +112,18 @@ def model_of(row, shipped_models: dict):
     desc = str(get(row, "model_desc", "")).strip().lower()
     for spec in shipped_models.values():
         if spec.display_name and spec.display_name.lower() == desc:
+            return spec
+    # an alias: the shipped name or display name at the start of the description ("Grok-1 314B" is
+    # grok-1), accepted when the row's architecture columns, where given, agree with that model
+    key = _alias_key(desc)
+    for spec in shipped_models.values():
+        aliases = {_alias_key(spec.name), _alias_key(spec.display_name or "")} - {""}
+        if key and any(key.startswith(a) for a in aliases) and _architecture_agrees(row, spec):
+            return spec
+    # the architecture columns of a shipped model (its MoE and attention details come with it)
+    for spec in shipped_models.values():
+        if all(get(row, c) is not None for c in ("hidden", "layers", "heads", "vocab")) and \
+                _architecture_agrees(row, spec) and (get(row, "experts") is None or spec.is_moe):
             return spec
     require(row, ["hidden", "layers", "heads", "ffn", "vocab"], "this")
     h, ffn = as_int(row, "hidden"), as_int(row, "ffn")
