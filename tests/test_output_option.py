@@ -133,3 +133,18 @@ def test_best_near_misses_stay_within_the_stated_memory_margin():
                               mem_headroom_gib=-24.0)])
     table = best_table(fit, over, top=4)
     assert table["tp"].tolist() == [1, 2]  # the 10 % miss is listed, the 30 % one is not
+
+
+def test_any_file_name_works_with_out_and_quoting_is_explained(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = "ü(2), x.csv"
+    code, out = cli("sweep", "-q", *SMALL, "--out", name)
+    assert code == 0, out
+    assert (tmp_path / name).is_file()
+    code, out = cli("sweep", "-q", *SMALL, 'output.path="q(1) ü.csv"')  # Hydra-quoted
+    assert code == 0, out
+    assert (tmp_path / "q(1) ü.csv").is_file()
+    code, out = cli("sweep", "-q", *SMALL, "output.path=r(1).csv")  # unquoted: says how to quote
+    assert code == 2 and "quote the value" in out, out
+    code, out = cli("sweep", "-q", *SMALL, "--out", "a.csv", "output.path=b.csv")
+    assert code == 2 and "disagree" in out

@@ -119,7 +119,7 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
 
 
 def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optional[int] = None,
-              wide: bool = False):
+              wide: bool = False, out_path: Optional[Path] = None):
     """Evaluate every run of a (possibly swept) command line, write one table, print the best rows."""
     import pandas as pd
 
@@ -138,6 +138,10 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
         raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
                         "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
     path = None
+    if out_path is not None:  # --out, the spelling every command takes; output.path= must agree
+        if out.path and Path(out.path) != Path(out_path):
+            raise UserError(f"--out {str(out_path)!r} and output.path={out.path!r} disagree; give one of them")
+        out = out.model_copy(update={"path": str(out_path), "write": True})
     if out.write:  # checked before the computation, not after it
         if out.path:
             path, fmt = check_output_path(out.path, out.format if out.format != "csv" else None)
@@ -179,6 +183,8 @@ def sweep(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no tables, just where it wrote"),
     top: Optional[int] = typer.Option(None, "--top", help="rows in the terminal table"),
     wide: bool = WIDE,
+    out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="write the table here (.csv or .parquet; "
+                                            "the same as output.path=, which needs quotes around , ( ) and non-ASCII)"),
 ):
     """Evaluate every valid layout and write a CSV (default: results/<model>_<hardware>_<workload>.csv)."""
     from ..errors import UserError
@@ -191,7 +197,7 @@ def sweep(
             from .hydra_entry import run_multirun
 
             return run_multirun(overrides, config_dir)
-        run_sweep(overrides, config_dir, quiet=quiet, top=top, wide=wide)
+        run_sweep(overrides, config_dir, quiet=quiet, top=top, wide=wide, out_path=out_path)
     except UserError as exc:
         _fail(str(exc))
 

@@ -197,6 +197,10 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
     if isinstance(exc, OverrideParseException):
+        key, eq, value = str(exc.override).partition("=")
+        if eq and (any(ch in value for ch in "()[]{}'\" ,:") or not value.isascii()):
+            return (f"Hydra's override grammar cannot read {exc.override!r} unquoted; quote the value: "
+                    f"'{key}=\"{value}\"' (for output paths, --out PATH takes any name)")
         return f"malformed override {exc.override!r}; expected key=value"
     if isinstance(exc, MissingConfigException):
         group, _, name = (exc.missing_cfg_file or "").rpartition("/")
