@@ -198,7 +198,7 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
 
     if isinstance(exc, OverrideParseException):
         key, eq, value = str(exc.override).partition("=")
-        if eq and (any(ch in value for ch in "()[]{}'\" ,:") or not value.isascii()):
+        if eq and (any(ch in value for ch in "() ") or not value.isascii()):  # not Hydra syntax: a quoting slip
             return (f"Hydra's override grammar cannot read {exc.override!r} unquoted; quote the value: "
                     f"'{key}=\"{value}\"' (for output paths, --out PATH takes any name)")
         return f"malformed override {exc.override!r}; expected key=value"
