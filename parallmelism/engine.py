@@ -8,7 +8,6 @@ from .cost.memory import MEM_STAGES, training_memory
 from .cost.params import total_params
 from .cost.pipeline import bubble_rate
 from .cost.steptime import BOUND_NAMES, training_time
-from .errors import UserError
 from .grid import RECOMPUTE_CODE, SHARDING_CODE, enumerate_training_layouts
 from .schema import TRAINING_COLUMNS
 from .specs import RunConfig

@@ -1,6 +1,5 @@
 """Activation memory against Korthikanti et al. 2022 (Table 2 and the interleaving factor)."""
 
-import numpy as np
 import pytest
 
 from parallmelism.cost.activations import inflight_micro_batches, layer_activation_bytes

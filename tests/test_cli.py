@@ -1,11 +1,10 @@
 """The command line end to end: sweep, show, list, validate, --cfg, config folders, bad input."""
 
-import os
 
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO, invoke, run_cli, shared_reference
+from tests.conftest import invoke, run_cli, shared_reference
 
 REQUIRED = ("model hardware ngpus tp pp cp ep dp vpp micro_batch num_micro_batches dp_sharding recompute "
             "sequence_parallel params_total params_per_gpu mem_weights_gib mem_grads_gib mem_optimizer_gib "
@@ -17,7 +16,7 @@ def test_default_sweep_no_arguments(tmp_path):
     r = run_cli("sweep", "--quiet", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "results" / "llama3.1-70b_h100-sxm-80gb_train.csv"
-    assert out.is_file() and f"wrote" in r.stdout
+    assert out.is_file() and "wrote" in r.stdout
     df = pd.read_csv(out)
     assert set(REQUIRED) <= set(df.columns)
     assert set(df["ngpus"]) == {64, 128, 256, 512}

@@ -1,7 +1,6 @@
 """Per-axis training communication against the frameworks' schedules (Megatron-LM alltoall MoE
 dispatcher, pipeline P2P) and the exposed <= link invariant."""
 
-import numpy as np
 import pytest
 
 from parallmelism.config import load_option

@@ -61,7 +61,7 @@ def test_total_params_exact_and_official():
 
 
 def test_total_params_closed_form():
-    h, L, a, I, V, E, k, Ie, fd = 7168, 61, 128, 18432, 129280, 256, 8, 2048, 3
+    h, L, a, I, V, E, Ie, fd = 7168, 61, 128, 18432, 129280, 256, 2048, 3
     attn = mla_layer_closed_form(h, a, 1536, 512, 128, 64, 128)
     assert attn == 187_107_328
     dense = attn + 3 * h * I + 2 * h
@@ -202,7 +202,7 @@ def test_model_flops_closed_form_deepseek_v3():
     from parallmelism.cost.flops import attention_core_forward_flops, model_flops_per_step
 
     m = load_option("model", "deepseek-v3")
-    h, L, I, V, E, k, Ie, fd, s, B = 7168, 61, 18432, 129280, 256, 8, 2048, 3, 4096, 2
+    h, L, I, V, k, Ie, fd, s, B = 7168, 61, 18432, 129280, 8, 2048, 3, 4096, 2
     attn = mla_attention_fwd_flops_per_token(h, 128, 1536, 512, 128, 64, 128, s)
     dense_mlp, moe_mlp = 2 * 3 * h * I, 2 * 3 * h * Ie * (k + 1)  # top-8 routed + 1 shared (router excluded)
     fwd_per_token = L * attn + fd * dense_mlp + (L - fd) * moe_mlp + 2 * h * V

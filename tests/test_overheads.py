@@ -1,6 +1,5 @@
 """Named overheads (cost/overheads.py): each term adds what its units say, and show prints them."""
 
-import numpy as np
 import pytest
 
 from conftest import invoke

@@ -56,7 +56,7 @@ def test_llama_closed_form_per_layer():
 
 def test_per_gpu_shards_sum_to_total():
     m = load_option("model", "llama3.1-70b")
-    tp, pp = np.array([1, 8]), np.array([1, 1])
+    tp = np.array([1, 8])
     p = params_per_gpu(m, tp, np.array([1, 1]), 80, 0, True, True)
     assert p["total"][0] == total_params(m)
     # TP=8 with 8 KV heads: every matrix splits 8 ways; norms stay replicated on every rank

@@ -1,6 +1,5 @@
 """Step-time validation on the shipped published runs (parallmelism/cases/training_measured.csv)."""
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
