@@ -134,3 +134,14 @@ def test_dataset_folders_honour_the_umask(tmp_path):
         os.umask(old)
     assert res.exit_code == 0, res.output
     assert (tmp_path / "all").stat().st_mode & 0o777 == 0o755
+
+
+def test_plot_into_a_file_where_a_folder_should_be_is_one_sentence(tmp_path):
+    from parallmelism.cli.app import app
+    from typer.testing import CliRunner
+
+    (tmp_path / "blocker").write_text("x")
+    res = CliRunner().invoke(app, ["plot", "memory", "model=llama3.1-8b", "grid.ngpus=[8]", "-q",
+                                   "--out", str(tmp_path / "blocker" / "m.png")])
+    assert res.exit_code == 2, res.output
+    assert "cannot write" in res.output and "Traceback" not in res.output

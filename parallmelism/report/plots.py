@@ -38,14 +38,24 @@ def _save(fig, out: Path) -> Path:
     import os
     import tempfile
 
+    from ..errors import UserError
+    from .writer import honour_umask, write_error_reason
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
+    except OSError as exc:  # a read-only folder, a file where a folder should be
+        _plt().close(fig)
+        raise UserError(f"cannot write {str(out)!r}: {write_error_reason(exc)}") from None
     os.close(fd)
     try:
         fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), dpi=130, bbox_inches="tight")
-        os.chmod(tmp, 0o644)
+        honour_umask(tmp, 0o666)
         os.replace(tmp, out)
+    except OSError as exc:  # disk full, quota: the old picture stays
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"cannot write {str(out)!r}: {write_error_reason(exc)}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
