@@ -26,7 +26,8 @@ MODELS = sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
 AXES = ("tp", "cp", "ep", "dp", "pp")
 LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
-SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 REL = 1e-9
 
 
@@ -90,10 +91,12 @@ def _fp8_vs_bf16(overrides):
     return _paired(fp8, bf16) if len(fp8) else None
 
 
-@pytest.mark.xfail(reason="issue 11 (fp8 kernel model): the fp8 weight copies' bytes (optimizer step, not hidden) "
-                          "outweigh the fp8 GEMM saving on some rows, and the smaller backward hides less DP "
-                          "traffic: deepseek-v3 on 64 B200, dp 64 NO_OP comes out 0.4 % slower in fp8 (compute "
-                          "too on some rows)", strict=False)
+@pytest.mark.xfail(reason="known gap (issue 10/11): Transformer Engine's casts (input and output-gradient amax, "
+                          "cast and transpose per GEMM) and the fp8 weight copies written after every optimizer step "
+                          "cost more HBM time than fp8 saves on small per-GPU GEMMs (high tp, micro-batch 1) and on MoE "
+                          "experts: up to ~5 % slower steps on the shipped models. Strict: the day fp8 is never slower "
+                          "(e.g. a per-GEMM bf16 fallback as recipes do for small layers), this reports XPASS",
+                   strict=True)
 @SETTINGS
 @given(runs())
 def test_fp8_step_never_slower_than_bf16(overrides):
