@@ -118,6 +118,19 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
     return Path(folder) / f"{model}_{hw}_{kind}.{fmt}"
 
 
+def check_one_output_path(out: Optional[Path], paths: set) -> None:
+    """--out and output.path= (Hydra's spelling) name one file: several output.path values (Hydra
+    split a comma in it: a sweep) or the two disagreeing is one sentence."""
+    from ..errors import UserError
+
+    if len(paths) > 1:
+        raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
+                        "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
+    given = next((p for p in paths if p), None)
+    if out is not None and given and Path(given) != Path(out):
+        raise UserError(f"--out {str(out)!r} and output.path={str(given)!r} disagree; give one of them")
+
+
 def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optional[int] = None,
               wide: bool = False, out_path: Optional[Path] = None):
     """Evaluate every run of a (possibly swept) command line, write one table, print the best rows."""
@@ -134,13 +147,9 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
 
     runs = load_run_configs(overrides, config_dirs)
     out = runs[0][1].output
-    if len({rc.output.path for _, rc in runs}) > 1:
-        raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
-                        "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
+    check_one_output_path(out_path, {rc.output.path for _, rc in runs})
     path = None
-    if out_path is not None:  # --out, the spelling every command takes; output.path= must agree
-        if out.path and Path(out.path) != Path(out_path):
-            raise UserError(f"--out {str(out_path)!r} and output.path={out.path!r} disagree; give one of them")
+    if out_path is not None:  # --out, the spelling every command takes
         out = out.model_copy(update={"path": str(out_path), "write": True})
     if out.write:  # checked before the computation, not after it
         if out.path:
@@ -267,7 +276,7 @@ def _fit_first(row: dict) -> dict:
 def _print_fit_line(console, row: dict, hw) -> None:
     if "fits" not in row or "mem_total_gib" not in row:
         return
-    usable = hw.hbm_usable_gib if getattr(hw, "hbm_usable_gib", None) else hw.hbm_capacity_gib
+    usable = hw.hbm_usable_gib
     need = float(row["mem_total_gib"])
     if bool(row["fits"]):
         console.print(f"fits: {need:,.1f} GiB per GPU of {usable:,.1f} GiB usable on {hw.name} "

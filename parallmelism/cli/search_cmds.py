@@ -54,19 +54,12 @@ def _load(overrides, config_dirs):
 
 def _out_of(out: Optional[Path], runs) -> Optional[Path]:
     """--out, or the Hydra spelling output.path= (the two must agree when both are given)."""
-    from ..errors import UserError
     from ..report.writer import check_output_path
+    from .app import check_one_output_path
 
     paths = {r.output.path for r in runs if r.output.path}
-    if len(paths) > 1:
-        raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
-                        "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
-    if paths:
-        given = check_output_path(paths.pop())[0]
-        if out is not None and Path(out) != given:
-            raise UserError(f"--out {str(out)!r} and output.path={str(given)!r} disagree; give one of them")
-        return given
-    return out
+    check_one_output_path(out, paths)
+    return check_output_path(paths.pop())[0] if paths else out
 
 
 def stream_with_progress(runs, collectors, quiet: bool, chunk_rows: int = 1 << 18, label: str = "evaluating"):
@@ -203,7 +196,7 @@ def best(
             if len(runs) == 1:  # one model and accelerator: say it once, in the title
                 cols = cols[2:]
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
-            console.print(frame_table(width=console.width, df=table, columns=cols,
+            console.print(frame_table(table, columns=cols, width=console.width,
                                       title=f"fastest layouts that fit{where} ({res.evaluated:,} layouts evaluated)"))
         _write(table, out, console)
     except UserError as exc:
@@ -270,7 +263,7 @@ def pareto(
             if len(runs) == 1:
                 show = show[2:]
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
-            console.print(frame_table(width=console.width, df=df, columns=list(dict.fromkeys(show)),
+            console.print(frame_table(df, columns=list(dict.fromkeys(show)), width=console.width,
                                       title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)"))
         _write(df, out, console)
     except UserError as exc:
@@ -398,7 +391,7 @@ def plan_train(
             f"no layout fits in memory at {', '.join(map(str, run.grid.ngpus))} GPUs; add counts with plan.ngpus=[...]")
         console = _console()
         if not quiet and len(table):
-            console.print(frame_table(width=console.width, df=table, columns=["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch",
+            console.print(frame_table(table, width=console.width, columns=["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch",
                                                       "dp_sharding", "recompute", "time_step_s", "days", "gpu_hours",
                                                       "energy_mwh", "cost_usd", "chosen"],
                                       title="fastest layout per GPU count"))
@@ -493,7 +486,7 @@ def plan_serve(
         binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
         console = _console()
         if not quiet:
-            console.print(frame_table(width=console.width, df=table.head(10), columns=["replica_gpus", "tp", "pp", "sp", "ep", "batch",
+            console.print(frame_table(table.head(10), width=console.width, columns=["replica_gpus", "tp", "pp", "sp", "ep", "batch",
                                                                "ttft_ms", "tpot_ms", "replicas", "total_gpus",
                                                                "usd_per_million_output_tokens"],
                                       title="cheapest serving layouts"))

@@ -160,18 +160,20 @@ def _check_csv_complete(path: Path) -> None:
         fh.seek(max(0, size - 65536))
         tail = fh.read()
     if not tail.endswith(b"\n"):
-        with open(path, "rb") as fh:
-            n = sum(1 for _ in fh)
-        raise UserError(f"{str(path)!r} is truncated: line {n}, its last, ends without a line break; "
-                        "re-create the file")
+        raise UserError(f"{str(path)!r} is truncated: line {_line_count(path)}, its last, ends without a line "
+                        "break; re-create the file")
     last = tail.rstrip(b"\r\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
     n_header = len(next(csv.reader([header.decode("utf-8", "replace").rstrip("\r\n")])))
     n_last = len(next(csv.reader([last]))) if last else n_header
     if n_last != n_header:
-        with open(path, "rb") as fh:
-            n = sum(1 for _ in fh)
-        raise UserError(f"{str(path)!r} is truncated: line {n} has {n_last} of the header's {n_header} fields; "
-                        "re-create the file")
+        raise UserError(f"{str(path)!r} is truncated: line {_line_count(path)} has {n_last} of the header's "
+                        f"{n_header} fields; re-create the file")
+
+
+def _line_count(path: Path) -> int:
+    """Lines in a file (the last one counted with or without its line break), for error messages."""
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
 
 
 def table_kind(df) -> str:

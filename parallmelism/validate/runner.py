@@ -70,13 +70,6 @@ def _context(overrides, config_dirs):
     hw_files = option_files("hardware", user_dirs)
     cache = {}
 
-    def hardware_of(name):
-        if name not in hw_files:
-            raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
-        if name not in cache:
-            cache[name] = _load_option("hardware", name, hw_files)
-        return cache[name]
-
     # validate builds the model, workload and layout of every case from its row; an override may
     # change the accelerators (hardware.*: efficiencies, overheads, links), applied to each case's
     hw_overrides = [o for o in overrides if o.lstrip("+~").startswith("hardware.")]
@@ -84,13 +77,15 @@ def _context(overrides, config_dirs):
     if other:
         raise UserError(f"validate takes hardware.* overrides only (each case row sets its model, workload and "
                         f"layout); not {other[0]!r}")
-    if hw_overrides:
-        def hardware_of(name):  # noqa: F811  (the overridden accelerator, composed as a sweep would)
-            if name not in hw_files:
-                raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
-            if name not in cache:
-                cache[name] = to_run_config(compose([f"hardware={name}", *hw_overrides], config_dirs)).hardware
-            return cache[name]
+
+    def hardware_of(name):
+        """The case's accelerator: its file, or composed with the hardware.* overrides as a sweep would."""
+        if name not in hw_files:
+            raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
+        if name not in cache:
+            cache[name] = (to_run_config(compose([f"hardware={name}", *hw_overrides], config_dirs)).hardware
+                           if hw_overrides else _load_option("hardware", name, hw_files))
+        return cache[name]
 
     base = to_run_config(compose(hw_overrides, config_dirs))
     return models, hardware_of, base.output

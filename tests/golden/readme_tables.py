@@ -20,8 +20,8 @@ def current_rows() -> list[str]:
     from parallmelism.validate.runner import run_validation
 
     table = run_validation([CASES], [], None)
-    return [f"| {r.case} | {r.measured:.3f} | {r.predicted:.3f} | {r.error_pct:+.1f} % |".replace("-", "−")
-            .replace(f"| {r.case.replace('-', '−')} |", f"| {r.case} |")
+    minus = str.maketrans("-", "−")  # the README's typographic minus, in the error column only
+    return [f"| {r.case} | {r.measured:.3f} | {r.predicted:.3f} | {f'{r.error_pct:+.1f} %'.translate(minus)} |"
             for r in table.itertuples()]
 
 
