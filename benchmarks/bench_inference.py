@@ -26,8 +26,13 @@ from parallmelism.engine import evaluate  # noqa: E402
 BATCHES = "grid.batch=[1,2,4,8,16,32,64,128,256,512]"
 CASES = {
     "llama70b": ["model=llama3.1-70b", "grid.ngpus=[8,16,32,64,128,256,512]", BATCHES],
-    "llama405b-fp8": ["model=llama3.1-405b", "workload.weight_dtype=fp8", "workload.precision=fp8",
-                      "grid.ngpus=[8,16,32,64,128,256,512,1024]", BATCHES],
+    "llama405b-fp8": [
+        "model=llama3.1-405b",
+        "workload.weight_dtype=fp8",
+        "workload.precision=fp8",
+        "grid.ngpus=[8,16,32,64,128,256,512,1024]",
+        BATCHES,
+    ],
     "mixtral-8x22b": ["model=mixtral-8x22b", "grid.ngpus=[8,16,32,64,128,256,512]", BATCHES],
 }
 
@@ -35,7 +40,7 @@ CASES = {
 def run_cases():
     rates = {}
     for name, overrides in CASES.items():
-        (_, run), = load_run_configs(["workload=inference", *overrides])
+        ((_, run),) = load_run_configs(["workload=inference", *overrides])
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
@@ -52,8 +57,9 @@ def rates_at(rev: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(root), "archive", rev], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        out = subprocess.run([sys.executable, "benchmarks/bench_inference.py"], cwd=tmp, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, "benchmarks/bench_inference.py"], cwd=tmp, check=True, capture_output=True, text=True
+        ).stdout
     print(f"at {rev}:\n{out}", end="")
     return {m.group(1): float(m.group(2).replace(",", "")) for m in re.finditer(r"(\S+): .*= +([\d,]+) rows/s", out)}
 

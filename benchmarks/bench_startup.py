@@ -27,8 +27,13 @@ REPEATS = 7
 
 def _time(cwd: Path, args: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "parallmelism", *args], cwd=cwd, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "parallmelism", *args],
+        cwd=cwd,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -42,8 +47,10 @@ def main():
                 theirs.append(_time(other, args))
         line = f"{name:>24}: median {statistics.median(mine):.3f} s, best {min(mine):.3f} s"
         if other is not None:
-            line += (f" | other median {statistics.median(theirs):.3f} s, best {min(theirs):.3f} s"
-                     f" | ratio {statistics.median(mine) / statistics.median(theirs):.3f}")
+            line += (
+                f" | other median {statistics.median(theirs):.3f} s, best {min(theirs):.3f} s"
+                f" | ratio {statistics.median(mine) / statistics.median(theirs):.3f}"
+            )
         print(line)
 
 

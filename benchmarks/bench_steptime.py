@@ -21,7 +21,7 @@ def rows_per_s(run, repeat=3):
 
 
 def main():
-    (_, run), = load_run_configs([], None)
+    ((_, run),) = load_run_configs([], None)
     n, with_time = rows_per_s(run)
     real = engine.training_time
     engine.training_time = lambda *a, **k: {}
@@ -34,6 +34,7 @@ def main():
     print(f"evaluate with step time:    {with_time:,.0f} rows/s  (ratio {with_time / without:.2f})")
     from parallmelism.cost.steptime import training_time
     from parallmelism.grid import enumerate_training_layouts
+
     cols = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid).columns
     t0 = time.perf_counter()
     training_time(cols, run.model, run.hardware, run.workload)

@@ -29,26 +29,58 @@ CALCULON_CONFIGS_PER_CPU_S = 115.0
 
 # Every layout, micro-batch, vpp, recompute, sharding and SP choice (max_micro_batch=null: all divisors).
 CASES = {
-    "gpt3": ("GPT-3 175B on 4096 A100-80GB (seq 2048, batch 1536)",
-             ["model=gpt3-175b", "hardware=a100-sxm-80gb", "workload.seq_len=2048",
-              "workload.global_batch=1536", "grid.ngpus=[4096]", "grid.max_micro_batch=null"]),
+    "gpt3": (
+        "GPT-3 175B on 4096 A100-80GB (seq 2048, batch 1536)",
+        [
+            "model=gpt3-175b",
+            "hardware=a100-sxm-80gb",
+            "workload.seq_len=2048",
+            "workload.global_batch=1536",
+            "grid.ngpus=[4096]",
+            "grid.max_micro_batch=null",
+        ],
+    ),
     # Calculon's README case is 530B on 5128 GPUs with *max* batch 2520 (it shrinks the batch to a
     # multiple of dp). 5128 = 8 x 641 leaves no layout with a fixed batch, so we take 5120 GPUs, batch 2560.
-    "turing530b": ("Megatron-Turing 530B on 5120 A100-80GB (seq 2048, batch 2560; near Calculon's README case)",
-                   None),
-    "llama405b": ("Llama-3.1-405B on 1024..16384 H100 (seq 8192, batch 2048): a multi-million-row sweep",
-                  ["model=llama3.1-405b", "hardware=h100-sxm-80gb", "workload.global_batch=2048",
-                   "grid.ngpus=[1024,2048,4096,8192,16384]", "grid.max_micro_batch=null"]),
+    "turing530b": ("Megatron-Turing 530B on 5120 A100-80GB (seq 2048, batch 2560; near Calculon's README case)", None),
+    "llama405b": (
+        "Llama-3.1-405B on 1024..16384 H100 (seq 8192, batch 2048): a multi-million-row sweep",
+        [
+            "model=llama3.1-405b",
+            "hardware=h100-sxm-80gb",
+            "workload.global_batch=2048",
+            "grid.ngpus=[1024,2048,4096,8192,16384]",
+            "grid.max_micro_batch=null",
+        ],
+    ),
 }
 
 
 def turing_530b_run() -> RunConfig:
     """MT-NLG 530B (Smith et al. 2022): h 20480, 105 layers, 128 heads, seq 2048, GPT-style blocks."""
-    base = load_run_configs(["model=gpt3-175b", "hardware=a100-sxm-80gb", "workload.seq_len=2048",
-                             "workload.global_batch=2560", "grid.ngpus=[5120]", "grid.max_micro_batch=null"])[0][1]
-    model = ModelSpec.model_validate({**base.model.model_dump(), "name": "turing-530b", "display_name": "MT-NLG 530B",
-                                      "hidden": 20480, "layers": 105, "heads": 128, "kv_heads": 128,
-                                      "head_dim": 160, "ffn_hidden": 81920})
+    base = load_run_configs(
+        [
+            "model=gpt3-175b",
+            "hardware=a100-sxm-80gb",
+            "workload.seq_len=2048",
+            "workload.global_batch=2560",
+            "grid.ngpus=[5120]",
+            "grid.max_micro_batch=null",
+        ]
+    )[0][1]
+    model = ModelSpec.model_validate(
+        {
+            **base.model.model_dump(),
+            "name": "turing-530b",
+            "display_name": "MT-NLG 530B",
+            "hidden": 20480,
+            "layers": 105,
+            "heads": 128,
+            "kv_heads": 128,
+            "head_dim": 160,
+            "ffn_hidden": 81920,
+        }
+    )
     return base.model_copy(update={"model": model})
 
 
@@ -72,17 +104,28 @@ def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool |
     best_by = "time_step_s"
     wall, cpu = [], []
     for _ in range(repeats):
-        collectors = [TopKCollector(5, best_by, group_by=["ngpus"], where="fits"),
-                      ParetoCollector([("ngpus", "min"), (best_by, "min")], group_by=[])]
+        collectors = [
+            TopKCollector(5, best_by, group_by=["ngpus"], where="fits"),
+            ParetoCollector([("ngpus", "min"), (best_by, "min")], group_by=[]),
+        ]
         t0, c0 = time.perf_counter(), _cpu_s()
         res = stream_runs(runs, collectors, workers=workers, prune_unfit=prune)
         wall.append(time.perf_counter() - t0)
         cpu.append(_cpu_s() - c0)
     w, c = min(wall), min(cpu)
-    return {"case": case, "considered": probe.considered, "evaluated": res.evaluated, "wall_s": w, "cpu_s": c,
-            "rows_per_s": res.evaluated / w, "rows_per_cpu_s": res.evaluated / c,
-            "considered_per_s": probe.considered / w, "ranked_by": best_by, "workers": workers,
-            "timed": res.timed}
+    return {
+        "case": case,
+        "considered": probe.considered,
+        "evaluated": res.evaluated,
+        "wall_s": w,
+        "cpu_s": c,
+        "rows_per_s": res.evaluated / w,
+        "rows_per_cpu_s": res.evaluated / c,
+        "considered_per_s": probe.considered / w,
+        "ranked_by": best_by,
+        "workers": workers,
+        "timed": res.timed,
+    }
 
 
 def main(argv: list[str]) -> None:
@@ -95,15 +138,24 @@ def main(argv: list[str]) -> None:
 
         w = r["workers"] or default_workers(runs_of(case))
         print(f"== {CASES[case][0]}  [{w} worker process{'es' if w > 1 else ''}]")
-        print(f"   combinations considered {r['considered']:>12,}   valid layouts evaluated {r['evaluated']:>11,}"
-              f"   (ranked by {r['ranked_by']})")
-        print(f"   memory model on all {r['evaluated']:,}; full cost model on the {r['timed']:,} that fit"
-              if r["timed"] < r["evaluated"] else f"   full cost model on all {r['evaluated']:,}")
-        print(f"   search time {r['wall_s']:.3f} s wall, {r['cpu_s']:.3f} s CPU   ->  {r['rows_per_s']:,.0f} layouts/s, "
-              f"{r['rows_per_cpu_s']:,.0f} layouts per CPU-second")
-        print(f"   vs Calculon (115 configs per CPU-second): {r['rows_per_cpu_s'] / CALCULON_CONFIGS_PER_CPU_S:,.0f}x"
-              f"   (Calculon would need {r['evaluated'] / CALCULON_CONFIGS_PER_CPU_S / 60:,.1f} CPU-minutes for these"
-              f" layouts)")
+        print(
+            f"   combinations considered {r['considered']:>12,}   valid layouts evaluated {r['evaluated']:>11,}"
+            f"   (ranked by {r['ranked_by']})"
+        )
+        print(
+            f"   memory model on all {r['evaluated']:,}; full cost model on the {r['timed']:,} that fit"
+            if r["timed"] < r["evaluated"]
+            else f"   full cost model on all {r['evaluated']:,}"
+        )
+        print(
+            f"   search time {r['wall_s']:.3f} s wall, {r['cpu_s']:.3f} s CPU   ->  {r['rows_per_s']:,.0f} layouts/s, "
+            f"{r['rows_per_cpu_s']:,.0f} layouts per CPU-second"
+        )
+        print(
+            f"   vs Calculon (115 configs per CPU-second): {r['rows_per_cpu_s'] / CALCULON_CONFIGS_PER_CPU_S:,.0f}x"
+            f"   (Calculon would need {r['evaluated'] / CALCULON_CONFIGS_PER_CPU_S / 60:,.1f} CPU-minutes for these"
+            f" layouts)"
+        )
 
 
 if __name__ == "__main__":

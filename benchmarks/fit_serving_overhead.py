@@ -108,38 +108,49 @@ def main(argv):
         dense = [r for r in fit_rows if model_of(r, models).moe is None]
         moe = [r for r in fit_rows if model_of(r, models).moe is not None]
         ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
-        for field, part, grid, which in (("iteration_overhead_ms", dense, GRID_MS, 0),
-                                         ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
-                                         ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1)):
+        for field, part, grid, which in (
+            ("iteration_overhead_ms", dense, GRID_MS, 0),
+            ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
+            ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1),
+        ):
             if not part:
                 print(f"{hw_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
                 continue
             err, best = grid_fit(part, ctx, values, field, grid, which)
             values[field] = float(best)
-            print(f"{hw_name}: {field} = {best:g}  (mean |error| {err:.2f} % over {len(part)} rows; "
-                  f"YAML now {getattr(eff, field):g})")
+            print(
+                f"{hw_name}: {field} = {best:g}  (mean |error| {err:.2f} % over {len(part)} rows; "
+                f"YAML now {getattr(eff, field):g})"
+            )
         fitted[hw_name] = values
         itl, ttft, load = errors(hw_rows, predict(hw_rows, ctx, None, values))
         fams = sorted({f for f, _ in itl + ttft + load})
-        print(f"  {'family':<36} {'ITL n':>5} {'ITL |err|%':>10} {'TTFT n':>6} {'TTFT |err|%':>11} "
-              f"{'TTFT@load n':>11} {'|err|% vs reported':>18}")
+        print(
+            f"  {'family':<36} {'ITL n':>5} {'ITL |err|%':>10} {'TTFT n':>6} {'TTFT |err|%':>11} "
+            f"{'TTFT@load n':>11} {'|err|% vs reported':>18}"
+        )
         for fam in fams:
             parts = [[e for f, e in x if f == fam] for x in (itl, ttft, load)]
             cells = [f"{len(p):>5} {np.mean(np.abs(p)) if p else float('nan'):>10.2f}" for p in parts]
             print(f"  {fam:<36} {cells[0]} {cells[1]:>18} {cells[2]:>30}")
-        print(f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
-              f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})")
+        print(
+            f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
+            f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})"
+        )
     h100 = [r for r in by_hw.get("h100-sxm-80gb", []) if model_of(r, models).moe is None]
     if h100:
-        h200_values = fitted.get("h200-sxm-141gb") or {f: getattr(ctx[1]("h200-sxm-141gb").efficiency, f)
-                                                       for f in FIELDS}
+        h200_values = fitted.get("h200-sxm-141gb") or {
+            f: getattr(ctx[1]("h200-sxm-141gb").efficiency, f) for f in FIELDS
+        }
         a = predict(h100, ctx, "h100-sxm-80gb", fitted["h100-sxm-80gb"])
         b = predict(h100, ctx, "h200-sxm-141gb", h200_values)
         ratio = np.array([y[0]["itl_ms"] / x[0]["itl_ms"] for x, y in zip(a, b)])
         conc = np.array([float(get(r, "concurrency", 1)) for r in h100])
-        print(f"H200 / H100 ITL on the H100 dense rows (model, fitted values): concurrency 1 mean "
-              f"{ratio[conc == 1].mean():.3f}, all rows mean {ratio.mean():.3f} (min {ratio.min():.3f}, "
-              f"max {ratio.max():.3f}); HBM bandwidth ratio {3350 / 4800:.3f}")
+        print(
+            f"H200 / H100 ITL on the H100 dense rows (model, fitted values): concurrency 1 mean "
+            f"{ratio[conc == 1].mean():.3f}, all rows mean {ratio.mean():.3f} (min {ratio.min():.3f}, "
+            f"max {ratio.max():.3f}); HBM bandwidth ratio {3350 / 4800:.3f}"
+        )
 
 
 if __name__ == "__main__":

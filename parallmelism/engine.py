@@ -16,8 +16,9 @@ SHARDING_NAMES = np.array(sorted(SHARDING_CODE, key=SHARDING_CODE.get))
 RECOMPUTE_NAMES = np.array(sorted(RECOMPUTE_CODE, key=RECOMPUTE_CODE.get))
 
 
-def evaluate_training_columns(cols: dict[str, np.ndarray], run: RunConfig,
-                              memory: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+def evaluate_training_columns(
+    cols: dict[str, np.ndarray], run: RunConfig, memory: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
     """All cost columns for layout rows (codes, not strings). `memory`: the rows'
     `training_memory` columns when the caller already has them (row-wise, so a subset of an
     earlier call's rows is the same numbers)."""

@@ -13,8 +13,11 @@ def format_validation_error(exc, prefix: str = "") -> str:
     for err in exc.errors():
         parts_of_loc = [str(p) for p in err.get("loc", ()) if p != "__root__"]
         # the workload union's tag (workload.train.seq_len) is not part of the name a user types
-        parts_of_loc = [p for i, p in enumerate(parts_of_loc)
-                        if not (i and parts_of_loc[i - 1] == "workload" and p in ("train", "inference"))]
+        parts_of_loc = [
+            p
+            for i, p in enumerate(parts_of_loc)
+            if not (i and parts_of_loc[i - 1] == "workload" and p in ("train", "inference"))
+        ]
         loc = ".".join(parts_of_loc)
         key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         msg = err.get("msg", "invalid value")

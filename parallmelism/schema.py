@@ -112,23 +112,23 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "input_len": "prompt tokens per sequence",
     "output_len": "generated tokens per sequence",
     "prefill_chunks": "chunks the prompt is cut into: continuous, ceil(input_len / iteration token budget left "
-                      "by b-1 decode tokens); static, sequence-pipeline chunks (1 without pp)",
+    "by b-1 decode tokens); static, sequence-pipeline chunks (1 without pp)",
     "decode_micro_batches": "decode micro-batches in flight, min(batch, pp)",
     "decode_pp_idle": "fraction of pipeline stages idle in decode, 1 - micro-batches/pp",
     "prefill_ms": "prefill of one prompt: its chunks' mixed iterations (continuous) or the batch's prompts "
-                  "(static), causal attention, + iteration overhead, ms",
+    "(static), causal attention, + iteration overhead, ms",
     "decode_step_ms": "one decode iteration of the whole batch through the pipeline + iteration overhead, ms",
     "spec_tokens_per_step": "speculative decoding: expected tokens per verify step (1 - a^(k+1))/(1 - a); 1 without",
     "serving_load": "fraction of iterations that carry a prefill chunk (continuous batching; 0 static)",
     "iteration_mixed_ms": "continuous: one iteration carrying a prefill chunk with the other b-1 decode tokens; "
-                          "static: the batch's prefill pass, ms",
+    "static: the batch's prefill pass, ms",
     "ttft_wait_ms": "mean wait before the prompt's first chunk runs: residual of the iteration in flight + "
-                    "queue behind other prompts (continuous batching), ms",
+    "queue behind other prompts (continuous batching), ms",
     "ttft_ms": "time to first token (mean): wait + prefill_ms + request overhead, ms",
     "tpot_ms": "time per output token = inter-token latency (mean over decode and mixed iterations), ms",
     "e2e_latency_ms": "ttft_ms + (output_len - 1)·tpot_ms, ms",
     "throughput_tokens_per_s": "tokens/s over all replicas (phase prefill: input tokens; decode: b/TPOT; "
-                               "request: output tokens per e2e latency)",
+    "request: output tokens per e2e latency)",
     "throughput_tokens_per_s_per_gpu": "throughput_tokens_per_s / ngpus",
     "cost_per_million_tokens": "USD per 1e6 tokens of that throughput at hardware cost_per_gpu_hour_usd",
     "max_batch": "largest batch per replica whose weights + KV cache + workspace fit in HBM",

@@ -18,8 +18,14 @@ def run_cli(*args, cwd=None, env=None):
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "parallmelism", *map(str, args)], cwd=cwd or REPO,
-                          env=full_env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "parallmelism", *map(str, args)],
+        cwd=cwd or REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def invoke(*args):

@@ -10,9 +10,21 @@ NONE, SEL, FULL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"], RECOMPUTE
 
 
 def gpt(h=12288, a=96, L=96):
-    return ModelSpec(name="gpt", hidden=h, layers=L, heads=a, ffn_hidden=4 * h, mlp="gelu", norm="layernorm",
-                     vocab=51200, bias=True, dropout=True, position_embedding="learned", max_position=2048,
-                     tie_embeddings=True)
+    return ModelSpec(
+        name="gpt",
+        hidden=h,
+        layers=L,
+        heads=a,
+        ffn_hidden=4 * h,
+        mlp="gelu",
+        norm="layernorm",
+        vocab=51200,
+        bias=True,
+        dropout=True,
+        position_embedding="learned",
+        max_position=2048,
+        tie_embeddings=True,
+    )
 
 
 # Korthikanti Table 2 closed forms, bytes per layer: (tp, sp, recompute) -> f(s, b, h, a, t)
@@ -46,8 +58,7 @@ def test_flash_attention_drops_the_s2_term():
 def test_llama_inventory_matches_megatron_fused_profile():
     # Llama-3.1-8B: no dropout, GQA (8 KV heads), SwiGLU (I = 14336), flash attention.
     # norms 4sbh + QKV input 2sbh + Q 2sbh + K,V 4·sb·g·d + proj input 2sbh + fc1 input 2sbh + SwiGLU 6sbI
-    m = ModelSpec(name="l", hidden=4096, layers=32, heads=32, kv_heads=8, head_dim=128, ffn_hidden=14336,
-                  vocab=128256)
+    m = ModelSpec(name="l", hidden=4096, layers=32, heads=32, kv_heads=8, head_dim=128, ffn_hidden=14336, vocab=128256)
     s, b, h = 8192, 1, 4096
     expected = s * b * (4 * h + 2 * h + 2 * h + 4 * 8 * 128 + 2 * h + 2 * h + 6 * 14336) + 4 * 32 * s * b
     assert float(layer_activation_bytes(m, s, b, 1, 1, False, NONE, flash=True)) == expected
@@ -95,9 +106,19 @@ def test_moe_routed_expert_activations_split_by_tp_once_with_sp():
     # columns: SwiGLU saves 6·I_e·R/t bytes per GPU. Permuted input and expert output stay
     # sequence-parallel shards (2h·R/t each); router probabilities fp32 4·E·S·b/t.
     from parallmelism.specs.model import MoESpec
+
     h, Ie, E, k = 6144, 16384, 8, 2
-    m = ModelSpec(name="moe", hidden=h, layers=4, heads=48, kv_heads=8, head_dim=128, ffn_hidden=Ie, vocab=32000,
-                  moe=MoESpec(num_experts=E, top_k=k, ffn_hidden=Ie))
+    m = ModelSpec(
+        name="moe",
+        hidden=h,
+        layers=4,
+        heads=48,
+        kv_heads=8,
+        head_dim=128,
+        ffn_hidden=Ie,
+        vocab=32000,
+        moe=MoESpec(num_experts=E, top_k=k, ffn_hidden=Ie),
+    )
     s, b = 4096, 1
     for t in (2, 4, 8):
         moe = float(layer_activation_bytes(m, s, b, t, 1, True, NONE, flash=True, moe_layer=True))

@@ -1,14 +1,15 @@
 """The command line end to end: sweep, show, list, validate, --cfg, config folders, bad input."""
 
-
 import pandas as pd
 import pytest
 
 from tests.conftest import invoke, run_cli, shared_reference
 
-REQUIRED = ("model hardware ngpus tp pp cp ep dp vpp micro_batch num_micro_batches dp_sharding recompute "
-            "sequence_parallel params_total params_per_gpu mem_weights_gib mem_grads_gib mem_optimizer_gib "
-            "mem_states_gib mem_activations_gib mem_total_gib mem_headroom_gib fits pp_bubble_rate").split()
+REQUIRED = (
+    "model hardware ngpus tp pp cp ep dp vpp micro_batch num_micro_batches dp_sharding recompute "
+    "sequence_parallel params_total params_per_gpu mem_weights_gib mem_grads_gib mem_optimizer_gib "
+    "mem_states_gib mem_activations_gib mem_total_gib mem_headroom_gib fits pp_bubble_rate"
+).split()
 SMALL = ["model=llama3.1-8b", "grid.ngpus=[8]", "workload.global_batch=64"]
 
 
@@ -35,8 +36,14 @@ def test_sweep_output_path_and_parquet(tmp_path):
 
 def test_hydra_sweep_syntax_in_process(tmp_path):
     path = tmp_path / "s.csv"
-    code, out = invoke("sweep", "model=llama3.1-8b,mixtral-8x7b", "grid.ngpus=[8,16]", "workload.global_batch=64",
-                       f"output.path={path}", "--quiet")
+    code, out = invoke(
+        "sweep",
+        "model=llama3.1-8b,mixtral-8x7b",
+        "grid.ngpus=[8,16]",
+        "workload.global_batch=64",
+        f"output.path={path}",
+        "--quiet",
+    )
     assert code == 0, out
     df = pd.read_csv(path)
     assert set(df["model"]) == {"llama3.1-8b", "mixtral-8x7b"} and set(df["ngpus"]) == {8, 16}
@@ -49,9 +56,20 @@ def test_table_shows_best_rows_and_drop_counts(tmp_path):
 
 
 def test_show_one_layout():
-    code, out = invoke("show", "model=llama3.1-405b", "grid.ngpus=[8]", "grid.tp=1", "grid.pp=1", "grid.cp=1",
-                       "grid.micro_batch=1", "grid.vpp=1", "grid.dp_sharding=FULLY_SHARD", "grid.recompute=none",
-                       "grid.sequence_parallel=false", "workload.global_batch=4096")
+    code, out = invoke(
+        "show",
+        "model=llama3.1-405b",
+        "grid.ngpus=[8]",
+        "grid.tp=1",
+        "grid.pp=1",
+        "grid.cp=1",
+        "grid.micro_batch=1",
+        "grid.vpp=1",
+        "grid.dp_sharding=FULLY_SHARD",
+        "grid.recompute=none",
+        "grid.sequence_parallel=false",
+        "workload.global_batch=4096",
+    )
     assert code == 0, out
     assert "mem_states_gib" in out and "755.9" in out  # seed's FULLY_SHARD value (plus norm weights)
 
@@ -70,10 +88,19 @@ def test_list(what, expect):
 def test_user_config_dir_and_env_var(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tiny.yaml").write_text(
-        "hidden: 1024\nlayers: 8\nheads: 8\nkv_heads: 8\nffn_hidden: 4096\nvocab: 32000\n")
+        "hidden: 1024\nlayers: 8\nheads: 8\nkv_heads: 8\nffn_hidden: 4096\nvocab: 32000\n"
+    )
     out = tmp_path / "t.csv"
-    code, text = invoke("sweep", "-cd", str(tmp_path), "model=tiny", "grid.ngpus=[8]", "workload.global_batch=64",
-                        f"output.path={out}", "--quiet")
+    code, text = invoke(
+        "sweep",
+        "-cd",
+        str(tmp_path),
+        "model=tiny",
+        "grid.ngpus=[8]",
+        "workload.global_batch=64",
+        f"output.path={out}",
+        "--quiet",
+    )
     assert code == 0, text
     assert set(pd.read_csv(out)["model"]) == {"tiny"}
     r = run_cli("list", "models", env={"PARALLMELISM_CONFIG_PATH": str(tmp_path)})
@@ -83,8 +110,9 @@ def test_user_config_dir_and_env_var(tmp_path):
 def test_validate_out_to_an_unwritable_path_fails_before_printing(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, text = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")),
-                        "--out", str(blocker / "v.csv"))
+    code, text = invoke(
+        "validate", "--cases", str(shared_reference("memory_measured.csv")), "--out", str(blocker / "v.csv")
+    )
     assert code == 2
     assert len(text.strip().splitlines()) == 1 and "validation" not in text, text
 

@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from parallmelism.config import load_option
-from parallmelism.cost.collectives import (busbw_factor, busbw_gbps, collective_time_s, group_collective_time_s,
-                                           group_link, hierarchical_all_reduce_time_s)
+from parallmelism.cost.collectives import (
+    busbw_factor,
+    busbw_gbps,
+    collective_time_s,
+    group_collective_time_s,
+    group_link,
+    hierarchical_all_reduce_time_s,
+)
 
 from conftest import shared_reference
 
@@ -46,8 +52,9 @@ def test_hierarchical_all_reduce_closed_form():
     t = hierarchical_all_reduce_time_s(S, n, k, 400.0, 0.0, 50.0, 0.0)
     expect = 2 * (7 / 8) * S / 400e9 + 2 * (7 / 8) * (S / 8) / 50e9
     assert t == pytest.approx(expect)
-    assert collective_time_s("all_reduce", S, n, 50.0, 0.0, "hierarchical", local_size=k,
-                             inner_bandwidth_gbps=400.0, inner_latency_us=0.0) == pytest.approx(expect)
+    assert collective_time_s(
+        "all_reduce", S, n, 50.0, 0.0, "hierarchical", local_size=k, inner_bandwidth_gbps=400.0, inner_latency_us=0.0
+    ) == pytest.approx(expect)
 
 
 def test_group_link_placement(h100):

@@ -37,15 +37,20 @@ def test_dp_gradient_reduce_is_issued_in_megatron_buckets():
     each paying its own latency (NCCL tuner: the faster of ring 2(n−1)·α and tree 2·log2(n)·α)."""
     from parallmelism.cost.comm import dp_step_times_s
     from parallmelism.cost.states import NO_OP
+
     P, n, bw, lat = 8e9, 1024, 50 * 0.94, 5.0
-    one = min(collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring"),
-              collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree"))
+    one = min(
+        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring"),
+        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree"),
+    )
     reduce, zg, fs = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False)
     assert float(reduce) == pytest.approx(8 * one, rel=1e-9)
     # a user bucket of 1e8 parameters: 80 calls, the latency term 80 times
     reduce80, _, _ = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False, bucket_params=1e8)
-    one80 = min(collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring"),
-                collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree"))
+    one80 = min(
+        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring"),
+        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree"),
+    )
     assert float(reduce80) == pytest.approx(80 * one80, rel=1e-9)
     assert float(reduce80) > float(reduce)
 
@@ -56,13 +61,16 @@ def test_fsdp_gathers_each_layer_in_forward_and_backward():
     NCCL's PAT pays log2(1024) = 10 latency steps per call, not the ring's 1023."""
     from parallmelism.cost.comm import dp_step_times_s
     from parallmelism.cost.states import FS
+
     P, n, bw, lat, units, m = 6.4e9, 1024, 50 * 0.94, 5.0, 63, 2
     _, _, fsdp = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
     ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat, "pat")
     assert ag == pytest.approx(10 * lat * 1e-6 + (n - 1) / n * 2 * P / units / (bw * 1e9))
     assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
     reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
-    assert float(reduce) == pytest.approx(units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat"), rel=1e-9)
+    assert float(reduce) == pytest.approx(
+        units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat"), rel=1e-9
+    )
 
 
 def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_experts():
@@ -71,11 +79,25 @@ def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_exper
     from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
 
     def frame(overlap):
-        r = RunConfig(model=load_option("model", "mixtral-8x7b"), hardware=H100,
-                      workload=TrainWorkload(seq_len=4096, global_batch=128, overlap_ep_comm=overlap),
-                      grid=GridSpec(ngpus=[64], tp=[1, 2], pp=[1, 2], cp=[1], ep=[8], vpp=[1], micro_batch=[1],
-                                    recompute=["selective"], sequence_parallel=[True], dp_sharding=["OPTIMIZER_STATES"]))
+        r = RunConfig(
+            model=load_option("model", "mixtral-8x7b"),
+            hardware=H100,
+            workload=TrainWorkload(seq_len=4096, global_batch=128, overlap_ep_comm=overlap),
+            grid=GridSpec(
+                ngpus=[64],
+                tp=[1, 2],
+                pp=[1, 2],
+                cp=[1],
+                ep=[8],
+                vpp=[1],
+                micro_batch=[1],
+                recompute=["selective"],
+                sequence_parallel=[True],
+                dp_sharding=["OPTIMIZER_STATES"],
+            ),
+        )
         return evaluate(r)[0]
+
     on, off = frame(True), frame(False)
     assert len(on) == len(off) > 0
     assert (on["time_comm_ep_s"].to_numpy() == off["time_comm_ep_s"].to_numpy()).all()

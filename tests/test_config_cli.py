@@ -17,19 +17,28 @@ REPO_HW = REPO / "hardware"
 
 def test_sweep_expansion_is_the_cross_product_in_order():
     assert expand_sweeps(["model=a,b", "grid.tp=1,2"]) == [
-        ["model=a", "grid.tp=1"], ["model=a", "grid.tp=2"], ["model=b", "grid.tp=1"], ["model=b", "grid.tp=2"]]
+        ["model=a", "grid.tp=1"],
+        ["model=a", "grid.tp=2"],
+        ["model=b", "grid.tp=1"],
+        ["model=b", "grid.tp=2"],
+    ]
     assert expand_sweeps(["grid.tp=range(1,4)"]) == [["grid.tp=1"], ["grid.tp=2"], ["grid.tp=3"]]
     assert expand_sweeps(["model=choice(x,y)", "grid.ngpus=[8,16]"]) == [
-        ["model=x", "grid.ngpus=[8,16]"], ["model=y", "grid.ngpus=[8,16]"]]
+        ["model=x", "grid.ngpus=[8,16]"],
+        ["model=y", "grid.ngpus=[8,16]"],
+    ]
     assert expand_sweeps(["grid.tp=1", "grid.tp=2,4"]) == [["grid.tp=2"], ["grid.tp=4"]]  # the later one wins
     assert expand_sweeps([]) == [[]]
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["x=interval(0,1)"], "continuous interval"),
-    (["grid.tp=[1"], "malformed override 'grid.tp=[1'"),
-    (["-x"], "unknown option '-x'"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["x=interval(0,1)"], "continuous interval"),
+        (["grid.tp=[1"], "malformed override 'grid.tp=[1'"),
+        (["-x"], "unknown option '-x'"),
+    ],
+)
 def test_sweep_expansion_errors(overrides, message):
     with pytest.raises(UserError, match=re.escape(message)):
         expand_sweeps(overrides)
@@ -53,8 +62,9 @@ def test_multirun_unknown_option_is_one_sentence(tmp_path):
     assert not (tmp_path / "multirun").exists()  # nothing launched
 
 
-@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_rq_launcher") is not None,
-                    reason="the rq launcher is installed here")
+@pytest.mark.skipif(
+    importlib.util.find_spec("hydra_plugins.hydra_rq_launcher") is not None, reason="the rq launcher is installed here"
+)
 def test_multirun_missing_launcher_names_its_pip_install(tmp_path):
     r = run_cli("sweep", "-m", "model=llama3.1-8b", "hydra/launcher=rq", cwd=tmp_path)
     _one_sentence(r, "launcher 'rq' is not installed", "pip install hydra-rq-launcher")
@@ -75,22 +85,27 @@ def test_cfg_modes_resolve_and_info():
     assert r.returncode == 0 and "model: grok-1" in r.stdout
 
 
-@pytest.mark.parametrize("args,message", [
-    (["sweep", "-c", "/some/folder"], "a config folder is -cd/--config-dir DIR"),
-    (["sweep", "--resolve"], "--resolve only applies with --cfg"),
-    (["show", "--info", "nonsense"], "--info takes all"),
-    (["sweep", "--cfg", "model=nope"], "unknown model 'nope'"),
-    (["sweep", "workload.overlap_pp_comm=maybe"], "workload.overlap_pp_comm='maybe'"),  # the name as typed
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["sweep", "-c", "/some/folder"], "a config folder is -cd/--config-dir DIR"),
+        (["sweep", "--resolve"], "--resolve only applies with --cfg"),
+        (["show", "--info", "nonsense"], "--info takes all"),
+        (["sweep", "--cfg", "model=nope"], "unknown model 'nope'"),
+        (["sweep", "workload.overlap_pp_comm=maybe"], "workload.overlap_pp_comm='maybe'"),  # the name as typed
+    ],
+)
 def test_flag_misuse_is_one_sentence(args, message):
     _one_sentence(run_cli(*args), message)
 
 
 def test_list_shows_where_each_entry_comes_from(tmp_path):
     (tmp_path / "hardware").mkdir()
-    shipped = (run_cli("list", "hardware").stdout)
+    shipped = run_cli("list", "hardware").stdout
     assert "shipped" in shipped and "user folder" not in shipped and "hardware" in shipped
-    text = (REPO_HW / "h100-sxm-80gb.yaml").read_text().replace("cost_per_gpu_hour_usd: 2.5", "cost_per_gpu_hour_usd: 1.9")
+    text = (
+        (REPO_HW / "h100-sxm-80gb.yaml").read_text().replace("cost_per_gpu_hour_usd: 2.5", "cost_per_gpu_hour_usd: 1.9")
+    )
     (tmp_path / "hardware" / "h100-sxm-80gb.yaml").write_text(text)
     r = run_cli("list", "hardware", "-cd", tmp_path)
     line = next(line for line in r.stdout.splitlines() if "h100-sxm-80gb" in line)
@@ -108,7 +123,6 @@ def test_unknown_model_points_at_a_file_in_the_current_folder(tmp_path):
     assert r.returncode == 0 and "hidden: 1024" in r.stdout
 
 
-
 def test_checkout_edits_an_installed_copy_does_not_see_are_named(tmp_path):
     from parallmelism.config.paths import checkout_differences
 
@@ -121,6 +135,6 @@ def test_checkout_edits_an_installed_copy_does_not_see_are_named(tmp_path):
         (root / "models").mkdir()
     assert checkout_differences(checkout, installed) == []
     (checkout / "hardware" / "gpu.yaml").write_text("cost_per_gpu_hour_usd: 1.9\n")  # edited price
-    (checkout / "models" / "new.yaml").write_text("hidden: 8\n")                    # a new model
+    (checkout / "models" / "new.yaml").write_text("hidden: 8\n")  # a new model
     assert checkout_differences(checkout, installed) == ["models/new.yaml", "hardware/gpu.yaml"]
     assert checkout_differences(installed, installed) == []  # editable install / PYTHONPATH: nothing to say

@@ -84,8 +84,9 @@ def _walk(spec: BaseModel, prefix: str, covered: set):
             covered.add((type(spec).__name__, name))
             for k, v in value.items():
                 yield f"{key}.{k}", float, v, None
-        elif value is None and any(isinstance(a, type) and issubclass(a, BaseModel)
-                                   for a in typing.get_args(field.annotation)):
+        elif value is None and any(
+            isinstance(a, type) and issubclass(a, BaseModel) for a in typing.get_args(field.annotation)
+        ):
             continue  # an absent sub-spec (a dense model's moe): its fields are walked where it is set
         elif (type(spec).__name__, name) not in UNCHANGEABLE:
             yield key, field.annotation, value, (type(spec).__name__, name)
@@ -118,7 +119,7 @@ def _all_fields() -> set:
 def test_every_spec_field_is_overridable_by_its_name():
     covered: set = set()
     for base, sections in SCENARIOS:
-        (_, run), = load_run_configs(base)
+        ((_, run),) = load_run_configs(base)
         data = run.model_dump()
         batches: list[dict] = []
         for section in sections:  # a sub-spec walked directly (model.mla) is a field of its parent
@@ -133,7 +134,7 @@ def test_every_spec_field_is_overridable_by_its_name():
             pending = left
         for batch in batches:
             overrides = base + [f"{k}={_text(v)}" for k, v in batch.items()]
-            (_, got), = load_run_configs(overrides)
+            ((_, got),) = load_run_configs(overrides)
             for key, value in batch.items():
                 assert _get(got, key) == value, f"{key}={_text(value)} did not arrive ({_get(got, key)!r})"
     assert _all_fields() - covered == set()
@@ -172,13 +173,19 @@ def _nested(data: dict, flat: dict) -> dict:
 
 
 def test_documented_overrides_compose():
-    (_, run), = load_run_configs(["workload.overlap_pp_comm=false", "hardware.efficiency.decode_hbm=0.5",
-                                  "hardware.efficiency.matmul_fp8=0.6", "hardware.efficiency.gemm_tile_rows=128"])
+    ((_, run),) = load_run_configs(
+        [
+            "workload.overlap_pp_comm=false",
+            "hardware.efficiency.decode_hbm=0.5",
+            "hardware.efficiency.matmul_fp8=0.6",
+            "hardware.efficiency.gemm_tile_rows=128",
+        ]
+    )
     assert run.workload.overlap_pp_comm is False
     eff = run.hardware.efficiency
     assert (eff.decode_hbm, eff.matmul_fp8, eff.gemm_tile_rows) == (0.5, 0.6, 128)
     # an accelerator that inherits its efficiency block has the same keys on the command line
-    (_, run), = load_run_configs(["hardware=b200-180gb", "hardware.efficiency.decode_hbm=0.45"])
+    ((_, run),) = load_run_configs(["hardware=b200-180gb", "hardware.efficiency.decode_hbm=0.45"])
     assert run.hardware.efficiency.decode_hbm == 0.45
 
 
@@ -188,15 +195,25 @@ def test_documented_overrides_compose():
 # fractions (attention_backward, matmul_half_dim) have since moved to measured kernels (cost/kernels.py). The serving
 # overheads since refitted (benchmarks/fit_serving_overhead.py: request 7.25 ms, iteration 0.45 ms, MoE layer
 # 45 us) are the H100 values every H100-derived part takes; H200 also takes the H100 fp8 serving fraction.
-H100 = dict(matmul=0.67, attention=0.6, hbm=0.7, scale_up=0.8, scale_out=0.94, decode_hbm=0.6, request_overhead_ms=7.25, iteration_overhead_ms=0.45,
-            moe_layer_overhead_us=45.0, gemm_tile_rows=64)
+H100 = dict(
+    matmul=0.67,
+    attention=0.6,
+    hbm=0.7,
+    scale_up=0.8,
+    scale_out=0.94,
+    decode_hbm=0.6,
+    request_overhead_ms=7.25,
+    iteration_overhead_ms=0.45,
+    moe_layer_overhead_us=45.0,
+    gemm_tile_rows=64,
+)
 A100 = dict(H100, matmul=0.74, attention=0.25, hbm=0.9, scale_out=0.96)
 BEFORE_INHERITANCE = {
     "h100-sxm-80gb": dict(H100, matmul_fp8=0.65),
-    "a100-sxm-80gb": dict(A100, matmul_fp8=None), "a100-sxm-40gb": dict(A100, matmul_fp8=None),
+    "a100-sxm-80gb": dict(A100, matmul_fp8=None),
+    "a100-sxm-40gb": dict(A100, matmul_fp8=None),
     "h200-sxm-141gb": dict(H100, matmul_fp8=0.65),
-    **{n: dict(H100, matmul_fp8=None) for n in ("b200-180gb", "gb200-nvl72", "gb300-nvl72", "mi300x-192gb",
-                                                 "tpu-v5p")},
+    **{n: dict(H100, matmul_fp8=None) for n in ("b200-180gb", "gb200-nvl72", "gb300-nvl72", "mi300x-192gb", "tpu-v5p")},
 }
 
 
@@ -214,29 +231,37 @@ def _hw(tmp_path, name, efficiency: str):
     d.mkdir(exist_ok=True)
     (d / f"{name}.yaml").write_text(
         "hbm_capacity_gib: 80\nhbm_usable_gib: 79\nhbm_bandwidth_gbps: 3000\npeak_tflops: {bf16: 900}\n"
-        "scale_up: {domain_size: 8, bandwidth_gbps: 400}\n" + efficiency)
+        "scale_up: {domain_size: 8, bandwidth_gbps: 400}\n" + efficiency
+    )
 
 
 def test_user_accelerator_inherits_and_overrides(tmp_path):
     _hw(tmp_path, "mygpu", "efficiency:\n  from: h100-sxm-80gb\n  matmul: 0.5\n")
     eff = load_option("hardware", "mygpu", [str(tmp_path)]).efficiency
     assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.gemm_tile_rows == 64
-    (_, run), = load_run_configs(["hardware=mygpu", "hardware.efficiency.hbm=0.66"], [str(tmp_path)])
+    ((_, run),) = load_run_configs(["hardware=mygpu", "hardware.efficiency.hbm=0.66"], [str(tmp_path)])
     assert run.hardware.efficiency.matmul == 0.5 and run.hardware.efficiency.hbm == 0.66
 
 
-@pytest.mark.parametrize("efficiency,message", [
-    ("", "efficiency is missing matmul"),                                 # no block: no silent calibration
-    ("efficiency: {matmul: 0.5}\n", "efficiency is missing attention"),   # partial block without from:
-    ("efficiency: {from: nosuch}\n", "from='nosuch' is not a known accelerator"),
-    ("efficiency: {from: mygpu}\n", "chain loops"),
-])
+@pytest.mark.parametrize(
+    "efficiency,message",
+    [
+        ("", "efficiency is missing matmul"),  # no block: no silent calibration
+        ("efficiency: {matmul: 0.5}\n", "efficiency is missing attention"),  # partial block without from:
+        ("efficiency: {from: nosuch}\n", "from='nosuch' is not a known accelerator"),
+        ("efficiency: {from: mygpu}\n", "chain loops"),
+    ],
+)
 def test_missing_calibration_is_one_sentence(tmp_path, efficiency, message):
     _hw(tmp_path, "mygpu", efficiency)
     with pytest.raises(UserError, match=message) as err:
         load_option("hardware", "mygpu", [str(tmp_path)])
-    assert "\n" not in str(err.value) and "from: h100-sxm-80gb" in str(err.value) or "from=" in message \
+    assert (
+        "\n" not in str(err.value)
+        and "from: h100-sxm-80gb" in str(err.value)
+        or "from=" in message
         or "loops" in message
+    )
 
 
 def test_conf_files_hold_values_only():
@@ -255,7 +280,8 @@ def test_conf_files_hold_values_only():
 
 def test_yaml_key_given_twice_is_one_sentence(tmp_path):
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "twice.yaml").write_text("hidden: 1024\nlayers: 2\nheads: 8\nffn_hidden: 4096\n"
-                                                   "vocab: 100\nhidden: 2048\n")
+    (tmp_path / "models" / "twice.yaml").write_text(
+        "hidden: 1024\nlayers: 2\nheads: 8\nffn_hidden: 4096\nvocab: 100\nhidden: 2048\n"
+    )
     with pytest.raises(UserError, match="duplicate key 'hidden'"):
         load_option("model", "twice", [str(tmp_path)])

@@ -5,8 +5,13 @@ import numpy as np
 import pytest
 
 from parallmelism.config import load_option
-from parallmelism.cost.flops import (attention_core_forward_flops, hardware_flops_per_step, head_ops, layer_ops,
-                                     model_flops_per_step)
+from parallmelism.cost.flops import (
+    attention_core_forward_flops,
+    hardware_flops_per_step,
+    head_ops,
+    layer_ops,
+    model_flops_per_step,
+)
 from parallmelism.grid import RECOMPUTE_CODE
 
 

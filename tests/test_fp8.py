@@ -23,8 +23,18 @@ CURVES = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "
 
 def one(hw=H100, **wl):
     wl = TrainWorkload(**{"seq_len": 4096, "global_batch": 256, **wl})
-    grid = GridSpec(ngpus=[64], tp=[8], pp=[2], cp=[1], ep=[1], vpp=[1], micro_batch=[1], dp_sharding=["OPTIMIZER_STATES"],
-                    recompute=["none"], sequence_parallel=[True])
+    grid = GridSpec(
+        ngpus=[64],
+        tp=[8],
+        pp=[2],
+        cp=[1],
+        ep=[1],
+        vpp=[1],
+        micro_batch=[1],
+        dp_sharding=["OPTIMIZER_STATES"],
+        recompute=["none"],
+        sequence_parallel=[True],
+    )
     df, _ = evaluate(RunConfig(model=MODEL, hardware=hw, workload=wl, grid=grid))
     assert len(df) == 1
     return df.iloc[0]
@@ -105,8 +115,9 @@ def test_low_precision_needs_its_peak():
 
 
 def test_cli_fp8_on_a100_is_one_sentence_and_exit_2():
-    code, out = invoke("best", "model=llama3.1-8b", "hardware=a100-sxm-80gb", "workload.precision=fp8",
-                       "grid.ngpus=[8]")
+    code, out = invoke(
+        "best", "model=llama3.1-8b", "hardware=a100-sxm-80gb", "workload.precision=fp8", "grid.ngpus=[8]"
+    )
     assert code == 2, out
     assert "fp8" in out and "Traceback" not in out
 
@@ -117,14 +128,24 @@ def test_bf16_edge_layers_cost_bf16_time():
     from parallmelism.cost.steptime import _micro_batch_terms
     from parallmelism.grid import RECOMPUTE_CODE
 
-    cols = {"tp": np.array([8]), "pp": np.array([2]), "cp": np.array([1]), "ep": np.array([1]),
-            "micro_batch": np.array([1]), "sequence_parallel": np.array([True]),
-            "recompute": np.array([RECOMPUTE_CODE["none"]]), "layers_first_stage": np.array([40]),
-            "layers_per_stage": np.array([40]), "layers_last_stage": np.array([40])}
+    cols = {
+        "tp": np.array([8]),
+        "pp": np.array([2]),
+        "cp": np.array([1]),
+        "ep": np.array([1]),
+        "micro_batch": np.array([1]),
+        "sequence_parallel": np.array([True]),
+        "recompute": np.array([RECOMPUTE_CODE["none"]]),
+        "layers_first_stage": np.array([40]),
+        "layers_per_stage": np.array([40]),
+        "layers_last_stage": np.array([40]),
+    }
     terms = {}
-    for name, wl in (("bf16", TrainWorkload(seq_len=4096, global_batch=256)),
-                     ("fp8", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")),
-                     ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2))):
+    for name, wl in (
+        ("bf16", TrainWorkload(seq_len=4096, global_batch=256)),
+        ("fp8", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")),
+        ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2)),
+    ):
         terms[name] = _micro_batch_terms(cols, MODEL, H100, wl, Rates(H100, wl.precision))
     for stage in ("first", "last"):
         per_layer_gap = (terms["bf16"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]) / 40

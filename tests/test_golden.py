@@ -19,8 +19,9 @@ def test_golden_unchanged(name, tmp_path):
     assert golden.is_file(), f"missing {golden}; create it with `python -m tests.golden.refresh {name}`"
     new = generate(name, tmp_path / f"{name}.csv")
     code, out = invoke("compare", golden, new)
-    assert code == 0, (f"golden case {name} moved; if intended run `python -m tests.golden.refresh {name}` "
-                       f"and commit the diff\n{out}")
+    assert code == 0, (
+        f"golden case {name} moved; if intended run `python -m tests.golden.refresh {name}` and commit the diff\n{out}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -73,10 +74,24 @@ def test_refresh_command_writes_what_the_test_compares(tmp_path, capsys):
 
 def test_readme_compare_example(tmp_path):
     """The README's CI example (same sweep, compare against a golden) runs and exits 0 or 1, not 2."""
-    r = invoke("sweep", "model=llama3.1-70b", "grid.ngpus=[64]", "grid.micro_batch=[1]", "grid.vpp=[1]", "-q",
-               f"output.path={tmp_path / 'new.csv'}")
+    r = invoke(
+        "sweep",
+        "model=llama3.1-70b",
+        "grid.ngpus=[64]",
+        "grid.micro_batch=[1]",
+        "grid.vpp=[1]",
+        "-q",
+        f"output.path={tmp_path / 'new.csv'}",
+    )
     assert r[0] == 0, r[1]
     (tmp_path / "tol.yaml").write_text("time_*_s: {rtol: 0.01}\n")
-    code, out = invoke("compare", golden_path("llama3.1-70b_h100_64-512"), tmp_path / "new.csv", "--rtol", "1e-6",
-                       "--tolerances", tmp_path / "tol.yaml")
+    code, out = invoke(
+        "compare",
+        golden_path("llama3.1-70b_h100_64-512"),
+        tmp_path / "new.csv",
+        "--rtol",
+        "1e-6",
+        "--tolerances",
+        tmp_path / "tol.yaml",
+    )
     assert code == 1 and "rows only in new (added)" in out  # the README sweep has more layouts than the golden

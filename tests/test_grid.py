@@ -23,10 +23,18 @@ CASES = {
     "product_not_dividing_ngpus": (L70, H100, WL, grid(ngpus=[64], tp=[3])),
     "ngpus_exceeds_fabric": (L70, TPU, WL, grid(ngpus=[16384])),
     "tp_exceeds_scale_up_domain": (L70, H100, WL, grid(ngpus=[64], tp=[16])),
-    "heads_not_divisible_by_tp": (load_option("model", "grok-1"), load_option("hardware", "gb200-nvl72"), WL,
-                                  grid(ngpus=[64], tp=[32])),
-    "kv_heads_incompatible_with_tp": (L70.model_copy(update={"heads": 48, "kv_heads": 12, "head_dim": 128}),
-                                      H100, WL, grid(ngpus=[64], tp=[8])),
+    "heads_not_divisible_by_tp": (
+        load_option("model", "grok-1"),
+        load_option("hardware", "gb200-nvl72"),
+        WL,
+        grid(ngpus=[64], tp=[32]),
+    ),
+    "kv_heads_incompatible_with_tp": (
+        L70.model_copy(update={"heads": 48, "kv_heads": 12, "head_dim": 128}),
+        H100,
+        WL,
+        grid(ngpus=[64], tp=[8]),
+    ),
     "ffn_not_divisible_by_tp": (L70.model_copy(update={"ffn_hidden": 28676}), H100, WL, grid(ngpus=[64], tp=[8])),
     "layers_not_divisible_by_pp": (L70, H100, WL, grid(ngpus=[64], pp=[32], uneven_pipeline=False)),
     "pipeline_stage_empty": (L70, H100, WL, grid(ngpus=[64], pp=[64])),
@@ -34,14 +42,26 @@ CASES = {
     "ep_on_dense_model": (L70, H100, WL, grid(ngpus=[64], ep=[2])),
     "experts_not_divisible_by_ep": (MIX, H100, WL, grid(ngpus=[48], ep=[3])),
     "ep_not_dividing_dp_cp": (MIX, H100, WL, grid(ngpus=[64], tp=[8], pp=[4], cp=[1], ep=[8])),
-    "batch_not_divisible_by_dp_micro_batch": (L70, H100, WL, grid(ngpus=[64], micro_batch=[16], tp=[1], pp=[1],
-                                                                  cp=[1])),
+    "batch_not_divisible_by_dp_micro_batch": (
+        L70,
+        H100,
+        WL,
+        grid(ngpus=[64], micro_batch=[16], tp=[1], pp=[1], cp=[1]),
+    ),
     "vpp_needs_pp": (L70, H100, WL, grid(ngpus=[64], pp=[1], vpp=[2])),
-    "vpp_needs_1f1b": (L70, H100, TrainWorkload(seq_len=8192, global_batch=512, schedule="gpipe"),
-                       grid(ngpus=[64], pp=[4], vpp=[2])),
+    "vpp_needs_1f1b": (
+        L70,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=512, schedule="gpipe"),
+        grid(ngpus=[64], pp=[4], vpp=[2]),
+    ),
     "layers_not_divisible_by_pp_vpp": (L70, H100, WL, grid(ngpus=[64], pp=[8], vpp=[4])),
-    "micro_batches_not_divisible_by_pp": (L70, H100, TrainWorkload(seq_len=8192, global_batch=20),
-                                          grid(ngpus=[64], tp=[8], pp=[4], cp=[1], micro_batch=[1], vpp=[2])),
+    "micro_batches_not_divisible_by_pp": (
+        L70,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=20),
+        grid(ngpus=[64], tp=[8], pp=[4], cp=[1], micro_batch=[1], vpp=[2]),
+    ),
     "sequence_parallel_needs_tp": (L70, H100, WL, grid(ngpus=[64], tp=[1], sequence_parallel=[True])),
     "sharding_needs_dp": (L70, H100, WL, grid(ngpus=[64], tp=[8], pp=[8], cp=[1], dp_sharding=["FULLY_SHARD"])),
 }
@@ -87,15 +107,28 @@ def test_kept_layouts_obey_every_rule():
 
 
 def test_unset_axis_means_every_divisor():
-    out = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], pp=[1], cp=[1], vpp=[1], micro_batch=[1],
-                                                       dp_sharding=["NO_OP"], recompute=["none"],
-                                                       sequence_parallel=[False]))
+    out = enumerate_training_layouts(
+        L70,
+        H100,
+        WL,
+        grid(
+            ngpus=[64],
+            pp=[1],
+            cp=[1],
+            vpp=[1],
+            micro_batch=[1],
+            dp_sharding=["NO_OP"],
+            recompute=["none"],
+            sequence_parallel=[False],
+        ),
+    )
     assert sorted(set(out.columns["tp"].tolist())) == [1, 2, 4, 8]
 
 
 def test_kv_replication_flagged():
-    out = enumerate_training_layouts(L70, load_option("hardware", "gb200-nvl72"), WL,
-                                     grid(ngpus=[64], tp=[8, 16, 32], pp=[1], cp=[1]))
+    out = enumerate_training_layouts(
+        L70, load_option("hardware", "gb200-nvl72"), WL, grid(ngpus=[64], tp=[8, 16, 32], pp=[1], cp=[1])
+    )
     rep = dict(zip(out.columns["tp"].tolist(), out.columns["kv_replication"].tolist()))
     assert rep == {8: 1, 16: 2, 32: 4}
 
@@ -108,8 +141,7 @@ def _serving(**kw):
 
 INFERENCE_CASES = {
     "replica_not_dividing_ngpus": (L70, H100, dict(), grid(ngpus=[8], tp=[3])),
-    "pp_exceeds_layers": (load_option("model", "llama3.1-8b"), H100, dict(),
-                          grid(ngpus=[64], tp=[1], pp=[64], sp=[1])),
+    "pp_exceeds_layers": (load_option("model", "llama3.1-8b"), H100, dict(), grid(ngpus=[64], tp=[1], pp=[64], sp=[1])),
     "prompt_not_divisible_by_sp": (L70, H100, dict(input_len=2050), grid(ngpus=[8], tp=[2], pp=[1], sp=[4])),
     "ep_not_dividing_tp_or_dp_sp": (MIX, H100, dict(), grid(ngpus=[8], tp=[2], pp=[1], sp=[1], ep=[8])),
 }
@@ -131,8 +163,17 @@ def test_interleaving_on_an_uneven_split():
     3.3.2). Chunks must divide the 8 layers of a full stage: v = 3 is dropped."""
     l405 = load_option("model", "llama3.1-405b")
     wl = TrainWorkload(seq_len=8192, global_batch=2048)
-    g = grid(ngpus=[16384], tp=[8], pp=[16], cp=[1], micro_batch=[1], vpp=[1, 2, 3, 4, 8],
-             dp_sharding=["OPTIMIZER_STATES_AND_GRADS"], recompute=["none"], sequence_parallel=[True])
+    g = grid(
+        ngpus=[16384],
+        tp=[8],
+        pp=[16],
+        cp=[1],
+        micro_batch=[1],
+        vpp=[1, 2, 3, 4, 8],
+        dp_sharding=["OPTIMIZER_STATES_AND_GRADS"],
+        recompute=["none"],
+        sequence_parallel=[True],
+    )
     out = enumerate_training_layouts(l405, H100, wl, g)
     c = out.columns
     assert sorted(c["vpp"].tolist()) == [1, 2, 4, 8]

@@ -17,38 +17,120 @@ from conftest import invoke, run_cli, shared_reference
 from parallmelism.cost.params import total_params
 from parallmelism.specs import ModelSpec
 
-LLAMA = {"llama3.1-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                             num_key_value_heads=8, vocab_size=128256),
-         "llama3.1-70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                              num_key_value_heads=8, vocab_size=128256)}
+LLAMA = {
+    "llama3.1-8b": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
+    "llama3.1-70b": dict(
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
+}
 CONFIGS = {
-    **{k: {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
-           "tie_word_embeddings": False, "rope_theta": 500000.0, "max_position_embeddings": 131072, **v}
-       for k, v in LLAMA.items()},
-    "mixtral-8x7b": {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
-                     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                     "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2, "hidden_act": "silu",
-                     "tie_word_embeddings": False, "router_aux_loss_coef": 0.02},
-    "mistral-7b": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "hidden_act": "silu",
-                   "sliding_window": 4096, "tie_word_embeddings": False},
-    "qwen2-7b": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-                 "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "hidden_act": "silu",
-                 "tie_word_embeddings": False},
-    "qwen3-8b": {"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
-                 "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
-                 "hidden_act": "silu", "tie_word_embeddings": False},
-    "qwen3-30b-a3b": {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
-                      "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32,
-                      "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936, "num_experts": 128,
-                      "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
-                      "hidden_act": "silu", "tie_word_embeddings": False},
-    "qwen1.5-moe-a2.7b": {"model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
-                          "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
-                          "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
-                          "vocab_size": 151936, "num_experts": 60, "num_experts_per_tok": 4,
-                          "decoder_sparse_step": 1, "mlp_only_layers": [], "hidden_act": "silu",
-                          "tie_word_embeddings": False},
+    **{
+        k: {
+            "model_type": "llama",
+            "architectures": ["LlamaForCausalLM"],
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "rope_theta": 500000.0,
+            "max_position_embeddings": 131072,
+            **v,
+        }
+        for k, v in LLAMA.items()
+    },
+    "mixtral-8x7b": {
+        "model_type": "mixtral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 32000,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "router_aux_loss_coef": 0.02,
+    },
+    "mistral-7b": {
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 32000,
+        "hidden_act": "silu",
+        "sliding_window": 4096,
+        "tie_word_embeddings": False,
+    },
+    "qwen2-7b": {
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    },
+    "qwen3-8b": {
+        "model_type": "qwen3",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    },
+    "qwen3-30b-a3b": {
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    },
+    "qwen1.5-moe-a2.7b": {
+        "model_type": "qwen2_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "vocab_size": 151936,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    },
 }
 
 
@@ -80,8 +162,12 @@ def test_round_trip_shapes(name, cfg_dir, tmp_path):
     cfg = CONFIGS[name]
     spec, _ = _import(cfg_dir, name, tmp_path)
     assert (spec.hidden, spec.layers, spec.heads, spec.g, spec.vocab) == (
-        cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
-        cfg["vocab_size"])
+        cfg["hidden_size"],
+        cfg["num_hidden_layers"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["vocab_size"],
+    )
     assert spec.d == cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     if spec.moe is not None:
         assert spec.moe.num_experts == cfg.get("num_experts", cfg.get("num_local_experts"))
@@ -97,8 +183,17 @@ def test_round_trip_shapes(name, cfg_dir, tmp_path):
 
 def test_imported_yaml_is_usable_by_sweep(cfg_dir, tmp_path):
     _, out = _import(cfg_dir, "qwen3-30b-a3b", tmp_path)
-    r = run_cli("sweep", "-cd", out.parent.parent, "model=qwen3-30b-a3b", "grid.ngpus=[8]", "grid.micro_batch=[1]",
-                "grid.vpp=[1]", "-q", f"output.path={tmp_path / 'x.csv'}")
+    r = run_cli(
+        "sweep",
+        "-cd",
+        out.parent.parent,
+        "model=qwen3-30b-a3b",
+        "grid.ngpus=[8]",
+        "grid.micro_batch=[1]",
+        "grid.vpp=[1]",
+        "-q",
+        f"output.path={tmp_path / 'x.csv'}",
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "x.csv").stat().st_size > 0
 
@@ -121,25 +216,42 @@ def test_parameter_count_equals_transformers(name, cfg_dir, tmp_path):
     assert total_params(spec) == sum(p.numel() for p in m.parameters())
 
 
-DEEPSEEK_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432,
-               "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
-               "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1,
-               "num_experts_per_tok": 8, "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512,
-               "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280}
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
 DEEPSEEK_V2 = {**DEEPSEEK_V3, "model_type": "deepseek_v2"}  # MLA too, layout not checked by import-hf
 
 
-@pytest.mark.parametrize("content,text", [
-    (DEEPSEEK_V2, "multi-head latent attention"),
-    ({"model_type": "gpt_neox", "hidden_size": 8}, "not supported"),
-    ({"model_type": "llama", "hidden_size": 4096}, "is missing"),
-    ({**CONFIGS["llama3.1-8b"], "num_attention_heads": 0}, "num_attention_heads=0"),
-    ({**CONFIGS["llama3.1-8b"], "num_key_value_heads": 7}, "kv_heads"),
-    ({**CONFIGS["llama3.1-8b"], "hidden_act": "relu"}, "hidden_act='relu'"),
-    ({**CONFIGS["qwen3-30b-a3b"], "mlp_only_layers": [3, 17]}, "mlp_only_layers"),
-    ([1, 2, 3], "JSON object"),
-    ("{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content,text",
+    [
+        (DEEPSEEK_V2, "multi-head latent attention"),
+        ({"model_type": "gpt_neox", "hidden_size": 8}, "not supported"),
+        ({"model_type": "llama", "hidden_size": 4096}, "is missing"),
+        ({**CONFIGS["llama3.1-8b"], "num_attention_heads": 0}, "num_attention_heads=0"),
+        ({**CONFIGS["llama3.1-8b"], "num_key_value_heads": 7}, "kv_heads"),
+        ({**CONFIGS["llama3.1-8b"], "hidden_act": "relu"}, "hidden_act='relu'"),
+        ({**CONFIGS["qwen3-30b-a3b"], "mlp_only_layers": [3, 17]}, "mlp_only_layers"),
+        ([1, 2, 3], "JSON object"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_bad_configs_give_one_sentence(content, text, tmp_path):
     p = tmp_path / "config.json"
     p.write_text(content if isinstance(content, str) else json.dumps(content))

@@ -32,8 +32,12 @@ def model(name):
 
 def run_of(model_name="llama3.1-70b", hardware="h100-sxm-80gb", grid=None, **wl):
     grid = {"ngpus": [8], "tp": [8], "pp": [1], "sp": [1], **(grid or {})}
-    return RunConfig(model=model(model_name), hardware=load_option("hardware", hardware),
-                     workload=InferenceWorkload(**wl), grid=GridSpec(**grid))
+    return RunConfig(
+        model=model(model_name),
+        hardware=load_option("hardware", hardware),
+        workload=InferenceWorkload(**wl),
+        grid=GridSpec(**grid),
+    )
 
 
 def one(run):
@@ -53,6 +57,7 @@ def reference_params():
 
 
 # ---------------------------------------------------------------- memory
+
 
 @pytest.mark.parametrize("name", ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mixtral-8x7b"])
 def test_weight_elements_sum_to_the_exact_parameter_count(name):
@@ -80,8 +85,15 @@ def test_kv_cache_closed_form_llama31_70b():
 
 def test_kv_replication_appears_exactly_when_tp_exceeds_kv_heads():
     # GB200 NVL72: a 72-GPU NVLink domain, so tp up to 64 is a valid layout for 64 query heads
-    df = rows(run_of(hardware="gb200-nvl72", grid={"ngpus": [64], "tp": [1, 2, 4, 8, 16, 32, 64], "pp": [1]},
-                     input_len=2048, output_len=256, batch=8))
+    df = rows(
+        run_of(
+            hardware="gb200-nvl72",
+            grid={"ngpus": [64], "tp": [1, 2, 4, 8, 16, 32, 64], "pp": [1]},
+            input_len=2048,
+            output_len=256,
+            batch=8,
+        )
+    )
     df = df[df["sp"] == 1].set_index("tp")
     g = 8
     for tp, r in df.iterrows():
@@ -123,8 +135,16 @@ def test_max_batch_is_the_largest_batch_that_fits():
 
 # ---------------------------------------------------------------- time
 
-@pytest.mark.parametrize("name,tp,batch,ctx", [("llama3.1-8b", 1, 1, 1024), ("llama3.1-8b", 1, 64, 4096),
-                                               ("llama3.1-70b", 4, 8, 8192), ("llama3.1-70b", 8, 32, 2048)])
+
+@pytest.mark.parametrize(
+    "name,tp,batch,ctx",
+    [
+        ("llama3.1-8b", 1, 1, 1024),
+        ("llama3.1-8b", 1, 64, 4096),
+        ("llama3.1-70b", 4, 8, 8192),
+        ("llama3.1-70b", 8, 32, 2048),
+    ],
+)
 def test_decode_latency_bounded_below_by_bytes_over_hbm_bandwidth(name, tp, batch, ctx):
     m = model(name)
     hw = load_option("hardware", "h100-sxm-80gb")
@@ -138,8 +158,9 @@ def test_decode_latency_bounded_below_by_bytes_over_hbm_bandwidth(name, tp, batc
     assert r["tpot_ms"] >= r["decode_step_ms"]  # prefills of new requests only add to it
     # and the model is a roofline, not a multiple of it: within 1/decode_hbm (+5 % for activation
     # and norm traffic) plus the collectives and the named per-iteration overhead
-    assert r["decode_step_ms"] <= (bound_s * 1e3 / hw.efficiency.decode_hbm * 1.05 + r["time_comm_decode_ms"]
-                                   + hw.efficiency.iteration_overhead_ms)
+    assert r["decode_step_ms"] <= (
+        bound_s * 1e3 / hw.efficiency.decode_hbm * 1.05 + r["time_comm_decode_ms"] + hw.efficiency.iteration_overhead_ms
+    )
 
 
 def test_doubling_tp_halves_weight_reads_until_communication_dominates():
@@ -223,8 +244,9 @@ def test_grid_rules_for_serving_layouts():
 
     m = model("llama3.1-70b")
     hw = load_option("hardware", "h100-sxm-80gb")
-    grid = enumerate_inference_layouts(m, hw, InferenceWorkload(input_len=1002),
-                                       GridSpec(ngpus=[16], tp=[16, 8], sp=[1, 2], ep=[1, 2]))
+    grid = enumerate_inference_layouts(
+        m, hw, InferenceWorkload(input_len=1002), GridSpec(ngpus=[16], tp=[16, 8], sp=[1, 2], ep=[1, 2])
+    )
     c = grid.columns
     assert grid.dropped["tp_exceeds_scale_up_domain"] > 0
     assert grid.dropped["prompt_not_divisible_by_sp"] > 0  # 1002 % (2·2) != 0
@@ -241,7 +263,8 @@ def test_throughput_and_cost_follow_from_latency():
     assert r["throughput_tokens_per_s"] == pytest.approx(2 * 4 * 500 / (r["e2e_latency_ms"] * 1e-3))
     hw = load_option("hardware", "h100-sxm-80gb")
     assert r["cost_per_million_tokens"] == pytest.approx(
-        16 * hw.cost_per_gpu_hour_usd / 3600 / r["throughput_tokens_per_s"] * 1e6)
+        16 * hw.cost_per_gpu_hour_usd / 3600 / r["throughput_tokens_per_s"] * 1e6
+    )
 
 
 def test_without_flash_attention_the_score_matrix_goes_through_hbm():
@@ -251,10 +274,11 @@ def test_without_flash_attention_the_score_matrix_goes_through_hbm():
     recs = {}
     for flash in (True, False):
         wl = InferenceWorkload(input_len=S, output_len=2, flash_attention=flash)
-        r = one(run_of("llama3.1-8b", grid={"ngpus": [1], "tp": [1]}, input_len=S, output_len=2,
-                       flash_attention=flash))
+        r = one(run_of("llama3.1-8b", grid={"ngpus": [1], "tp": [1]}, input_len=S, output_len=2, flash_attention=flash))
         recs[flash] = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl)}
-    extra = recs[False][("prefill", "attention_qk")]["other_bytes"] - recs[True][("prefill", "attention_qk")]["other_bytes"]
+    extra = (
+        recs[False][("prefill", "attention_qk")]["other_bytes"] - recs[True][("prefill", "attention_qk")]["other_bytes"]
+    )
     assert extra == pytest.approx(S * (S + 1) / 2 * m.heads * 2)  # causal pairs x heads x 2 bytes
 
 

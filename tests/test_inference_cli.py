@@ -12,8 +12,9 @@ from parallmelism.schema import INFERENCE_COLUMNS
 
 def test_sweep_writes_every_inference_column(tmp_path):
     out = tmp_path / "serve.csv"
-    code, text = invoke("sweep", "workload=inference", "model=llama3.1-8b", "grid.ngpus=[1,2]",
-                        f"output.path={out}", "workload.batch=4")
+    code, text = invoke(
+        "sweep", "workload=inference", "model=llama3.1-8b", "grid.ngpus=[1,2]", f"output.path={out}", "workload.batch=4"
+    )
     assert code == 0, text
     df = pd.read_csv(out)
     ours = [c for c in df.columns if c in INFERENCE_COLUMNS]
@@ -25,8 +26,17 @@ def test_sweep_writes_every_inference_column(tmp_path):
 def test_show_explains_one_layout_per_op():
     code, text = invoke("show", "workload=inference", "grid.ngpus=[8]", "grid.tp=[8]", "grid.pp=[1]", "grid.sp=[1]")
     assert code == 0, text
-    for op in ("qkv_proj", "attention_qk", "attention_pv", "output_proj", "gate_up_proj", "down_proj",
-               "tp_all_reduce", "ttft_ms", "tpot_ms"):
+    for op in (
+        "qkv_proj",
+        "attention_qk",
+        "attention_pv",
+        "output_proj",
+        "gate_up_proj",
+        "down_proj",
+        "tp_all_reduce",
+        "ttft_ms",
+        "tpot_ms",
+    ):
         assert op in text
 
 
@@ -47,11 +57,13 @@ def test_shipped_cases_are_the_reference_cases():
     ref = pd.read_csv(shared_reference("inference_measured.csv"))
     ours = pd.read_csv([f for f in shipped_case_files() if f.name == "inference_measured.csv"][0])
     # the reference columns verbatim; the shipped copy may add serving-stack configuration columns
-    pd.testing.assert_frame_equal(ref, ours[list(ref.columns)].iloc[:len(ref)])
+    pd.testing.assert_frame_equal(ref, ours[list(ref.columns)].iloc[: len(ref)])
 
 
-@pytest.mark.parametrize("arg,key", [("workload.weight_dtype=fp4", "weight_dtype"),
-                                     ("grid.sp=[0]", "sp"), ("workload.batching=dynamic", "batching")])
+@pytest.mark.parametrize(
+    "arg,key",
+    [("workload.weight_dtype=fp4", "weight_dtype"), ("grid.sp=[0]", "sp"), ("workload.batching=dynamic", "batching")],
+)
 def test_bad_inference_input_is_one_line_exit_2(tmp_path, arg, key):
     out = tmp_path / "x.csv"
     p = run_cli("sweep", "workload=inference", arg, f"output.path={out}")
@@ -68,12 +80,12 @@ def _readme():
 
 def _readme_section():
     text = _readme()
-    return text[text.index("### Llama-3-70B on H100: TP8 vs TP16"):]
+    return text[text.index("### Llama-3-70B on H100: TP8 vs TP16") :]
 
 
 def test_readme_serving_commands_run(tmp_path):
     text = _readme()
-    block = text[text.index("## Serving (workload=inference)"):text.index("### Validation: serving latency")]
+    block = text[text.index("## Serving (workload=inference)") : text.index("### Validation: serving latency")]
     cmds = [ln.split("#")[0].split() for ln in block.splitlines() if ln.startswith("parallmelism ")]
     assert len(cmds) == 3
     for cmd in cmds:

@@ -46,12 +46,13 @@ def simulate(t_dec, t_mix, n_p, b, out, think, iters=20000, seed=1):
                 queue.pop(0)
                 ttfts.append(t - arr_t[head])
                 state[head], left[head], last[head] = "dec", out - 1, t
-    return float(np.mean(ttfts[len(ttfts) // 5:])), float(np.mean(itls[len(itls) // 5:]))
+    return float(np.mean(ttfts[len(ttfts) // 5 :])), float(np.mean(itls[len(itls) // 5 :]))
 
 
-@pytest.mark.parametrize("t_dec,t_mix,n_p,b,out,think", [(0.01, 0.03, 2, 8, 50, 0.02),
-                                                          (0.005, 0.02, 1, 32, 100, 0.01),
-                                                          (0.01, 0.012, 1, 64, 200, 0.007)])
+@pytest.mark.parametrize(
+    "t_dec,t_mix,n_p,b,out,think",
+    [(0.01, 0.03, 2, 8, 50, 0.02), (0.005, 0.02, 1, 32, 100, 0.01), (0.01, 0.012, 1, 64, 200, 0.007)],
+)
 def test_closed_loop_matches_an_engine_simulation(t_dec, t_mix, n_p, b, out, think):
     """The think time plays the request overhead (it lengthens the loop like a host round trip)."""
     sim_ttft, sim_itl = simulate(t_dec, t_mix, n_p, b, out, think)
@@ -87,8 +88,12 @@ def test_chunk_plan_follows_the_token_budget():
 
 
 def _row(hw="h100-sxm-80gb", **wl):
-    run = RunConfig(model=load_option("model", "llama3.1-8b"), hardware=load_option("hardware", hw),
-                    workload=InferenceWorkload(**wl), grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]))
+    run = RunConfig(
+        model=load_option("model", "llama3.1-8b"),
+        hardware=load_option("hardware", hw),
+        workload=InferenceWorkload(**wl),
+        grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]),
+    )
     return evaluate(run)[0].iloc[0]
 
 
@@ -105,16 +110,20 @@ def test_chunked_prefill_reads_the_weights_once_per_iteration():
 def test_iteration_overhead_is_paid_once_per_iteration():
     hw = load_option("hardware", "h100-sxm-80gb")
     with_ovh = _row(batch=8)
-    no_ovh = RunConfig(model=load_option("model", "llama3.1-8b"),
-                       hardware=hw.model_copy(update={"efficiency": hw.efficiency.model_copy(
-                           update={"iteration_overhead_ms": 0.0})}),
-                       workload=InferenceWorkload(batch=8), grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]))
+    no_ovh = RunConfig(
+        model=load_option("model", "llama3.1-8b"),
+        hardware=hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"iteration_overhead_ms": 0.0})}),
+        workload=InferenceWorkload(batch=8),
+        grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]),
+    )
     base = evaluate(no_ovh)[0].iloc[0]
     assert with_ovh["decode_step_ms"] - base["decode_step_ms"] == pytest.approx(hw.efficiency.iteration_overhead_ms)
 
 
 def test_h200_gains_less_than_its_bandwidth_at_batch_one():
     """The fixed iteration overhead does not shrink with HBM bandwidth: ITL ratio > 3350/4800."""
-    h100, h200 = _row(batch=1, weight_dtype="fp8", precision="fp8"), _row("h200-sxm-141gb", batch=1,
-                                                                           weight_dtype="fp8", precision="fp8")
+    h100, h200 = (
+        _row(batch=1, weight_dtype="fp8", precision="fp8"),
+        _row("h200-sxm-141gb", batch=1, weight_dtype="fp8", precision="fp8"),
+    )
     assert 3350 / 4800 < h200["tpot_ms"] / h100["tpot_ms"] < 1

@@ -19,13 +19,28 @@ from parallmelism.specs import GridSpec, InferenceWorkload, RunConfig
 from tests.conftest import invoke
 
 H, A, RQ, RKV, N, P, V = 7168, 128, 1536, 512, 128, 64, 128
-ATTN_OPS = {"q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "kv_b_proj", "attention_qk",
-            "attention_pv", "q_absorb", "attention_latent_qk", "attention_latent_pv", "v_up", "output_proj"}
+ATTN_OPS = {
+    "q_a_proj",
+    "q_a_norm",
+    "q_b_proj",
+    "kv_a_proj",
+    "kv_a_norm",
+    "kv_b_proj",
+    "attention_qk",
+    "attention_pv",
+    "q_absorb",
+    "attention_latent_qk",
+    "attention_latent_pv",
+    "v_up",
+    "output_proj",
+}
 
 
 def cols_of(tp=1, ep=1, dp=1, batch=1, ngpus=1):
-    return {k: np.array([v]) for k, v in dict(ngpus=ngpus, tp=tp, pp=1, sp=1, ep=ep, dp=dp, batch=batch,
-                                              layers_per_stage=61).items()}
+    return {
+        k: np.array([v])
+        for k, v in dict(ngpus=ngpus, tp=tp, pp=1, sp=1, ep=ep, dp=dp, batch=batch, layers_per_stage=61).items()
+    }
 
 
 def per_layer(terms, field):
@@ -35,8 +50,9 @@ def per_layer(terms, field):
 @pytest.mark.parametrize("tp", [1, 8])
 def test_absorbed_decode_flops_and_latent_cache_bytes(tp):
     m, hw = load_option("model", "deepseek-v3"), load_option("hardware", "h100-sxm-80gb")
-    wl = InferenceWorkload(input_len=4000, output_len=2000, batch=16, kv_dtype="fp8", weight_dtype="fp8",
-                           precision="fp8")
+    wl = InferenceWorkload(
+        input_len=4000, output_len=2000, batch=16, kv_dtype="fp8", weight_dtype="fp8", precision="fp8"
+    )
     b, ctx, a = 16, 4000 + 2000 / 2, A / tp
     d = decode_terms(m, hw, wl, cols_of(tp=tp, batch=b, ngpus=tp))
     proj = h_rq = H * RQ + RQ * a * (N + P) + H * (RKV + P) + a * N * RKV + a * RKV * V + a * V * H
@@ -48,8 +64,11 @@ def test_absorbed_decode_flops_and_latent_cache_bytes(tp):
     assert RKV + P == 4.5 * N == 576
     assert float(latent.other_bytes[0]) == pytest.approx(b * ctx * 576 * 1 + b * a * 576 * 2, rel=1e-12)
     # nothing is decompressed in decode
-    assert all(float(op.flops[0]) == 0 and float(op.bytes[0]) == 0 for op in d["ops"]
-               if op.name in ("kv_b_proj", "attention_qk", "attention_pv"))
+    assert all(
+        float(op.flops[0]) == 0 and float(op.bytes[0]) == 0
+        for op in d["ops"]
+        if op.name in ("kv_b_proj", "attention_qk", "attention_pv")
+    )
 
 
 def test_prefill_runs_the_naive_form():
@@ -78,8 +97,9 @@ def test_dp_attention_with_expert_parallel_all_to_all_across_nodes():
     """SGLang/vLLM DP attention: tp=1 replicas, experts over ep=16 ranks of two 8-GPU nodes; the
     dispatch + combine all-to-all per MoE layer crosses the scale-out link."""
     m, hw = load_option("model", "deepseek-v3"), load_option("hardware", "h100-sxm-80gb")
-    wl = InferenceWorkload(input_len=1000, output_len=1000, batch=64, weight_dtype="fp8", precision="fp8",
-                           kv_dtype="fp8")
+    wl = InferenceWorkload(
+        input_len=1000, output_len=1000, batch=64, weight_dtype="fp8", precision="fp8", kv_dtype="fp8"
+    )
     run = RunConfig(model=m, hardware=hw, workload=wl, grid=GridSpec(ngpus=[16], tp=[1], pp=[1], sp=[1], ep=[16]))
     df, _ = evaluate(run)
     r = df.iloc[0]
@@ -100,9 +120,17 @@ def test_dp_attention_with_expert_parallel_all_to_all_across_nodes():
 
 def test_sweep_deepseek_v3_serving_runs(tmp_path):
     out = tmp_path / "ds.csv"
-    code, text = invoke("sweep", "workload=inference", "model=deepseek-v3", "grid.ngpus=[16]",
-                        "workload.weight_dtype=fp8", "workload.precision=fp8", "workload.kv_dtype=fp8",
-                        f"output.path={out}", "--quiet")
+    code, text = invoke(
+        "sweep",
+        "workload=inference",
+        "model=deepseek-v3",
+        "grid.ngpus=[16]",
+        "workload.weight_dtype=fp8",
+        "workload.precision=fp8",
+        "workload.kv_dtype=fp8",
+        f"output.path={out}",
+        "--quiet",
+    )
     assert code == 0, text
     import pandas as pd
 

@@ -24,8 +24,12 @@ def test_expected_tokens_per_step(a, k, e):
 
 
 def row(model="llama3.1-8b", **wl):
-    run = RunConfig(model=load_option("model", model), hardware=load_option("hardware", "h100-sxm-80gb"),
-                    workload=InferenceWorkload(**wl), grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]))
+    run = RunConfig(
+        model=load_option("model", model),
+        hardware=load_option("hardware", "h100-sxm-80gb"),
+        workload=InferenceWorkload(**wl),
+        grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]),
+    )
     return evaluate(run)[0].iloc[0]
 
 
@@ -34,7 +38,7 @@ def test_verify_pass_is_k_plus_one_positions_per_sequence():
     spec = row(batch=8, batching="static", spec_method="mtp", spec_tokens=3, spec_acceptance=0.6)
     # every GEMM row and every query-key pair x (k+1); the head too
     assert spec["flops_decode_per_gpu"] == pytest.approx(4 * base["flops_decode_per_gpu"], rel=1e-12)
-    assert spec["spec_tokens_per_step"] == pytest.approx((1 - 0.6 ** 4) / 0.4)
+    assert spec["spec_tokens_per_step"] == pytest.approx((1 - 0.6**4) / 0.4)
     # tpot = step / E: more work per step, fewer steps per token
     assert spec["tpot_ms"] == pytest.approx(spec["decode_step_ms"] / spec["spec_tokens_per_step"])
     # weights are read once per verify step, so at batch 8 speculation pays off at a = 0.6
@@ -66,12 +70,15 @@ def test_prefix_cache_hit_shortens_prefill_by_the_closed_form():
     assert cached["ttft_ms"] < fresh["ttft_ms"]
 
 
-@pytest.mark.parametrize("args,text", [
-    (["workload.spec_method=mtp", "workload.spec_acceptance=1.5"], "spec_acceptance"),
-    (["workload.spec_method=draft", "workload.draft_model=llama3.1-405b"], "not smaller"),
-    (["workload.spec_method=draft"], "needs draft_model"),
-    (["workload.prefix_cache_hit=1"], "prefix_cache_hit"),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (["workload.spec_method=mtp", "workload.spec_acceptance=1.5"], "spec_acceptance"),
+        (["workload.spec_method=draft", "workload.draft_model=llama3.1-405b"], "not smaller"),
+        (["workload.spec_method=draft"], "needs draft_model"),
+        (["workload.prefix_cache_hit=1"], "prefix_cache_hit"),
+    ],
+)
 def test_bad_speculation_input_is_one_sentence(args, text):
     code, out = invoke("sweep", "workload=inference", "model=llama3.1-70b", "grid.ngpus=[8]", *args, "--quiet")
     assert code == 2 and text in out and "Traceback" not in out and out.strip().count("\n") == 0

@@ -130,8 +130,9 @@ def _hw_with_table(tmp_path, table_text, name):
     return H100.model_copy(update={"kernels": H100.kernels.model_copy(update={"table": str(table)})})
 
 
-@pytest.mark.parametrize("text", [None, "family,dtype\ngemm,bf16\n",
-                                  "family,dtype,part,m,k,n,measured_s\ngemm,bf16,fwd,16,16,16,-1\n"])
+@pytest.mark.parametrize(
+    "text", [None, "family,dtype\ngemm,bf16\n", "family,dtype,part,m,k,n,measured_s\ngemm,bf16,fwd,16,16,16,-1\n"]
+)
 def test_missing_or_broken_table_is_one_sentence(tmp_path, text):
     from parallmelism.errors import UserError
 

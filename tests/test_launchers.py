@@ -31,16 +31,28 @@ def expected_rows():
     return {m: len(evaluate(load_run_configs([f"model={m}", *COMMON])[0][1])[0]) for m in SHARDS}
 
 
-@pytest.mark.parametrize("launcher, module, extra", [
-    ("joblib", "hydra_plugins.hydra_joblib_launcher", ["hydra.launcher.n_jobs=2"]),
-    ("submitit_local", "hydra_plugins.hydra_submitit_launcher", ["hydra.launcher.timeout_min=5"]),
-])
-def test_multirun_launcher_writes_one_part_per_shard_and_merge_combines_them(launcher, module, extra, tmp_path,
-                                                                          expected_rows):
+@pytest.mark.parametrize(
+    "launcher, module, extra",
+    [
+        ("joblib", "hydra_plugins.hydra_joblib_launcher", ["hydra.launcher.n_jobs=2"]),
+        ("submitit_local", "hydra_plugins.hydra_submitit_launcher", ["hydra.launcher.timeout_min=5"]),
+    ],
+)
+def test_multirun_launcher_writes_one_part_per_shard_and_merge_combines_them(
+    launcher, module, extra, tmp_path, expected_rows
+):
     _plugin(module)
     sweep_dir = tmp_path / "multirun"
-    r = run_cli("sweep", "-m", "model=" + ",".join(SHARDS), *COMMON, f"hydra/launcher={launcher}", *extra,
-                f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    r = run_cli(
+        "sweep",
+        "-m",
+        "model=" + ",".join(SHARDS),
+        *COMMON,
+        f"hydra/launcher={launcher}",
+        *extra,
+        f"hydra.sweep.dir={sweep_dir}",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     parts = sorted(sweep_dir.glob("*/part.csv"))
     assert len(parts) == len(SHARDS)

@@ -26,8 +26,9 @@ MODELS = sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
 AXES = ("tp", "cp", "ep", "dp", "pp")
 LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
-SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 REL = 1e-9
 
 
@@ -38,8 +39,15 @@ def runs(draw):
     ngpus = draw(st.sampled_from([64, 256, 1024, 4096]))
     seq = draw(st.sampled_from([2048, 4096, 8192]))
     batch = draw(st.sampled_from([64, 256, 1024]))
-    return [f"model={model}", f"hardware={hw}", f"grid.ngpus=[{ngpus}]", f"workload.seq_len={seq}",
-            f"workload.global_batch={batch}", "grid.micro_batch=[1,2]", "grid.vpp=[1,2]"]
+    return [
+        f"model={model}",
+        f"hardware={hw}",
+        f"grid.ngpus=[{ngpus}]",
+        f"workload.seq_len={seq}",
+        f"workload.global_batch={batch}",
+        "grid.micro_batch=[1,2]",
+        "grid.vpp=[1,2]",
+    ]
 
 
 def _frame(overrides):
@@ -65,7 +73,12 @@ def test_step_respects_links_compute_and_its_parts(overrides):
     assert (step >= df["time_compute_s"].to_numpy() * (1 - REL)).all()
     for ax in AXES:
         assert (df[f"time_comm_{ax}_exposed_s"] <= df[f"time_comm_{ax}_s"] * (1 + REL) + 1e-15).all(), ax
-    parts = df["time_compute_s"] + df["time_bubble_s"] + df["time_overhead_s"] + sum(df[f"time_comm_{ax}_exposed_s"] for ax in AXES)
+    parts = (
+        df["time_compute_s"]
+        + df["time_bubble_s"]
+        + df["time_overhead_s"]
+        + sum(df[f"time_comm_{ax}_exposed_s"] for ax in AXES)
+    )
     np.testing.assert_allclose(step, parts.to_numpy(), rtol=1e-9)
 
 
@@ -91,12 +104,14 @@ def _fp8_vs_bf16(overrides):
     return _paired(fp8, bf16) if len(fp8) else None
 
 
-@pytest.mark.xfail(reason="known gap (issue 10/11): Transformer Engine's casts (input and output-gradient amax, "
-                          "cast and transpose per GEMM) and the fp8 weight copies written after every optimizer step "
-                          "cost more HBM time than fp8 saves on small per-GPU GEMMs (high tp, micro-batch 1) and on MoE "
-                          "experts: up to ~5 % slower steps on the shipped models. Strict: the day fp8 is never slower "
-                          "(e.g. a per-GEMM bf16 fallback as recipes do for small layers), this reports XPASS",
-                   strict=True)
+@pytest.mark.xfail(
+    reason="known gap (issue 10/11): Transformer Engine's casts (input and output-gradient amax, "
+    "cast and transpose per GEMM) and the fp8 weight copies written after every optimizer step "
+    "cost more HBM time than fp8 saves on small per-GPU GEMMs (high tp, micro-batch 1) and on MoE "
+    "experts: up to ~5 % slower steps on the shipped models. Strict: the day fp8 is never slower "
+    "(e.g. a per-GEMM bf16 fallback as recipes do for small layers), this reports XPASS",
+    strict=True,
+)
 @SETTINGS
 @given(runs())
 def test_fp8_step_never_slower_than_bf16(overrides):

@@ -28,8 +28,13 @@ def test_bound_moves_the_deficit_onto_the_hidden_axes_of_the_busy_link():
     # compute 3 s + exposed 1 + 2 = step 6 s < NIC busy 7 s: 1 s more is exposed, split 5:1.
     comm = {"tp": np.array([2.0]), "cp": np.zeros(1), "ep": np.zeros(1), "dp": np.array([6.0]), "pp": np.array([1.0])}
     exp = {"tp": np.array([2.0]), "cp": np.zeros(1), "ep": np.zeros(1), "dp": np.array([1.0]), "pp": np.zeros(1)}
-    on_out = {"tp": np.array([False]), "cp": np.array([False]), "ep": np.array([False]), "dp": np.array([True]),
-              "pp": np.array([True])}
+    on_out = {
+        "tp": np.array([False]),
+        "cp": np.array([False]),
+        "ep": np.array([False]),
+        "dp": np.array([True]),
+        "pp": np.array([True]),
+    }
     step, new = bind_to_links(np.array([6.0]), comm, exp, on_out)
     assert float(step[0]) == pytest.approx(7.0)
     assert float(new["dp"][0]) == pytest.approx(1.0 + 5.0 / 6.0)
@@ -42,10 +47,23 @@ def test_bound_moves_the_deficit_onto_the_hidden_axes_of_the_busy_link():
 def test_fsdp_at_large_dp_is_no_faster_than_its_nic():
     """The issue's row: 405B, 16384 H100s, tp 2 pp 2 cp 4 dp 1024 FULLY_SHARD used to come out at
     5.32 s per step with 6.68 s of DP traffic on one NIC."""
-    r = RunConfig(model=load_option("model", "llama3.1-405b"), hardware=H100,
-                  workload=TrainWorkload(seq_len=8192, global_batch=2048),
-                  grid=GridSpec(ngpus=[16384], tp=[2], pp=[2], cp=[4], ep=[1], vpp=[1], micro_batch=[1],
-                                recompute=["full"], sequence_parallel=[True], dp_sharding=["FULLY_SHARD"]))
+    r = RunConfig(
+        model=load_option("model", "llama3.1-405b"),
+        hardware=H100,
+        workload=TrainWorkload(seq_len=8192, global_batch=2048),
+        grid=GridSpec(
+            ngpus=[16384],
+            tp=[2],
+            pp=[2],
+            cp=[4],
+            ep=[1],
+            vpp=[1],
+            micro_batch=[1],
+            recompute=["full"],
+            sequence_parallel=[True],
+            dp_sharding=["FULLY_SHARD"],
+        ),
+    )
     df = evaluate(r)[0]
     assert len(df) == 1
     row = df.iloc[0]
@@ -53,7 +71,12 @@ def test_fsdp_at_large_dp_is_no_faster_than_its_nic():
     assert row["time_step_s"] >= row["link_scale_out_busy_s"] - 1e-9
     for ax in AXES:
         assert row[f"time_comm_{ax}_exposed_s"] <= row[f"time_comm_{ax}_s"] + 1e-12
-    parts = row["time_compute_s"] + row["time_bubble_s"] + row["time_overhead_s"] + sum(row[f"time_comm_{ax}_exposed_s"] for ax in AXES)
+    parts = (
+        row["time_compute_s"]
+        + row["time_bubble_s"]
+        + row["time_overhead_s"]
+        + sum(row[f"time_comm_{ax}_exposed_s"] for ax in AXES)
+    )
     assert row["time_step_s"] == pytest.approx(parts, rel=1e-9)
 
 
@@ -63,9 +86,20 @@ def test_show_prints_the_per_link_table():
     import re
 
     from conftest import invoke
-    code, text = invoke("show", "model=llama3.1-405b", "grid.ngpus=[16384]", "workload.global_batch=2048",
-                        "grid.tp=[2]", "grid.pp=[2]", "grid.cp=[4]", "grid.dp_sharding=[FULLY_SHARD]",
-                        "grid.recompute=[full]", "grid.micro_batch=[1]", "grid.vpp=[1]")
+
+    code, text = invoke(
+        "show",
+        "model=llama3.1-405b",
+        "grid.ngpus=[16384]",
+        "workload.global_batch=2048",
+        "grid.tp=[2]",
+        "grid.pp=[2]",
+        "grid.cp=[4]",
+        "grid.dp_sharding=[FULLY_SHARD]",
+        "grid.recompute=[full]",
+        "grid.micro_batch=[1]",
+        "grid.vpp=[1]",
+    )
     assert code == 0, text
     assert "per link of one critical-stage GPU" in text
     nic = next(line for line in text.splitlines() if "(this GPU's)" in line)
@@ -80,21 +114,44 @@ def test_show_prints_the_per_link_table():
 def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
     """FSDP2 reshard_after_forward=False: one all-gather per layer and micro-batch (forward; backward
     reuses it), and the stage's bf16 weights stay gathered: 2 B x params of every layer on the stage."""
+
     def row(reshard):
-        r = RunConfig(model=load_option("model", "llama3.1-8b"), hardware=H100,
-                      workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_reshard_after_forward=reshard),
-                      grid=GridSpec(ngpus=[64], tp=[1], pp=[1], cp=[1], ep=[1], vpp=[1], micro_batch=[1],
-                                    recompute=["selective"], sequence_parallel=[False], dp_sharding=["FULLY_SHARD"]))
+        r = RunConfig(
+            model=load_option("model", "llama3.1-8b"),
+            hardware=H100,
+            workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_reshard_after_forward=reshard),
+            grid=GridSpec(
+                ngpus=[64],
+                tp=[1],
+                pp=[1],
+                cp=[1],
+                ep=[1],
+                vpp=[1],
+                micro_batch=[1],
+                recompute=["selective"],
+                sequence_parallel=[False],
+                dp_sharding=["FULLY_SHARD"],
+            ),
+        )
         df = evaluate(r)[0]
         assert len(df) == 1
         return df.iloc[0]
+
     on, off = row(True), row(False)
     # m = 2 micro-batches, 32 layers + embedding + head units; reduce-scatter unchanged
     from parallmelism.cost.comm import dp_step_times_s
     from parallmelism.cost.states import FS
     from parallmelism.cost.params import params_per_gpu
-    p = params_per_gpu(load_option("model", "llama3.1-8b"), np.array([1]), np.array([1]), np.array([32]),
-                       np.array([0]), np.array([True]), np.array([True]))
+
+    p = params_per_gpu(
+        load_option("model", "llama3.1-8b"),
+        np.array([1]),
+        np.array([1]),
+        np.array([32]),
+        np.array([0]),
+        np.array([True]),
+        np.array([True]),
+    )
     red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
     assert on["time_comm_dp_s"] == pytest.approx(float(red[0] + 2 * 2 * g1[0] / 2), rel=1e-9)
     assert off["time_comm_dp_s"] == pytest.approx(float(red[0] + 2 * g1[0] / 2), rel=1e-9)

@@ -11,8 +11,12 @@ from parallmelism.units import GIB
 def run(model, ngpus, wl=None, **grid):
     base = dict(cp=[1], micro_batch=[1], vpp=[1], recompute=["none"], sequence_parallel=[True])
     base.update({k: (v if isinstance(v, list) else [v]) for k, v in grid.items()})
-    r = RunConfig(model=load_option("model", model), hardware=load_option("hardware", "h100-sxm-80gb"),
-                  workload=wl or TrainWorkload(seq_len=8192, global_batch=2048), grid=GridSpec(ngpus=[ngpus], **base))
+    r = RunConfig(
+        model=load_option("model", model),
+        hardware=load_option("hardware", "h100-sxm-80gb"),
+        workload=wl or TrainWorkload(seq_len=8192, global_batch=2048),
+        grid=GridSpec(ngpus=[ngpus], **base),
+    )
     return evaluate(r)[0]
 
 
@@ -34,16 +38,31 @@ def test_fits_agrees_with_headroom():
 
 
 def test_fsdp_gathers_two_layers_of_bf16_weights():
-    df = run("llama3.1-8b", 8, tp=1, pp=1, dp_sharding="FULLY_SHARD", sequence_parallel=[False],
-             wl=TrainWorkload(seq_len=4096, global_batch=8))
+    df = run(
+        "llama3.1-8b",
+        8,
+        tp=1,
+        pp=1,
+        dp_sharding="FULLY_SHARD",
+        sequence_parallel=[False],
+        wl=TrainWorkload(seq_len=4096, global_batch=8),
+    )
     layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
     assert df["mem_fsdp_gather_gib"].iloc[0] == pytest.approx(2 * 2 * layer / GIB)
 
 
 def test_moe_imbalance_raises_expert_activations():
-    a = run("mixtral-8x7b", 64, tp=1, pp=1, ep=8, sequence_parallel=[False],
-            wl=TrainWorkload(seq_len=4096, global_batch=64))
-    b = run("mixtral-8x7b", 64, tp=1, pp=1, ep=8, sequence_parallel=[False],
-            wl=TrainWorkload(seq_len=4096, global_batch=64, moe_imbalance=1.5))
+    a = run(
+        "mixtral-8x7b", 64, tp=1, pp=1, ep=8, sequence_parallel=[False], wl=TrainWorkload(seq_len=4096, global_batch=64)
+    )
+    b = run(
+        "mixtral-8x7b",
+        64,
+        tp=1,
+        pp=1,
+        ep=8,
+        sequence_parallel=[False],
+        wl=TrainWorkload(seq_len=4096, global_batch=64, moe_imbalance=1.5),
+    )
     assert (b["mem_activations_gib"] > a["mem_activations_gib"]).all()
     assert (b["mem_states_gib"] == a["mem_states_gib"]).all()

@@ -22,9 +22,16 @@ from tests.conftest import shared_reference
 HF_DEEPSEEK_V3_PARAMS = 671_026_404_352  # transformers 5.x, meta device (test_mla_params_equal_transformers)
 
 # A small DeepSeek-V3-style model: 2 dense layers then MoE with a shared expert; q compression on.
-SMALL = dict(name="dsv3-small", hidden=256, layers=4, heads=8, ffn_hidden=512, vocab=1000,
-             mla=dict(q_lora_rank=96, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=24),
-             moe=dict(num_experts=8, top_k=2, ffn_hidden=128, first_dense_layers=2, num_shared_experts=1))
+SMALL = dict(
+    name="dsv3-small",
+    hidden=256,
+    layers=4,
+    heads=8,
+    ffn_hidden=512,
+    vocab=1000,
+    mla=dict(q_lora_rank=96, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=24),
+    moe=dict(num_experts=8, top_k=2, ffn_hidden=128, first_dense_layers=2, num_shared_experts=1),
+)
 SMALL_NO_QLORA = {**SMALL, "name": "dsv2-lite-style", "mla": {**SMALL["mla"], "q_lora_rank": None}}
 
 
@@ -39,15 +46,23 @@ def test_shapes_match_reference():
     ref = {r["model"]: r for r in csv.DictReader(open(shared_reference("model_architectures.csv")))}["deepseek-v3"]
     m = load_option("model", "deepseek-v3")
     assert (m.hidden, m.layers, m.heads, m.ffn_hidden, m.vocab) == tuple(
-        int(ref[k]) for k in ("hidden_size", "num_layers", "num_attention_heads", "ffn_hidden_size", "vocab_size"))
+        int(ref[k]) for k in ("hidden_size", "num_layers", "num_attention_heads", "ffn_hidden_size", "vocab_size")
+    )
     assert (m.moe.num_experts, m.moe.top_k, m.moe.ffn_hidden) == (
-        int(ref["num_experts"]), int(ref["top_k"]), int(ref["moe_ffn_hidden_size"]))
+        int(ref["num_experts"]),
+        int(ref["top_k"]),
+        int(ref["moe_ffn_hidden_size"]),
+    )
     assert m.tie_embeddings == (ref["tie_embeddings"] == "true")
     note = ref["source"]
     mla = m.mla
-    for key, val in (("q_lora_rank", mla.q_lora_rank), ("kv_lora_rank", mla.kv_lora_rank),
-                     ("qk_nope", mla.qk_nope_head_dim), ("qk_rope", mla.qk_rope_head_dim),
-                     ("v_head", mla.v_head_dim)):
+    for key, val in (
+        ("q_lora_rank", mla.q_lora_rank),
+        ("kv_lora_rank", mla.kv_lora_rank),
+        ("qk_nope", mla.qk_nope_head_dim),
+        ("qk_rope", mla.qk_rope_head_dim),
+        ("v_head", mla.v_head_dim),
+    ):
         assert f"{key} {val}" in note
     assert "first 3 layers dense" in note and m.moe.first_dense_layers == 3
     assert "1 shared expert" in note and m.moe.num_shared_experts == 1
@@ -56,7 +71,7 @@ def test_shapes_match_reference():
 def test_total_params_exact_and_official():
     m = load_option("model", "deepseek-v3")
     assert total_params(m) == HF_DEEPSEEK_V3_PARAMS
-    assert total_params(m) == pytest.approx(671e9, rel=0.001)           # official 671B total
+    assert total_params(m) == pytest.approx(671e9, rel=0.001)  # official 671B total
     assert total_params(m, active=True) == pytest.approx(37e9, rel=0.02)  # official 37B active (37.55B)
 
 
@@ -84,12 +99,15 @@ def test_per_gpu_tp_shards_heads_and_replicates_down_projections(spec):
     assert pg["attention"][1] == L * (replicated + sharded / 4)
 
 
-@pytest.mark.parametrize("bad,text", [
-    (dict(kv_heads=4), "kv_heads=4 must equal heads=8"),
-    (dict(head_dim=64), "head_dim=64 must be unset"),
-    (dict(qk_norm=True), "not supported with MLA"),
-    (dict(mla={**SMALL["mla"], "kv_lora_rank": 0}), "kv_lora_rank"),
-])
+@pytest.mark.parametrize(
+    "bad,text",
+    [
+        (dict(kv_heads=4), "kv_heads=4 must equal heads=8"),
+        (dict(head_dim=64), "head_dim=64 must be unset"),
+        (dict(qk_norm=True), "not supported with MLA"),
+        (dict(mla={**SMALL["mla"], "kv_lora_rank": 0}), "kv_lora_rank"),
+    ],
+)
 def test_bad_mla_specs_refused(bad, text):
     with pytest.raises(ValidationError, match=text):
         ModelSpec.model_validate({**SMALL, **bad})
@@ -107,8 +125,11 @@ def test_mla_params_equal_transformers():
     pytest.importorskip("transformers", reason="needs the [crosscheck] extra")
     from tests.crosscheck import hf
 
-    for m in (load_option("model", "deepseek-v3"), ModelSpec.model_validate(SMALL),
-              ModelSpec.model_validate(SMALL_NO_QLORA)):
+    for m in (
+        load_option("model", "deepseek-v3"),
+        ModelSpec.model_validate(SMALL),
+        ModelSpec.model_validate(SMALL_NO_QLORA),
+    ):
         with torch.device("meta"):
             built = hf.build(m)
         n = sum(p.numel() for p in built.parameters())
@@ -119,14 +140,39 @@ def test_mla_params_equal_transformers():
 
 # The published DeepSeek-V3 config.json (deepseek-ai/DeepSeek-V3), shape and routing keys as shipped.
 DEEPSEEK_V3_CONFIG = {
-    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "_name_or_path": "deepseek-ai/DeepSeek-V3",
-    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
-    "num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
-    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1, "n_group": 8, "topk_group": 4,
-    "topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": True, "routed_scaling_factor": 2.5,
-    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "num_nextn_predict_layers": 1, "vocab_size": 129280, "hidden_act": "silu", "tie_word_embeddings": False,
-    "attention_bias": False, "max_position_embeddings": 163840, "rms_norm_eps": 1e-06, "rope_theta": 10000,
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "_name_or_path": "deepseek-ai/DeepSeek-V3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_shared_experts": 1,
+    "n_routed_experts": 256,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "topk_group": 4,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "norm_topk_prob": True,
+    "routed_scaling_factor": 2.5,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "num_nextn_predict_layers": 1,
+    "vocab_size": 129280,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "max_position_embeddings": 163840,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000,
 }
 
 
@@ -159,11 +205,27 @@ def test_import_hf_small_deepseek_v3_equals_transformers(tmp_path):
     """A small DeepSeek-V3-style config.json (q_lora_rank null and set): our count == transformers'."""
     torch = pytest.importorskip("torch", reason="needs the [crosscheck] extra")
     transformers = pytest.importorskip("transformers", reason="needs the [crosscheck] extra")
-    small = {**DEEPSEEK_V3_CONFIG, "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
-             "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 8, "n_routed_experts": 16,
-             "num_experts_per_tok": 4, "n_shared_experts": 2, "first_k_dense_replace": 2, "n_group": 1,
-             "topk_group": 1, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
-             "qk_rope_head_dim": 16, "v_head_dim": 24, "vocab_size": 1000}
+    small = {
+        **DEEPSEEK_V3_CONFIG,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "moe_intermediate_size": 64,
+        "num_hidden_layers": 5,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "n_routed_experts": 16,
+        "num_experts_per_tok": 4,
+        "n_shared_experts": 2,
+        "first_k_dense_replace": 2,
+        "n_group": 1,
+        "topk_group": 1,
+        "q_lora_rank": 96,
+        "kv_lora_rank": 64,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 24,
+        "vocab_size": 1000,
+    }
     for cfg in (small, {**small, "q_lora_rank": None}):
         spec = _import_hf(cfg, tmp_path)
         with torch.device("meta"):
@@ -171,12 +233,15 @@ def test_import_hf_small_deepseek_v3_equals_transformers(tmp_path):
         assert total_params(spec) == sum(p.numel() for p in m.parameters())
 
 
-@pytest.mark.parametrize("bad,text", [
-    ({"num_key_value_heads": 64}, "num_key_value_heads=64 must equal"),
-    ({"moe_layer_freq": 2}, "moe_layer_freq=2"),
-    ({"first_k_dense_replace": 61}, "first_k_dense_replace=61"),
-    ({"kv_lora_rank": 0}, "kv_lora_rank=0"),
-])
+@pytest.mark.parametrize(
+    "bad,text",
+    [
+        ({"num_key_value_heads": 64}, "num_key_value_heads=64 must equal"),
+        ({"moe_layer_freq": 2}, "moe_layer_freq=2"),
+        ({"first_k_dense_replace": 61}, "first_k_dense_replace=61"),
+        ({"kv_lora_rank": 0}, "kv_lora_rank=0"),
+    ],
+)
 def test_import_hf_bad_deepseek_configs(bad, text, tmp_path):
     import json
 
@@ -191,6 +256,7 @@ def test_import_hf_bad_deepseek_configs(bad, text, tmp_path):
 
 
 # ---- FLOPs (training, non-causal convention unless named) ---------------------------------------
+
 
 def mla_attention_fwd_flops_per_token(h, a, rq, rkv, n, p, v, s):
     """2 × every attention GEMM weight (norms are not GEMMs) + scores 2·s·a·(n+p) + ·V 2·s·a·v."""
@@ -218,8 +284,11 @@ def test_op_inventory_adds_up_to_closed_form(which):
     """Eager ops on one GPU without parallelism, fwd + bwd, every layer + logits = model FLOPs."""
     from parallmelism.cost.flops import head_ops, layer_ops, model_flops_per_step
 
-    m = {"deepseek-v3": load_option("model", "deepseek-v3"), "small": ModelSpec.model_validate(SMALL),
-         "small-no-qlora": ModelSpec.model_validate(SMALL_NO_QLORA)}[which]
+    m = {
+        "deepseek-v3": load_option("model", "deepseek-v3"),
+        "small": ModelSpec.model_validate(SMALL),
+        "small-no-qlora": ModelSpec.model_validate(SMALL_NO_QLORA),
+    }[which]
     s, b = 1024, 2
 
     def total(ops):
@@ -240,14 +309,20 @@ def test_tp_splits_up_projections_and_replicates_down_projections():
     T, h = 4096.0, 7168
 
     def gemms(t):
-        return {o.name: float(np.asarray(o.flops)) for o in layer_ops(m, 4096, 1, t, 1, t > 1, flash=True)
-                if o.kind == MATMUL}
+        return {
+            o.name: float(np.asarray(o.flops))
+            for o in layer_ops(m, 4096, 1, t, 1, t > 1, flash=True)
+            if o.kind == MATMUL
+        }
 
     one, eight = gemms(1), gemms(8)
     assert one["q_down"] == eight["q_down"] == 2 * T * h * 1536
     assert one["kv_down"] == eight["kv_down"] == 2 * T * h * (512 + 64)
-    for name, flops in (("q_up", 2 * T * 1536 * 128 * 192), ("kv_up", 2 * T * 512 * 128 * 256),
-                        ("out_proj", 2 * T * 128 * 128 * h)):
+    for name, flops in (
+        ("q_up", 2 * T * 1536 * 128 * 192),
+        ("kv_up", 2 * T * 512 * 128 * 256),
+        ("out_proj", 2 * T * 128 * 128 * h),
+    ):
         assert one[name] == flops and eight[name] == pytest.approx(flops / 8)
     core = [o for o in layer_ops(m, 4096, 1, 8, 1, True, flash=True) if o.name == "attention_core"][0]
     assert float(np.asarray(core.flops)) == pytest.approx(2 * T * 4096 * 128 * (192 + 128) / 8 * 0.5)  # causal
@@ -274,6 +349,7 @@ def test_flops_equal_flop_counter_small(spec):
 
 
 # ---- serving memory: latent KV cache and weights ------------------------------------------------
+
 
 def test_kv_cache_is_the_compressed_latent():
     """Absorbed MLA: (kv_lora_rank + qk_rope_head_dim) = 576 values per token per layer, on every TP rank."""
@@ -305,6 +381,7 @@ def test_serving_weights_sum_to_total_and_shard_like_training():
 
 # ---- activations (Megatron-style inventory, cost/activations.py) --------------------------------
 
+
 def test_activation_inventory_closed_form():
     """Per token of one dense DeepSeek-V3 layer, flash, no recompute, bf16 (written out by tensor)."""
     from parallmelism.cost.activations import FULL, NONE, SELECTIVE, layer_activation_bytes
@@ -313,8 +390,8 @@ def test_activation_inventory_closed_form():
     h, a, I, s, b = 7168, 128, 18432, 4096, 1
     for t, sp in ((1, False), (8, True)):
         r = t if sp else 1
-        attn = (2 * h + 2 * h) / r                                   # norm input, down-projection input
-        attn += 2 * 1536 + 2 * 1536 + 2 * 512 + 2 * 512             # latents: replicated, every token
+        attn = (2 * h + 2 * h) / r  # norm input, down-projection input
+        attn += 2 * 1536 + 2 * 1536 + 2 * 512 + 2 * 512  # latents: replicated, every token
         attn += (2 * a * 192 + 2 * a * 192 + 2 * a * 128 + 2 * a * 128) / t  # Q, K, V, o_proj input
         lse = 4 * a / t
         mlp = (2 * h + 2 * h) / r + 6 * I / t

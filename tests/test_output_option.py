@@ -18,19 +18,35 @@ def cli(*args):
 def test_version_and_short_help_on_every_command():
     code, out = cli("--version")
     assert code == 0 and out.startswith("parallmelism ") and "schema" in out
-    for cmd in (["sweep"], ["show"], ["best"], ["pareto"], ["plan", "train"], ["plan", "serve"], ["merge"],
-                ["compare"], ["validate"], ["list"], ["plot"], ["import-hf"], ["profile"]):
+    for cmd in (
+        ["sweep"],
+        ["show"],
+        ["best"],
+        ["pareto"],
+        ["plan", "train"],
+        ["plan", "serve"],
+        ["merge"],
+        ["compare"],
+        ["validate"],
+        ["list"],
+        ["plot"],
+        ["import-hf"],
+        ["profile"],
+    ):
         code, out = cli(*cmd, "-h")
         assert code == 0 and "Usage" in out, cmd
 
 
-@pytest.mark.parametrize("args, words", [
-    (["sweep", *SMALL, "output.path=x.xlsx"], "must end in .csv or .parquet"),
-    (["sweep", *SMALL, "output.path=x.csv", "output.format=parquet"], "disagrees"),
-    (["sweep", *SMALL, "output.path=results/a,b.csv"], "quote"),
-    (["best", *SMALL, "--out", "x.json"], "must end in .csv or .parquet"),
-    (["best", *SMALL, "--out", "a.csv", "output.path=b.csv"], "disagree"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["sweep", *SMALL, "output.path=x.xlsx"], "must end in .csv or .parquet"),
+        (["sweep", *SMALL, "output.path=x.csv", "output.format=parquet"], "disagrees"),
+        (["sweep", *SMALL, "output.path=results/a,b.csv"], "quote"),
+        (["best", *SMALL, "--out", "x.json"], "must end in .csv or .parquet"),
+        (["best", *SMALL, "--out", "a.csv", "output.path=b.csv"], "disagree"),
+    ],
+)
 def test_bad_output_paths_are_one_sentence_before_any_work(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)
     code, out = cli(*args)
@@ -64,7 +80,7 @@ def test_tables_fit_the_terminal_without_cutting(width):
     from parallmelism.engine import evaluate
     from parallmelism.report.table import frame_table
 
-    (_, run), = load_run_configs(SMALL)
+    ((_, run),) = load_run_configs(SMALL)
     df = evaluate(run)[0].head(5)
     console = Console(width=width, record=True, highlight=False)
     console.print(frame_table(df, width=width))
@@ -84,8 +100,16 @@ def test_tables_fit_the_terminal_without_cutting(width):
 
 
 def test_show_puts_fit_first_and_warns_when_it_does_not_fit():
-    code, out = cli("show", "model=llama3.1-405b", "grid.ngpus=[8]", "grid.tp=[1]", "grid.pp=[1]",
-                    "grid.dp_sharding=[NO_OP]", "grid.micro_batch=[1]", "grid.recompute=[full]")
+    code, out = cli(
+        "show",
+        "model=llama3.1-405b",
+        "grid.ngpus=[8]",
+        "grid.tp=[1]",
+        "grid.pp=[1]",
+        "grid.dp_sharding=[NO_OP]",
+        "grid.micro_batch=[1]",
+        "grid.recompute=[full]",
+    )
     assert code == 0, out
     first = out.strip().splitlines()[0]
     assert first.startswith("warning: this layout does not fit") and "GiB per GPU" in first
@@ -101,14 +125,19 @@ def test_readme_ci_compare_recipe_works_as_written(tmp_path, monkeypatch):
 
     from conftest import REPO
 
-    lines = [line for line in (REPO / "README.md").read_text().splitlines()
-             if line.startswith("parallmelism sweep -q model=llama3.1-70b hardware=h100")
-             or line.startswith("parallmelism compare tests/golden/")]
+    lines = [
+        line
+        for line in (REPO / "README.md").read_text().splitlines()
+        if line.startswith("parallmelism sweep -q model=llama3.1-70b hardware=h100")
+        or line.startswith("parallmelism compare tests/golden/")
+    ]
     assert len(lines) == 2, lines
     monkeypatch.chdir(tmp_path)
     for line in lines:
-        args = [a.replace("tests/golden/", f"{REPO}/tests/golden/").replace("conf/compare/", f"{REPO}/conf/compare/")
-                for a in shlex.split(line)[1:]]
+        args = [
+            a.replace("tests/golden/", f"{REPO}/tests/golden/").replace("conf/compare/", f"{REPO}/conf/compare/")
+            for a in shlex.split(line)[1:]
+        ]
         code, out = cli(*args)
         assert code == 0, (line, out)
     assert "within tolerance" in out
@@ -127,10 +156,12 @@ def test_best_near_misses_stay_within_the_stated_memory_margin():
     assert NEAR_MISS_MEMORY_MARGIN == 0.25
     base = dict(_run=0, ngpus=8, tp=1, pp=1, time_compute_s=1.0, time_bubble_s=0.0, hbm_usable_gib=80.0)
     fit = pd.DataFrame([dict(base, _row=0, time_step_s=2.0, fits=True, mem_total_gib=70.0, mem_headroom_gib=10.0)])
-    over = pd.DataFrame([dict(base, _row=1, tp=2, time_step_s=1.5, fits=False, mem_total_gib=88.0,
-                              mem_headroom_gib=-8.0),
-                         dict(base, _row=2, tp=4, time_step_s=1.4, fits=False, mem_total_gib=104.0,
-                              mem_headroom_gib=-24.0)])
+    over = pd.DataFrame(
+        [
+            dict(base, _row=1, tp=2, time_step_s=1.5, fits=False, mem_total_gib=88.0, mem_headroom_gib=-8.0),
+            dict(base, _row=2, tp=4, time_step_s=1.4, fits=False, mem_total_gib=104.0, mem_headroom_gib=-24.0),
+        ]
+    )
     table = best_table(fit, over, top=4)
     assert table["tp"].tolist() == [1, 2]  # the 10 % miss is listed, the 30 % one is not
 

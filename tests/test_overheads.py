@@ -17,8 +17,18 @@ def _with(**terms):
 
 
 def one(hw, ngpus=8, tp=1):
-    grid = GridSpec(ngpus=[ngpus], tp=[tp], pp=[1], cp=[1], ep=[1], vpp=[1], micro_batch=[1],
-                    dp_sharding=["OPTIMIZER_STATES"], recompute=["none"], sequence_parallel=[tp > 1])
+    grid = GridSpec(
+        ngpus=[ngpus],
+        tp=[tp],
+        pp=[1],
+        cp=[1],
+        ep=[1],
+        vpp=[1],
+        micro_batch=[1],
+        dp_sharding=["OPTIMIZER_STATES"],
+        recompute=["none"],
+        sequence_parallel=[tp > 1],
+    )
     wl = TrainWorkload(seq_len=4096, global_batch=64)
     df, _ = evaluate(RunConfig(model=MODEL, hardware=hw, workload=wl, grid=grid))
     assert len(df) == 1
@@ -60,7 +70,15 @@ def test_contention_charges_hidden_comm_only():
 
 
 def test_show_prints_the_overheads_separately():
-    code, out = invoke("show", "model=llama3.1-8b", "hardware=h100-sxm-80gb", "workload.global_batch=64",
-                       "workload.seq_len=4096", "grid.ngpus=[64]", "grid.tp=[1]", "grid.pp=[1]")
+    code, out = invoke(
+        "show",
+        "model=llama3.1-8b",
+        "hardware=h100-sxm-80gb",
+        "workload.global_batch=64",
+        "workload.seq_len=4096",
+        "grid.ngpus=[64]",
+        "grid.tp=[1]",
+        "grid.pp=[1]",
+    )
     assert code == 0, out
     assert "named overheads" in out

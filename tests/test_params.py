@@ -22,12 +22,16 @@ def test_shapes_match_reference(name):
     ref = reference_rows()[name]
     m = load_option("model", name)
     assert (m.hidden, m.layers, m.heads, m.ffn_hidden, m.vocab) == tuple(
-        int(ref[k]) for k in ("hidden_size", "num_layers", "num_attention_heads", "ffn_hidden_size", "vocab_size"))
+        int(ref[k]) for k in ("hidden_size", "num_layers", "num_attention_heads", "ffn_hidden_size", "vocab_size")
+    )
     assert m.g == int(ref["num_kv_heads"])
     assert m.tie_embeddings == (ref["tie_embeddings"] == "true")
     if ref["num_experts"]:
         assert (m.moe.num_experts, m.moe.top_k, m.moe.ffn_hidden) == (
-            int(ref["num_experts"]), int(ref["top_k"]), int(ref["moe_ffn_hidden_size"]))
+            int(ref["num_experts"]),
+            int(ref["top_k"]),
+            int(ref["moe_ffn_hidden_size"]),
+        )
 
 
 @pytest.mark.parametrize("name", [n for n in SHIPPED if n not in ("mixtral-8x22b", "gpt3-175b")])
@@ -90,7 +94,9 @@ def test_uneven_pipeline_split_llama3_405b():
     assert (int(first[0]), int(middle[0]), int(last[0])) == (7, 8, 7)
     assert 7 + 14 * 8 + 7 == 126
     m = load_option("model", "llama3.1-405b")
-    stages = [params_per_gpu(m, 8, 1, n, lo, i == 0, i == 15)["total"]
-              for i, (n, lo) in enumerate([(7, 0)] + [(8, 7 + 8 * k) for k in range(14)] + [(7, 119)])]
+    stages = [
+        params_per_gpu(m, 8, 1, n, lo, i == 0, i == 15)["total"]
+        for i, (n, lo) in enumerate([(7, 0)] + [(8, 7 + 8 * k) for k in range(14)] + [(7, 119)])
+    ]
     norms = (2 * 126 + 1) * 16384
     assert float(sum(stages)) == pytest.approx((total_params(m) - norms) / 8 + norms)

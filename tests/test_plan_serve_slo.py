@@ -22,8 +22,18 @@ class WL:
 # Two replica layouts of 1 GPU each (dp 1). Request latency = (ttft + 100·tpot)/1000:
 #   A: batch 40, ttft 1000, tpot 40 -> 5 s -> 8 req/s per replica     (cheap, slow)
 #   B: batch 10, ttft 200, tpot 20  -> 2.2 s -> 4.545 req/s per replica (fast)
-ROWS = pd.DataFrame({"ngpus": [1, 1], "dp": [1, 1], "tp": [1, 1], "pp": [1, 1], "batch": [40, 10],
-                     "ttft_ms": [1000.0, 200.0], "tpot_ms": [40.0, 20.0], "fits": [True, True]})
+ROWS = pd.DataFrame(
+    {
+        "ngpus": [1, 1],
+        "dp": [1, 1],
+        "tp": [1, 1],
+        "pp": [1, 1],
+        "batch": [40, 10],
+        "ttft_ms": [1000.0, 200.0],
+        "tpot_ms": [40.0, 20.0],
+        "fits": [True, True],
+    }
+)
 
 
 def test_binding_constraint_names_the_limit_that_adds_gpus():
@@ -59,8 +69,17 @@ def test_plan_serve_cli_target_no_layout_meets_is_one_sentence_exit_2():
 
 def test_plan_serve_cli_itl_alias_and_binding_line(tmp_path):
     out = tmp_path / "p.csv"
-    code, text = invoke("plan", "serve", "model=llama3.1-8b", "tokens_per_s=20000", "ttft_ms=200", "itl_ms=10",
-                        "grid.ngpus=[1,2,4]", "--out", out)
+    code, text = invoke(
+        "plan",
+        "serve",
+        "model=llama3.1-8b",
+        "tokens_per_s=20000",
+        "ttft_ms=200",
+        "itl_ms=10",
+        "grid.ngpus=[1,2,4]",
+        "--out",
+        out,
+    )
     assert code == 0, text
     t = pd.read_csv(out)
     chosen = t[t["chosen"]].iloc[0]

@@ -36,8 +36,16 @@ def test_profiled_accelerator_is_usable_at_once(profiled):
     """`--config-dir OUT hardware=NAME` evaluates with the new file, and the kernel model gives the
     profiled GEMMs back (they are its table)."""
     out, _ = profiled
-    code, text = invoke("best", "--config-dir", str(out), "hardware=cpu-test", "model=llama3.1-8b",
-                        "workload.global_batch=8", "workload.seq_len=1024", "grid.ngpus=[8]")
+    code, text = invoke(
+        "best",
+        "--config-dir",
+        str(out),
+        "hardware=cpu-test",
+        "model=llama3.1-8b",
+        "workload.global_batch=8",
+        "workload.seq_len=1024",
+        "grid.ngpus=[8]",
+    )
     assert code == 0, text
     from parallmelism.config.compose import load_option
     from parallmelism.cost.kernels import KernelModel

@@ -20,8 +20,7 @@ from parallmelism.engine import evaluate
 from parallmelism.grid.layouts import divisors, stage_layer_split
 
 MODELS = ["llama3.1-8b", "llama3.1-70b", "mixtral-8x7b", "grok-1", "gpt3-175b"]
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -31,8 +30,15 @@ def runs(draw):
     seq = draw(st.sampled_from([1024, 2048, 4096]))
     batch = draw(st.sampled_from([32, 64, 128]))
     hw = draw(st.sampled_from(["h100-sxm-80gb", "a100-sxm-80gb", "b200-180gb"]))
-    overrides = [f"model={model}", f"hardware={hw}", f"grid.ngpus=[{ngpus}]", f"workload.seq_len={seq}",
-                 f"workload.global_batch={batch}", "grid.micro_batch=[1,2]", "grid.vpp=[1,2]"]
+    overrides = [
+        f"model={model}",
+        f"hardware={hw}",
+        f"grid.ngpus=[{ngpus}]",
+        f"workload.seq_len={seq}",
+        f"workload.global_batch={batch}",
+        "grid.micro_batch=[1,2]",
+        "grid.vpp=[1,2]",
+    ]
     if model == "gpt3-175b":
         overrides.append("workload.flash_attention=false")
     return overrides
@@ -82,9 +88,14 @@ def test_states_memory_ordered_by_sharding(overrides):
 @st.composite
 def nested_layouts(draw):
     model = load_option("model", draw(st.sampled_from(MODELS + ["llama3.1-405b", "mixtral-8x22b"])))
-    tps = [t for t in divisors(model.heads) if t <= 64 and
-           (model.g % t == 0 or t % model.g == 0) and model.ffn_hidden % t == 0 and
-           (model.moe is None or model.moe.ffn_hidden % t == 0)]
+    tps = [
+        t
+        for t in divisors(model.heads)
+        if t <= 64
+        and (model.g % t == 0 or t % model.g == 0)
+        and model.ffn_hidden % t == 0
+        and (model.moe is None or model.moe.ffn_hidden % t == 0)
+    ]
     pps = [1, 2, 3, 4, 6, 8, 16]
     tp1 = draw(st.sampled_from(tps))
     tp2 = draw(st.sampled_from([t for t in tps if t % tp1 == 0]))
@@ -114,8 +125,11 @@ def test_weights_per_gpu_never_rise_when_tp_pp_grow(case):
 
 
 @settings(max_examples=8, deadline=None, derandomize=True)
-@given(model=st.sampled_from(["llama3.1-8b", "llama3.1-70b", "mixtral-8x7b"]), ngpus=st.sampled_from([8, 16]),
-       batch=st.sampled_from([1, 8, 64]))
+@given(
+    model=st.sampled_from(["llama3.1-8b", "llama3.1-70b", "mixtral-8x7b"]),
+    ngpus=st.sampled_from([8, 16]),
+    batch=st.sampled_from([1, 8, 64]),
+)
 def test_inference_invariants(model, ngpus, batch):
     df = _frame(["workload=inference", f"model={model}", f"grid.ngpus=[{ngpus}]", f"workload.batch={batch}"])
     if len(df) == 0:

@@ -30,10 +30,12 @@ def files(tmp_path_factory):
     (d / "notamap" / "models" / "x.yaml").write_text("- just\n- a list\n")
     (d / "badshape" / "models").mkdir(parents=True)
     (d / "badshape" / "models" / "x.yaml").write_text(
-        "name: x\nhidden: 4096\nlayers: 32\nheads: 32\nffn_hidden: 0\nvocab: 100\n")
+        "name: x\nhidden: 4096\nlayers: 32\nheads: 32\nffn_hidden: 0\nvocab: 100\n"
+    )
     (d / "unknownkey" / "models").mkdir(parents=True)
     (d / "unknownkey" / "models" / "x.yaml").write_text(
-        "name: x\nhidden: 4096\nlayers: 32\nheads: 32\nffn_hidden: 128\nvocab: 100\nwidth: 3\n")
+        "name: x\nhidden: 4096\nlayers: 32\nheads: 32\nffn_hidden: 128\nvocab: 100\nwidth: 3\n"
+    )
     (d / "badhw" / "hardware").mkdir(parents=True)
     (d / "badhw" / "hardware" / "y.yaml").write_text("name: y\nhbm_usable_gib: -80\n")
     (d / "cases_missing.csv").write_text("case,model\nc1,llama3.1-8b\n")
@@ -86,8 +88,10 @@ CORPUS = [
     ("tp-beyond-nvlink", [S, "grid.tp=[16]", "grid.ngpus=[64]"]),
     ("ep-on-dense", [S, GOOD_MODEL, "grid.ep=[2]", "grid.ngpus=[64]"]),
     ("micro-batch-not-dividing", [S, "grid.micro_batch=[3]"]),
-    ("empty-grid-heads", [S, GOOD_MODEL, "grid.tp=[8]", "grid.ngpus=[8]", "model.heads=36", "model.kv_heads=4",
-                          "model.head_dim=128"]),
+    (
+        "empty-grid-heads",
+        [S, GOOD_MODEL, "grid.tp=[8]", "grid.ngpus=[8]", "model.heads=36", "model.kv_heads=4", "model.head_dim=128"],
+    ),
     ("sharding-unknown", [S, "grid.dp_sharding=[BOGUS]"]),
     ("recompute-unknown", [S, "grid.recompute=[sometimes]"]),
     ("sp-not-bool", [S, "grid.sequence_parallel=[maybe]"]),
@@ -153,8 +157,16 @@ CORPUS = [
 ]
 
 # One real subprocess per kind of failure (the rest run in-process).
-SUBPROCESS_SAMPLE = {"unknown-model", "seq-absurd", "override-unclosed-list", "yaml-malformed", "output-unwritable",
-                     "cases-missing-columns", "compare-other-schema", "empty-grid-heads"}
+SUBPROCESS_SAMPLE = {
+    "unknown-model",
+    "seq-absurd",
+    "override-unclosed-list",
+    "yaml-malformed",
+    "output-unwritable",
+    "cases-missing-columns",
+    "compare-other-schema",
+    "empty-grid-heads",
+}
 
 
 def _args(args, d, out):
@@ -187,8 +199,11 @@ def test_bad_input_in_process(name, args, files, tmp_path):
     _check(result.exit_code, result.stderr, result.stdout, out, files)
 
 
-@pytest.mark.parametrize("name,args", [c for c in CORPUS if c[0] in SUBPROCESS_SAMPLE],
-                         ids=[c[0] for c in CORPUS if c[0] in SUBPROCESS_SAMPLE])
+@pytest.mark.parametrize(
+    "name,args",
+    [c for c in CORPUS if c[0] in SUBPROCESS_SAMPLE],
+    ids=[c[0] for c in CORPUS if c[0] in SUBPROCESS_SAMPLE],
+)
 def test_bad_input_real_process(name, args, files, tmp_path):
     out = tmp_path / "out.csv"
     r = run_cli(*_args(args, files, out))

@@ -26,6 +26,7 @@ def small_table():
 
 # ----------------------------------------------------------------------------- plan formulas by hand
 
+
 class _HW:
     tdp_w = 500.0
     cost_per_gpu_hour_usd = 2.0
@@ -35,8 +36,9 @@ def test_train_plan_numbers_by_hand():
     # 1000 sequences x 1000 tokens per 10 s step = 1e5 tokens/s; at 90% goodput 7.776e10 tokens take
     # 7.776e10 / 9e4 = 864,000 s = 10 days; 100 GPUs x 240 h = 24,000 GPU-hours = $48,000;
     # 100 x 500 W x 240 h x PUE 1.2 = 14.4 MWh.
-    best = pd.DataFrame({"ngpus": [100], "global_batch": [1000], "seq_len": [1000], "time_step_s": [10.0],
-                         "tp": [8], "pp": [1]})
+    best = pd.DataFrame(
+        {"ngpus": [100], "global_batch": [1000], "seq_len": [1000], "time_step_s": [10.0], "tp": [8], "pp": [1]}
+    )
     t = train_plan_table(best, 7.776e10, _HW, PlanSpec(utilization=0.9, pue=1.2)).iloc[0]
     assert t["tokens_per_s"] == pytest.approx(1e5)
     assert t["days"] == pytest.approx(10.0)
@@ -48,8 +50,9 @@ def test_train_plan_numbers_by_hand():
 
 
 def test_train_plan_picks_fewest_gpus_meeting_days_and_fastest_within_budget():
-    best = pd.DataFrame({"ngpus": [64, 128, 256], "global_batch": 1000, "seq_len": 1000,
-                         "time_step_s": [40.0, 21.0, 11.0]})
+    best = pd.DataFrame(
+        {"ngpus": [64, 128, 256], "global_batch": 1000, "seq_len": 1000, "time_step_s": [40.0, 21.0, 11.0]}
+    )
     by_days = train_plan_table(best, 1e12, _HW, PlanSpec(days=200))
     # days = 1e12 / (1e6/t · 0.9) / 86400: 514.4, 270.1, 141.5
     assert by_days["days"].tolist() == pytest.approx([1e12 / (1e6 / t * 0.9) / 86400 for t in (40, 21, 11)])
@@ -71,8 +74,18 @@ def test_serve_plan_numbers_by_hand():
     # request latency 0.5 s + 100 x 20 ms = 2.5 s; batch 10 -> 4 requests/s per replica; at 80% load
     # 50 requests/s need ceil(50 / 3.2) = 16 replicas of 8/2 = 4 GPUs = 64 GPUs = $128/h;
     # $128 / (50 x 101 x 3600) x 1e6 = $7.0407 per million output tokens.
-    rows = pd.DataFrame({"ngpus": [8, 8], "dp": [2, 2], "tp": [4, 4], "pp": [1, 1], "batch": [10, 10],
-                         "ttft_ms": [500.0, 500.0], "tpot_ms": [20.0, 40.0], "fits": [True, True]})
+    rows = pd.DataFrame(
+        {
+            "ngpus": [8, 8],
+            "dp": [2, 2],
+            "tp": [4, 4],
+            "pp": [1, 1],
+            "batch": [10, 10],
+            "ttft_ms": [500.0, 500.0],
+            "tpot_ms": [20.0, 40.0],
+            "fits": [True, True],
+        }
+    )
     t = serve_plan_table(rows, WL, _HW, PlanSpec(qps=50, tpot_ms=30, load=0.8))
     assert len(t) == 1  # the 40 ms row misses the TPOT limit
     r = t.iloc[0]
@@ -83,13 +96,15 @@ def test_serve_plan_numbers_by_hand():
 
 
 def test_plan_serve_cli_sizes_the_fleet():
-    code, text = invoke("plan", "serve", "model=llama3.1-8b", "qps=20", "ttft_ms=2000", "tpot_ms=50",
-                        "grid.ngpus=[1,2]")
+    code, text = invoke(
+        "plan", "serve", "model=llama3.1-8b", "qps=20", "ttft_ms=2000", "tpot_ms=50", "grid.ngpus=[1,2]"
+    )
     assert code == 0, text
     assert "total GPUs" in text and "per million output tokens" in text
 
 
 # ----------------------------------------------------------------------------- commands end to end
+
 
 def test_plan_train_cli_matches_fastest_fitting_layout(small_table, tmp_path):
     out = tmp_path / "plan.csv"
@@ -207,7 +222,7 @@ def test_readme_search_commands_run(tmp_path, monkeypatch, small_table):
     from conftest import REPO
 
     text = (REPO / "README.md").read_text()
-    section = text[text.index("## Search and capacity planning"):]
+    section = text[text.index("## Search and capacity planning") :]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     commands = [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("parallmelism ")]
     assert len(commands) >= 6

@@ -7,13 +7,26 @@ import pytest
 
 from parallmelism.search.explain import additive_time_parts, why_slower
 
-COLUMNS = ["time_step_s", "time_compute_s", "time_bubble_s", "time_comm_exposed_s", "time_comm_tp_s",
-           "time_comm_dp_s", "time_comm_tp_exposed_s", "time_comm_dp_exposed_s", "mem_total_gib"]
+COLUMNS = [
+    "time_step_s",
+    "time_compute_s",
+    "time_bubble_s",
+    "time_comm_exposed_s",
+    "time_comm_tp_s",
+    "time_comm_dp_s",
+    "time_comm_tp_exposed_s",
+    "time_comm_dp_exposed_s",
+    "mem_total_gib",
+]
 
 
 def test_additive_parts_leave_out_link_times_and_the_exposed_total():
-    assert additive_time_parts(COLUMNS) == ["time_compute_s", "time_bubble_s", "time_comm_tp_exposed_s",
-                                            "time_comm_dp_exposed_s"]
+    assert additive_time_parts(COLUMNS) == [
+        "time_compute_s",
+        "time_bubble_s",
+        "time_comm_tp_exposed_s",
+        "time_comm_dp_exposed_s",
+    ]
 
 
 def test_additive_parts_reproduce_the_step_time_of_the_engine():
@@ -27,9 +40,18 @@ def test_additive_parts_reproduce_the_step_time_of_the_engine():
 
 
 def _row(step, compute, bubble, tp, dp, fits=True):
-    return pd.Series({"time_step_s": step, "time_compute_s": compute, "time_bubble_s": bubble,
-                      "time_comm_tp_exposed_s": tp, "time_comm_dp_exposed_s": dp, "fits": fits,
-                      "mem_total_gib": 90.0 if not fits else 60.0, "hbm_usable_gib": 79.5})
+    return pd.Series(
+        {
+            "time_step_s": step,
+            "time_compute_s": compute,
+            "time_bubble_s": bubble,
+            "time_comm_tp_exposed_s": tp,
+            "time_comm_dp_exposed_s": dp,
+            "fits": fits,
+            "mem_total_gib": 90.0 if not fits else 60.0,
+            "hbm_usable_gib": 79.5,
+        }
+    )
 
 
 def test_runner_up_loses_on_the_component_that_grew_most():

@@ -52,11 +52,20 @@ def gpt3_two_counts():
 @pytest.mark.parametrize("chunk_rows, workers", [(997, 1), (1 << 18, 1), (997, 2)])
 def test_topk_per_group_equals_pandas_sort_groupby(gpt3_two_counts, chunk_rows, workers):
     runs, df = gpt3_two_counts
-    res = stream_runs(runs, [TopKCollector(7, "mem_total_gib", group_by=["ngpus"], where="fits")],
-                      chunk_rows=chunk_rows, workers=workers)
+    res = stream_runs(
+        runs,
+        [TopKCollector(7, "mem_total_gib", group_by=["ngpus"], where="fits")],
+        chunk_rows=chunk_rows,
+        workers=workers,
+    )
     got = res.frame(0).drop(columns=["usd_per_step"], errors="ignore")  # derived by the driver
-    want = (df[df["fits"]].sort_values(["ngpus", "mem_total_gib"], kind="stable")
-            .groupby("ngpus", observed=True).head(7).reset_index(drop=True))
+    want = (
+        df[df["fits"]]
+        .sort_values(["ngpus", "mem_total_gib"], kind="stable")
+        .groupby("ngpus", observed=True)
+        .head(7)
+        .reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(got, want)
     assert res.evaluated == len(df)
 
@@ -64,8 +73,11 @@ def test_topk_per_group_equals_pandas_sort_groupby(gpt3_two_counts, chunk_rows, 
 def test_streamed_chunks_equal_one_shot_evaluation(gpt3_two_counts):
     runs, df = gpt3_two_counts
     res = stream_runs(runs, [FitsCollector(where=None)], chunk_rows=7919)
-    got = res.frame(0, keep_index_columns=True).sort_values(["_row"]).drop(columns=["_run", "_row", "usd_per_step"],
-                                                                            errors="ignore")
+    got = (
+        res.frame(0, keep_index_columns=True)
+        .sort_values(["_row"])
+        .drop(columns=["_run", "_row", "usd_per_step"], errors="ignore")
+    )
     # partitions walk micro-batch values one at a time, so row order differs: compare as sets of rows
     key = ["ngpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
     a = got.sort_values(key, kind="stable").reset_index(drop=True)
@@ -90,13 +102,18 @@ def test_stream_counts_match_grid(gpt3_two_counts, workers):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_pareto_collector_equals_front_of_full_table(gpt3_two_counts, workers):
     runs, df = gpt3_two_counts
-    res = stream_runs(runs, [ParetoCollector([("ngpus", "min"), ("mem_total_gib", "min")], group_by=[])],
-                      chunk_rows=3000, workers=workers)
+    res = stream_runs(
+        runs,
+        [ParetoCollector([("ngpus", "min"), ("mem_total_gib", "min")], group_by=[])],
+        chunk_rows=3000,
+        workers=workers,
+    )
     got = res.frame(0)
     fit = df[df["fits"]].reset_index(drop=True)
     want = fit[pareto_mask(fit["ngpus"].to_numpy(), fit["mem_total_gib"].to_numpy())]
-    assert sorted(map(tuple, got[["ngpus", "mem_total_gib"]].to_numpy())) == \
-        sorted(map(tuple, want[["ngpus", "mem_total_gib"]].to_numpy()))
+    assert sorted(map(tuple, got[["ngpus", "mem_total_gib"]].to_numpy())) == sorted(
+        map(tuple, want[["ngpus", "mem_total_gib"]].to_numpy())
+    )
 
 
 def test_parquet_sink_writes_every_row_as_a_partitioned_dataset(gpt3_two_counts, tmp_path):
@@ -133,8 +150,10 @@ def test_missing_time_column_is_one_sentence():
 @pytest.mark.parametrize("workers", [1, 2])
 def test_pruning_unfit_rows_keeps_the_same_answer(gpt3_two_counts, workers):
     runs, df = gpt3_two_counts
-    make = lambda: [TopKCollector(4, "mem_total_gib", group_by=["ngpus"], where="fits"),  # noqa: E731
-                    ParetoCollector([("ngpus", "min"), ("mem_activations_gib", "min")], where="fits")]
+    make = lambda: [
+        TopKCollector(4, "mem_total_gib", group_by=["ngpus"], where="fits"),  # noqa: E731
+        ParetoCollector([("ngpus", "min"), ("mem_activations_gib", "min")], where="fits"),
+    ]
     full = stream_runs(runs, make(), chunk_rows=2000, workers=workers, prune_unfit=False)
     pruned = stream_runs(runs, make(), chunk_rows=2000, workers=workers, prune_unfit=True)
     for i in range(2):

@@ -22,8 +22,9 @@ def test_kv_transfer_is_the_prompt_cache_over_the_nics():
     got = kv_transfer_ms(m, HW, wl, np.array([8]), np.array([1]), np.array([1]))[0]
     assert got == pytest.approx((cache / 8 / (50e9 * 0.94) + 5e-6) * 1e3, rel=1e-12)
     mla = load_option("model", "deepseek-v3")  # latent: 61·576 values per token
-    got = kv_transfer_ms(mla, HW, InferenceWorkload(input_len=1000, kv_dtype="fp8"), np.array([1]), np.array([1]),
-                         np.array([1]))[0]
+    got = kv_transfer_ms(
+        mla, HW, InferenceWorkload(input_len=1000, kv_dtype="fp8"), np.array([1]), np.array([1]), np.array([1])
+    )[0]
     assert got == pytest.approx((61 * 576 * 1000 / (50e9 * 0.94) + 5e-6) * 1e3, rel=1e-12)
 
 
@@ -32,9 +33,21 @@ def test_pools_sized_by_hand():
         input_len, output_len, prefix_cache_hit, kv_dtype = 1000, 101, 0.0, "bf16"
 
     m = load_option("model", "llama3.1-8b")
-    rows = pd.DataFrame({"ngpus": [1, 1], "dp": [1, 1], "tp": [1, 1], "pp": [1, 1], "sp": [1, 1], "ep": [1, 1],
-                         "batch": [1, 32], "prefill_ms": [100.0, 300.0], "decode_step_ms": [5.0, 10.0],
-                         "spec_tokens_per_step": [1.0, 1.0], "fits": [True, True]})
+    rows = pd.DataFrame(
+        {
+            "ngpus": [1, 1],
+            "dp": [1, 1],
+            "tp": [1, 1],
+            "pp": [1, 1],
+            "sp": [1, 1],
+            "ep": [1, 1],
+            "batch": [1, 32],
+            "prefill_ms": [100.0, 300.0],
+            "decode_step_ms": [5.0, 10.0],
+            "spec_tokens_per_step": [1.0, 1.0],
+            "fits": [True, True],
+        }
+    )
     plan = PlanSpec(qps=16, load=0.8, tpot_ms=12)
     dis = disaggregated_plan(rows, m, HW, WL, plan, 16.0)
     # prefill: 16 req/s x 0.1 s / 0.8 = 2 replicas; rho = 0.8, wait = 0.8·0.1/(2·0.2) = 0.2 s
@@ -50,30 +63,49 @@ def test_pools_sized_by_hand():
 
 def test_plan_serve_compares_disaggregated_with_colocated(tmp_path):
     out = tmp_path / "p.csv"
-    code, text = invoke("plan", "serve", "model=llama3.1-8b", "qps=20", "ttft_ms=500", "itl_ms=20",
-                        "grid.ngpus=[1,2]", "--out", out)
+    code, text = invoke(
+        "plan", "serve", "model=llama3.1-8b", "qps=20", "ttft_ms=500", "itl_ms=20", "grid.ngpus=[1,2]", "--out", out
+    )
     assert code == 0, text
     summary = (tmp_path / "p.summary.md").read_text()
     assert "disaggregated prefill/decode" in summary and "P:D = " in summary
     assert "disaggregated vs colocated" in summary
 
 
-@pytest.mark.parametrize("args,text", [
-    (["prefill_gpus=1", "decode_gpus=16"], "prefill pool of 1 GPUs holds no serving layout"),
-    (["workload.weight_dtype=fp8", "workload.precision=fp8", "prefill_gpus=8", "decode_gpus=2"],
-     "decode pool of 2 GPUs cannot serve 20 requests/s"),
-    (["prefill_gpus=8"], "needs both prefill_gpus= and decode_gpus="),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (["prefill_gpus=1", "decode_gpus=16"], "prefill pool of 1 GPUs holds no serving layout"),
+        (
+            ["workload.weight_dtype=fp8", "workload.precision=fp8", "prefill_gpus=8", "decode_gpus=2"],
+            "decode pool of 2 GPUs cannot serve 20 requests/s",
+        ),
+        (["prefill_gpus=8"], "needs both prefill_gpus= and decode_gpus="),
+    ],
+)
 def test_fixed_pd_split_that_does_not_work_is_one_sentence(args, text):
-    code, out = invoke("plan", "serve", "model=llama3.1-70b", "qps=20", "ttft_ms=500", "itl_ms=25",
-                       "grid.ngpus=[2,4,8]", *args)
+    code, out = invoke(
+        "plan", "serve", "model=llama3.1-70b", "qps=20", "ttft_ms=500", "itl_ms=25", "grid.ngpus=[2,4,8]", *args
+    )
     assert code == 2 and text in out and "Traceback" not in out and out.strip().count("\n") == 0
 
 
 def test_fixed_pd_split_uses_exactly_the_given_pools(tmp_path):
     out = tmp_path / "p.csv"
-    code, text = invoke("plan", "serve", "model=llama3.1-70b", "qps=20", "ttft_ms=500", "itl_ms=25",
-                        "grid.ngpus=[2,4,8]", "workload.weight_dtype=fp8", "workload.precision=fp8",
-                        "prefill_gpus=8", "decode_gpus=16", "--out", out)
+    code, text = invoke(
+        "plan",
+        "serve",
+        "model=llama3.1-70b",
+        "qps=20",
+        "ttft_ms=500",
+        "itl_ms=25",
+        "grid.ngpus=[2,4,8]",
+        "workload.weight_dtype=fp8",
+        "workload.precision=fp8",
+        "prefill_gpus=8",
+        "decode_gpus=16",
+        "--out",
+        out,
+    )
     assert code == 0, text
     assert "P:D = 8:16" in (tmp_path / "p.summary.md").read_text()

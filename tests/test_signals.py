@@ -26,8 +26,14 @@ BEST_FULL = ["best", "-q", "grid.ngpus=[64,128,256,512]"]
 
 def _run_until_temp(args: list[str], folder: Path, timeout_s: float = 60.0):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "parallmelism", *args], cwd=folder, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "parallmelism", *args],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if any(p.name.endswith(".tmp") for p in folder.rglob(".*")):
@@ -40,12 +46,15 @@ def _run_until_temp(args: list[str], folder: Path, timeout_s: float = 60.0):
     pytest.fail("no temporary file appeared")
 
 
-@pytest.mark.parametrize("sig, args, target", [
-    (signal.SIGINT, SWEEP + ["output.path=out/table.csv"], "out/table.csv"),
-    (signal.SIGTERM, SWEEP + ["output.path=out/table.csv"], "out/table.csv"),
-    (signal.SIGHUP, SWEEP + ["output.path=out/table.parquet"], "out/table.parquet"),
-    (signal.SIGTERM, BEST_FULL + ["--full-output", "out/all"], "out/all"),
-])
+@pytest.mark.parametrize(
+    "sig, args, target",
+    [
+        (signal.SIGINT, SWEEP + ["output.path=out/table.csv"], "out/table.csv"),
+        (signal.SIGTERM, SWEEP + ["output.path=out/table.csv"], "out/table.csv"),
+        (signal.SIGHUP, SWEEP + ["output.path=out/table.parquet"], "out/table.parquet"),
+        (signal.SIGTERM, BEST_FULL + ["--full-output", "out/all"], "out/all"),
+    ],
+)
 def test_signal_during_write_leaves_nothing(tmp_path, sig, args, target):
     (tmp_path / "out").mkdir()
     proc = _run_until_temp(args, tmp_path)
@@ -141,7 +150,9 @@ def test_plot_into_a_file_where_a_folder_should_be_is_one_sentence(tmp_path):
     from typer.testing import CliRunner
 
     (tmp_path / "blocker").write_text("x")
-    res = CliRunner().invoke(app, ["plot", "memory", "model=llama3.1-8b", "grid.ngpus=[8]", "-q",
-                                   "--out", str(tmp_path / "blocker" / "m.png")])
+    res = CliRunner().invoke(
+        app,
+        ["plot", "memory", "model=llama3.1-8b", "grid.ngpus=[8]", "-q", "--out", str(tmp_path / "blocker" / "m.png")],
+    )
     assert res.exit_code == 2, res.output
     assert "cannot write" in res.output and "Traceback" not in res.output

@@ -17,10 +17,17 @@ def total_bytes(strategy, n):
     return float(b["weights"][0] + b["grads"][0] + b["optimizer"][0])
 
 
-@pytest.mark.parametrize("strategy,n,expected", [
-    ("NO_OP", 8, 18.0), ("OPTIMIZER_STATES", 8, 2 + 4 + 12 / 8),
-    ("OPTIMIZER_STATES_AND_GRADS", 8, 2 + 16 / 8), ("FULLY_SHARD", 8, 16 / 8),
-    ("OPTIMIZER_STATES", 64, 6.1875), ("FULLY_SHARD", 1, 16.0)])
+@pytest.mark.parametrize(
+    "strategy,n,expected",
+    [
+        ("NO_OP", 8, 18.0),
+        ("OPTIMIZER_STATES", 8, 2 + 4 + 12 / 8),
+        ("OPTIMIZER_STATES_AND_GRADS", 8, 2 + 16 / 8),
+        ("FULLY_SHARD", 8, 16 / 8),
+        ("OPTIMIZER_STATES", 64, 6.1875),
+        ("FULLY_SHARD", 1, 16.0),
+    ],
+)
 def test_bytes_per_parameter_table(strategy, n, expected):
     assert total_bytes(strategy, n) == pytest.approx(expected)
 
@@ -37,10 +44,22 @@ def test_seed_405b_through_the_engine():
     from parallmelism.engine import evaluate
     from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
 
-    run = RunConfig(model=load_option("model", "llama3.1-405b"), hardware=load_option("hardware", "h100-sxm-80gb"),
-                    workload=TrainWorkload(seq_len=8192, global_batch=4096),
-                    grid=GridSpec(ngpus=[8], tp=[1], pp=[1], cp=[1], micro_batch=[1], vpp=[1],
-                                  dp_sharding=["NO_OP", "FULLY_SHARD"], recompute=["none"], sequence_parallel=[False]))
+    run = RunConfig(
+        model=load_option("model", "llama3.1-405b"),
+        hardware=load_option("hardware", "h100-sxm-80gb"),
+        workload=TrainWorkload(seq_len=8192, global_batch=4096),
+        grid=GridSpec(
+            ngpus=[8],
+            tp=[1],
+            pp=[1],
+            cp=[1],
+            micro_batch=[1],
+            vpp=[1],
+            dp_sharding=["NO_OP", "FULLY_SHARD"],
+            recompute=["none"],
+            sequence_parallel=[False],
+        ),
+    )
     df, _ = evaluate(run)
     states = dict(zip(df["dp_sharding"].astype(str), df["mem_states_gib"]))
     # ours counts the 4.1M norm weights the seed left out: 0.001 % more

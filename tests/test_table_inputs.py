@@ -16,8 +16,9 @@ def cli(*args):
 
 
 def _training(path, n=3):
-    df = pd.DataFrame({"ngpus": [8] * n, "tp": list(range(1, n + 1)), "time_step_s": [1.0 + i for i in range(n)],
-                       "why": ["a, b"] * n})
+    df = pd.DataFrame(
+        {"ngpus": [8] * n, "tp": list(range(1, n + 1)), "time_step_s": [1.0 + i for i in range(n)], "why": ["a, b"] * n}
+    )
     return write_table(df, path)
 
 
@@ -69,12 +70,15 @@ def test_complete_csv_with_quoted_commas_reads(tmp_path):
     assert len(read_table(_training(tmp_path / "a.csv"))) == 3
 
 
-@pytest.mark.parametrize("override, words", [
-    ("model.hidden=1e13", "parameters"),           # was an OverflowError traceback
-    ("workload.seq_len=1e12", "activation elements"),
-    ("hardware.hbm_bandwidth_gbps=inf", "finite"),  # was blamed on the kernel table
-    ("hardware.efficiency.matmul=nan", "finite"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("model.hidden=1e13", "parameters"),  # was an OverflowError traceback
+        ("workload.seq_len=1e12", "activation elements"),
+        ("hardware.hbm_bandwidth_gbps=inf", "finite"),  # was blamed on the kernel table
+        ("hardware.efficiency.matmul=nan", "finite"),
+    ],
+)
 def test_derived_sizes_and_non_finite_values_are_one_sentence(override, words):
     code, out = cli("sweep", "-q", "grid.ngpus=[8]", "output.write=false", override)
     assert code == 2, out
@@ -121,8 +125,15 @@ def test_case_rows_find_shipped_models_by_alias_or_architecture():
     models = _context([], None)[0]
     grok = models["grok-1"]
     assert model_of({"case": "c", "model_desc": "Grok-1 314B"}, models) is grok
-    row = {"case": "c", "model_desc": "some MoE", "hidden": str(grok.hidden), "layers": str(grok.layers),
-           "heads": str(grok.heads), "vocab": str(grok.vocab), "experts": str(grok.moe.num_experts)}
+    row = {
+        "case": "c",
+        "model_desc": "some MoE",
+        "hidden": str(grok.hidden),
+        "layers": str(grok.layers),
+        "heads": str(grok.heads),
+        "vocab": str(grok.vocab),
+        "experts": str(grok.moe.num_experts),
+    }
     assert model_of(row, models) is grok
     other = dict(row, model_desc="Grok-1 custom", layers=str(grok.layers + 2), ffn=str(grok.ffn_hidden))
     assert model_of(other, models).name == "c"  # built from its own columns

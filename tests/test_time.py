@@ -13,12 +13,24 @@ H100 = load_option("hardware", "h100-sxm-80gb")
 
 
 def frame(model="llama3.1-70b", ngpus=64, hw=H100, wl=None, **grid):
-    base = dict(cp=[1], ep=[1], micro_batch=[1], vpp=[1], recompute=["selective"], sequence_parallel=[True],
-                dp_sharding=["OPTIMIZER_STATES"])
-    base.update({k: (v if isinstance(v, list) or v is None or k == "max_micro_batch" else [v])
-                 for k, v in grid.items()})
-    r = RunConfig(model=load_option("model", model), hardware=hw,
-                  workload=wl or TrainWorkload(seq_len=4096, global_batch=256), grid=GridSpec(ngpus=[ngpus], **base))
+    base = dict(
+        cp=[1],
+        ep=[1],
+        micro_batch=[1],
+        vpp=[1],
+        recompute=["selective"],
+        sequence_parallel=[True],
+        dp_sharding=["OPTIMIZER_STATES"],
+    )
+    base.update(
+        {k: (v if isinstance(v, list) or v is None or k == "max_micro_batch" else [v]) for k, v in grid.items()}
+    )
+    r = RunConfig(
+        model=load_option("model", model),
+        hardware=hw,
+        workload=wl or TrainWorkload(seq_len=4096, global_batch=256),
+        grid=GridSpec(ngpus=[ngpus], **base),
+    )
     return evaluate(r)[0]
 
 
@@ -54,8 +66,18 @@ def test_fully_shard_adds_dp_traffic_over_optimizer_states():
 def test_tp_group_leaving_nvlink_slows_down():
     model = load_option("model", "llama3.1-70b")
     wl = TrainWorkload(seq_len=4096, global_batch=256)
-    grid = GridSpec(ngpus=[64], tp=[8], pp=[1], cp=[1], ep=[1], micro_batch=[1], vpp=[1],
-                    dp_sharding=["OPTIMIZER_STATES"], recompute=["none"], sequence_parallel=[True])
+    grid = GridSpec(
+        ngpus=[64],
+        tp=[8],
+        pp=[1],
+        cp=[1],
+        ep=[1],
+        micro_batch=[1],
+        vpp=[1],
+        dp_sharding=["OPTIMIZER_STATES"],
+        recompute=["none"],
+        sequence_parallel=[True],
+    )
     cols = enumerate_training_layouts(model, H100, wl, grid).columns
     small = H100.model_copy(update={"scale_up": H100.scale_up.model_copy(update={"domain_size": 4})})
     inside = training_time(cols, model, H100, wl)
@@ -67,8 +89,16 @@ def test_tp_group_leaving_nvlink_slows_down():
 
 @pytest.mark.parametrize("flag", ["overlap_dp_comm", "overlap_tp_comm", "overlap_pp_comm"])
 def test_overlap_never_increases_exposed_time(flag):
-    grid = dict(tp=None, pp=None, micro_batch=None, vpp=None, dp_sharding=None, recompute=None,
-                sequence_parallel=None, max_micro_batch=2)
+    grid = dict(
+        tp=None,
+        pp=None,
+        micro_batch=None,
+        vpp=None,
+        dp_sharding=None,
+        recompute=None,
+        sequence_parallel=None,
+        max_micro_batch=2,
+    )
     on = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: True}), **grid)
     off = frame(model="llama3.1-8b", wl=TrainWorkload(seq_len=4096, global_batch=256, **{flag: False}), **grid)
     assert len(on) > 100
@@ -121,8 +151,18 @@ def test_breakdown_adds_up_and_show_prints_it():
 
     model = load_option("model", "gpt3-175b")
     wl = TrainWorkload(seq_len=2048, global_batch=64, flash_attention=False)
-    grid = GridSpec(ngpus=[64], tp=[8], pp=[8], cp=[1], ep=[1], micro_batch=[1], vpp=[3], dp_sharding=["NO_OP"],
-                    recompute=["selective"], sequence_parallel=[True])
+    grid = GridSpec(
+        ngpus=[64],
+        tp=[8],
+        pp=[8],
+        cp=[1],
+        ep=[1],
+        micro_batch=[1],
+        vpp=[3],
+        dp_sharding=["NO_OP"],
+        recompute=["selective"],
+        sequence_parallel=[True],
+    )
     cols = enumerate_training_layouts(model, load_option("hardware", "a100-sxm-80gb"), wl, grid).columns
     hw = load_option("hardware", "a100-sxm-80gb")
     bd = training_breakdown(cols, model, hw, wl)
@@ -132,10 +172,23 @@ def test_breakdown_adds_up_and_show_prints_it():
     assert ops_total == pytest.approx(parts["compute (ops)"][0], rel=1e-9)
     assert sum(v for v, _ in parts.values()) == pytest.approx(row["time_step_s"][0], rel=1e-9)
     assert {c["axis"] for c in bd["collectives"]} == {"tp", "pp"}
-    code, out = invoke("show", "model=gpt3-175b", "hardware=a100-sxm-80gb", "workload.seq_len=2048",
-                       "workload.global_batch=64", "workload.flash_attention=false", "grid.ngpus=[64]", "grid.tp=8",
-                       "grid.pp=8", "grid.vpp=3", "grid.micro_batch=1", "grid.recompute=selective",
-                       "grid.sequence_parallel=true", "grid.dp_sharding=NO_OP", "grid.cp=1")
+    code, out = invoke(
+        "show",
+        "model=gpt3-175b",
+        "hardware=a100-sxm-80gb",
+        "workload.seq_len=2048",
+        "workload.global_batch=64",
+        "workload.flash_attention=false",
+        "grid.ngpus=[64]",
+        "grid.tp=8",
+        "grid.pp=8",
+        "grid.vpp=3",
+        "grid.micro_batch=1",
+        "grid.recompute=selective",
+        "grid.sequence_parallel=true",
+        "grid.dp_sharding=NO_OP",
+        "grid.cp=1",
+    )
     assert code == 0, out
     assert "where the step goes" in out and "per-op roofline" in out and "attention_scores" in out
 
@@ -175,8 +228,9 @@ def test_blocking_pipeline_send_recv_puts_every_transfer_on_the_critical_path():
     assert r_async["time_comm_pp_exposed_s"] == 0.0
     assert r_block["time_comm_pp_exposed_s"] == pytest.approx(2 * m * hop, rel=1e-6)
     assert r_block["time_bubble_s"] == pytest.approx(r_async["time_bubble_s"], rel=1e-9)
-    idle = r_async["pp_bubble_rate"] * (r_async["time_step_s"] - r_async["time_bubble_s"]
-                                        - r_async["time_comm_dp_exposed_s"])
+    idle = r_async["pp_bubble_rate"] * (
+        r_async["time_step_s"] - r_async["time_bubble_s"] - r_async["time_comm_dp_exposed_s"]
+    )
     assert r_async["time_bubble_s"] - 2 * 3 * hop == pytest.approx(idle, rel=0.1)
     # The straggler overhead scales the whole step: (1 + x·log2(ngpus / 8)) (cost/overheads.py).
     stragglers = 1 + H100.overheads.straggler_per_doubling * np.log2(r_async["ngpus"] / 8)
@@ -188,8 +242,13 @@ def test_exposed_never_exceeds_link_time_per_axis():
     hops against a link time of 2·m: up to 15x the link in sweeps."""
     for sched in ("1f1b", "gpipe"):
         for overlap in (True, False):
-            df = frame(ngpus=128, tp=[2, 8], pp=[8, 16], cp=[1, 2], wl=TrainWorkload(
-                seq_len=4096, global_batch=16, schedule=sched, overlap_pp_comm=overlap))
+            df = frame(
+                ngpus=128,
+                tp=[2, 8],
+                pp=[8, 16],
+                cp=[1, 2],
+                wl=TrainWorkload(seq_len=4096, global_batch=16, schedule=sched, overlap_pp_comm=overlap),
+            )
             assert len(df) > 0
             for ax in ("tp", "cp", "ep", "dp", "pp"):
                 assert (df[f"time_comm_{ax}_exposed_s"] <= df[f"time_comm_{ax}_s"] * (1 + 1e-12)).all(), ax

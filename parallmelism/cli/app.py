@@ -7,9 +7,13 @@ from typing import List, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
-                  help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
+    help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.",
+)
 
 
 def _print_version(value: bool):
@@ -21,21 +25,38 @@ def _print_version(value: bool):
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
-                                       help="print the version and the output schema version, then exit")):
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_print_version,
+        is_eager=True,
+        help="print the version and the output schema version, then exit",
+    ),
+):
     """Analytical cost model for LLM parallelism: memory, time and cost of every layout."""
 
+
 OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
-CONFIG_DIR = typer.Option(None, "--config-dir", "-cd",
-                          help="user folder with models/, hardware/, workload/, grid/ whose files add to or "
-                               "replace the shipped ones by name (repeatable; also $PARALLMELISM_CONFIG_PATH)")
+CONFIG_DIR = typer.Option(
+    None,
+    "--config-dir",
+    "-cd",
+    help="user folder with models/, hardware/, workload/, grid/ whose files add to or "
+    "replace the shipped ones by name (repeatable; also $PARALLMELISM_CONFIG_PATH)",
+)
 # As in Hydra: -c/--cfg [job|hydra|all] prints the composed config, --resolve resolves ${...} in it,
 # --info [all|config|defaults|defaults-tree|plugins|searchpath] prints Hydra's composition details.
 # The mode word is taken from the arguments (it is never an override: overrides hold `=`).
 CFG = typer.Option(False, "--cfg", "-c", help="print the composed config and exit; then job (default), hydra or all")
 RESOLVE = typer.Option(False, "--resolve", help="with --cfg: resolve ${...} interpolations")
-INFO = typer.Option(False, "--info", help="print Hydra's information about the composition and exit; then all "
-                                          "(default), config, defaults, defaults-tree, plugins or searchpath")
+INFO = typer.Option(
+    False,
+    "--info",
+    help="print Hydra's information about the composition and exit; then all "
+    "(default), config, defaults, defaults-tree, plugins or searchpath",
+)
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 WIDE = typer.Option(False, "--wide", help="show every table column (default: the columns that fit the terminal)")
 
@@ -124,15 +145,23 @@ def check_one_output_path(out: Optional[Path], paths: set) -> None:
     from ..errors import UserError
 
     if len(paths) > 1:
-        raise UserError("output.path took several values: Hydra reads a comma as a sweep; quote a path that "
-                        "holds one, e.g. 'output.path=\"results/a,b.csv\"'")
+        raise UserError(
+            "output.path took several values: Hydra reads a comma as a sweep; quote a path that "
+            "holds one, e.g. 'output.path=\"results/a,b.csv\"'"
+        )
     given = next((p for p in paths if p), None)
     if out is not None and given and Path(given) != Path(out):
         raise UserError(f"--out {str(out)!r} and output.path={str(given)!r} disagree; give one of them")
 
 
-def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optional[int] = None,
-              wide: bool = False, out_path: Optional[Path] = None):
+def run_sweep(
+    overrides: list[str],
+    config_dirs,
+    quiet: bool = False,
+    top: Optional[int] = None,
+    wide: bool = False,
+    out_path: Optional[Path] = None,
+):
     """Evaluate every run of a (possibly swept) command line, write one table, print the best rows."""
     import pandas as pd
 
@@ -173,8 +202,13 @@ def run_sweep(overrides: list[str], config_dirs, quiet: bool = False, top: Optio
         console.print(drop_table(dropped, DROP_REASONS, len(df)))
         best = rank_rows(df).head(top or out.top)
         fits = int(df["fits"].sum())
-        console.print(frame_table(best, title=f"best layouts ({fits:,} of {len(df):,} fit in memory)",
-                                  width=None if wide else console.width))
+        console.print(
+            frame_table(
+                best,
+                title=f"best layouts ({fits:,} of {len(df):,} fit in memory)",
+                width=None if wide else console.width,
+            )
+        )
     if path is not None:
         console.print(f"wrote {len(df):,} rows to {path}")
     return df, path
@@ -187,13 +221,19 @@ def sweep(
     resolve: bool = RESOLVE,
     info: bool = INFO,
     config_dir: Optional[List[str]] = CONFIG_DIR,
-    multirun: bool = typer.Option(False, "--multirun", "-m",
-                                  help="hand the sweep to Hydra multirun (launcher plugins, one job per point)"),
+    multirun: bool = typer.Option(
+        False, "--multirun", "-m", help="hand the sweep to Hydra multirun (launcher plugins, one job per point)"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no tables, just where it wrote"),
     top: Optional[int] = typer.Option(None, "--top", help="rows in the terminal table"),
     wide: bool = WIDE,
-    out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="write the table here (.csv or .parquet; "
-                                            "the same as output.path=, which needs quotes around , ( ) and non-ASCII)"),
+    out_path: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="write the table here (.csv or .parquet; "
+        "the same as output.path=, which needs quotes around , ( ) and non-ASCII)",
+    ),
 ):
     """Evaluate every valid layout and write a CSV (default: results/<model>_<hardware>_<workload>.csv)."""
     from ..errors import UserError
@@ -279,17 +319,22 @@ def _print_fit_line(console, row: dict, hw) -> None:
     usable = hw.hbm_usable_gib
     need = float(row["mem_total_gib"])
     if bool(row["fits"]):
-        console.print(f"fits: {need:,.1f} GiB per GPU of {usable:,.1f} GiB usable on {hw.name} "
-                      f"({usable - need:,.1f} GiB headroom)", markup=False)
+        console.print(
+            f"fits: {need:,.1f} GiB per GPU of {usable:,.1f} GiB usable on {hw.name} "
+            f"({usable - need:,.1f} GiB headroom)",
+            markup=False,
+        )
     else:
-        console.print(f"warning: this layout does not fit: it needs {need:,.1f} GiB per GPU and {hw.name} has "
-                      f"{usable:,.1f} GiB usable; its times describe a layout that cannot run", style="bold red",
-                      markup=False)
+        console.print(
+            f"warning: this layout does not fit: it needs {need:,.1f} GiB per GPU and {hw.name} has "
+            f"{usable:,.1f} GiB usable; its times describe a layout that cannot run",
+            style="bold red",
+            markup=False,
+        )
 
 
 @app.command("list")
-def list_(what: str = typer.Argument(..., help="models | hardware"),
-          config_dir: Optional[List[str]] = CONFIG_DIR):
+def list_(what: str = typer.Argument(..., help="models | hardware"), config_dir: Optional[List[str]] = CONFIG_DIR):
     """List the models or accelerators available (shipped and from config dirs)."""
     from rich.table import Table
 
@@ -309,8 +354,17 @@ def list_(what: str = typer.Argument(..., help="models | hardware"),
         if groups[what] == "model":
             cols = ["name", "params", "hidden", "layers", "heads", "kv_heads", "ffn", "experts", "from", "file"]
         else:
-            cols = ["name", "bf16 TFLOP/s", "HBM GiB", "HBM GB/s", "scale-up GPUs", "scale-up GB/s/dir",
-                    "scale-out GB/s/dir", "from", "file"]
+            cols = [
+                "name",
+                "bf16 TFLOP/s",
+                "HBM GiB",
+                "HBM GB/s",
+                "scale-up GPUs",
+                "scale-up GB/s/dir",
+                "scale-out GB/s/dir",
+                "from",
+                "file",
+            ]
         for c in cols:
             table.add_column(c)
         for name, path in sorted(files.items()):
@@ -319,15 +373,31 @@ def list_(what: str = typer.Argument(..., help="models | hardware"),
             if groups[what] == "model":
                 from ..cost.params import total_params
 
-                table.add_row(name, f"{total_params(spec) / 1e9:.2f}B", str(spec.hidden), str(spec.layers),
-                              str(spec.heads), str(spec.g), str(spec.ffn_hidden),
-                              f"{spec.moe.num_experts}x top-{spec.moe.top_k}" if spec.moe else "-", source,
-                              str(path))
+                table.add_row(
+                    name,
+                    f"{total_params(spec) / 1e9:.2f}B",
+                    str(spec.hidden),
+                    str(spec.layers),
+                    str(spec.heads),
+                    str(spec.g),
+                    str(spec.ffn_hidden),
+                    f"{spec.moe.num_experts}x top-{spec.moe.top_k}" if spec.moe else "-",
+                    source,
+                    str(path),
+                )
             else:
                 so = spec.scale_out.bandwidth_gbps if spec.scale_out else "-"
-                table.add_row(name, f"{spec.peak_tflops['bf16']:g}", f"{spec.hbm_usable_gib:.1f}",
-                              f"{spec.hbm_bandwidth_gbps:g}", str(spec.scale_up.domain_size),
-                              f"{spec.scale_up.bandwidth_gbps:g}", f"{so}", source, str(path))
+                table.add_row(
+                    name,
+                    f"{spec.peak_tflops['bf16']:g}",
+                    f"{spec.hbm_usable_gib:.1f}",
+                    f"{spec.hbm_bandwidth_gbps:g}",
+                    str(spec.scale_up.domain_size),
+                    f"{spec.scale_up.bandwidth_gbps:g}",
+                    f"{so}",
+                    source,
+                    str(path),
+                )
         _console().print(table)
     except UserError as exc:
         _fail(str(exc))
@@ -335,8 +405,9 @@ def list_(what: str = typer.Argument(..., help="models | hardware"),
 
 @app.command(context_settings=EXTRA)
 def validate(
-    cases: Optional[List[Path]] = typer.Option(None, "--cases", help="case file(s) in the format of "
-                                               "shared/reference/*_measured.csv (default: the shipped set)"),
+    cases: Optional[List[Path]] = typer.Option(
+        None, "--cases", help="case file(s) in the format of shared/reference/*_measured.csv (default: the shipped set)"
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="write the per-case table here (CSV)"),
     max_error: Optional[float] = typer.Option(None, "--max-error", help="exit 1 if any |error| exceeds PCT"),
     overrides: Optional[List[str]] = OVERRIDES,
@@ -353,8 +424,9 @@ def validate(
         if out is not None:  # first, so an unwritable path fails before anything is printed
             write_table(table, out, "csv")
         console = _console()
-        console.print(frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"],
-                                  title="validation"))
+        console.print(
+            frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"], title="validation")
+        )
         for line in summary(table):
             console.print(line)
         if out is not None:
@@ -364,13 +436,18 @@ def validate(
             err = _console(stderr=True)
             for f in failed:
                 err.print(f"could not build case {f['case']} ({f['file']}): {f['reason']}", markup=False)
-            err.print(f"{len(failed)} case row{'s' if len(failed) > 1 else ''} could not be built; the table above "
-                      "holds the others", markup=False)
+            err.print(
+                f"{len(failed)} case row{'s' if len(failed) > 1 else ''} could not be built; the table above "
+                "holds the others",
+                markup=False,
+            )
             raise typer.Exit(2)
         if max_error is not None and (table["error_pct"].abs() > max_error).any():
             worst = table.loc[table["error_pct"].abs().idxmax()]
-            _console(stderr=True).print(f"case {worst['case']} ({worst['quantity']}) is off by "
-                                        f"{worst['error_pct']:+.2f}%, above --max-error {max_error}%")
+            _console(stderr=True).print(
+                f"case {worst['case']} ({worst['quantity']}) is off by "
+                f"{worst['error_pct']:+.2f}%, above --max-error {max_error}%"
+            )
             raise typer.Exit(1)
     except UserError as exc:
         _fail(str(exc))

@@ -17,10 +17,14 @@ def compare(
     new: Path = typer.Argument(..., help="new table to check against the baseline"),
     rtol: float = typer.Option(1e-9, "--rtol", help="relative tolerance for numeric columns"),
     atol: float = typer.Option(1e-12, "--atol", help="absolute tolerance for numeric columns"),
-    tolerances: Optional[Path] = typer.Option(None, "--tolerances",
-                                              help="YAML: column (or glob) -> {rtol, atol} or a bare rtol"),
-    key: Optional[str] = typer.Option(None, "--key", help="comma-separated columns that identify a row "
-                                      "(default: the configuration columns present in both files)"),
+    tolerances: Optional[Path] = typer.Option(
+        None, "--tolerances", help="YAML: column (or glob) -> {rtol, atol} or a bare rtol"
+    ),
+    key: Optional[str] = typer.Option(
+        None,
+        "--key",
+        help="comma-separated columns that identify a row (default: the configuration columns present in both files)",
+    ),
     max_rows: int = typer.Option(40, "--max-rows", help="moved values listed (largest relative change first)"),
 ):
     """Compare two result tables; exit 0 within tolerance, 1 when something moved, 2 on bad input."""
@@ -59,14 +63,21 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         moved = comp.moved.assign(_abs=comp.moved["rel_change"].astype(float).abs().fillna(np.inf))
         moved = moved.sort_values("_abs", ascending=False, kind="stable").head(max_rows)
         t = Table(title=f"largest changes (first {len(moved)} of {len(comp.moved):,})")
-        for c, just in (("row", "left"), ("column", "left"), ("old", "right"), ("new", "right"),
-                        ("rel change", "right")):
+        for c, just in (
+            ("row", "left"),
+            ("column", "left"),
+            ("old", "right"),
+            ("new", "right"),
+            ("rel change", "right"),
+        ):
             t.add_column(c, justify=just)
         for _, r in moved.iterrows():
             t.add_row(row_label(r, shown), str(r["column"]), _num(r["old"]), _num(r["new"]), _pct(r["rel_change"]))
         console.print(t)
-    for label, frame in (("rows only in new (added)", comp.added_rows), ("rows only in baseline (removed)",
-                                                                         comp.removed_rows)):
+    for label, frame in (
+        ("rows only in new (added)", comp.added_rows),
+        ("rows only in baseline (removed)", comp.removed_rows),
+    ):
         if len(frame):
             console.print(f"{label}: {len(frame):,}")
             for _, r in frame.head(10).iterrows():
@@ -78,8 +89,10 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
     if comp.removed_columns:
         console.print(f"columns only in baseline (removed): {', '.join(comp.removed_columns)}")
     verdict = "within tolerance" if comp.ok else "DIFFERENT"
-    console.print(f"{verdict}: {comp.rows_compared:,} rows x {comp.columns_compared} columns compared on key "
-                  f"({', '.join(comp.key)})")
+    console.print(
+        f"{verdict}: {comp.rows_compared:,} rows x {comp.columns_compared} columns compared on key "
+        f"({', '.join(comp.key)})"
+    )
 
 
 import numpy as np  # noqa: E402  (numpy is cheap; pandas stays inside the command)

@@ -48,7 +48,7 @@ def _check_points(overrides: list[str], config_dirs) -> None:
             if item in seen:
                 continue
             seen.add(item)
-            point = base[:i] + [item] + base[i + 1:]
+            point = base[:i] + [item] + base[i + 1 :]
             to_run_config(compose(point, config_dirs))
 
 

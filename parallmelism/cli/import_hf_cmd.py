@@ -10,10 +10,12 @@ import typer
 
 def import_hf(
     config: Path = typer.Argument(..., help="a local Hugging Face config.json (no hub access)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write models/NAME.yaml here "
-                                       "(default: print the YAML)"),
-    name: Optional[str] = typer.Option(None, "--name", help="model name (default: --out's file stem, "
-                                       "else the config's _name_or_path or folder)"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="write models/NAME.yaml here (default: print the YAML)"
+    ),
+    name: Optional[str] = typer.Option(
+        None, "--name", help="model name (default: --out's file stem, else the config's _name_or_path or folder)"
+    ),
 ):
     """Turn a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2/3 incl. MoE) into a model YAML."""
     from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml, write_text_atomic
@@ -33,7 +35,10 @@ def import_hf(
         from ..specs import ModelSpec
 
         n = total_params(ModelSpec.model_validate(fields))
-        _console().print(f"wrote {out} ({n:,} parameters); use it with `-c {out.parent.parent} model={model_name}`"
-                         if out.parent.name == "models" else f"wrote {out} ({n:,} parameters)")
+        _console().print(
+            f"wrote {out} ({n:,} parameters); use it with `-c {out.parent.parent} model={model_name}`"
+            if out.parent.name == "models"
+            else f"wrote {out} ({n:,} parameters)"
+        )
     except UserError as exc:
         _fail(str(exc))

@@ -1,9 +1,9 @@
 """`parallmelism profile`: micro-benchmark the local accelerator, write hardware/NAME.yaml + its kernel table.
 
-    parallmelism profile --out myhw                 # the local GPU (CUDA), full grid (minutes)
-    parallmelism profile --out myhw --quick         # a smaller grid
-    parallmelism profile --out myhw --device cpu    # tiny sizes on the CPU (seconds; what CI runs)
-    parallmelism sweep --config-dir myhw hardware=NAME ...   # use it at once
+parallmelism profile --out myhw                 # the local GPU (CUDA), full grid (minutes)
+parallmelism profile --out myhw --quick         # a smaller grid
+parallmelism profile --out myhw --device cpu    # tiny sizes on the CPU (seconds; what CI runs)
+parallmelism sweep --config-dir myhw hardware=NAME ...   # use it at once
 """
 
 from __future__ import annotations
@@ -15,13 +15,21 @@ import typer
 
 
 def profile(
-    out: Path = typer.Option(Path("."), "--out", "-o", help="config folder to write hardware/NAME.yaml and "
-                             "hardware/kernels/NAME.csv into (use it with --config-dir)"),
+    out: Path = typer.Option(
+        Path("."),
+        "--out",
+        "-o",
+        help="config folder to write hardware/NAME.yaml and hardware/kernels/NAME.csv into (use it with --config-dir)",
+    ),
     name: Optional[str] = typer.Option(None, "--name", help="accelerator name (default: from the device)"),
     device: str = typer.Option("cuda", "--device", help="cuda | cpu"),
     quick: bool = typer.Option(False, "--quick", help="a smaller grid (seconds to a minute on a GPU)"),
-    base: str = typer.Option("h100-sxm-80gb", "--base", help="shipped accelerator whose links, serving "
-                             "efficiencies and overheads the new file copies (not measured here)"),
+    base: str = typer.Option(
+        "h100-sxm-80gb",
+        "--base",
+        help="shipped accelerator whose links, serving "
+        "efficiencies and overheads the new file copies (not measured here)",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ):
     """Micro-benchmark GEMMs, attention and HBM with PyTorch; write an accelerator file + kernel table."""
@@ -62,9 +70,15 @@ def _run(out, name, device, quick, base_name, quiet, console):
     if not quiet:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        bar = Progress(TextColumn("[bold]profiling"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("{task.description}"), TimeElapsedColumn(), console=console(stderr=True),
-                       transient=True)
+        bar = Progress(
+            TextColumn("[bold]profiling"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console(stderr=True),
+            transient=True,
+        )
         bar.start()
         task = bar.add_task("", total=len(todo))
     try:
@@ -99,6 +113,10 @@ def _summary(console, rows, yaml_path, table, out, name):
     h = [r for r in rows if r["family"] == "hbm"]
     bw = max((r["bytes"] / r["measured_s"] / 1e9 for r in h), default=float("nan"))
     n_att = sum(r["family"] == "attention" for r in rows)
-    console.print(f"measured {len(g)} GEMMs (fastest {tf:,.1f} TFLOP/s, {best['dtype']} m={best['m']} k={best['k']} "
-                  f"n={best['n']}), {n_att} attention kernels, {len(h)} HBM transfers (fastest {bw:,.1f} GB/s)")
-    console.print(f"wrote {yaml_path}\nwrote {table}\nuse it: parallmelism sweep --config-dir {out} hardware={name} ...")
+    console.print(
+        f"measured {len(g)} GEMMs (fastest {tf:,.1f} TFLOP/s, {best['dtype']} m={best['m']} k={best['k']} "
+        f"n={best['n']}), {n_att} attention kernels, {len(h)} HBM transfers (fastest {bw:,.1f} GB/s)"
+    )
+    console.print(
+        f"wrote {yaml_path}\nwrote {table}\nuse it: parallmelism sweep --config-dir {out} hardware={name} ..."
+    )

@@ -28,9 +28,15 @@ def evaluate_runs(runs, quiet: bool = False):
 
         from .app import _console
 
-        bar = Progress(TextColumn("[bold]evaluating"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("{task.fields[rows]:,} layouts"), TimeElapsedColumn(),
-                       console=_console(stderr=True), transient=True)
+        bar = Progress(
+            TextColumn("[bold]evaluating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rows]:,} layouts"),
+            TimeElapsedColumn(),
+            console=_console(stderr=True),
+            transient=True,
+        )
         bar.start()
         task = bar.add_task("evaluating", total=total, rows=0)
     results, rows = [], 0

@@ -35,21 +35,25 @@ def _yaml_loader():
             for key_node, _ in node.value:  # a key given twice is a mistake, not "the last one wins"
                 key = self.construct_object(key_node, deep=deep)
                 if isinstance(key, str) and key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}",
-                                                            key_node.start_mark)
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
                 seen.add(key)
             return super().construct_mapping(node, deep)
 
-    float_re = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    float_re = re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                           |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                           |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                           |[-+]?\.(?:inf|Inf|INF)
-                          |\.(?:nan|NaN|NAN))$""", re.X)
+                          |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    )
     Loader.yaml_implicit_resolvers = {k: list(v) for k, v in base.yaml_implicit_resolvers.items()}
     for first in list("-+0123456789."):
         Loader.yaml_implicit_resolvers[first] = [
-            (tag, regexp) for tag, regexp in Loader.yaml_implicit_resolvers.get(first, [])
-            if tag != "tag:yaml.org,2002:float"]
+            (tag, regexp)
+            for tag, regexp in Loader.yaml_implicit_resolvers.get(first, [])
+            if tag != "tag:yaml.org,2002:float"
+        ]
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", float_re, list("-+0123456789."))
     return Loader
 
@@ -105,8 +109,11 @@ def register_option_files(user_dirs: list[Path]) -> dict[str, dict[str, Path]]:
 
     files = {group: option_files(group, user_dirs) for group in GROUPS}
     primary = data_root() / "conf" / "config.yaml"
-    key = tuple((g, n, str(p), p.stat().st_mtime_ns, p.stat().st_size)
-                for g, f in [*files.items(), ("config", {"config": primary})] for n, p in sorted(f.items()))
+    key = tuple(
+        (g, n, str(p), p.stat().st_mtime_ns, p.stat().st_size)
+        for g, f in [*files.items(), ("config", {"config": primary})]
+        for n, p in sorted(f.items())
+    )
     if key == _registered:
         return files
     cs = ConfigStore.instance()
@@ -180,15 +187,25 @@ def _note_checkout_edits(user_dirs: list[Path]) -> None:
         import sys
 
         shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
-        print(f"note: {shown} in this folder differ from the installed copy in {data_root()}, which is what "
-              f"runs; pass -cd . to use this folder's files", file=sys.stderr)
+        print(
+            f"note: {shown} in this folder differ from the installed copy in {data_root()}, which is what "
+            f"runs; pass -cd . to use this folder's files",
+            file=sys.stderr,
+        )
 
 
-LAUNCHER_PACKAGES = {"joblib": "hydra-joblib-launcher", "submitit_local": "hydra-submitit-launcher",
-                     "submitit_slurm": "hydra-submitit-launcher", "ray": "hydra-ray-launcher",
-                     "rq": "hydra-rq-launcher"}
-LAUNCHER_EXTRAS = {"hydra-joblib-launcher": "joblib", "hydra-submitit-launcher": "submitit",
-                   "hydra-ray-launcher": "ray"}
+LAUNCHER_PACKAGES = {
+    "joblib": "hydra-joblib-launcher",
+    "submitit_local": "hydra-submitit-launcher",
+    "submitit_slurm": "hydra-submitit-launcher",
+    "ray": "hydra-ray-launcher",
+    "rq": "hydra-rq-launcher",
+}
+LAUNCHER_EXTRAS = {
+    "hydra-joblib-launcher": "joblib",
+    "hydra-submitit-launcher": "submitit",
+    "hydra-ray-launcher": "ray",
+}
 
 
 def explain_hydra_error(exc: Exception, overrides, files) -> str:
@@ -199,8 +216,10 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
     if isinstance(exc, OverrideParseException):
         key, eq, value = str(exc.override).partition("=")
         if eq and (any(ch in value for ch in "() ") or not value.isascii()):  # not Hydra syntax: a quoting slip
-            return (f"Hydra's override grammar cannot read {exc.override!r} unquoted; quote the value: "
-                    f"'{key}=\"{value}\"' (for output paths, --out PATH takes any name)")
+            return (
+                f"Hydra's override grammar cannot read {exc.override!r} unquoted; quote the value: "
+                f"'{key}=\"{value}\"' (for output paths, --out PATH takes any name)"
+            )
         return f"malformed override {exc.override!r}; expected key=value"
     if isinstance(exc, MissingConfigException):
         group, _, name = (exc.missing_cfg_file or "").rpartition("/")
@@ -208,7 +227,7 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
             pkg = LAUNCHER_PACKAGES.get(name)
             if pkg:
                 extra = LAUNCHER_EXTRAS.get(pkg)
-                hint = f'pip install {pkg}' + (f' (or pip install "parallmelism[{extra}]")' if extra else "")
+                hint = f"pip install {pkg}" + (f' (or pip install "parallmelism[{extra}]")' if extra else "")
                 return f"launcher {name!r} is not installed; {hint}"
         if group in files:
             return f"unknown {group} {name!r}; available: {', '.join(sorted(files[group]))}" + _cwd_hint(group, name)
@@ -263,8 +282,10 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
         key = override.get_key_element()
         if override.is_sweep_override():
             if not override.is_discrete_sweep():
-                raise UserError(f"{override.input_line!r} is a continuous interval; a sweep needs a list "
-                                f"(a,b), range(...) or choice(...)")
+                raise UserError(
+                    f"{override.input_line!r} is a continuous interval; a sweep needs a list "
+                    f"(a,b), range(...) or choice(...)"
+                )
             choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
             choices[key] = [f"{key}={override.get_value_element_as_str()}"]
@@ -302,13 +323,17 @@ def _check_derived_sizes(run) -> None:
     model = run.model
     params = total_params(model)
     if params > limit:
-        raise UserError(f"model {model.name} has {float(params):.3g} parameters (hidden={model.hidden}, "
-                        f"layers={model.layers}); sizes beyond {float(limit):.3g} are not modelled")
+        raise UserError(
+            f"model {model.name} has {float(params):.3g} parameters (hidden={model.hidden}, "
+            f"layers={model.layers}); sizes beyond {float(limit):.3g} are not modelled"
+        )
     wl = run.workload
     tokens = getattr(wl, "seq_len", getattr(wl, "input_len", 1)) * getattr(wl, "global_batch", getattr(wl, "batch", 1))
     if tokens * model.hidden > limit:
-        raise UserError(f"one layer of a step holds {float(tokens * model.hidden):.3g} activation elements "
-                        f"(tokens x hidden); sizes beyond {float(limit):.3g} are not modelled")
+        raise UserError(
+            f"one layer of a step holds {float(tokens * model.hidden):.3g} activation elements "
+            f"(tokens x hidden); sizes beyond {float(limit):.3g} are not modelled"
+        )
 
 
 # Integers beyond 2**53 are not sizes of anything and overflow the int64 array math downstream.

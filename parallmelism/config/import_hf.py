@@ -70,11 +70,14 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         raise UserError(f"{path}: expected a JSON object")
     mtype = cfg.get("model_type")
     if mtype in MLA_UNCHECKED or ("kv_lora_rank" in cfg and mtype not in MLA):
-        raise UserError(f"{path}: model_type={mtype!r} uses multi-head latent attention (MLA) with a layout "
-                        f"import-hf does not check (it knows deepseek_v3); write models/{name}.yaml by hand")
+        raise UserError(
+            f"{path}: model_type={mtype!r} uses multi-head latent attention (MLA) with a layout "
+            f"import-hf does not check (it knows deepseek_v3); write models/{name}.yaml by hand"
+        )
     if mtype not in DENSE | MOE | MLA:
-        raise UserError(f"{path}: model_type={mtype!r} is not supported; import-hf knows "
-                        f"{', '.join(sorted(DENSE | MOE | MLA))}")
+        raise UserError(
+            f"{path}: model_type={mtype!r} is not supported; import-hf knows {', '.join(sorted(DENSE | MOE | MLA))}"
+        )
     act = cfg.get("hidden_act", "silu")
     if act not in GATED_ACTS:
         raise UserError(f"{path}: hidden_act={act!r} is not a gated MLP activation import-hf knows")
@@ -88,8 +91,9 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         "layers": _int(cfg, "num_hidden_layers", path),
         "heads": heads,
         "kv_heads": _int(cfg, "num_key_value_heads", path, heads),
-        "head_dim": (None if mtype in MLA else
-                     _int(cfg, "head_dim", path, hidden // heads if hidden % heads == 0 else None)),
+        "head_dim": (
+            None if mtype in MLA else _int(cfg, "head_dim", path, hidden // heads if hidden % heads == 0 else None)
+        ),
         "ffn_hidden": _int(cfg, "intermediate_size", path),
         "mlp": "swiglu",
         "norm": "rmsnorm",
@@ -106,15 +110,24 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         _deepseek_v3(cfg, out, path)
     elif mtype == "mixtral":
         ffn = out["ffn_hidden"]
-        out["moe"] = {"num_experts": _int(cfg, "num_local_experts", path),
-                      "top_k": _int(cfg, "num_experts_per_tok", path), "ffn_hidden": ffn}
+        out["moe"] = {
+            "num_experts": _int(cfg, "num_local_experts", path),
+            "top_k": _int(cfg, "num_experts_per_tok", path),
+            "ffn_hidden": ffn,
+        }
     elif mtype in ("qwen2_moe", "qwen3_moe"):
-        moe = {"num_experts": _int(cfg, "num_experts", path), "top_k": _int(cfg, "num_experts_per_tok", path),
-               "ffn_hidden": _int(cfg, "moe_intermediate_size", path)}
+        moe = {
+            "num_experts": _int(cfg, "num_experts", path),
+            "top_k": _int(cfg, "num_experts_per_tok", path),
+            "ffn_hidden": _int(cfg, "moe_intermediate_size", path),
+        }
         moe.update(_moe_layer_pattern(cfg, out["layers"], path))
         if mtype == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
-            moe.update(num_shared_experts=1, shared_ffn_hidden=_int(cfg, "shared_expert_intermediate_size", path),
-                       shared_expert_gate=True)
+            moe.update(
+                num_shared_experts=1,
+                shared_ffn_hidden=_int(cfg, "shared_expert_intermediate_size", path),
+                shared_expert_gate=True,
+            )
         out["moe"] = moe
     try:
         ModelSpec.model_validate(out)
@@ -127,25 +140,35 @@ def _deepseek_v3(cfg: dict, out: dict, path: str) -> None:
     """MLA and DeepSeekMoE keys of a deepseek_v3 config (module docstring) into `out`."""
     del out["head_dim"]
     if out["kv_heads"] != out["heads"]:
-        raise UserError(f"{path}: num_key_value_heads={out['kv_heads']} must equal num_attention_heads="
-                        f"{out['heads']} for multi-head latent attention")
+        raise UserError(
+            f"{path}: num_key_value_heads={out['kv_heads']} must equal num_attention_heads="
+            f"{out['heads']} for multi-head latent attention"
+        )
     del out["kv_heads"]
     q_lora = cfg.get("q_lora_rank")
-    out["mla"] = {"q_lora_rank": None if q_lora is None else _int(cfg, "q_lora_rank", path),
-                  "kv_lora_rank": _int(cfg, "kv_lora_rank", path),
-                  "qk_nope_head_dim": _int(cfg, "qk_nope_head_dim", path),
-                  "qk_rope_head_dim": _int(cfg, "qk_rope_head_dim", path),
-                  "v_head_dim": _int(cfg, "v_head_dim", path)}
+    out["mla"] = {
+        "q_lora_rank": None if q_lora is None else _int(cfg, "q_lora_rank", path),
+        "kv_lora_rank": _int(cfg, "kv_lora_rank", path),
+        "qk_nope_head_dim": _int(cfg, "qk_nope_head_dim", path),
+        "qk_rope_head_dim": _int(cfg, "qk_rope_head_dim", path),
+        "v_head_dim": _int(cfg, "v_head_dim", path),
+    }
     if cfg.get("n_routed_experts") is None:
         return
     if (cfg.get("moe_layer_freq") or 1) != 1:
-        raise UserError(f"{path}: moe_layer_freq={cfg['moe_layer_freq']!r} is not 1; transformers' DeepseekV3 "
-                        f"makes every layer after first_k_dense_replace an MoE layer")
+        raise UserError(
+            f"{path}: moe_layer_freq={cfg['moe_layer_freq']!r} is not 1; transformers' DeepseekV3 "
+            f"makes every layer after first_k_dense_replace an MoE layer"
+        )
     fd = cfg.get("first_k_dense_replace", 0)
     if isinstance(fd, bool) or not isinstance(fd, int) or not 0 <= fd < out["layers"]:
         raise UserError(f"{path}: first_k_dense_replace={fd!r} must be an integer in [0, num_hidden_layers)")
-    moe = {"num_experts": _int(cfg, "n_routed_experts", path), "top_k": _int(cfg, "num_experts_per_tok", path),
-           "ffn_hidden": _int(cfg, "moe_intermediate_size", path), "first_dense_layers": fd}
+    moe = {
+        "num_experts": _int(cfg, "n_routed_experts", path),
+        "top_k": _int(cfg, "num_experts_per_tok", path),
+        "ffn_hidden": _int(cfg, "moe_intermediate_size", path),
+        "first_dense_layers": fd,
+    }
     shared = cfg.get("n_shared_experts") or 0
     if shared:
         moe.update(num_shared_experts=_int(cfg, "n_shared_experts", path), shared_ffn_hidden=moe["ffn_hidden"])
@@ -163,8 +186,10 @@ def _moe_layer_pattern(cfg: dict, layers: int, path: str) -> dict:
     for freq in range(1, layers + 1):
         if is_moe == [l >= fd and (l - fd) % freq == 0 for l in range(layers)]:
             return {"first_dense_layers": fd, "layer_freq": freq}
-    raise UserError(f"{path}: mlp_only_layers={sorted(dense_only)} with decoder_sparse_step={step} is not a "
-                    f"dense prefix followed by every k-th layer, which models/*.yaml cannot express")
+    raise UserError(
+        f"{path}: mlp_only_layers={sorted(dense_only)} with decoder_sparse_step={step} is not a "
+        f"dense prefix followed by every k-th layer, which models/*.yaml cannot express"
+    )
 
 
 def to_yaml(fields: dict, origin: str) -> str:

@@ -89,12 +89,15 @@ def efficiency_keys() -> list[str]:
     return list(Efficiency.model_fields)
 
 
-EFFICIENCY_RULE = ("an accelerator's efficiency block lists every key ({keys}) or inherits them with "
-                   "`from: ACCELERATOR` (e.g. `efficiency: {{from: h100-sxm-80gb}}`)")
+EFFICIENCY_RULE = (
+    "an accelerator's efficiency block lists every key ({keys}) or inherits them with "
+    "`from: ACCELERATOR` (e.g. `efficiency: {{from: h100-sxm-80gb}}`)"
+)
 
 
-def resolve_efficiency(name: str, raw: dict[str, dict], where: dict[str, str],
-                       _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+def resolve_efficiency(
+    name: str, raw: dict[str, dict], where: dict[str, str], _seen: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The effective efficiency block of accelerator `name` (raw: name -> file mapping), `from:` resolved.
 
     Inheritance is generic: every key of the parent's effective block is copied, then the child's own
@@ -114,10 +117,13 @@ def resolve_efficiency(name: str, raw: dict[str, dict], where: dict[str, str],
     if parent is None:
         missing = [k for k in efficiency_keys() if k not in own]
         if missing:
-            raise UserError(f"{where[name]}: efficiency is missing {', '.join(missing)}; "
-                            + EFFICIENCY_RULE.format(keys=", ".join(efficiency_keys())))
+            raise UserError(
+                f"{where[name]}: efficiency is missing {', '.join(missing)}; "
+                + EFFICIENCY_RULE.format(keys=", ".join(efficiency_keys()))
+            )
         return own
     if not isinstance(parent, str) or parent not in raw:
-        raise UserError(f"{where[name]}: efficiency from={parent!r} is not a known accelerator; "
-                        f"available: {', '.join(sorted(raw))}")
+        raise UserError(
+            f"{where[name]}: efficiency from={parent!r} is not a known accelerator; available: {', '.join(sorted(raw))}"
+        )
     return {**resolve_efficiency(parent, raw, where, _seen + (name,)), **own}

@@ -39,8 +39,9 @@ from ..specs import ModelSpec
 NONE, SELECTIVE, FULL = (RECOMPUTE_CODE[k] for k in ("none", "selective", "full"))
 
 
-def layer_activation_bytes(model: ModelSpec, s: int, b, t, cp, sp, recompute, flash: bool,
-                           moe_layer: bool = False, moe_imbalance: float = 1.0) -> np.ndarray:
+def layer_activation_bytes(
+    model: ModelSpec, s: int, b, t, cp, sp, recompute, flash: bool, moe_layer: bool = False, moe_imbalance: float = 1.0
+) -> np.ndarray:
     """Bytes one layer saves for backward, one micro-batch, one GPU (see module docstring)."""
     h, a, q, d, I = model.hidden, model.heads, model.q_dim, model.d, model.ffn_hidden
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
@@ -52,28 +53,31 @@ def layer_activation_bytes(model: ModelSpec, s: int, b, t, cp, sp, recompute, fl
     mask = 1.0 if model.dropout else 0.0
 
     # attention block
-    replicated = (2 * h + 2 * h + mask * h) * tok / r          # norm input, QKV input, dropout mask
-    sharded = (2 * q / t + 4 * d * g_local + 2 * q / t) * tok   # Q, K+V, projection input
+    replicated = (2 * h + 2 * h + mask * h) * tok / r  # norm input, QKV input, dropout mask
+    sharded = (2 * q / t + 4 * d * g_local + 2 * q / t) * tok  # Q, K+V, projection input
     if model.mla is not None:  # Q, K (n+p wide), V, projection input (v wide); latent tensors
         vw = a * model.mla.v_head_dim
         sharded = (2 * q / t + 2 * q / t + 4 * vw / t) * tok + 4.0 * (model.mla.q_lora_rank or 0) * tok
         sharded = sharded + 4.0 * model.mla.kv_lora_rank * tok
     if flash:
-        core = 4.0 * a * tok / t                                # fp32 log-sum-exp per head
+        core = 4.0 * a * tok / t  # fp32 log-sum-exp per head
     else:
-        core = (2.0 + 3.0 * mask) * a * tok * s / t             # softmax (+ mask + dropout output)
+        core = (2.0 + 3.0 * mask) * a * tok * s / t  # softmax (+ mask + dropout output)
     core = np.where(recompute == NONE, core, 0.0)
 
     # MLP block
-    replicated = replicated + (2 * h + 2 * h) * tok / r         # norm input, fc1 input
+    replicated = replicated + (2 * h + 2 * h) * tok / r  # norm input, fc1 input
     if moe_layer:
         moe = model.moe
         load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
         routed = tok * moe.top_k * load  # routed tokens of this TP group (all TP ranks together)
         # permuted input and expert output are sequence-parallel shards (/r); the expert MLP runs on
         # the TP-all-gathered tokens with I_e split by t (Megatron alltoall dispatcher, ETP = TP)
-        mlp = (routed * (2 * h + 2 * h) / r + routed * (6 if model.gated else 4) * moe.ffn_hidden / t
-               + 4.0 * moe.num_experts * tok / r)
+        mlp = (
+            routed * (2 * h + 2 * h) / r
+            + routed * (6 if model.gated else 4) * moe.ffn_hidden / t
+            + 4.0 * moe.num_experts * tok / r
+        )
         if moe.num_shared_experts:
             sI = (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts
             mlp = mlp + (6 if model.gated else 4) * sI / t * tok
@@ -108,8 +112,9 @@ def logits_bytes(model: ModelSpec, s: int, b, t, cp) -> np.ndarray:
     return 6.0 * (s / cp) * b * model.vocab / t
 
 
-def stage_extra_bytes(model: ModelSpec, s: int, b, t, cp, sp, stage_has_embedding, stage_has_head,
-                      inflight_first) -> np.ndarray:
+def stage_extra_bytes(
+    model: ModelSpec, s: int, b, t, cp, sp, stage_has_embedding, stage_has_head, inflight_first
+) -> np.ndarray:
     """Outside the layers: embedding dropout mask per in-flight micro-batch on the first stage;
     final-norm input and output-head input (2·2Sbh/r) on the last stage."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))

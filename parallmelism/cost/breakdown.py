@@ -41,10 +41,16 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
 
     groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention))]
     if model.is_moe:
-        groups.append((n_moe, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True,
-                                        moe_imbalance=wl.moe_imbalance)))
-    groups += [(float(has_emb[0]), embedding_ops(model, s, b, tp, cp, sp)),
-               (float(has_head[0]), head_ops(model, s, b, tp, cp, sp))]
+        groups.append(
+            (
+                n_moe,
+                layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True, moe_imbalance=wl.moe_imbalance),
+            )
+        )
+    groups += [
+        (float(has_emb[0]), embedding_ops(model, s, b, tp, cp, sp)),
+        (float(has_head[0]), head_ops(model, s, b, tp, cp, sp)),
+    ]
     ops = []
     for count, group in groups:
         if count == 0:
@@ -54,14 +60,20 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
             in_layer = op.name not in ("embedding", "final_norm", "logits", "cross_entropy")
             rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
             per_step = m * count
-            ops.append({
-                "op": op.name, "kind": KIND_NAMES[op.kind], "count": int(count) if float(count).is_integer() else count,
-                "flops_fwd": _f(op.flops), "bytes_fwd": _f(op.bytes),
-                "time_fwd_ms": _f(f) * 1e3, "time_bwd_ms": _f(bw) * 1e3,
-                "time_recompute_ms": _f(f) * 1e3 if rerun else 0.0,
-                "time_step_s": per_step * (_f(f) * (2 if rerun else 1) + _f(bw)),
-                "bound": "compute" if bool(np.asarray(cb).reshape(-1)[0]) else "memory",
-            })
+            ops.append(
+                {
+                    "op": op.name,
+                    "kind": KIND_NAMES[op.kind],
+                    "count": int(count) if float(count).is_integer() else count,
+                    "flops_fwd": _f(op.flops),
+                    "bytes_fwd": _f(op.bytes),
+                    "time_fwd_ms": _f(f) * 1e3,
+                    "time_bwd_ms": _f(bw) * 1e3,
+                    "time_recompute_ms": _f(f) * 1e3 if rerun else 0.0,
+                    "time_step_s": per_step * (_f(f) * (2 if rerun else 1) + _f(bw)),
+                    "bound": "compute" if bool(np.asarray(cb).reshape(-1)[0]) else "memory",
+                }
+            )
 
     def link(size, stride, kind="ring"):
         bw_, lat = group_link(hw, size, stride, kind=kind)
@@ -74,32 +86,71 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         kinds = "all_gather + reduce_scatter" if sp else "all_reduce"
         fwd = (4 if sp else 2) * (2 if rc == FULL else 1)  # comm.tp_layer_times_s
         n = fwd + (6 if sp else 2)
-        colls.append({"axis": "tp", "collective": kinds, "group": int(tp), "bytes": 2 * T * model.hidden,
-                      "per_layer_per_micro_batch": n, "bandwidth_gbps": bw_})
+        colls.append(
+            {
+                "axis": "tp",
+                "collective": kinds,
+                "group": int(tp),
+                "bytes": 2 * T * model.hidden,
+                "per_layer_per_micro_batch": n,
+                "bandwidth_gbps": bw_,
+            }
+        )
     if cp > 1:
         bw_, _ = (_f(x) for x in p2p_link(hw, cp * tp))
-        colls.append({"axis": "cp", "collective": "send_recv (ring K,V)", "group": int(cp),
-                      "bytes": (s / cp) * b * float(kv_width_per_rank(model, tp)) * 2,
-                      "per_layer_per_micro_batch": 3 * (cp - 1),
-                      "bandwidth_gbps": bw_})
+        colls.append(
+            {
+                "axis": "cp",
+                "collective": "send_recv (ring K,V)",
+                "group": int(cp),
+                "bytes": (s / cp) * b * float(kv_width_per_rank(model, tp)) * 2,
+                "per_layer_per_micro_batch": 3 * (cp - 1),
+                "bandwidth_gbps": bw_,
+            }
+        )
     if model.is_moe and ep > 1:
         bw_, _ = link(ep, tp, "all_to_all")
-        colls.append({"axis": "ep", "collective": "all_to_all (dispatch + combine)", "group": int(ep),
-                      "bytes": 2 * T / (tp if sp else 1) * model.moe.top_k * wl.moe_imbalance * model.hidden,
-                      "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0), "bandwidth_gbps": bw_})
+        colls.append(
+            {
+                "axis": "ep",
+                "collective": "all_to_all (dispatch + combine)",
+                "group": int(ep),
+                "bytes": 2 * T / (tp if sp else 1) * model.moe.top_k * wl.moe_imbalance * model.hidden,
+                "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0),
+                "bandwidth_gbps": bw_,
+            }
+        )
     if dp * cp > 1:
         bw_, _ = link(dp * cp, tp)
         sh = int(cols["dp_sharding"][0])
-        names = {0: "all_reduce (fp32 grads)", 1: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
-                 2: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
-                 3: "all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter (fp32 grads)"}
-        colls.append({"axis": "dp", "collective": names[sh], "group": int(dp * cp), "bytes": float("nan"),
-                      "per_layer_per_micro_batch": float("nan"), "bandwidth_gbps": bw_})
+        names = {
+            0: "all_reduce (fp32 grads)",
+            1: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
+            2: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
+            3: "all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter (fp32 grads)",
+        }
+        colls.append(
+            {
+                "axis": "dp",
+                "collective": names[sh],
+                "group": int(dp * cp),
+                "bytes": float("nan"),
+                "per_layer_per_micro_batch": float("nan"),
+                "bandwidth_gbps": bw_,
+            }
+        )
     if pp > 1:
         bw_, _ = (_f(x) for x in p2p_link(hw, 2 * tp * cp * dp))
-        colls.append({"axis": "pp", "collective": "send_recv (activations, grads)", "group": 2,
-                      "bytes": _f(pp_hop_bytes(model, T, tp)), "per_layer_per_micro_batch": float("nan"),
-                      "bandwidth_gbps": bw_})
+        colls.append(
+            {
+                "axis": "pp",
+                "collective": "send_recv (activations, grads)",
+                "group": 2,
+                "bytes": _f(pp_hop_bytes(model, T, tp)),
+                "per_layer_per_micro_batch": float("nan"),
+                "bandwidth_gbps": bw_,
+            }
+        )
     for c in colls:
         c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
         c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
@@ -108,14 +159,22 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
 
     step = _f(out["time_step_s"])
     opt = _f(ctx["results"][stage]["opt"])
-    parts = {"compute (ops)": _f(out["time_compute_s"]) - opt, "optimizer step": opt,
-             "pipeline bubble": _f(out["time_bubble_s"])}
+    parts = {
+        "compute (ops)": _f(out["time_compute_s"]) - opt,
+        "optimizer step": opt,
+        "pipeline bubble": _f(out["time_bubble_s"]),
+    }
     parts.update({f"exposed {ax.upper()} comm": _f(out[f"time_comm_{ax}_exposed_s"]) for ax in AXES})
     parts["named overheads (launch, comm contention, stragglers; cost/overheads.py)"] = _f(out["time_overhead_s"])
     summary = {
-        "critical_stage": stage, "layers_on_stage": int(n_layers[0]), "micro_batches": int(m),
-        "time_step_s": step, "bound": ("compute", "memory", "communication", "bubble")[int(out["bound"][0])],
-        "mfu": _f(out["mfu"]), "hfu": _f(out["hfu"]), "tokens_per_s": _f(out["tokens_per_s"]),
+        "critical_stage": stage,
+        "layers_on_stage": int(n_layers[0]),
+        "micro_batches": int(m),
+        "time_step_s": step,
+        "bound": ("compute", "memory", "communication", "bubble")[int(out["bound"][0])],
+        "mfu": _f(out["mfu"]),
+        "hfu": _f(out["hfu"]),
+        "tokens_per_s": _f(out["tokens_per_s"]),
         "where_time_goes": {k: (v, v / step) for k, v in parts.items() if v > 0},
     }
     return {"summary": summary, "ops": ops, "collectives": colls, "links": links}
@@ -129,13 +188,25 @@ def link_records(hw, cols, out) -> list[dict]:
     recs = []
     tiers = [("scale_up", hw.scale_up.name or "scale-up", hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up)]
     if hw.scale_out is not None:
-        tiers.append(("scale_out", (hw.scale_out.name or "scale-out") + " (this GPU's)",
-                      hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out))
+        tiers.append(
+            (
+                "scale_out",
+                (hw.scale_out.name or "scale-out") + " (this GPU's)",
+                hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out,
+            )
+        )
     for key, name, bw in tiers:
-        axes = [ax for ax in AXES if bool(on_out[ax][0]) == (key == "scale_out")
-                and _f(out[f"time_comm_{ax}_s"]) > 0]
+        axes = [ax for ax in AXES if bool(on_out[ax][0]) == (key == "scale_out") and _f(out[f"time_comm_{ax}_s"]) > 0]
         busy = _f(out[f"link_{key}_busy_s"])
         exposed = sum(_f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
-        recs.append({"link": name, "bandwidth_gbps": float(bw), "busy_s": busy, "overlappable_s": busy - exposed,
-                     "exposed_s": exposed, "axes": ", ".join(axes) or "-"})
+        recs.append(
+            {
+                "link": name,
+                "bandwidth_gbps": float(bw),
+                "busy_s": busy,
+                "overlappable_s": busy - exposed,
+                "exposed_s": exposed,
+                "axes": ", ".join(axes) or "-",
+            }
+        )
     return recs

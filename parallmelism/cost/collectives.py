@@ -53,8 +53,16 @@ from __future__ import annotations
 
 import numpy as np
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast", "reduce",
-         "parameter_server")
+KINDS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "send_recv",
+    "broadcast",
+    "reduce",
+    "parameter_server",
+)
 ALGORITHMS = ("ring", "tree", "pat", "hierarchical", "auto")
 
 
@@ -106,8 +114,18 @@ def group_link(hw, size, stride, kind: str = "ring"):
     return bw, lat
 
 
-def collective_time_s(kind: str, nbytes, size, bandwidth_gbps, latency_us, algorithm: str = "ring", *,
-                      local_size=None, inner_bandwidth_gbps=None, inner_latency_us=None):
+def collective_time_s(
+    kind: str,
+    nbytes,
+    size,
+    bandwidth_gbps,
+    latency_us,
+    algorithm: str = "ring",
+    *,
+    local_size=None,
+    inner_bandwidth_gbps=None,
+    inner_latency_us=None,
+):
     """Seconds for one collective (module docstring table); arrays broadcast; size 1 costs 0.
 
     `bandwidth_gbps` is the achievable per-rank per-direction bandwidth (see `group_link`).
@@ -127,8 +145,9 @@ def collective_time_s(kind: str, nbytes, size, bandwidth_gbps, latency_us, algor
     if algorithm == "hierarchical":
         if kind != "all_reduce" or local_size is None:
             raise ValueError("hierarchical needs kind='all_reduce' and local_size/inner link")
-        return hierarchical_all_reduce_time_s(S, n, local_size, inner_bandwidth_gbps, inner_latency_us,
-                                              bandwidth_gbps, latency_us)
+        return hierarchical_all_reduce_time_s(
+            S, n, local_size, inner_bandwidth_gbps, inner_latency_us, bandwidth_gbps, latency_us
+        )
     if algorithm == "auto":
         ring = collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "ring")
         return np.minimum(ring, collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "tree"))
@@ -149,8 +168,9 @@ def collective_time_s(kind: str, nbytes, size, bandwidth_gbps, latency_us, algor
     return np.where(n > 1, t, 0.0)
 
 
-def hierarchical_all_reduce_time_s(nbytes, size, local_size, inner_bandwidth_gbps, inner_latency_us,
-                                   outer_bandwidth_gbps, outer_latency_us):
+def hierarchical_all_reduce_time_s(
+    nbytes, size, local_size, inner_bandwidth_gbps, inner_latency_us, outer_bandwidth_gbps, outer_latency_us
+):
     """All-reduce of S over `size` ranks in nodes of `local_size`: reduce-scatter S inside the
     node, all-reduce S/local_size across size/local_size nodes (each rank on its own NIC), then
     all-gather S inside the node (`formulas.md`). Bandwidths are achievable per rank per direction."""

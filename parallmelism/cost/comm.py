@@ -152,9 +152,22 @@ def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
     return np.where(S > 0, calls * group_collective_time_s(hw, kind, S / calls, size, stride), 0.0)
 
 
-def dp_step_times_s(hw, dense_params, expert_params, sharding, tp, cp, dp, ep, m, full_recompute,
-                    fsdp_units=1.0, bucket_params=None, reshard_after_forward: bool = True,
-                    grad_bytes=4.0):
+def dp_step_times_s(
+    hw,
+    dense_params,
+    expert_params,
+    sharding,
+    tp,
+    cp,
+    dp,
+    ep,
+    m,
+    full_recompute,
+    fsdp_units=1.0,
+    bucket_params=None,
+    reshard_after_forward: bool = True,
+    grad_bytes=4.0,
+):
     """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
 
     Calls counted as the frameworks issue them: gradient reduce (and the distributed optimizer's
@@ -207,5 +220,13 @@ def pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, overlap: bool = True):
     return link, exposed, fill_drain
 
 
-__all__ = ["p2p_link", "tp_layer_times_s", "cp_layer_times_s", "ep_layer_time_s", "dp_step_times_s",
-           "pp_times_s", "pp_hop_bytes", "group_link"]
+__all__ = [
+    "p2p_link",
+    "tp_layer_times_s",
+    "cp_layer_times_s",
+    "ep_layer_time_s",
+    "dp_step_times_s",
+    "pp_times_s",
+    "pp_hop_bytes",
+    "group_link",
+]

@@ -53,17 +53,17 @@ class Op:
     """One kernel (or fused group) of a layer on one GPU, one micro-batch. Arrays broadcast over rows."""
 
     name: str
-    kind: int                 # MATMUL | ATTENTION | MEMORY
-    flops: object             # forward FLOPs executed
-    bytes: object             # forward HBM bytes read + written
-    bwd_flops: float = 2.0    # backward FLOPs = bwd_flops × forward
-    bwd_bytes: float = 2.0    # backward bytes = bwd_bytes × forward, unless bwd_bytes_abs is given
-    selective: bool = False   # rerun by selective recompute (attention core)
-    dim: object = None        # smallest GEMM dimension (efficiency falls for small GEMMs)
+    kind: int  # MATMUL | ATTENTION | MEMORY
+    flops: object  # forward FLOPs executed
+    bytes: object  # forward HBM bytes read + written
+    bwd_flops: float = 2.0  # backward FLOPs = bwd_flops × forward
+    bwd_bytes: float = 2.0  # backward bytes = bwd_bytes × forward, unless bwd_bytes_abs is given
+    selective: bool = False  # rerun by selective recompute (attention core)
+    dim: object = None  # smallest GEMM dimension (efficiency falls for small GEMMs)
     bwd_bytes_abs: object = None  # backward HBM bytes, when not a multiple of the forward's
-    mkn: tuple = None         # GEMM (m, k, n) of the layer shape, for the kernel model (cost.kernels)
-    seq: object = None        # attention core: query length on the rank (s/cp)
-    heads: object = None      # attention core: heads on the rank × micro-batch (parallel CTAs)
+    mkn: tuple = None  # GEMM (m, k, n) of the layer shape, for the kernel model (cost.kernels)
+    seq: object = None  # attention core: query length on the rank (s/cp)
+    heads: object = None  # attention core: heads on the rank × micro-batch (parallel CTAs)
 
     def backward_bytes(self):
         return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
@@ -81,8 +81,9 @@ def _gemm(name, M, K, N, dim_extra=None, weight=True):
     return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd, mkn=(M, K, N))
 
 
-def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bool = False,
-              moe_imbalance: float = 1.0) -> list[Op]:
+def layer_ops(
+    model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bool = False, moe_imbalance: float = 1.0
+) -> list[Op]:
     """Ops of one transformer layer, one micro-batch, on one GPU (module docstring)."""
     h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
@@ -102,30 +103,88 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
         vw = a * model.mla.v_head_dim
         kv_l = (q + vw) / t  # decompressed K + V elements per token on the rank
     if flash and model.mla is None:
-        ops.append(Op("attention_core", ATTENTION, 4.0 * T * s * q / t * 0.5,
-                      2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
-                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=_cp_chunk(s, cp), heads=a / t * b))
+        ops.append(
+            Op(
+                "attention_core",
+                ATTENTION,
+                4.0 * T * s * q / t * 0.5,
+                2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
+                2.5,
+                2.5,
+                selective=True,
+                dim=np.asarray(float(d)),
+                seq=_cp_chunk(s, cp),
+                heads=a / t * b,
+            )
+        )
     elif flash:  # MLA: Q and K over n+p dims, V and O over v dims
-        ops.append(Op("attention_core", ATTENTION, 2.0 * T * s * (q + vw) / t * 0.5,
-                      2.0 * T * (q / t + vw / t + kv_l) + 2.0 * (s - s / cp) * b * kv_l,
-                      2.5, 2.5, selective=True, dim=np.asarray(float(d)), seq=_cp_chunk(s, cp), heads=a / t * b))
+        ops.append(
+            Op(
+                "attention_core",
+                ATTENTION,
+                2.0 * T * s * (q + vw) / t * 0.5,
+                2.0 * T * (q / t + vw / t + kv_l) + 2.0 * (s - s / cp) * b * kv_l,
+                2.5,
+                2.5,
+                selective=True,
+                dim=np.asarray(float(d)),
+                seq=_cp_chunk(s, cp),
+                heads=a / t * b,
+            )
+        )
     elif model.mla is not None:
         scores = a * T * s / t
         ops += [
-            Op("attention_scores", MATMUL, 2.0 * T * s * q / t, 2.0 * (T * q / t + s * b * q / t) + 2.0 * scores,
-               2.0, 2.0, selective=True, dim=np.asarray(float(d)), mkn=(T * a / t, q / a, s)),
+            Op(
+                "attention_scores",
+                MATMUL,
+                2.0 * T * s * q / t,
+                2.0 * (T * q / t + s * b * q / t) + 2.0 * scores,
+                2.0,
+                2.0,
+                selective=True,
+                dim=np.asarray(float(d)),
+                mkn=(T * a / t, q / a, s),
+            ),
             Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
-            Op("attention_values", MATMUL, 2.0 * T * s * vw / t, 2.0 * scores + 2.0 * (s * b * vw / t + T * vw / t),
-               2.0, 2.0, selective=True, dim=np.asarray(float(model.mla.v_head_dim)), mkn=(T * a / t, s, vw / a)),
+            Op(
+                "attention_values",
+                MATMUL,
+                2.0 * T * s * vw / t,
+                2.0 * scores + 2.0 * (s * b * vw / t + T * vw / t),
+                2.0,
+                2.0,
+                selective=True,
+                dim=np.asarray(float(model.mla.v_head_dim)),
+                mkn=(T * a / t, s, vw / a),
+            ),
         ]
     else:
         scores = a * T * s / t  # elements of the s×s score block on this rank
         ops += [
-            Op("attention_scores", MATMUL, 2.0 * T * s * q / t, 2.0 * (T * q / t + s * b * d * g_l) + 2.0 * scores,
-               2.0, 2.0, selective=True, dim=np.asarray(float(d)), mkn=(T * a / t, q / a, s)),
+            Op(
+                "attention_scores",
+                MATMUL,
+                2.0 * T * s * q / t,
+                2.0 * (T * q / t + s * b * d * g_l) + 2.0 * scores,
+                2.0,
+                2.0,
+                selective=True,
+                dim=np.asarray(float(d)),
+                mkn=(T * a / t, q / a, s),
+            ),
             Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
-            Op("attention_values", MATMUL, 2.0 * T * s * q / t, 2.0 * scores + 2.0 * (s * b * d * g_l + T * q / t),
-               2.0, 2.0, selective=True, dim=np.asarray(float(d)), mkn=(T * a / t, s, q / a)),
+            Op(
+                "attention_values",
+                MATMUL,
+                2.0 * T * s * q / t,
+                2.0 * scores + 2.0 * (s * b * d * g_l + T * q / t),
+                2.0,
+                2.0,
+                selective=True,
+                dim=np.asarray(float(d)),
+                mkn=(T * a / t, s, q / a),
+            ),
         ]
     ops += [
         _gemm("out_proj", T, vw / t, h),
@@ -136,7 +195,7 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
         moe = model.moe
         E, k = moe.num_experts, moe.top_k
         load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
-        routed = T * k * load          # token copies this GPU's experts process (busiest rank)
+        routed = T * k * load  # token copies this GPU's experts process (busiest rank)
         I = moe.ffn_hidden
         up = (2 if model.gated else 1) * I / t
         ops += [
@@ -149,9 +208,11 @@ def layer_ops(model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bo
         ]
         if moe.num_shared_experts:
             sI = (moe.shared_ffn_hidden or I) * moe.num_shared_experts
-            ops += [_gemm("shared_up", T, h, (2 if model.gated else 1) * sI / t),
-                    Op("shared_activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * sI / t),
-                    _gemm("shared_down", T, sI / t, h)]
+            ops += [
+                _gemm("shared_up", T, h, (2 if model.gated else 1) * sI / t),
+                Op("shared_activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * sI / t),
+                _gemm("shared_down", T, sI / t, h),
+            ]
     else:
         I = model.ffn_hidden
         ops += [
@@ -179,8 +240,11 @@ def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
         ops = [_gemm("q_proj", T, h, a * (n + p) / t)]
     else:
         rq = m.q_lora_rank
-        ops = [_gemm("q_down", T, h, np.asarray(float(rq))), Op("q_norm", MEMORY, 0.0, 4.0 * T * rq),
-               _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t)]
+        ops = [
+            _gemm("q_down", T, h, np.asarray(float(rq))),
+            Op("q_norm", MEMORY, 0.0, 4.0 * T * rq),
+            _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t),
+        ]
     return ops + [
         _gemm("kv_down", T, h, np.asarray(float(rkv + p))),
         Op("kv_norm", MEMORY, 0.0, 4.0 * T * rkv),
@@ -232,6 +296,7 @@ def optimizer_bytes_per_param(lowp_copy_bytes: float = 0.0, grad_bytes: float = 
 
 
 # ---- closed forms ------------------------------------------------------------------------------
+
 
 def _layer_bracket(model: ModelSpec, s: int, moe_layer: bool) -> float:
     """[(1 + g/a + s/h)·(q/h) + (I/h)·k·(3/2 if gated)] of one layer (Megatron)."""
@@ -287,8 +352,11 @@ def hardware_flops_per_step(model: ModelSpec, global_batch, s: int, recompute) -
     F = model_flops_per_step(model, global_batch, s)
     logits = 6.0 * np.asarray(global_batch, dtype=np.float64) * s * model.hidden * model.vocab
     layers = F - logits
-    extra = np.where(recompute == FULL, layers / 3.0,
-                     np.where(recompute == SELECTIVE, attention_core_forward_flops(model, global_batch, s), 0.0))
+    extra = np.where(
+        recompute == FULL,
+        layers / 3.0,
+        np.where(recompute == SELECTIVE, attention_core_forward_flops(model, global_batch, s), 0.0),
+    )
     return F + extra
 
 

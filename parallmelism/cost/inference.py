@@ -93,9 +93,23 @@ def _collective(hw, kind, nbytes, size, stride):
     return collective_time_s(kind, nbytes, size, bw, lat, "auto" if kind == "all_reduce" else "ring")
 
 
-def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, cols, *, tokens, attn_pairs,
-                kv_read_tokens, kv_write_tokens, kv_read_bytes, head_tokens, hbm_eff,
-                prefill: bool, prompt_tokens=None, decode_part=None):
+def stage_terms(
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    cols,
+    *,
+    tokens,
+    attn_pairs,
+    kv_read_tokens,
+    kv_write_tokens,
+    kv_read_bytes,
+    head_tokens,
+    hbm_eff,
+    prefill: bool,
+    prompt_tokens=None,
+    decode_part=None,
+):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
     tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
@@ -105,8 +119,21 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
     T = np.asarray(tokens, dtype=np.float64)
     if decode_part is None and not prefill:  # a decode pass: every token reads the cache
         decode_part = (T, attn_pairs, kv_read_tokens)
-    ops = layer_ops(model, wl, tp, ep, T, attn_pairs, kv_read_tokens, kv_write_tokens, kv_read_bytes,
-                    wl.moe_imbalance, dense_layers, moe_layers, decode_part=decode_part)
+    ops = layer_ops(
+        model,
+        wl,
+        tp,
+        ep,
+        T,
+        attn_pairs,
+        kv_read_tokens,
+        kv_write_tokens,
+        kv_read_bytes,
+        wl.moe_imbalance,
+        dense_layers,
+        moe_layers,
+        decode_part=decode_part,
+    )
     ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
     times = [op_time_s(op, hw, wl, hbm_eff) for op in ops]
     compute_s = sum(op.count * np.where(tc >= tm, t, 0.0) for op, (t, tc, tm) in zip(ops, times))
@@ -136,9 +163,18 @@ def stage_terms(model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, co
         comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
     hop = np.where(pp > 1, _collective(hw, "send_recv", act, 2, tp * sp * dp), 0.0)
     comm_s = sum(comm.values())
-    return {"ops": ops, "times": times, "compute_s": compute_s, "memory_s": memory_s, "comm": comm,
-            "comm_s": comm_s, "stage_s": compute_s + memory_s + comm_s, "hop_s": hop, "flops": flops,
-            "hbm_bytes": hbm}
+    return {
+        "ops": ops,
+        "times": times,
+        "compute_s": compute_s,
+        "memory_s": memory_s,
+        "comm": comm,
+        "comm_s": comm_s,
+        "stage_s": compute_s + memory_s + comm_s,
+        "hop_s": hop,
+        "flops": flops,
+        "hbm_bytes": hbm,
+    }
 
 
 def prefill_sequences(cols, wl):
@@ -160,9 +196,21 @@ def prefill_terms(model, hw, wl, cols, chunks):
     pairs = n_pre * (causal_pairs(S) - causal_pairs(hit)) / sp / c
     # keys a chunk reads: the cached prefix + the new tokens before it, averaged over chunks
     kv_read = n_pre * (hit + (S - hit) * (c + 1) / (2 * c))
-    return stage_terms(model, hw, wl, cols, tokens=tokens, attn_pairs=pairs, kv_read_tokens=kv_read,
-                       kv_write_tokens=tokens, kv_read_bytes=ACT_BYTES,
-                       head_tokens=n_pre / c, hbm_eff=hw.efficiency.hbm, prefill=True, prompt_tokens=n_pre * S)
+    return stage_terms(
+        model,
+        hw,
+        wl,
+        cols,
+        tokens=tokens,
+        attn_pairs=pairs,
+        kv_read_tokens=kv_read,
+        kv_write_tokens=tokens,
+        kv_read_bytes=ACT_BYTES,
+        head_tokens=n_pre / c,
+        hbm_eff=hw.efficiency.hbm,
+        prefill=True,
+        prompt_tokens=n_pre * S,
+    )
 
 
 def decode_micro_batches(cols):
@@ -184,10 +232,20 @@ def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
     Td = seqs * q
     sp = np.asarray(cols["sp"], dtype=np.float64)
     ctx = wl.input_len + wl.output_len / 2
-    return stage_terms(model, hw, wl, cols, tokens=Td, attn_pairs=Td * ctx / sp, kv_read_tokens=seqs * ctx / sp,
-                       kv_write_tokens=Td / sp, kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
-                       head_tokens=Td, hbm_eff=hw.efficiency.decode_hbm,
-                       prefill=False)
+    return stage_terms(
+        model,
+        hw,
+        wl,
+        cols,
+        tokens=Td,
+        attn_pairs=Td * ctx / sp,
+        kv_read_tokens=seqs * ctx / sp,
+        kv_write_tokens=Td / sp,
+        kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
+        head_tokens=Td,
+        hbm_eff=hw.efficiency.decode_hbm,
+        prefill=False,
+    )
 
 
 def best_prefill(model, hw, wl, cols):
@@ -237,15 +295,29 @@ def continuous_terms(model, hw, wl, cols, draft=None):
     else:  # the chunk is a forward pass of its own through every stage
         mix = pre
         t_mix = pp * (pre["stage_s"] + pre["hop_s"]) + t_iter
-    state = closed_loop(t_dec, t_mix, n_p, b, wl.output_len, hw.efficiency.request_overhead_ms * 1e-3,
-                        fused=wl.chunked_prefill, pp=pp,
-                        tokens_per_iter=expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens)
-                        if wl.spec_method != "none" else 1.0)
+    state = closed_loop(
+        t_dec,
+        t_mix,
+        n_p,
+        b,
+        wl.output_len,
+        hw.efficiency.request_overhead_ms * 1e-3,
+        fused=wl.chunked_prefill,
+        pp=pp,
+        tokens_per_iter=expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens)
+        if wl.spec_method != "none"
+        else 1.0,
+    )
     return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
 
 
-def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                      wl: InferenceWorkload, draft: ModelSpec | None = None) -> dict[str, np.ndarray]:
+def inference_columns(
+    cols: dict[str, np.ndarray],
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    draft: ModelSpec | None = None,
+) -> dict[str, np.ndarray]:
     """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `draft` is the
     draft model when wl.spec_method == "draft"."""
     pp = np.asarray(cols["pp"], dtype=np.float64)
@@ -283,39 +355,46 @@ def inference_columns(cols: dict[str, np.ndarray], model: ModelSpec, hw: Acceler
     gpus_per_replica = np.asarray(cols["tp"] * cols["pp"] * cols["sp"], dtype=np.float64)
     out = dict(cols)
     out.update(inference_memory(cols, model, hw, wl, chunks, prefill_sequences(cols, wl)))
-    out.update({
-        "input_len": np.full(len(pp), wl.input_len),
-        "output_len": np.full(len(pp), wl.output_len),
-        "prefill_chunks": chunks,
-        "decode_micro_batches": m,
-        "decode_pp_idle": 1.0 - m / pp,
-        "prefill_ms": prefill_s * 1e3,
-        "decode_step_ms": step_s * 1e3,
-        "spec_tokens_per_step": np.full(len(pp), spec_e),
-        "serving_load": load,
-        "iteration_mixed_ms": mixed_s * 1e3,
-        "ttft_wait_ms": wait_s * 1e3,
-        "ttft_ms": ttft_s * 1e3,
-        "tpot_ms": tpot_s * 1e3,
-        "e2e_latency_ms": e2e_s * 1e3,
-        "throughput_tokens_per_s": tput,
-        "throughput_tokens_per_s_per_gpu": tput / ngpus,
-        "cost_per_million_tokens": ngpus * hw.cost_per_gpu_hour_usd / (3600.0 * tput) * 1e6,
-        "flops_prefill_per_gpu": chunks * pre["flops"],
-        "flops_decode_per_gpu": m * dec["flops"],
-        # every GPU of the replica moves its stage's bytes for each of the m micro-batches
-        "hbm_bytes_per_token": dec["hbm_bytes"] * m * gpus_per_replica / b,
-        "arithmetic_intensity": dec["flops"] / dec["hbm_bytes"],
-        "time_comm_prefill_ms": chunks * pre["comm_s"] * 1e3,
-        "time_comm_decode_ms": pp * dec["comm_s"] * 1e3,
-        "bound_prefill": _bound(pre),
-        "bound_decode": _bound(dec),
-    })
+    out.update(
+        {
+            "input_len": np.full(len(pp), wl.input_len),
+            "output_len": np.full(len(pp), wl.output_len),
+            "prefill_chunks": chunks,
+            "decode_micro_batches": m,
+            "decode_pp_idle": 1.0 - m / pp,
+            "prefill_ms": prefill_s * 1e3,
+            "decode_step_ms": step_s * 1e3,
+            "spec_tokens_per_step": np.full(len(pp), spec_e),
+            "serving_load": load,
+            "iteration_mixed_ms": mixed_s * 1e3,
+            "ttft_wait_ms": wait_s * 1e3,
+            "ttft_ms": ttft_s * 1e3,
+            "tpot_ms": tpot_s * 1e3,
+            "e2e_latency_ms": e2e_s * 1e3,
+            "throughput_tokens_per_s": tput,
+            "throughput_tokens_per_s_per_gpu": tput / ngpus,
+            "cost_per_million_tokens": ngpus * hw.cost_per_gpu_hour_usd / (3600.0 * tput) * 1e6,
+            "flops_prefill_per_gpu": chunks * pre["flops"],
+            "flops_decode_per_gpu": m * dec["flops"],
+            # every GPU of the replica moves its stage's bytes for each of the m micro-batches
+            "hbm_bytes_per_token": dec["hbm_bytes"] * m * gpus_per_replica / b,
+            "arithmetic_intensity": dec["flops"] / dec["hbm_bytes"],
+            "time_comm_prefill_ms": chunks * pre["comm_s"] * 1e3,
+            "time_comm_decode_ms": pp * dec["comm_s"] * 1e3,
+            "bound_prefill": _bound(pre),
+            "bound_decode": _bound(dec),
+        }
+    )
     return out
 
 
-def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                        wl: InferenceWorkload, draft: ModelSpec | None = None) -> list[dict]:
+def inference_breakdown(
+    cols: dict[str, np.ndarray],
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    draft: ModelSpec | None = None,
+) -> list[dict]:
     """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
     with calls per stage, FLOPs, weight and other HBM bytes per call, total time on the stage in
     ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
@@ -343,23 +422,59 @@ def inference_breakdown(cols: dict[str, np.ndarray], model: ModelSpec, hw: Accel
             count = float(op.count[0])
             if count == 0 or (float(op.flops[0]) == 0 and float(op.bytes[0]) == 0):  # op not run this pass
                 continue
-            records.append({"phase": phase, "op": op.name, "calls": count, "flops": float(op.flops[0]),
-                            "weight_bytes": float(op.weight_bytes[0]), "other_bytes": float(op.other_bytes[0]),
-                            "time_ms": count * float(t[0]) * 1e3,
-                            "bound": "compute" if tc[0] >= tm[0] else "memory"})
+            records.append(
+                {
+                    "phase": phase,
+                    "op": op.name,
+                    "calls": count,
+                    "flops": float(op.flops[0]),
+                    "weight_bytes": float(op.weight_bytes[0]),
+                    "other_bytes": float(op.other_bytes[0]),
+                    "time_ms": count * float(t[0]) * 1e3,
+                    "bound": "compute" if tc[0] >= tm[0] else "memory",
+                }
+            )
         for name, t in list(terms["comm"].items()) + [("pp_send_recv", terms["hop_s"])]:
             if float(t[0]) > 0:
-                records.append({"phase": phase, "op": name, "calls": float("nan"), "flops": 0.0,
-                                "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": float(t[0]) * 1e3,
-                                "bound": "communication"})
+                records.append(
+                    {
+                        "phase": phase,
+                        "op": name,
+                        "calls": float("nan"),
+                        "flops": 0.0,
+                        "weight_bytes": 0.0,
+                        "other_bytes": 0.0,
+                        "time_ms": float(t[0]) * 1e3,
+                        "bound": "communication",
+                    }
+                )
         if phase != "prefill" and wl.spec_method != "none":
             t_prop = wl.spec_tokens * float(proposer_step_s(model, draft, hw, wl, one, decode_terms)[0])
-            records.append({"phase": phase, "op": f"spec_proposer_{wl.spec_method}", "calls": float(wl.spec_tokens),
-                            "flops": float("nan"), "weight_bytes": float("nan"), "other_bytes": float("nan"),
-                            "time_ms": t_prop * 1e3, "bound": "proposer"})
+            records.append(
+                {
+                    "phase": phase,
+                    "op": f"spec_proposer_{wl.spec_method}",
+                    "calls": float(wl.spec_tokens),
+                    "flops": float("nan"),
+                    "weight_bytes": float("nan"),
+                    "other_bytes": float("nan"),
+                    "time_ms": t_prop * 1e3,
+                    "bound": "proposer",
+                }
+            )
         if t_iter_ms > 0 and (phase != "prefill" or wl.batching == "static" or not wl.chunked_prefill):
-            records.append({"phase": phase, "op": "iteration_overhead", "calls": 1.0, "flops": 0.0,
-                            "weight_bytes": 0.0, "other_bytes": 0.0, "time_ms": t_iter_ms, "bound": "overhead"})
+            records.append(
+                {
+                    "phase": phase,
+                    "op": "iteration_overhead",
+                    "calls": 1.0,
+                    "flops": 0.0,
+                    "weight_bytes": 0.0,
+                    "other_bytes": 0.0,
+                    "time_ms": t_iter_ms,
+                    "bound": "overhead",
+                }
+            )
     return records
 
 
@@ -383,9 +498,13 @@ def draft_model_of(model: ModelSpec, wl: InferenceWorkload) -> ModelSpec | None:
     draft = load_option("model", wl.draft_model)
     n_draft, n_model = total_params(draft), total_params(model)
     if n_draft >= n_model:
-        raise UserError(f"draft model {draft.name} ({n_draft / 1e9:.1f}B parameters) is not smaller than "
-                        f"{model.name} ({n_model / 1e9:.1f}B); pick a smaller draft_model or spec_method=mtp")
+        raise UserError(
+            f"draft model {draft.name} ({n_draft / 1e9:.1f}B parameters) is not smaller than "
+            f"{model.name} ({n_model / 1e9:.1f}B); pick a smaller draft_model or spec_method=mtp"
+        )
     if draft.vocab != model.vocab:
-        raise UserError(f"draft model {draft.name} has a {draft.vocab}-token vocabulary, {model.name} "
-                        f"{model.vocab}: speculative decoding needs the same tokenizer")
+        raise UserError(
+            f"draft model {draft.name} has a {draft.vocab}-token vocabulary, {model.name} "
+            f"{model.vocab}: speculative decoding needs the same tokenizer"
+        )
     return draft

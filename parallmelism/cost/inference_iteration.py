@@ -77,16 +77,25 @@ def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
     # convention), hit + (S−hit)(n+1)/(2n) on average
     dec_pairs = Td * ctx / sp
     kv_read = dec_pairs + hit + (S - hit) * (n_p + 1) / (2 * n_p)
-    return stage_terms(model, hw, wl, cols, tokens=Td + chunk,
-                       attn_pairs=dec_pairs + (causal_pairs(S) - causal_pairs(hit)) / n_p / sp,
-                       kv_read_tokens=kv_read, kv_write_tokens=Td / sp + chunk, kv_read_bytes=ACT_BYTES,
-                       head_tokens=Td + 1.0 / n_p, hbm_eff=hw.efficiency.hbm, prefill=True,
-                       decode_part=(Td, dec_pairs, dec_pairs),
-                       prompt_tokens=S / n_p)
+    return stage_terms(
+        model,
+        hw,
+        wl,
+        cols,
+        tokens=Td + chunk,
+        attn_pairs=dec_pairs + (causal_pairs(S) - causal_pairs(hit)) / n_p / sp,
+        kv_read_tokens=kv_read,
+        kv_write_tokens=Td / sp + chunk,
+        kv_read_bytes=ACT_BYTES,
+        head_tokens=Td + 1.0 / n_p,
+        hbm_eff=hw.efficiency.hbm,
+        prefill=True,
+        decode_part=(Td, dec_pairs, dec_pairs),
+        prompt_tokens=S / n_p,
+    )
 
 
-def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = True, pp=1,
-                tokens_per_iter=1.0):
+def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = True, pp=1, tokens_per_iter=1.0):
     """Steady state of b sequences in flight (module docstring). Arrays in seconds; `fused`: the
     prefill iterations also carry the others' decode tokens (chunked prefill), else they stall them.
     Returns a dict with itl_s, ttft_s, e2e_s, wait_s (W_iter + W_queue), mixed_fraction (share of
@@ -106,12 +115,18 @@ def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = T
         q = r / (r + rate_dec)
         rho = r * t_mix  # share of the engine's time spent on prefill chunks
         # the engine is always busy: Σ rate·t = 1, so the mean residual E[t²]/(2E[t]) = Σ rate·t²/2
-        residual = np.where(b > 1, (r * t_mix ** 2 + rate_dec * t_dec ** 2) / 2, 0.0)
+        residual = np.where(b > 1, (r * t_mix**2 + rate_dec * t_dec**2) / 2, 0.0)
         queue = rho * prefill_s / (2 * (1 - rho))
         ttft = residual + queue + prefill_s + request_s
         e2e = ttft + (output_len - 1) * itl
-        return {"itl_s": itl, "ttft_s": ttft, "e2e_s": e2e, "wait_s": residual + queue,
-                "mixed_fraction": q, "request_rate": lam}
+        return {
+            "itl_s": itl,
+            "ttft_s": ttft,
+            "e2e_s": e2e,
+            "wait_s": residual + queue,
+            "mixed_fraction": q,
+            "request_rate": lam,
+        }
 
     with np.errstate(divide="ignore", invalid="ignore"):
         # b = 1: nothing interferes, λ = 1/e2e directly

@@ -36,11 +36,24 @@ def kv_cache_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, lay
     (MLA: L_stage·(kv_lora_rank + qk_rope_head_dim)·bytes·context / sp, on every TP rank)."""
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
-        return (np.asarray(layers_on_stage, dtype=np.float64) * width * BYTES_PER_ELEMENT[wl.kv_dtype]
-                * context / np.asarray(sp, dtype=np.float64) * np.ones_like(np.asarray(tp, dtype=np.float64)))
+        return (
+            np.asarray(layers_on_stage, dtype=np.float64)
+            * width
+            * BYTES_PER_ELEMENT[wl.kv_dtype]
+            * context
+            / np.asarray(sp, dtype=np.float64)
+            * np.ones_like(np.asarray(tp, dtype=np.float64))
+        )
     _, g_l = local_heads(model, tp)
-    return (2 * np.asarray(layers_on_stage, dtype=np.float64) * g_l * model.d * BYTES_PER_ELEMENT[wl.kv_dtype]
-            * context / np.asarray(sp, dtype=np.float64))
+    return (
+        2
+        * np.asarray(layers_on_stage, dtype=np.float64)
+        * g_l
+        * model.d
+        * BYTES_PER_ELEMENT[wl.kv_dtype]
+        * context
+        / np.asarray(sp, dtype=np.float64)
+    )
 
 
 def workspace_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, sp, prefill_chunks):
@@ -58,8 +71,9 @@ def workspace_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, sp
     return chunk_tokens * per_token + gathered_kv + logits
 
 
-def inference_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw, wl: InferenceWorkload,
-                     prefill_chunks, prefill_sequences) -> dict[str, np.ndarray]:
+def inference_memory(
+    cols: dict[str, np.ndarray], model: ModelSpec, hw, wl: InferenceWorkload, prefill_chunks, prefill_sequences
+) -> dict[str, np.ndarray]:
     """Memory columns; `prefill_sequences` prompts share one prefill step (1 for continuous
     batching, batch for static), so the workspace scales with it and the KV cache with batch."""
     tp, pp, sp, ep, b = cols["tp"], cols["pp"], cols["sp"], cols["ep"], cols["batch"]

@@ -40,7 +40,14 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     count            layers of the stage (calls)
     """
     m = model.mla
-    h, rq, rkv, n, p, v = model.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
+    h, rq, rkv, n, p, v = (
+        model.hidden,
+        m.q_lora_rank,
+        m.kv_lora_rank,
+        m.qk_nope_head_dim,
+        m.qk_rope_head_dim,
+        m.v_head_dim,
+    )
     a_l = model.heads / np.asarray(tp, dtype=np.float64)
     T = np.asarray(tokens, dtype=np.float64)
     wb, kvb, ab = BYTES_PER_ELEMENT[wl.weight_dtype], BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
@@ -52,8 +59,15 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     def linear(name, n_in, n_out, rows, weights=None):
         w = (n_in * n_out if weights is None else weights) * wb
         # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
-        return Op(name, "matmul", count, 2 * rows * n_in * n_out, np.where(rows > 0, w, 0.0) + zero,
-                  rows * (n_in + n_out) * ab, rows)
+        return Op(
+            name,
+            "matmul",
+            count,
+            2 * rows * n_in * n_out,
+            np.where(rows > 0, w, 0.0) + zero,
+            rows * (n_in + n_out) * ab,
+            rows,
+        )
 
     def norm(name, width):
         return Op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
@@ -68,16 +82,26 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     ops += [kv_a, norm("kv_a_norm", rkv)]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
     ops.append(linear("kv_b_proj", rkv, a_l * (n + v), Kn))
-    ops.append(Op("attention_qk", "attention", count, 2 * Pn * a_l * (n + p), zero,
-                  (Tn + Kn) * a_l * (n + p) * ab, inf))
+    ops.append(
+        Op("attention_qk", "attention", count, 2 * Pn * a_l * (n + p), zero, (Tn + Kn) * a_l * (n + p) * ab, inf)
+    )
     ops.append(Op("attention_pv", "attention", count, 2 * Pn * a_l * v, zero, (Kn + Tn) * a_l * v * ab, inf))
     # absorbed decode form: latent scores and values, per-head W_UK before and W_UV after
     q_absorb = linear("q_absorb", n, rkv, Ta, weights=a_l * n * rkv)
     q_absorb.flops = 2 * Ta * a_l * n * rkv
     q_absorb.other_bytes = Ta * a_l * (n + rkv) * ab
     ops.append(q_absorb)
-    ops.append(Op("attention_latent_qk", "attention", count, 2 * Pa * a_l * (rkv + p), zero,
-                  Ka * (rkv + p) * kvb + Ta * a_l * (rkv + p) * ab, inf))
+    ops.append(
+        Op(
+            "attention_latent_qk",
+            "attention",
+            count,
+            2 * Pa * a_l * (rkv + p),
+            zero,
+            Ka * (rkv + p) * kvb + Ta * a_l * (rkv + p) * ab,
+            inf,
+        )
+    )
     ops.append(Op("attention_latent_pv", "attention", count, 2 * Pa * a_l * rkv, zero, Ta * a_l * rkv * ab, inf))
     v_up = linear("v_up", rkv, v, Ta, weights=a_l * rkv * v)
     v_up.flops = 2 * Ta * a_l * rkv * v

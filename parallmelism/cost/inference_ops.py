@@ -86,9 +86,21 @@ def expert_tp(tp, ep):
     return np.where(ep_in_tp(tp, ep), tp / np.asarray(ep, dtype=np.float64), tp)
 
 
-def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pairs, kv_read_tokens,
-              kv_write_tokens, kv_read_bytes, moe_imbalance, dense_layers, moe_layers,
-              decode_part=None) -> list[Op]:
+def layer_ops(
+    model: ModelSpec,
+    wl: InferenceWorkload,
+    tp,
+    ep,
+    tokens,
+    attn_pairs,
+    kv_read_tokens,
+    kv_write_tokens,
+    kv_read_bytes,
+    moe_imbalance,
+    dense_layers,
+    moe_layers,
+    decode_part=None,
+) -> list[Op]:
     """Ops of the decoder layers of one stage on one GPU.
 
     tokens           T, tokens this GPU pushes through the projections
@@ -119,8 +131,9 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
 
     def linear(name, count, n_in, n_out, tokens=T, weight_bytes=wb, weights=None):
         w = (n_in * n_out if weights is None else weights) * weight_bytes
-        return Op(name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens,
-                  tokens * (n_in + n_out) * ab, tokens)
+        return Op(
+            name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens, tokens * (n_in + n_out) * ab, tokens
+        )
 
     # Without flash attention the scores are written by QKᵀ and the probabilities read by ·V, one
     # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
@@ -136,19 +149,34 @@ def layer_ops(model: ModelSpec, wl: InferenceWorkload, tp, ep, tokens, attn_pair
         from .inference_mla import mla_attention_ops
 
         ops = [norm("attn_norm", all_layers)]
-        ops += mla_attention_ops(model, wl, tp, T, all_layers, (T - Td, pairs - Pd, kv_pos - Kd), (Td, Pd, Kd),
-                                 kv_write_tokens)
+        ops += mla_attention_ops(
+            model, wl, tp, T, all_layers, (T - Td, pairs - Pd, kv_pos - Kd), (Td, Pd, Kd), kv_write_tokens
+        )
         ops.append(norm("mlp_norm", all_layers))
         return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
     ops = [
         norm("attn_norm", all_layers),
         linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
         # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
-        Op("attention_qk", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
-           T * q_l * ab + kv_read * kv_l + 2 * kv_write_tokens * kv_l * kvb + scores, inf),
+        Op(
+            "attention_qk",
+            "attention",
+            all_layers,
+            2 * attn_pairs * a_l * d,
+            zero,
+            T * q_l * ab + kv_read * kv_l + 2 * kv_write_tokens * kv_l * kvb + scores,
+            inf,
+        ),
         # probabilities · V: same FLOPs; reads V, writes the output
-        Op("attention_pv", "attention", all_layers, 2 * attn_pairs * a_l * d, zero,
-           kv_read * kv_l + T * q_l * ab + scores, inf),
+        Op(
+            "attention_pv",
+            "attention",
+            all_layers,
+            2 * attn_pairs * a_l * d,
+            zero,
+            kv_read * kv_l + T * q_l * ab + scores,
+            inf,
+        ),
         linear("output_proj", all_layers, q_l, h),
         norm("mlp_norm", all_layers),
     ]
@@ -161,8 +189,10 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
     ops = []
     I_l = model.ffn_hidden / tp
     mult = 2 if model.gated else 1
-    ops += [linear("gate_up_proj", np.asarray(dense_layers, dtype=np.float64), h, mult * I_l),
-            linear("down_proj", np.asarray(dense_layers, dtype=np.float64), I_l, h)]
+    ops += [
+        linear("gate_up_proj", np.asarray(dense_layers, dtype=np.float64), h, mult * I_l),
+        linear("down_proj", np.asarray(dense_layers, dtype=np.float64), I_l, h),
+    ]
     if model.moe is not None:
         moe = model.moe
         E, k = moe.num_experts, moe.top_k
@@ -205,8 +235,15 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     return [
         Op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
         Op("final_norm", "memory", head, 0 * T, 0 * T + h * HALF_BYTES, 2 * Th * h * ACT_BYTES, inf),
-        Op("lm_head", "matmul", head, 2 * Th * h * V / tp, h * V / tp * HALF_BYTES + 0 * T,
-           Th * (h * ACT_BYTES + V / tp * 4), Th),
+        Op(
+            "lm_head",
+            "matmul",
+            head,
+            2 * Th * h * V / tp,
+            h * V / tp * HALF_BYTES + 0 * T,
+            Th * (h * ACT_BYTES + V / tp * 4),
+            Th,
+        ),
     ]
 
 
@@ -239,8 +276,9 @@ def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
     half = n * (2 * h + latent_norms)  # two RMSNorms per layer (+ MLA's latent RMSNorms)
     if model.moe is not None:
         moe = model.moe
-        linear = linear + (n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden
-                           / expert_tp(tp, ep))
+        linear = linear + (
+            n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden / expert_tp(tp, ep)
+        )
         if moe.num_shared_experts:
             linear = linear + n_moe * moe.num_shared_experts * mult * h * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
         half = half + n_moe * h * moe.num_experts

@@ -87,8 +87,10 @@ def gemm_physics_s(m, k, n, dtype, peak_flops, hbm_bps, sms):
 def attention_physics_s(flops, seq, heads, peak_bf16, sms):
     """Causal fused attention (module docstring), seconds; heads = heads per GPU × batch."""
     ctas = np.ceil(np.asarray(seq, dtype=np.float64) / ATTENTION_BLOCK) * np.asarray(heads, dtype=np.float64)
-    return np.asarray(flops, dtype=np.float64) / (peak_bf16 * ATTENTION_PEAK_FRACTION * _util(ctas, sms)) \
+    return (
+        np.asarray(flops, dtype=np.float64) / (peak_bf16 * ATTENTION_PEAK_FRACTION * _util(ctas, sms))
         + ATTENTION_LAUNCH_S
+    )
 
 
 def causal_attention_flops(seq, heads, head_dim, backward=False):
@@ -102,12 +104,12 @@ def _idw(points, values, query):
     query = np.atleast_2d(query)
     out = np.empty(len(query))
     for lo in range(0, len(query), _CHUNK):
-        q = query[lo:lo + _CHUNK]
+        q = query[lo : lo + _CHUNK]
         # elementwise, no BLAS: a row's result must not depend on which rows share its call (the
         # streamed and one-shot evaluations of a grid agree bit for bit)
         d2 = ((q[:, None, :] - points[None, :, :]) ** 2).sum(axis=2)
         w = 1.0 / (d2 ** (IDW_POWER / 2.0) + 1e-9)
-        out[lo:lo + _CHUNK] = (w * values[None, :]).sum(axis=1) / w.sum(axis=1)
+        out[lo : lo + _CHUNK] = (w * values[None, :]).sum(axis=1) / w.sum(axis=1)
     return out
 
 
@@ -196,10 +198,19 @@ class KernelTable:
         if not require_all:
             if not (self.gemm or self.attention or self.has_hbm):
                 raise ValueError("no gemm, attention or hbm rows")
-        missing = [] if not require_all else [what for what, ok in (("GEMM rows", bool(self.gemm)),
-                                         ("attention forward rows", any(p == "fwd" for _, p in self.attention)),
-                                         ("attention backward rows", any(p == "bwd" for _, p in self.attention)))
-                   if not ok]
+        missing = (
+            []
+            if not require_all
+            else [
+                what
+                for what, ok in (
+                    ("GEMM rows", bool(self.gemm)),
+                    ("attention forward rows", any(p == "fwd" for _, p in self.attention)),
+                    ("attention backward rows", any(p == "bwd" for _, p in self.attention)),
+                )
+                if not ok
+            ]
+        )
         if missing:
             raise ValueError(f"no {', no '.join(missing)}")
         for res in list(self.gemm.values()) + list(self.attention.values()):
@@ -267,12 +278,21 @@ class KernelModel:
             self.own_table = True
         else:  # the documented rule: the reference accelerator's residuals on this accelerator's physics
             ref = _reference_accelerator()
-            path, peaks, bw, sms = resolve_table(REFERENCE_TABLE), ref.peak_tflops, ref.hbm_bandwidth_gbps, \
-                REFERENCE_SM_COUNT
+            path, peaks, bw, sms = (
+                resolve_table(REFERENCE_TABLE),
+                ref.peak_tflops,
+                ref.hbm_bandwidth_gbps,
+                REFERENCE_SM_COUNT,
+            )
             self.own_table = False
         try:
-            self.table = _load_table(str(path), tuple(sorted(peaks.items())), float(bw), int(sms),
-                                     not self.own_table or path == resolve_table(REFERENCE_TABLE))
+            self.table = _load_table(
+                str(path),
+                tuple(sorted(peaks.items())),
+                float(bw),
+                int(sms),
+                not self.own_table or path == resolve_table(REFERENCE_TABLE),
+            )
             if self.own_table and self._incomplete(self.table):
                 self.table = self._completed(self.table)
         except (OSError, ValueError, KeyError) as exc:
@@ -292,8 +312,12 @@ class KernelModel:
         import copy
 
         ref_hw = _reference_accelerator()
-        ref = _load_table(str(resolve_table(REFERENCE_TABLE)), tuple(sorted(ref_hw.peak_tflops.items())),
-                          float(ref_hw.hbm_bandwidth_gbps), REFERENCE_SM_COUNT)
+        ref = _load_table(
+            str(resolve_table(REFERENCE_TABLE)),
+            tuple(sorted(ref_hw.peak_tflops.items())),
+            float(ref_hw.hbm_bandwidth_gbps),
+            REFERENCE_SM_COUNT,
+        )
         t = copy.copy(own)
         t.gemm = {**ref.gemm, **own.gemm}
         t.attention = dict(own.attention)
@@ -360,13 +384,17 @@ def _report(argv=None) -> int:
             phys[i] = r.bytes / km.hbm_bps / GEMM_HBM_FRACTION
     df["model_err_pct"] = 100 * (pred / df.measured_s - 1)
     df["physics_only_err_pct"] = 100 * (phys / df.measured_s - 1)
-    print(f"GEMM tile {GEMM_TILE}, split-k min {GEMM_SPLIT_K_MIN}, peak fractions {GEMM_PEAK_FRACTION}, "
-          f"HBM {GEMM_HBM_FRACTION}, launch {GEMM_LAUNCH_S * 1e6:.0f} us; attention fraction "
-          f"{ATTENTION_PEAK_FRACTION}, launch {ATTENTION_LAUNCH_S * 1e6:.0f} us")
+    print(
+        f"GEMM tile {GEMM_TILE}, split-k min {GEMM_SPLIT_K_MIN}, peak fractions {GEMM_PEAK_FRACTION}, "
+        f"HBM {GEMM_HBM_FRACTION}, launch {GEMM_LAUNCH_S * 1e6:.0f} us; attention fraction "
+        f"{ATTENTION_PEAK_FRACTION}, launch {ATTENTION_LAUNCH_S * 1e6:.0f} us"
+    )
     for (fam, src), g in df.groupby(["family", "source"]):
         e, p = g.model_err_pct.abs(), g.physics_only_err_pct.abs()
-        print(f"{fam:10s} {src:28s} rows {len(g):4d}  model |err| median {e.median():5.2f} % max {e.max():6.2f} %"
-              f"   physics only median {p.median():6.2f} % max {p.max():7.2f} %")
+        print(
+            f"{fam:10s} {src:28s} rows {len(g):4d}  model |err| median {e.median():5.2f} % max {e.max():6.2f} %"
+            f"   physics only median {p.median():6.2f} % max {p.max():7.2f} %"
+        )
     return 0
 
 

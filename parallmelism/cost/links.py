@@ -37,8 +37,7 @@ def axis_spans(tp, cp, dp, ep, pp):
     """Consecutive ranks each axis's group spans in Megatron order (module docstring); pp is 0
     when there is no pipeline (no transfer)."""
     tp, cp, dp, ep, pp = (np.asarray(x, dtype=np.float64) for x in (tp, cp, dp, ep, pp))
-    return {"tp": tp, "cp": cp * tp, "ep": ep * tp, "dp": dp * cp * tp,
-            "pp": np.where(pp > 1, 2.0 * tp * cp * dp, 0.0)}
+    return {"tp": tp, "cp": cp * tp, "ep": ep * tp, "dp": dp * cp * tp, "pp": np.where(pp > 1, 2.0 * tp * cp * dp, 0.0)}
 
 
 def axes_on_scale_out(hw, tp, cp, dp, ep, pp):

@@ -35,18 +35,35 @@ def _stage_geometry(c, L: int, stage: str):
 def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
     """Per-layer activation bytes of one micro-batch: the same on every stage, so computed once."""
     rc = c["recompute"]
-    kw = dict(model=model, s=wl.seq_len, b=c["micro_batch"], t=c["tp"], cp=c["cp"], sp=c["sequence_parallel"],
-              flash=wl.flash_attention)
-    out = {"dense": act.layer_activation_bytes(recompute=rc, **kw),
-           "working": act.layer_activation_bytes(recompute=np.zeros_like(rc), **kw)}
+    kw = dict(
+        model=model,
+        s=wl.seq_len,
+        b=c["micro_batch"],
+        t=c["tp"],
+        cp=c["cp"],
+        sp=c["sequence_parallel"],
+        flash=wl.flash_attention,
+    )
+    out = {
+        "dense": act.layer_activation_bytes(recompute=rc, **kw),
+        "working": act.layer_activation_bytes(recompute=np.zeros_like(rc), **kw),
+    }
     if model.moe is not None:
         out["moe"] = act.layer_activation_bytes(recompute=rc, moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
-        out["moe_working"] = act.layer_activation_bytes(recompute=np.zeros_like(rc), moe_layer=True,
-                                                        moe_imbalance=wl.moe_imbalance, **kw)
-    out["per_param"] = group_bytes_per_param(c["dp_sharding"], c["dp"], c["cp"], c["ep"],
-                                             low_precision_copy_bytes(wl.precision), GRAD_BYTES[wl.grad_reduce_dtype])
-    out["inflight_first"] = act.inflight_micro_batches(c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"],
-                                                       wl.schedule, "first")
+        out["moe_working"] = act.layer_activation_bytes(
+            recompute=np.zeros_like(rc), moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw
+        )
+    out["per_param"] = group_bytes_per_param(
+        c["dp_sharding"],
+        c["dp"],
+        c["cp"],
+        c["ep"],
+        low_precision_copy_bytes(wl.precision),
+        GRAD_BYTES[wl.grad_reduce_dtype],
+    )
+    out["inflight_first"] = act.inflight_micro_batches(
+        c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"], wl.schedule, "first"
+    )
     return out
 
 
@@ -85,21 +102,27 @@ def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[st
     activations = layers_bytes + extra + logits
     states = st["weights"] + st["grads"] + st["optimizer"]
     return {
-        "params_per_gpu": p["total"], "params_embedding_per_gpu": p["embedding"],
-        "params_attention_per_gpu": p["attention"], "params_mlp_per_gpu": p["mlp"],
+        "params_per_gpu": p["total"],
+        "params_embedding_per_gpu": p["embedding"],
+        "params_attention_per_gpu": p["attention"],
+        "params_mlp_per_gpu": p["mlp"],
         "params_experts_per_gpu": p["experts"],
-        "mem_weights_gib": st["weights"] / GIB, "mem_grads_gib": st["grads"] / GIB,
-        "mem_optimizer_gib": st["optimizer"] / GIB, "mem_states_gib": states / GIB,
+        "mem_weights_gib": st["weights"] / GIB,
+        "mem_grads_gib": st["grads"] / GIB,
+        "mem_optimizer_gib": st["optimizer"] / GIB,
+        "mem_states_gib": states / GIB,
         "mem_states_embedding_gib": sum(emb_share.values()) / GIB,
         "mem_fsdp_gather_gib": gather / GIB,
-        "mem_activations_gib": activations / GIB, "mem_logits_gib": logits / GIB,
+        "mem_activations_gib": activations / GIB,
+        "mem_logits_gib": logits / GIB,
         "pp_inflight_micro_batches": inflight,
         "mem_total_gib": (states + gather + activations) / GIB,
     }
 
 
-def training_memory(cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec,
-                    wl: TrainWorkload) -> dict[str, np.ndarray]:
+def training_memory(
+    cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec, wl: TrainWorkload
+) -> dict[str, np.ndarray]:
     """Memory columns of the most-loaded stage for every layout row."""
     acts = _layer_activations(model, wl, cols)
     results = [_stage_memory(model, wl, cols, st, acts) for st in MEM_STAGES]

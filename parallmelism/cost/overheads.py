@@ -29,8 +29,9 @@ import numpy as np
 def micro_batch_overhead_s(hw, n_layers, hidden_comm_s):
     """Seconds added to one micro-batch of a stage: launch/framework + SM contention of hidden comm."""
     oh = hw.overheads
-    return (np.asarray(n_layers, dtype=np.float64) * oh.layer_launch_us * 1e-6
-            + oh.comm_contention * np.asarray(hidden_comm_s, dtype=np.float64))
+    return np.asarray(n_layers, dtype=np.float64) * oh.layer_launch_us * 1e-6 + oh.comm_contention * np.asarray(
+        hidden_comm_s, dtype=np.float64
+    )
 
 
 def step_overhead_s(hw, step_s, ngpus, hidden_dp_s):

@@ -101,8 +101,7 @@ def norm_params_total(model: ModelSpec) -> int:
     return (2 * model.layers + 1) * _norm_params(model)
 
 
-def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embedding, has_head
-                   ) -> dict[str, np.ndarray]:
+def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embedding, has_head) -> dict[str, np.ndarray]:
     """Parameters held by one GPU of a pipeline stage, by kind.
 
     The stage holds `n_layers` contiguous layers starting at `first_layer` (arrays; see
@@ -152,10 +151,18 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     vocab_shard = model.vocab * h / tp
     pos = model.max_position * h if model.position_embedding == "learned" else 0
     shared_head = model.tie_embeddings & has_embedding & has_head
-    embedding = (np.where(has_embedding, vocab_shard + pos, 0.0)
-                 + np.where(has_head & ~shared_head, vocab_shard, 0.0)
-                 + np.where(has_head, _norm_params(model), 0.0))
+    embedding = (
+        np.where(has_embedding, vocab_shard + pos, 0.0)
+        + np.where(has_head & ~shared_head, vocab_shard, 0.0)
+        + np.where(has_head, _norm_params(model), 0.0)
+    )
     attention = n_layers * attn
     dense = embedding + attention + mlp
-    return {"embedding": embedding, "attention": attention, "mlp": mlp, "experts": experts,
-            "dense": dense, "total": dense + experts}
+    return {
+        "embedding": embedding,
+        "attention": attention,
+        "mlp": mlp,
+        "experts": experts,
+        "dense": dense,
+        "total": dense + experts,
+    }

@@ -55,8 +55,10 @@ def check_precision(hw, precision: str) -> None:
         from ..errors import UserError
 
         have = ", ".join(k for k in hw.peak_tflops if k in LOW_PRECISION_BYTES) or "none"
-        raise UserError(f"workload.precision={precision} needs an {precision} tensor-core peak, and {hw.name} lists "
-                        f"none (its low-precision peaks: {have}); use bf16 or another accelerator")
+        raise UserError(
+            f"workload.precision={precision} needs an {precision} tensor-core peak, and {hw.name} lists "
+            f"none (its low-precision peaks: {have}); use bf16 or another accelerator"
+        )
 
 
 class Rates:
@@ -117,7 +119,9 @@ def op_kernel_times(op: Op, rates: Rates):
         m, k, n = op.mkn
         dtype = rates.gemm_dtype(op)
         fwd = km.gemm_s(m, k, n, dtype, "fwd")
-        bwd = (km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")) * (np.asarray(op.bwd_flops) / 2.0)
+        bwd = (km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")) * (
+            np.asarray(op.bwd_flops) / 2.0
+        )
         if dtype in LOW_PRECISION_BYTES:
             cast_f, cast_b = low_precision_cast_bytes(op, dtype)
             fwd = fwd + np.where(cast_f > 0, km.memory_s(cast_f), 0.0)

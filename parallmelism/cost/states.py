@@ -21,8 +21,9 @@ import numpy as np
 
 from ..grid import SHARDING_CODE
 
-NO_OP, OS, OSG, FS = (SHARDING_CODE[k] for k in
-                      ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"))
+NO_OP, OS, OSG, FS = (
+    SHARDING_CODE[k] for k in ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD")
+)
 
 
 LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp4": 1.0}  # row-wise + column-wise copies per parameter
@@ -50,18 +51,30 @@ def group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0, gr
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = np.asarray(dp) * np.asarray(cp)
     expert_group = dense_group // np.asarray(ep)
-    return (bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes),
-            bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes))
+    return (
+        bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes),
+        bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes),
+    )
 
 
-def model_states_bytes(dense_params, expert_params, sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0,
-                       per_param=None, grad_bytes: float = 4.0):
+def model_states_bytes(
+    dense_params,
+    expert_params,
+    sharding,
+    dp,
+    cp,
+    ep,
+    lowp_copy_bytes: float = 0.0,
+    per_param=None,
+    grad_bytes: float = 4.0,
+):
     """Weights, grads, optimizer bytes on one GPU for its dense and expert parameter shards.
 
     per_param: `group_bytes_per_param(...)` for the same rows, when the caller already has it.
     """
-    bd, be = per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes,
-                                                                           grad_bytes)
+    bd, be = (
+        per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes, grad_bytes)
+    )
     if np.ndim(expert_params) == 0 and expert_params == 0:
         return {k: dense_params * bd[k] for k in bd}  # no expert shard (x + 0·y == x)
     return {k: dense_params * bd[k] + expert_params * be[k] for k in bd}
@@ -71,5 +84,7 @@ def fsdp_gather_bytes(layer_params_per_gpu, sharding, prefetch_units: int = 2, l
     """FULLY_SHARD gathers each layer's bf16 weights before use: the current unit and one prefetched.
     Without reshard_after_forward every layer of the stage stays gathered from its forward to its
     backward: all `layers` units (the prefetch then adds nothing: the next unit is one of them)."""
-    units = prefetch_units if reshard_after_forward else np.maximum(np.asarray(layers, dtype=np.float64), prefetch_units)
+    units = (
+        prefetch_units if reshard_after_forward else np.maximum(np.asarray(layers, dtype=np.float64), prefetch_units)
+    )
     return np.where(np.asarray(sharding) == FS, units * 2.0 * layer_params_per_gpu, 0.0)

@@ -28,8 +28,16 @@ import numpy as np
 from ..grid import RECOMPUTE_CODE
 from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
 from .links import axes_on_scale_out, bind_to_links, link_busy_s
-from .flops import (ATTENTION, embedding_ops, hardware_flops_per_step, head_ops, layer_ops, model_flops_per_step,
-                    moe_layer_counts, optimizer_bytes_per_param)
+from .flops import (
+    ATTENTION,
+    embedding_ops,
+    hardware_flops_per_step,
+    head_ops,
+    layer_ops,
+    model_flops_per_step,
+    moe_layer_counts,
+    optimizer_bytes_per_param,
+)
 from .params import params_per_gpu
 from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
@@ -47,8 +55,19 @@ def ops_time(ops, rates, recompute):
     """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
-    acc = dict(fwd=0.0, bwd=0.0, rc=0.0, gemm=0.0, colpar_bwd=0.0, core_fwd=0.0, core_bwd=0.0, cbound=0.0,
-               mbound=0.0, flops=0.0, bytes=0.0)
+    acc = dict(
+        fwd=0.0,
+        bwd=0.0,
+        rc=0.0,
+        gemm=0.0,
+        colpar_bwd=0.0,
+        core_fwd=0.0,
+        core_bwd=0.0,
+        cbound=0.0,
+        mbound=0.0,
+        flops=0.0,
+        bytes=0.0,
+    )
     for op in ops:
         f, b, cb = op_times(op, rates)
         rc_on = full | sel if op.selective else full
@@ -136,8 +155,23 @@ def _unique_sorted(*arrays):
 
 
 STAGES = ("first", "middle", "last")
-STAGE_MB_KEYS = ("compute_mb", "t_mb", "fwd", "bwd_rc", "cbound", "mbound", "flops", "bytes",
-                 "tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp", "overhead_mb")
+STAGE_MB_KEYS = (
+    "compute_mb",
+    "t_mb",
+    "fwd",
+    "bwd_rc",
+    "cbound",
+    "mbound",
+    "flops",
+    "bytes",
+    "tp",
+    "tp_exp",
+    "cp",
+    "cp_exp",
+    "ep",
+    "ep_exp",
+    "overhead_mb",
+)
 
 
 def _full(x, shape):
@@ -175,8 +209,9 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     emb = ops_time(embedding_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
 
     def layer_comm(acc, is_moe):
-        tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"],
-                                            wl.overlap_tp_comm)
+        tp_layer, tp_exp = tp_layer_times_s(
+            hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.overlap_tp_comm
+        )
         cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
         ep_link, ep_tp = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp) if is_moe else (0.0, 0.0)
         tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
@@ -211,9 +246,13 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
         hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
         overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)
-        r = {"compute_mb": compute_mb, "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"] + overhead_mb,
-             "overhead_mb": overhead_mb,
-             "fwd": c["fwd"], "bwd_rc": c["bwd"] + c["rc"]}
+        r = {
+            "compute_mb": compute_mb,
+            "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"] + overhead_mb,
+            "overhead_mb": overhead_mb,
+            "fwd": c["fwd"],
+            "bwd_rc": c["bwd"] + c["rc"],
+        }
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
         out[name] = {key: _full(r[key], tp.shape) for key in STAGE_MB_KEYS}
@@ -228,22 +267,36 @@ def _dp_terms(cols, model, hw, wl, rates):
     sh = np.tile(np.asarray(cols["dp_sharding"]), 3)
     full = np.tile(np.asarray(cols["recompute"]) == FULL, 3)
     layout = _stage_layout(cols, model.layers)
-    n_layers, lo, has_emb, has_head = (np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES])
-                                       for i in range(4))
+    n_layers, lo, has_emb, has_head = (
+        np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES]) for i in range(4)
+    )
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
     units = n_layers + np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)  # FSDP units of the stage
-    reduce, zero_gather, fsdp = dp_step_times_s(hw, p["dense"], p["experts"], sh, tp, cp, dp, ep, 1.0, full,
-                                                fsdp_units=units, bucket_params=wl.dp_bucket_params,
-                                                reshard_after_forward=wl.fsdp_reshard_after_forward,
-                                                grad_bytes=grad_bytes)
+    reduce, zero_gather, fsdp = dp_step_times_s(
+        hw,
+        p["dense"],
+        p["experts"],
+        sh,
+        tp,
+        cp,
+        dp,
+        ep,
+        1.0,
+        full,
+        fsdp_units=units,
+        bucket_params=wl.dp_bucket_params,
+        reshard_after_forward=wl.fsdp_reshard_after_forward,
+        grad_bytes=grad_bytes,
+    )
     shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
     shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
     opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
-        p["dense"] / shard_d + p["experts"] / shard_e)
+        p["dense"] / shard_d + p["experts"] / shard_e
+    )
     terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
     terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
-    return {st: {k: v[i * K:(i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
+    return {st: {k: v[i * K : (i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
 
 def _per_key(fn, key_cols, cols, *args):
@@ -281,8 +334,11 @@ def _training_time(cols, model, hw, wl):
         if wl.overlap_dp_comm:
             # each role hides under its own window; together they share one link and the same
             # compute, so at most m·compute_mb of DP traffic hides in all
-            dp_exp = (np.maximum(0.0, d["reduce"] - r["bwd_rc"]) + np.maximum(0.0, d["zero_gather"] - r["fwd"])
-                      + np.maximum(0.0, fsdp - m * r["compute_mb"]))
+            dp_exp = (
+                np.maximum(0.0, d["reduce"] - r["bwd_rc"])
+                + np.maximum(0.0, d["zero_gather"] - r["fwd"])
+                + np.maximum(0.0, fsdp - m * r["compute_mb"])
+            )
             dp_exp = np.maximum(dp_exp, d["reduce"] + d["zero_gather"] + fsdp - m * r["compute_mb"])
         else:
             dp_exp = d["reduce"] + d["zero_gather"] + fsdp
@@ -302,8 +358,13 @@ def _training_time(cols, model, hw, wl):
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
             busiest = np.where(pp > 2, busiest, 0.0)
-        results[name] = dict(t_mb=r["t_mb"], opt=d["opt"], total=total, busiest_link=busiest,
-                             hidden_dp=np.maximum(links["dp"] - dp_exp, 0.0))
+        results[name] = dict(
+            t_mb=r["t_mb"],
+            opt=d["opt"],
+            total=total,
+            busiest_link=busiest,
+            hidden_dp=np.maximum(links["dp"] - dp_exp, 0.0),
+        )
 
     # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
     t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
@@ -373,17 +434,19 @@ def _training_time(cols, model, hw, wl):
         out[f"time_comm_{ax}_exposed_s"] = np.broadcast_to(comm_exp[ax], tp.shape).astype(np.float64)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
-    out.update({
-        "tokens_per_s": B * s / step,
-        "tokens_per_s_per_gpu": B * s / step / ngpus,
-        "tflops_per_gpu": f_model / (step * ngpus) / 1e12,
-        "mfu": f_model / (step * ngpus * peak_precision),
-        "mfu_bf16_peak": f_model / (step * ngpus * peak),
-        "hfu": f_hw / (step * ngpus * peak_precision),
-        "flops_model_per_step": f_model,
-        "flops_hardware_per_step": f_hw,
-        "hbm_bytes_per_step": bytes_gpu,
-        "arithmetic_intensity": flops_gpu / bytes_gpu,
-        "bound": bound,
-    })
+    out.update(
+        {
+            "tokens_per_s": B * s / step,
+            "tokens_per_s_per_gpu": B * s / step / ngpus,
+            "tflops_per_gpu": f_model / (step * ngpus) / 1e12,
+            "mfu": f_model / (step * ngpus * peak_precision),
+            "mfu_bf16_peak": f_model / (step * ngpus * peak),
+            "hfu": f_hw / (step * ngpus * peak_precision),
+            "flops_model_per_step": f_model,
+            "flops_hardware_per_step": f_hw,
+            "hbm_bytes_per_step": bytes_gpu,
+            "arithmetic_intensity": flops_gpu / bytes_gpu,
+            "bound": bound,
+        }
+    )
     return out, dict(results=results, crit=crit, rates=rates, bubble=bubble)

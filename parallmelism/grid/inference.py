@@ -25,8 +25,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
-from .layouts import (DROP_REASONS, LayoutGrid, _candidates, divisors, expert_candidates, expert_rules,
-                      per_gpu_count, replica_factorizations, tensor_parallel_rules)
+from .layouts import (
+    DROP_REASONS,
+    LayoutGrid,
+    _candidates,
+    divisors,
+    expert_candidates,
+    expert_rules,
+    per_gpu_count,
+    replica_factorizations,
+    tensor_parallel_rules,
+)
 
 INFERENCE_DROP_REASONS: dict[str, str] = {
     "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
@@ -38,8 +47,7 @@ INFERENCE_DROP_REASONS: dict[str, str] = {
 for _k, _v in INFERENCE_DROP_REASONS.items():
     DROP_REASONS.setdefault(_k, _v)
 
-INFERENCE_LAYOUT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "kv_replication",
-                            "layers_per_stage"]
+INFERENCE_LAYOUT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "kv_replication", "layers_per_stage"]
 
 
 def kv_replication(tp, kv_heads: int):
@@ -48,8 +56,9 @@ def kv_replication(tp, kv_heads: int):
     return np.where(tp > kv_heads, tp // kv_heads, 1)
 
 
-def enumerate_inference_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: InferenceWorkload,
-                                grid: GridSpec) -> LayoutGrid:
+def enumerate_inference_layouts(
+    model: ModelSpec, hw: AcceleratorSpec, workload: InferenceWorkload, grid: GridSpec
+) -> LayoutGrid:
     """All valid serving layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
     return per_gpu_count(_enumerate_one, model, hw, workload, grid)
 
@@ -66,8 +75,9 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
 
     later = len(ep_c) * len(b_c)
     pinned = not (grid.tp is None and grid.pp is None and grid.sp is None)
-    x, considered = replica_factorizations(n, {"tp": tp_c, "pp": pp_c, "sp": sp_c}, pinned, later,
-                                           "replica_not_dividing_ngpus")
+    x, considered = replica_factorizations(
+        n, {"tp": tp_c, "pp": pp_c, "sp": sp_c}, pinned, later, "replica_not_dividing_ngpus"
+    )
     tensor_parallel_rules(x, model, hw, n)
     x.rule("pp_exceeds_layers", x.cols["pp"] > L)
     sp = x.cols["sp"]
@@ -82,5 +92,4 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     c = x.cols
     c["kv_replication"] = kv_replication(c["tp"], g)
     c["layers_per_stage"] = -(-L // c["pp"])  # busiest stage of an uneven split: ceil(L/pp)
-    return LayoutGrid({k: np.asarray(c[k], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS},
-                      x.dropped, considered)
+    return LayoutGrid({k: np.asarray(c[k], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}, x.dropped, considered)

@@ -121,8 +121,9 @@ def _candidates(pinned, default) -> np.ndarray:
     return np.asarray(pinned if pinned is not None else default)
 
 
-def replica_factorizations(n: int, axes: dict[str, np.ndarray], pinned: bool, later: int,
-                           reason: str) -> tuple[_Crosser, int]:
+def replica_factorizations(
+    n: int, axes: dict[str, np.ndarray], pinned: bool, later: int, reason: str
+) -> tuple[_Crosser, int]:
     """Cross the three model-parallel axes of one replica (training tp·pp·cp, serving tp·pp·sp)
     and keep the triples whose product divides n; dp = n / product.
 
@@ -189,8 +190,9 @@ def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutG
     return LayoutGrid(cols, dropped, considered)
 
 
-def enumerate_training_layouts(model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload,
-                               grid: GridSpec) -> LayoutGrid:
+def enumerate_training_layouts(
+    model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload, grid: GridSpec
+) -> LayoutGrid:
     """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
     return per_gpu_count(_enumerate_one, model, hw, workload, grid)
 
@@ -214,8 +216,9 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
 
     later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
     pinned = not (grid.tp is None and grid.pp is None and grid.cp is None)
-    x, considered = replica_factorizations(n, {"tp": tp_c, "pp": pp_c, "cp": cp_c}, pinned, later,
-                                           "product_not_dividing_ngpus")
+    x, considered = replica_factorizations(
+        n, {"tp": tp_c, "pp": pp_c, "cp": cp_c}, pinned, later, "product_not_dividing_ngpus"
+    )
     tensor_parallel_rules(x, model, hw, n)
     c = x.cols
     if grid.uneven_pipeline:
@@ -259,7 +262,22 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     c = x.cols
     c["kv_replication"] = np.where(c["tp"] > g, c["tp"] // g, 1)
     c["layers_first_stage"], c["layers_per_stage"], c["layers_last_stage"] = stage_layer_split(L, c["pp"])
-    order = ["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "num_micro_batches",
-             "dp_sharding", "recompute", "sequence_parallel", "kv_replication", "layers_first_stage",
-             "layers_per_stage", "layers_last_stage"]
+    order = [
+        "ngpus",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "dp",
+        "vpp",
+        "micro_batch",
+        "num_micro_batches",
+        "dp_sharding",
+        "recompute",
+        "sequence_parallel",
+        "kv_replication",
+        "layers_first_stage",
+        "layers_per_stage",
+        "layers_last_stage",
+    ]
     return LayoutGrid({k: c[k] for k in order}, x.dropped, considered)

@@ -18,14 +18,36 @@ from __future__ import annotations
 import statistics
 import time
 
-FULL = dict(m=[16, 256, 1024, 4096, 8192], kn=[(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192),
-                                               (8192, 28672), (1024, 8192), (8192, 1280)],
-            seq=[1024, 2048, 4096, 8192, 16384], heads=[8, 16, 32], hbm=[2**21, 2**23, 2**25, 2**27, 2**29, 2**31],
-            head_dim=128, reps=20, warmup=5)
-QUICK = dict(m=[256, 4096], kn=[(4096, 4096), (8192, 8192)], seq=[2048, 8192], heads=[8, 32],
-             hbm=[2**23, 2**27, 2**30], head_dim=128, reps=5, warmup=2)
-CPU = dict(m=[16, 64, 256], kn=[(128, 128), (256, 512)], seq=[64, 128], heads=[2, 4], hbm=[2**16, 2**20, 2**22],
-           head_dim=64, reps=3, warmup=1)
+FULL = dict(
+    m=[16, 256, 1024, 4096, 8192],
+    kn=[(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192), (8192, 28672), (1024, 8192), (8192, 1280)],
+    seq=[1024, 2048, 4096, 8192, 16384],
+    heads=[8, 16, 32],
+    hbm=[2**21, 2**23, 2**25, 2**27, 2**29, 2**31],
+    head_dim=128,
+    reps=20,
+    warmup=5,
+)
+QUICK = dict(
+    m=[256, 4096],
+    kn=[(4096, 4096), (8192, 8192)],
+    seq=[2048, 8192],
+    heads=[8, 32],
+    hbm=[2**23, 2**27, 2**30],
+    head_dim=128,
+    reps=5,
+    warmup=2,
+)
+CPU = dict(
+    m=[16, 64, 256],
+    kn=[(128, 128), (256, 512)],
+    seq=[64, 128],
+    heads=[2, 4],
+    hbm=[2**16, 2**20, 2**22],
+    head_dim=64,
+    reps=3,
+    warmup=1,
+)
 
 
 def plan(device: str, quick: bool) -> dict:
@@ -61,8 +83,23 @@ class Timer:
 
 
 def _row(**kw):
-    base = dict(family="", dtype="", part="", m=None, k=None, n=None, seq=None, heads=None, kv_heads=None,
-                head_dim=None, backend="", bytes=None, measured_s=None, cast_input_s=None, source="profile")
+    base = dict(
+        family="",
+        dtype="",
+        part="",
+        m=None,
+        k=None,
+        n=None,
+        seq=None,
+        heads=None,
+        kv_heads=None,
+        head_dim=None,
+        backend="",
+        bytes=None,
+        measured_s=None,
+        cast_input_s=None,
+        source="profile",
+    )
     base.update(kw)
     return base
 
@@ -114,13 +151,24 @@ def tasks(torch, device: str, quick: bool):
     for name, backend in backends:
         for seq in p["seq"]:
             for heads in p["heads"]:
-                out.append((f"attention {name} s={seq} heads={heads}",
-                            lambda seq=seq, heads=heads, name=name, backend=backend: attention(seq, heads, name, backend)))
+                out.append(
+                    (
+                        f"attention {name} s={seq} heads={heads}",
+                        lambda seq=seq, heads=heads, name=name, backend=backend: attention(seq, heads, name, backend),
+                    )
+                )
 
     def hbm(nbytes):
         x = torch.empty(int(nbytes) // 4, device=device, dtype=torch.bfloat16)
-        return [_row(family="hbm", dtype="bf16", part="hbm_elementwise", bytes=float(2 * x.numel() * 2),
-                     measured_s=timer(lambda: x + 1))]
+        return [
+            _row(
+                family="hbm",
+                dtype="bf16",
+                part="hbm_elementwise",
+                bytes=float(2 * x.numel() * 2),
+                measured_s=timer(lambda: x + 1),
+            )
+        ]
 
     for nbytes in p["hbm"]:
         out.append((f"hbm {nbytes / 2**20:g} MiB", lambda nbytes=nbytes: hbm(nbytes)))
@@ -156,13 +204,23 @@ def device_facts(torch, device: str) -> dict:
     facts = {"torch": torch.__version__, "date": time.strftime("%Y-%m-%d", time.gmtime())}
     if device == "cuda":
         prop = torch.cuda.get_device_properties(0)
-        facts.update(name=prop.name, memory_gib=prop.total_memory / 2**30, sm_count=prop.multi_processor_count,
-                     cuda=torch.version.cuda, gpus=torch.cuda.device_count())
+        facts.update(
+            name=prop.name,
+            memory_gib=prop.total_memory / 2**30,
+            sm_count=prop.multi_processor_count,
+            cuda=torch.version.cuda,
+            gpus=torch.cuda.device_count(),
+        )
     else:
         import os
 
-        facts.update(name=f"CPU {platform.processor() or platform.machine()}", memory_gib=_cpu_memory_gib(),
-                     sm_count=os.cpu_count() or 1, cuda=None, gpus=1)
+        facts.update(
+            name=f"CPU {platform.processor() or platform.machine()}",
+            memory_gib=_cpu_memory_gib(),
+            sm_count=os.cpu_count() or 1,
+            cuda=None,
+            gpus=1,
+        )
     return facts
 
 

@@ -19,13 +19,20 @@ HBM_FRACTION_OF_FASTEST = 0.9
 def kernel_table_text(rows: list[dict], facts: dict) -> str:
     from ..validate.kernel_table import _num
 
-    lines = [f"# Kernel table measured by `parallmelism profile` on {facts['name']} ({facts['gpus']} visible), "
-             f"PyTorch {facts['torch']}" + (f", CUDA {facts['cuda']}" if facts.get("cuda") else "")
-             + f", {facts['date']}; median time, L2 flushed on GPUs (parallmelism/profiling/bench.py).",
-             ",".join(COLUMNS)]
+    lines = [
+        f"# Kernel table measured by `parallmelism profile` on {facts['name']} ({facts['gpus']} visible), "
+        f"PyTorch {facts['torch']}"
+        + (f", CUDA {facts['cuda']}" if facts.get("cuda") else "")
+        + f", {facts['date']}; median time, L2 flushed on GPUs (parallmelism/profiling/bench.py).",
+        ",".join(COLUMNS),
+    ]
     for r in rows:
-        lines.append(",".join(_num(r[c]) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
-                              for c in COLUMNS))
+        lines.append(
+            ",".join(
+                _num(r[c]) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
+                for c in COLUMNS
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -51,17 +58,22 @@ def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path:
     peaks, bw = estimated_peaks(rows)
     data = base.model_dump(mode="json")
     data.update(
-        name=name, display_name=f"{facts['name']} (profiled)",
+        name=name,
+        display_name=f"{facts['name']} (profiled)",
         source=f"parallmelism profile, {facts['date']}, PyTorch {facts['torch']}"
-               + (f", CUDA {facts['cuda']}" if facts.get("cuda") else ""),
+        + (f", CUDA {facts['cuda']}" if facts.get("cuda") else ""),
         confidence="measured kernels; peaks estimated",
-        hbm_capacity_gib=round(facts["memory_gib"], 3), hbm_usable_gib=round(facts["memory_gib"], 3),
-        hbm_bandwidth_gbps=bw, peak_tflops=peaks,
+        hbm_capacity_gib=round(facts["memory_gib"], 3),
+        hbm_usable_gib=round(facts["memory_gib"], 3),
+        hbm_bandwidth_gbps=bw,
+        peak_tflops=peaks,
         kernels={"table": str(table_path), "sm_count": int(facts["sm_count"]), "attention_backend": backend},
     )
-    header = (f"# Written by `parallmelism profile` on {facts['name']} ({facts['date']}).\n"
-              f"# Measured: kernels (table), HBM capacity, SM count. Estimated: peak_tflops = fastest GEMM / "
-              f"cost.kernels.GEMM_PEAK_FRACTION, hbm_bandwidth_gbps = fastest transfer / {HBM_FRACTION_OF_FASTEST}.\n"
-              f"# Copied from {base.name} (not measured here): scale_up, scale_out, efficiency, overheads, "
-              f"cost_per_gpu_hour_usd, tdp_w.\n")
+    header = (
+        f"# Written by `parallmelism profile` on {facts['name']} ({facts['date']}).\n"
+        f"# Measured: kernels (table), HBM capacity, SM count. Estimated: peak_tflops = fastest GEMM / "
+        f"cost.kernels.GEMM_PEAK_FRACTION, hbm_bandwidth_gbps = fastest transfer / {HBM_FRACTION_OF_FASTEST}.\n"
+        f"# Copied from {base.name} (not measured here): scale_up, scale_out, efficiency, overheads, "
+        f"cost_per_gpu_hour_usd, tdp_w.\n"
+    )
     return header + OmegaConf.to_yaml(OmegaConf.create(data))

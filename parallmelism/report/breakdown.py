@@ -21,11 +21,26 @@ def breakdown_table(records: list[dict], title: str = "per-op breakdown (busiest
     """Columns: phase, op, calls per stage, FLOPs / weight bytes / other HBM bytes per call,
     time on the stage (ms), bound."""
     table = Table(title=title)
-    for c, j in (("phase", "left"), ("op", "left"), ("calls", "right"), ("flops/call", "right"),
-                 ("weight B/call", "right"), ("other HBM B/call", "right"), ("time_ms", "right"),
-                 ("bound", "left")):
+    for c, j in (
+        ("phase", "left"),
+        ("op", "left"),
+        ("calls", "right"),
+        ("flops/call", "right"),
+        ("weight B/call", "right"),
+        ("other HBM B/call", "right"),
+        ("time_ms", "right"),
+        ("bound", "left"),
+    ):
         table.add_column(c, justify=j)
     for r in records:
-        table.add_row(r["phase"], r["op"], _num(r["calls"]), _num(r["flops"]), _num(r["weight_bytes"]),
-                      _num(r["other_bytes"]), _num(r["time_ms"], "ms"), r["bound"])
+        table.add_row(
+            r["phase"],
+            r["op"],
+            _num(r["calls"]),
+            _num(r["flops"]),
+            _num(r["weight_bytes"]),
+            _num(r["other_bytes"]),
+            _num(r["time_ms"], "ms"),
+            r["bound"],
+        )
     return table

@@ -25,13 +25,34 @@ from ..errors import UserError
 
 # Configuration columns, training and inference; the default key is those present in both files.
 KEY_COLUMNS: tuple[str, ...] = (
-    "model", "hardware", "workload", "phase",
-    "ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute",
+    "model",
+    "hardware",
+    "workload",
+    "phase",
+    "ngpus",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "dp_sharding",
+    "recompute",
     "sequence_parallel",
     # workload knobs that vary inside a multi-run table
-    "seq_len", "global_batch", "precision", "schedule",
+    "seq_len",
+    "global_batch",
+    "precision",
+    "schedule",
     # inference layout and workload columns
-    "sp", "batch", "input_len", "output_len", "context_len", "weight_dtype", "kv_dtype",
+    "sp",
+    "batch",
+    "input_len",
+    "output_len",
+    "context_len",
+    "weight_dtype",
+    "kv_dtype",
 )
 NOT_COMPARED = ("tool_version",)
 DEFAULT_RTOL = 1e-9
@@ -41,9 +62,9 @@ DEFAULT_ATOL = 1e-12
 @dataclass
 class Comparison:
     key: list[str]
-    moved: "object"                 # DataFrame: key..., column, old, new, rel_change
-    added_rows: "object"            # DataFrame of keys only in NEW
-    removed_rows: "object"          # DataFrame of keys only in BASELINE
+    moved: "object"  # DataFrame: key..., column, old, new, rel_change
+    added_rows: "object"  # DataFrame of keys only in NEW
+    removed_rows: "object"  # DataFrame of keys only in BASELINE
     added_columns: list[str] = field(default_factory=list)
     removed_columns: list[str] = field(default_factory=list)
     rows_compared: int = 0
@@ -52,8 +73,13 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        return (len(self.moved) == 0 and len(self.added_rows) == 0 and len(self.removed_rows) == 0
-                and not self.added_columns and not self.removed_columns)
+        return (
+            len(self.moved) == 0
+            and len(self.added_rows) == 0
+            and len(self.removed_rows) == 0
+            and not self.added_columns
+            and not self.removed_columns
+        )
 
 
 def load_tolerances(path: str | Path) -> dict[str, tuple[float, float]]:
@@ -118,8 +144,10 @@ def _check_unique(df, key, name):
     dup = df.duplicated(subset=key, keep=False)
     if dup.any():
         first = df.loc[dup, key].iloc[0].to_dict()
-        raise UserError(f"{name} has {int(dup.sum()):,} rows with duplicate keys (e.g. {_fmt_key(first)}); "
-                        f"give more key columns with --key")
+        raise UserError(
+            f"{name} has {int(dup.sum()):,} rows with duplicate keys (e.g. {_fmt_key(first)}); "
+            f"give more key columns with --key"
+        )
 
 
 def _fmt_key(d: dict) -> str:
@@ -131,9 +159,15 @@ def _fmt_key(d: dict) -> str:
     return " ".join(parts)
 
 
-def compare_frames(base, new, key: list[str] | None = None, rtol: float = DEFAULT_RTOL,
-                   atol: float = DEFAULT_ATOL, tolerances: dict | None = None,
-                   names=("baseline", "new")) -> Comparison:
+def compare_frames(
+    base,
+    new,
+    key: list[str] | None = None,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    tolerances: dict | None = None,
+    names=("baseline", "new"),
+) -> Comparison:
     """Align `base` and `new` on `key` and list every difference (see module docstring)."""
     import pandas as pd
 
@@ -142,8 +176,9 @@ def compare_frames(base, new, key: list[str] | None = None, rtol: float = DEFAUL
     tolerances = tolerances or {}
     vb, vn = _schema_version(base, names[0]), _schema_version(new, names[1])
     if vb is not None and vn is not None and vb != vn:
-        raise UserError(f"{names[0]} has schema_version {vb} but {names[1]} has {vn}; "
-                        f"regenerate the baseline with this version")
+        raise UserError(
+            f"{names[0]} has schema_version {vb} but {names[1]} has {vn}; regenerate the baseline with this version"
+        )
     if key is None:
         key = [c for c in KEY_COLUMNS if c in base.columns and c in new.columns]
         if not key:
@@ -187,30 +222,59 @@ def compare_frames(base, new, key: list[str] | None = None, rtol: float = DEFAUL
                 rel = np.where(old != 0, (nw - old) / np.abs(old), np.where(nw == old, 0.0, np.inf))
             moved = ~same
             if moved.any():
-                pieces.append(pd.DataFrame({**{k: keys_both.loc[moved, k] for k in key}, "column": c,
-                                            "old": ob[moved].astype(object), "new": on[moved].astype(object),
-                                            "rel_change": rel[moved]}))
+                pieces.append(
+                    pd.DataFrame(
+                        {
+                            **{k: keys_both.loc[moved, k] for k in key},
+                            "column": c,
+                            "old": ob[moved].astype(object),
+                            "new": on[moved].astype(object),
+                            "rel_change": rel[moved],
+                        }
+                    )
+                )
         else:
             # both missing = equal (pandas 3's astype(str) keeps NaN, and NaN != NaN)
             both_na = (ob.isna() & on.isna()).to_numpy()
             sb, sn = ob.astype(object).where(ob.notna(), None), on.astype(object).where(on.notna(), None)
             moved = (sb.astype(str) != sn.astype(str)).to_numpy() & ~both_na
             if moved.any():
-                pieces.append(pd.DataFrame({**{k: keys_both.loc[moved, k] for k in key}, "column": c,
-                                            "old": ob[moved].astype(object), "new": on[moved].astype(object),
-                                            "rel_change": np.nan}))
+                pieces.append(
+                    pd.DataFrame(
+                        {
+                            **{k: keys_both.loc[moved, k] for k in key},
+                            "column": c,
+                            "old": ob[moved].astype(object),
+                            "new": on[moved].astype(object),
+                            "rel_change": np.nan,
+                        }
+                    )
+                )
     if pieces:
         moved_df = pd.concat(pieces, ignore_index=True)
     else:
         moved_df = pd.DataFrame(columns=[*key, "column", "old", "new", "rel_change"])
-    return Comparison(key=key, moved=moved_df, added_rows=added, removed_rows=removed,
-                      added_columns=added_cols, removed_columns=removed_cols,
-                      rows_compared=len(both), columns_compared=len(common),
-                      label_key=[k for k in key if pd.concat([kb[k], kn[k]]).nunique(dropna=False) > 1])
+    return Comparison(
+        key=key,
+        moved=moved_df,
+        added_rows=added,
+        removed_rows=removed,
+        added_columns=added_cols,
+        removed_columns=removed_cols,
+        rows_compared=len(both),
+        columns_compared=len(common),
+        label_key=[k for k in key if pd.concat([kb[k], kn[k]]).nunique(dropna=False) > 1],
+    )
 
 
-def compare_files(baseline: str | Path, new: str | Path, key=None, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL,
-                  tolerances: dict | None = None) -> Comparison:
+def compare_files(
+    baseline: str | Path,
+    new: str | Path,
+    key=None,
+    rtol=DEFAULT_RTOL,
+    atol=DEFAULT_ATOL,
+    tolerances: dict | None = None,
+) -> Comparison:
     """Read two tables written by `parallmelism sweep` (or any tidy CSV/Parquet) and compare them."""
     from .writer import read_table
 
@@ -221,8 +285,15 @@ def compare_files(baseline: str | Path, new: str | Path, key=None, rtol=DEFAULT_
     kb, kn = table_kind(base_df), table_kind(new_df)
     if kb != kn:
         raise UserError(f"{str(baseline)!r} is a {kb} table but {str(new)!r} is a {kn} table; compare like with like")
-    return compare_frames(base_df, new_df, key=key, rtol=rtol, atol=atol, tolerances=tolerances,
-                          names=(f"baseline {str(baseline)!r}", f"new {str(new)!r}"))
+    return compare_frames(
+        base_df,
+        new_df,
+        key=key,
+        rtol=rtol,
+        atol=atol,
+        tolerances=tolerances,
+        names=(f"baseline {str(baseline)!r}", f"new {str(new)!r}"),
+    )
 
 
 def _with_schema_version(df, path):

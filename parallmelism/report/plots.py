@@ -1,15 +1,15 @@
 """Pictures (matplotlib, imported lazily; `pip install 'parallmelism[plot]'`), PNG or SVG.
 
-  memory     stacked bars of per-GPU memory (weights, grads, optimizer, FSDP buffers, activations,
-             logits) for the best layouts, with the usable-HBM line
-  roofline   arithmetic intensity (FLOPs / HBM byte) vs attainable FLOP/s: the peak roof, the
-             achievable roof (efficiency block), and one layer's ops of the best layout placed at
-             min(achievable FLOP/s, AI · achievable HBM bandwidth) (Williams et al. 2009; JAX
-             scaling book); forward ops of one micro-batch on one GPU (cost.flops.layer_ops)
-  pareto     every fitting layout (GPUs vs step time) and the non-dominated front
-  scaling    GPUs vs training throughput (tokens/s) of the fastest layout per GPU count, with the
-             linear-scaling line through the smallest count
-  step-time  stacked step-time components (time_*_s columns) of the best layouts
+memory     stacked bars of per-GPU memory (weights, grads, optimizer, FSDP buffers, activations,
+           logits) for the best layouts, with the usable-HBM line
+roofline   arithmetic intensity (FLOPs / HBM byte) vs attainable FLOP/s: the peak roof, the
+           achievable roof (efficiency block), and one layer's ops of the best layout placed at
+           min(achievable FLOP/s, AI · achievable HBM bandwidth) (Williams et al. 2009; JAX
+           scaling book); forward ops of one micro-batch on one GPU (cost.flops.layer_ops)
+pareto     every fitting layout (GPUs vs step time) and the non-dominated front
+scaling    GPUs vs training throughput (tokens/s) of the fastest layout per GPU count, with the
+           linear-scaling line through the smallest count
+step-time  stacked step-time components (time_*_s columns) of the best layouts
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import numpy as np
 
 from ..errors import UserError
 
-COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974",
-          "#64B5CD"]
+COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
 
 
 def _plt():
@@ -71,8 +70,7 @@ def _label(r) -> str:
             parts.append(f"{k}{r[k]}")
     parts.append(f"dp{r['dp']}")
     parts.append(f"mb{r['micro_batch']}")
-    short = {"NO_OP": "ddp", "OPTIMIZER_STATES": "zero1", "OPTIMIZER_STATES_AND_GRADS": "zero2",
-             "FULLY_SHARD": "fsdp"}
+    short = {"NO_OP": "ddp", "OPTIMIZER_STATES": "zero1", "OPTIMIZER_STATES_AND_GRADS": "zero2", "FULLY_SHARD": "fsdp"}
     parts.append(short.get(str(r["dp_sharding"]), str(r["dp_sharding"])))
     if str(r["recompute"]) != "none":
         parts.append(f"rc-{str(r['recompute'])[:3]}")
@@ -129,8 +127,14 @@ def _best_rows(df, top: int):
 def plot_memory(run, out: Path, top: int) -> Path:
     plt = _plt()
     rows = _best_rows(_evaluate(run), top)
-    parts = [("mem_weights_gib", "weights"), ("mem_grads_gib", "gradients"), ("mem_optimizer_gib", "optimizer"),
-             ("mem_fsdp_gather_gib", "FSDP gather buffers"), ("_act", "activations"), ("mem_logits_gib", "logits")]
+    parts = [
+        ("mem_weights_gib", "weights"),
+        ("mem_grads_gib", "gradients"),
+        ("mem_optimizer_gib", "optimizer"),
+        ("mem_fsdp_gather_gib", "FSDP gather buffers"),
+        ("_act", "activations"),
+        ("mem_logits_gib", "logits"),
+    ]
     rows = rows.assign(_act=rows["mem_activations_gib"] - rows["mem_logits_gib"])
     fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(rows) + 3), 5))
     x = np.arange(len(rows))
@@ -142,8 +146,9 @@ def plot_memory(run, out: Path, top: int) -> Path:
     hbm = float(rows["hbm_usable_gib"].iloc[0])
     ax.axhline(hbm, color="black", linestyle="--", linewidth=1)
     ax.text(len(rows) - 0.5, hbm, f" usable HBM {hbm:.1f} GiB", va="bottom", ha="right", fontsize=8)
-    ax.set_xticks(x, [f"{int(r['ngpus'])} GPUs\n" + _label(r).replace(" dp", "\ndp") for _, r in rows.iterrows()],
-                  fontsize=7)
+    ax.set_xticks(
+        x, [f"{int(r['ngpus'])} GPUs\n" + _label(r).replace(" dp", "\ndp") for _, r in rows.iterrows()], fontsize=7
+    )
     ax.set_ylabel("GiB per GPU (most-loaded stage)")
     ax.set_title(_title(run, f"memory of the {len(rows)} best layouts"), fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -199,10 +204,12 @@ def plot_scaling(run, out: Path, top: int) -> Path:
     ax.plot(n, tps[0] * n / n[0], "--", color="gray", label=f"linear from {int(n[0])} GPUs")
     for (_, r), xi, yi in zip(best.iterrows(), n, tps):
         eff = yi / (tps[0] * xi / n[0])
-        ax.annotate(f"{_label(r)}\n{eff:.0%} of linear", (xi, yi), textcoords="offset points", xytext=(6, -14),
-                    fontsize=6)
-    return _save_gpus_loglog(fig, ax, run, "training throughput (tokens/s)",
-                             f"scaling at global batch {run.workload.global_batch}", out)
+        ax.annotate(
+            f"{_label(r)}\n{eff:.0%} of linear", (xi, yi), textcoords="offset points", xytext=(6, -14), fontsize=6
+        )
+    return _save_gpus_loglog(
+        fig, ax, run, "training throughput (tokens/s)", f"scaling at global batch {run.workload.global_batch}", out
+    )
 
 
 def plot_step_time(run, out: Path, top: int) -> Path:
@@ -222,8 +229,9 @@ def plot_step_time(run, out: Path, top: int) -> Path:
         ax.bar(x, vals, bottom=bottom, color=COLORS[i % len(COLORS)], label=col, width=0.7)
         bottom += vals
     ax.plot(x, rows["time_step_s"].to_numpy(float), "k_", markersize=30, label="time_step_s")
-    ax.set_xticks(x, [f"{int(r['ngpus'])} GPUs\n" + _label(r).replace(" dp", "\ndp") for _, r in rows.iterrows()],
-                  fontsize=7)
+    ax.set_xticks(
+        x, [f"{int(r['ngpus'])} GPUs\n" + _label(r).replace(" dp", "\ndp") for _, r in rows.iterrows()], fontsize=7
+    )
     ax.set_ylabel("seconds per step")
     ax.set_title(_title(run, "step-time breakdown of the best layouts"), fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -236,21 +244,36 @@ def plot_roofline(run, out: Path, top: int) -> Path:
         from ..cost import flops as F
         from ..cost.roofline import Rates
     except ImportError:
-        raise UserError("the roofline plot needs the per-op FLOPs inventory (cost.flops), not in this version") from None
+        raise UserError(
+            "the roofline plot needs the per-op FLOPs inventory (cost.flops), not in this version"
+        ) from None
     plt = _plt()
     df = _evaluate(run)
     r = _best_rows(df, 1).iloc[0]
     hw, wl, model = run.hardware, run.workload, run.model
-    ops = F.layer_ops(model, wl.seq_len, int(r["micro_batch"]), int(r["tp"]), int(r["cp"]),
-                      bool(r["sequence_parallel"]), wl.flash_attention)
+    ops = F.layer_ops(
+        model,
+        wl.seq_len,
+        int(r["micro_batch"]),
+        int(r["tp"]),
+        int(r["cp"]),
+        bool(r["sequence_parallel"]),
+        wl.flash_attention,
+    )
     rates = Rates(hw, wl.precision)
     peak = hw.peak_flops(wl.precision)
     bw = hw.hbm_bandwidth_gbps * 1e9
     fig, ax = plt.subplots(figsize=(9, 5.5))
     ai = np.logspace(-1, 4, 200)
     ax.plot(ai, np.minimum(peak, ai * bw) / 1e12, color="black", linewidth=1.5, label="peak roof")
-    ax.plot(ai, np.minimum(rates.gemm_peak, ai * rates.hbm) / 1e12, color="gray", linestyle="--", linewidth=1,
-            label="achievable roof (efficiency block)")
+    ax.plot(
+        ai,
+        np.minimum(rates.gemm_peak, ai * rates.hbm) / 1e12,
+        color="gray",
+        linestyle="--",
+        linewidth=1,
+        label="achievable roof (efficiency block)",
+    )
     ridge = peak / bw
     ax.axvline(ridge, color="gray", linewidth=0.5, linestyle=":")
     ax.text(ridge, peak / 1e12 * 1.1, f"ridge {ridge:.0f} FLOP/B", fontsize=7, ha="center")
@@ -272,20 +295,45 @@ def plot_roofline(run, out: Path, top: int) -> Path:
         rate = float(np.asarray(rate)) if np.all(np.isfinite(rate)) else peak
         x, y = place(fl, by, rate)
         mk, kind = markers[op.kind]
-        ax.scatter([x], [y / 1e12], marker=mk, s=45, color=COLORS[i % len(COLORS)], zorder=3,
-                   label=f"{op.name}", edgecolor="black", linewidth=0.4)
+        ax.scatter(
+            [x],
+            [y / 1e12],
+            marker=mk,
+            s=45,
+            color=COLORS[i % len(COLORS)],
+            zorder=3,
+            label=f"{op.name}",
+            edgecolor="black",
+            linewidth=0.4,
+        )
     if elementwise:
         # norms, residual adds, activation functions: ~0 FLOPs, bandwidth-bound
-        ax.scatter([0.25], [0.25 * rates.hbm / 1e12], marker="^", s=45, color="#555555", zorder=3,
-                   label="elementwise: " + ", ".join(elementwise[:4]) + ("..." if len(elementwise) > 4 else ""))
+        ax.scatter(
+            [0.25],
+            [0.25 * rates.hbm / 1e12],
+            marker="^",
+            s=45,
+            color="#555555",
+            zorder=3,
+            label="elementwise: " + ", ".join(elementwise[:4]) + ("..." if len(elementwise) > 4 else ""),
+        )
     # The same GEMM shapes at decode-sized token counts (one token per sequence): memory-bound.
     h = model.hidden
     tp = int(r["tp"])
     for j, tokens in enumerate((1, 16, 256)):
         op = F._gemm("decode_mlp", float(tokens), float(h), float(model.ffn_hidden) / tp)
         x, y = place(float(op.flops), float(op.bytes), rates.gemm_peak)
-        ax.scatter([x], [y / 1e12], marker="D", s=35, color="white", edgecolor=COLORS[3], linewidth=1.2, zorder=3,
-                   label="MLP up-projection at decode, 1/16/256 tokens" if j == 0 else None)
+        ax.scatter(
+            [x],
+            [y / 1e12],
+            marker="D",
+            s=35,
+            color="white",
+            edgecolor=COLORS[3],
+            linewidth=1.2,
+            zorder=3,
+            label="MLP up-projection at decode, 1/16/256 tokens" if j == 0 else None,
+        )
         ax.annotate(f"{tokens} tok", (x, y / 1e12), textcoords="offset points", xytext=(6, -10), fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -297,12 +345,18 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     return _save(fig, out)
 
 
-DRAW = {"memory": plot_memory, "roofline": plot_roofline, "pareto": plot_pareto, "scaling": plot_scaling,
-        "step-time": plot_step_time}
+DRAW = {
+    "memory": plot_memory,
+    "roofline": plot_roofline,
+    "pareto": plot_pareto,
+    "scaling": plot_scaling,
+    "step-time": plot_step_time,
+}
 
 
 def draw(kind: str, runs: list, out: Path, top: int = 8) -> Path:
     if len(runs) != 1:
-        raise UserError("plot draws one configuration; remove the sweep (a,b) from the overrides "
-                        "(grid.ngpus=[...] lists are fine)")
+        raise UserError(
+            "plot draws one configuration; remove the sweep (a,b) from the overrides (grid.ngpus=[...] lists are fine)"
+        )
     return DRAW[kind](runs[0], Path(out), top)

@@ -4,10 +4,29 @@ from __future__ import annotations
 
 from rich.table import Table
 
-DEFAULT_COLUMNS = ["ngpus", "tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute",
-                   "sequence_parallel", "mem_states_gib", "mem_activations_gib", "mem_total_gib",
-                   "mem_headroom_gib", "time_step_s", "time_bubble_s", "time_comm_exposed_s", "mfu",
-                   "tokens_per_s_per_gpu", "bound"]
+DEFAULT_COLUMNS = [
+    "ngpus",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "dp_sharding",
+    "recompute",
+    "sequence_parallel",
+    "mem_states_gib",
+    "mem_activations_gib",
+    "mem_total_gib",
+    "mem_headroom_gib",
+    "time_step_s",
+    "time_bubble_s",
+    "time_comm_exposed_s",
+    "mfu",
+    "tokens_per_s_per_gpu",
+    "bound",
+]
 
 
 def _fmt(v) -> str:
@@ -16,9 +35,25 @@ def _fmt(v) -> str:
     return str(v)
 
 
-INFERENCE_DEFAULT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "max_batch", "mem_weights_gib",
-                             "mem_kv_cache_gib", "mem_total_gib", "ttft_ms", "tpot_ms", "e2e_latency_ms",
-                             "throughput_tokens_per_s_per_gpu", "cost_per_million_tokens", "bound_decode"]
+INFERENCE_DEFAULT_COLUMNS = [
+    "ngpus",
+    "tp",
+    "pp",
+    "sp",
+    "ep",
+    "dp",
+    "batch",
+    "max_batch",
+    "mem_weights_gib",
+    "mem_kv_cache_gib",
+    "mem_total_gib",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_latency_ms",
+    "throughput_tokens_per_s_per_gpu",
+    "cost_per_million_tokens",
+    "bound_decode",
+]
 
 
 def frame_table(df, columns=None, title: str | None = None, width: int | None = None) -> Table:
@@ -43,8 +78,14 @@ def frame_table(df, columns=None, title: str | None = None, width: int | None = 
             shown.append(c)
             used += w
     left_out = [c for c in columns if c not in shown]
-    caption = (f"{len(left_out)} more column{'s' if len(left_out) > 1 else ''} not shown at this width: "
-               f"{', '.join(left_out)} (--wide shows all; every column is in the file)") if left_out else None
+    caption = (
+        (
+            f"{len(left_out)} more column{'s' if len(left_out) > 1 else ''} not shown at this width: "
+            f"{', '.join(left_out)} (--wide shows all; every column is in the file)"
+        )
+        if left_out
+        else None
+    )
     table = Table(title=title, show_lines=False, caption=caption)
     for c in shown:
         if numeric[c]:

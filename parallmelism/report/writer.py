@@ -25,8 +25,9 @@ def _arrow_table(df):
     df["schema_version"] = SCHEMA_VERSION
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
-    meta.update({b"parallmelism_version": __version__.encode(),
-                 b"parallmelism_schema_version": str(SCHEMA_VERSION).encode()})
+    meta.update(
+        {b"parallmelism_version": __version__.encode(), b"parallmelism_schema_version": str(SCHEMA_VERSION).encode()}
+    )
     return table.replace_schema_metadata(meta)
 
 
@@ -42,11 +43,11 @@ def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, s
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
-        raise UserError(f"output path {str(path)!r} must end in .csv or .parquet (the format follows the "
-                        "extension)")
+        raise UserError(f"output path {str(path)!r} must end in .csv or .parquet (the format follows the extension)")
     if fmt is not None and fmt != TABLE_SUFFIXES[suffix]:
-        raise UserError(f"output.format={fmt} disagrees with the output path {str(path)!r}; "
-                        f"the extension sets the format")
+        raise UserError(
+            f"output.format={fmt} disagrees with the output path {str(path)!r}; the extension sets the format"
+        )
     if path.is_dir():
         raise UserError(f"output path {str(path)!r} is a folder; give a file name")
     folder = path.parent
@@ -90,8 +91,10 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
         os.replace(tmp, path)
     except OSError as exc:  # disk full, quota, read-only target, ...: the old file stays as it was
         Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"cannot write {str(path)!r}: {write_error_reason(exc)}; nothing was written "
-                        "(an existing file there is unchanged)") from None
+        raise UserError(
+            f"cannot write {str(path)!r}: {write_error_reason(exc)}; nothing was written "
+            "(an existing file there is unchanged)"
+        ) from None
     except BaseException:  # includes SIGINT, and SIGTERM/SIGHUP (raised as SystemExit by the CLI)
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -102,8 +105,13 @@ def write_error_reason(exc: OSError) -> str:
     """The OS's reason for a failed write, in words (pyarrow raises OSError without an errno)."""
     import errno
 
-    names = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-             errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
+    names = {
+        errno.ENOSPC: "no space left on the device",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.EROFS: "read-only file system",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+    }
     if exc.errno in names:
         return names[exc.errno]
     text = (exc.strerror or str(exc)).splitlines()[0] if (exc.strerror or str(exc)) else type(exc).__name__
@@ -160,14 +168,18 @@ def _check_csv_complete(path: Path) -> None:
         fh.seek(max(0, size - 65536))
         tail = fh.read()
     if not tail.endswith(b"\n"):
-        raise UserError(f"{str(path)!r} is truncated: line {_line_count(path)}, its last, ends without a line "
-                        "break; re-create the file")
+        raise UserError(
+            f"{str(path)!r} is truncated: line {_line_count(path)}, its last, ends without a line "
+            "break; re-create the file"
+        )
     last = tail.rstrip(b"\r\n").rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
     n_header = len(next(csv.reader([header.decode("utf-8", "replace").rstrip("\r\n")])))
     n_last = len(next(csv.reader([last]))) if last else n_header
     if n_last != n_header:
-        raise UserError(f"{str(path)!r} is truncated: line {_line_count(path)} has {n_last} of the header's "
-                        f"{n_header} fields; re-create the file")
+        raise UserError(
+            f"{str(path)!r} is truncated: line {_line_count(path)} has {n_last} of the header's "
+            f"{n_header} fields; re-create the file"
+        )
 
 
 def _line_count(path: Path) -> int:

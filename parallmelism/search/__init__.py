@@ -3,5 +3,13 @@
 from .pareto import pareto_mask
 from .stream import Collector, FitsCollector, ParetoCollector, ParquetSink, StreamResult, TopKCollector, stream_runs
 
-__all__ = ["pareto_mask", "Collector", "FitsCollector", "ParetoCollector", "ParquetSink", "StreamResult",
-           "TopKCollector", "stream_runs"]
+__all__ = [
+    "pareto_mask",
+    "Collector",
+    "FitsCollector",
+    "ParetoCollector",
+    "ParquetSink",
+    "StreamResult",
+    "TopKCollector",
+    "stream_runs",
+]

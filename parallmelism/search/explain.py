@@ -12,7 +12,9 @@ from __future__ import annotations
 def additive_time_parts(columns) -> list[str]:
     """The time_*_s columns that add up to time_step_s (see module docstring)."""
     cols = [c for c in columns if c.startswith("time_") and c.endswith("_s") and c != "time_step_s"]
-    exposed = {c for c in cols if c.startswith("time_comm_") and c.endswith("_exposed_s") and c != "time_comm_exposed_s"}
+    exposed = {
+        c for c in cols if c.startswith("time_comm_") and c.endswith("_exposed_s") and c != "time_comm_exposed_s"
+    }
     out = []
     for c in cols:
         if c == "time_comm_exposed_s" and exposed:
@@ -25,7 +27,7 @@ def additive_time_parts(columns) -> list[str]:
 
 def kind_of(part: str) -> str:
     """compute | bubble | comm (or the bare name) for a time column."""
-    name = part[len("time_"):-len("_s")]
+    name = part[len("time_") : -len("_s")]
     if "bubble" in name:
         return "bubble"
     if name.startswith("comm"):
@@ -46,6 +48,9 @@ def why_slower(winner, row, parts: list[str]) -> tuple[str, str, float]:
         diffs = {c: float(row[c] - winner[c]) for c in parts}
         worst = max(diffs, key=diffs.get)
         if diffs[worst] > 0:
-            return (kind_of(worst), f"+{delta * 1e3:.1f} ms per step, mostly {worst} (+{diffs[worst] * 1e3:.1f} ms)",
-                    delta)
+            return (
+                kind_of(worst),
+                f"+{delta * 1e3:.1f} ms per step, mostly {worst} (+{diffs[worst] * 1e3:.1f} ms)",
+                delta,
+            )
     return ("time", f"+{delta * 1e3:.1f} ms per step", delta)

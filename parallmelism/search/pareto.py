@@ -45,8 +45,8 @@ def _front_nd(points: np.ndarray) -> np.ndarray:
     block = max(1, 2**24 // n)  # bounds the block x n comparison matrix
     keep = np.ones(n, dtype=bool)
     for lo in range(0, n, block):
-        p = points[lo:lo + block]
+        p = points[lo : lo + block]
         le = (points[None, :, :] <= p[:, None, :]).all(axis=2)
         lt = (points[None, :, :] < p[:, None, :]).any(axis=2)
-        keep[lo:lo + block] = ~(le & lt).any(axis=1)
+        keep[lo : lo + block] = ~(le & lt).any(axis=1)
     return keep

@@ -29,23 +29,74 @@ import numpy as np
 
 from ..errors import UserError
 
-TRAIN_LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "num_micro_batches", "dp_sharding",
-                "recompute", "sequence_parallel"]
-TRAIN_PLAN_COLUMNS = ["model", "hardware", "ngpus", *TRAIN_LAYOUT, "seq_len", "global_batch", "time_step_s",
-                      "tokens_per_s", "mfu", "mem_total_gib", "tokens", "steps", "days", "gpu_hours", "energy_mwh",
-                      "cost_usd", "utilization", "pue", "tdp_w", "cost_per_gpu_hour_usd", "meets_target", "chosen"]
+TRAIN_LAYOUT = [
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "num_micro_batches",
+    "dp_sharding",
+    "recompute",
+    "sequence_parallel",
+]
+TRAIN_PLAN_COLUMNS = [
+    "model",
+    "hardware",
+    "ngpus",
+    *TRAIN_LAYOUT,
+    "seq_len",
+    "global_batch",
+    "time_step_s",
+    "tokens_per_s",
+    "mfu",
+    "mem_total_gib",
+    "tokens",
+    "steps",
+    "days",
+    "gpu_hours",
+    "energy_mwh",
+    "cost_usd",
+    "utilization",
+    "pue",
+    "tdp_w",
+    "cost_per_gpu_hour_usd",
+    "meets_target",
+    "chosen",
+]
 SERVE_LAYOUT = ["tp", "pp", "sp", "ep", "dp", "batch"]
-SERVE_PLAN_COLUMNS = ["model", "hardware", "replica_gpus", *SERVE_LAYOUT, "input_len", "output_len", "ttft_ms",
-                      "tpot_ms", "request_latency_s", "replica_rps", "replicas", "total_gpus", "qps", "load",
-                      "cost_per_gpu_hour_usd", "usd_per_hour", "usd_per_million_output_tokens",
-                      "usd_per_million_tokens", "chosen"]
+SERVE_PLAN_COLUMNS = [
+    "model",
+    "hardware",
+    "replica_gpus",
+    *SERVE_LAYOUT,
+    "input_len",
+    "output_len",
+    "ttft_ms",
+    "tpot_ms",
+    "request_latency_s",
+    "replica_rps",
+    "replicas",
+    "total_gpus",
+    "qps",
+    "load",
+    "cost_per_gpu_hour_usd",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
+    "usd_per_million_tokens",
+    "chosen",
+]
 
 
 def _needs(df, cols, what):
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise UserError(f"{what} needs the column {missing[0]!r}, which the cost model does not produce yet "
-                        f"({'needs the time model' if what.startswith('plan train') else 'needs the inference latency model'})")
+        raise UserError(
+            f"{what} needs the column {missing[0]!r}, which the cost model does not produce yet "
+            f"({'needs the time model' if what.startswith('plan train') else 'needs the inference latency model'})"
+        )
 
 
 def train_plan_table(best, tokens: float, hw, plan):
@@ -95,13 +146,19 @@ def train_plan_failure(table, plan) -> str | None:
     fastest = table.loc[table["days"].idxmin()]
     cheapest = table.loc[table["cost_usd"].idxmin()]
     if plan.gpus is not None:
-        return (f"plan.gpus={plan.gpus}: no layout fits on {plan.gpus} GPUs (or that count was not considered); "
-                f"counts with a fitting layout: {', '.join(map(str, table['ngpus']))}")
+        return (
+            f"plan.gpus={plan.gpus}: no layout fits on {plan.gpus} GPUs (or that count was not considered); "
+            f"counts with a fitting layout: {', '.join(map(str, table['ngpus']))}"
+        )
     if plan.days is not None:
-        return (f"plan.days={plan.days:g}: no GPU count considered finishes in time; the fastest takes "
-                f"{fastest['days']:.1f} days on {int(fastest['ngpus'])} GPUs (add counts with plan.ngpus=[...])")
-    return (f"plan.budget_usd={plan.budget_usd:,.0f}: every plan costs more; the cheapest is "
-            f"${cheapest['cost_usd']:,.0f} on {int(cheapest['ngpus'])} GPUs")
+        return (
+            f"plan.days={plan.days:g}: no GPU count considered finishes in time; the fastest takes "
+            f"{fastest['days']:.1f} days on {int(fastest['ngpus'])} GPUs (add counts with plan.ngpus=[...])"
+        )
+    return (
+        f"plan.budget_usd={plan.budget_usd:,.0f}: every plan costs more; the cheapest is "
+        f"${cheapest['cost_usd']:,.0f} on {int(cheapest['ngpus'])} GPUs"
+    )
 
 
 def ep_across_replicas(df):
@@ -180,22 +237,34 @@ def serve_binding(rows, wl, hw, plan) -> str:
     if both is None:
         return ""
     if both == free:
-        return (f"Binding constraint: the request rate ({rate}); the latency limits cost nothing extra "
-                f"(the cheapest fitting layout already meets them, {both} GPUs).")
+        return (
+            f"Binding constraint: the request rate ({rate}); the latency limits cost nothing extra "
+            f"(the cheapest fitting layout already meets them, {both} GPUs)."
+        )
     named = [n for n, g in (("TTFT", only_ttft), ("TPOT/ITL", only_tpot)) if g == both and g != free]
     which = " and ".join(named) if named else "TTFT and TPOT/ITL together"
-    return (f"Binding constraint: {which}; without the latency limits {free} GPUs would serve {rate} "
-            f"(with TTFT only: {only_ttft}, with TPOT only: {only_tpot}, with both: {both}).")
+    return (
+        f"Binding constraint: {which}; without the latency limits {free} GPUs would serve {rate} "
+        f"(with TTFT only: {only_ttft}, with TPOT only: {only_tpot}, with both: {both})."
+    )
 
 
 def serve_plan_failure(rows, model_name, hw_name, plan) -> str:
     """One sentence when no fitting layout meets the limits: how close the best one came."""
     df = rows[rows["fits"]] if "fits" in rows.columns else rows
-    limits = " and ".join(x for x in (f"ttft_ms={plan.ttft_ms:g}" if plan.ttft_ms else "",
-                                      f"tpot_ms={plan.tpot_ms:g}" if plan.tpot_ms else "") if x)
+    limits = " and ".join(
+        x
+        for x in (
+            f"ttft_ms={plan.ttft_ms:g}" if plan.ttft_ms else "",
+            f"tpot_ms={plan.tpot_ms:g}" if plan.tpot_ms else "",
+        )
+        if x
+    )
     if len(df) == 0:
-        return (f"no serving layout of {model_name} on {hw_name} fits in memory; add GPUs (grid.ngpus) or use "
-                "smaller weights (weight_dtype=fp8)")
+        return (
+            f"no serving layout of {model_name} on {hw_name} fits in memory; add GPUs (grid.ngpus) or use "
+            "smaller weights (weight_dtype=fp8)"
+        )
     ratio = np.zeros(len(df))
     if plan.ttft_ms:
         ratio = np.maximum(ratio, df["ttft_ms"].to_numpy() / plan.ttft_ms)
@@ -203,6 +272,8 @@ def serve_plan_failure(rows, model_name, hw_name, plan) -> str:
         ratio = np.maximum(ratio, df["tpot_ms"].to_numpy() / plan.tpot_ms)
     c = df.iloc[int(np.argmin(ratio))]
     layout = ", ".join(f"{k} {int(c[k])}" for k in ("tp", "pp", "sp", "ep", "batch") if k in c)
-    return (f"no serving layout of {model_name} on {hw_name} meets {limits}: the closest ({layout} on "
-            f"{int(c['ngpus'] // c['dp'])} GPUs per replica) reaches TTFT {c['ttft_ms']:.1f} ms and TPOT "
-            f"{c['tpot_ms']:.2f} ms, {float(ratio.min()):.2f}x the limit it misses most; relax a limit or add GPUs (grid.ngpus)")
+    return (
+        f"no serving layout of {model_name} on {hw_name} meets {limits}: the closest ({layout} on "
+        f"{int(c['ngpus'] // c['dp'])} GPUs per replica) reaches TTFT {c['ttft_ms']:.1f} ms and TPOT "
+        f"{c['tpot_ms']:.2f} ms, {float(ratio.min()):.2f}x the limit it misses most; relax a limit or add GPUs (grid.ngpus)"
+    )

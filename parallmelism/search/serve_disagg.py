@@ -33,8 +33,11 @@ from .plan import ep_across_replicas
 
 def kv_transfer_ms(model, hw, wl, tp, pp, sp):
     """Milliseconds to ship one prompt's KV cache from a prefill replica (module docstring)."""
-    total = float(kv_cache_bytes_per_sequence(model, wl, np.array([1]), model.layers, np.array([1]),
-                                              wl.input_len * (1 - wl.prefix_cache_hit))[0])
+    total = float(
+        kv_cache_bytes_per_sequence(
+            model, wl, np.array([1]), model.layers, np.array([1]), wl.input_len * (1 - wl.prefix_cache_hit)
+        )[0]
+    )
     if hw.scale_out is None:
         return np.full(np.shape(tp), np.inf)
     gpus = np.asarray(tp, dtype=np.float64) * np.asarray(pp) * np.asarray(sp)
@@ -66,8 +69,9 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
         pre, P, pre_lanes = pre[keep].copy(), P[keep], pre_lanes[keep]
     rho = qps * P / (pre["replicas"].to_numpy() * pre_lanes)
     wait = rho * P / (2 * (1 - rho))
-    pre["kv_transfer_ms"] = kv_transfer_ms(model, hw, wl, pre["tp"].to_numpy(), pre["pp"].to_numpy(),
-                                           pre["sp"].to_numpy() if "sp" in pre else 1)
+    pre["kv_transfer_ms"] = kv_transfer_ms(
+        model, hw, wl, pre["tp"].to_numpy(), pre["pp"].to_numpy(), pre["sp"].to_numpy() if "sp" in pre else 1
+    )
     pre["ttft_ms"] = hw.efficiency.request_overhead_ms + (wait + P) * 1e3 + pre["kv_transfer_ms"]
     pre["pool_gpus"] = pre["replicas"] * pre["replica_gpus"]
     if plan.ttft_ms is not None:
@@ -92,9 +96,15 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
     d = dec.sort_values(["pool_gpus", "itl_ms"], kind="stable").iloc[0]
     total = int(p["pool_gpus"] + d["pool_gpus"])
     usd_h = total * hw.cost_per_gpu_hour_usd
-    return {"prefill": p, "decode": d, "total_gpus": total, "usd_per_hour": usd_h,
-            "usd_per_million_output_tokens": usd_h / (qps * wl.output_len * 3600.0) * 1e6,
-            "ttft_ms": float(p["ttft_ms"]), "itl_ms": float(d["itl_ms"])}
+    return {
+        "prefill": p,
+        "decode": d,
+        "total_gpus": total,
+        "usd_per_hour": usd_h,
+        "usd_per_million_output_tokens": usd_h / (qps * wl.output_len * 3600.0) * 1e6,
+        "ttft_ms": float(p["ttft_ms"]),
+        "itl_ms": float(d["itl_ms"]),
+    }
 
 
 def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
@@ -109,17 +119,21 @@ def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
         return ", ".join(f"{k} {int(r[k])}" for k in ("tp", "pp", "sp", "ep") if k in r)
 
     p, d = dis["prefill"], dis["decode"]
-    lines = [f"- disaggregated prefill/decode: {int(p['replicas'])} x {int(p['replica_gpus'])} prefill GPUs "
-             f"({lay(p)}) + {int(d['replicas'])} x {int(d['replica_gpus'])} decode GPUs ({lay(d)}, batch "
-             f"{int(d['batch'])}) = {dis['total_gpus']:,} GPUs, P:D = {int(p['pool_gpus'])}:{int(d['pool_gpus'])}; "
-             f"TTFT {dis['ttft_ms']:.1f} ms (KV transfer {p['kv_transfer_ms']:.2f} ms), ITL {dis['itl_ms']:.2f} ms, "
-             f"${dis['usd_per_million_output_tokens']:.3f} per million output tokens"]
+    lines = [
+        f"- disaggregated prefill/decode: {int(p['replicas'])} x {int(p['replica_gpus'])} prefill GPUs "
+        f"({lay(p)}) + {int(d['replicas'])} x {int(d['replica_gpus'])} decode GPUs ({lay(d)}, batch "
+        f"{int(d['batch'])}) = {dis['total_gpus']:,} GPUs, P:D = {int(p['pool_gpus'])}:{int(d['pool_gpus'])}; "
+        f"TTFT {dis['ttft_ms']:.1f} ms (KV transfer {p['kv_transfer_ms']:.2f} ms), ITL {dis['itl_ms']:.2f} ms, "
+        f"${dis['usd_per_million_output_tokens']:.3f} per million output tokens"
+    ]
     if colocated_gpus:
         diff = dis["total_gpus"] - colocated_gpus
-        verdict = ("fewer" if diff < 0 else "more" if diff > 0 else "as many")
-        lines.append(f"- disaggregated vs colocated: {abs(diff):,} {verdict} GPUs than the colocated plan's "
-                     f"{colocated_gpus:,}" if diff else f"- disaggregated vs colocated: as many GPUs "
-                     f"({colocated_gpus:,}).")
+        verdict = "fewer" if diff < 0 else "more" if diff > 0 else "as many"
+        lines.append(
+            f"- disaggregated vs colocated: {abs(diff):,} {verdict} GPUs than the colocated plan's {colocated_gpus:,}"
+            if diff
+            else f"- disaggregated vs colocated: as many GPUs ({colocated_gpus:,})."
+        )
     return lines
 
 
@@ -135,14 +149,22 @@ def fixed_split_plan(rows, model, hw, wl, plan, qps: float) -> dict:
     for name, n in (("prefill", plan.prefill_gpus), ("decode", plan.decode_gpus)):
         if len(units) == 0 or not (n % units == 0).any():
             smallest = int(units.min()) if len(units) else None
-            raise UserError(f"the {name} pool of {n} GPUs holds no serving layout of {model.name} that fits in "
-                            f"memory" + (f" (the smallest fitting unit has {smallest} GPUs)" if smallest else
-                                         " (none fits at these GPU counts)"))
+            raise UserError(
+                f"the {name} pool of {n} GPUs holds no serving layout of {model.name} that fits in "
+                f"memory"
+                + (
+                    f" (the smallest fitting unit has {smallest} GPUs)"
+                    if smallest
+                    else " (none fits at these GPU counts)"
+                )
+            )
     dis = disaggregated_plan(rows, model, hw, wl, plan, qps, pools=(plan.prefill_gpus, plan.decode_gpus))
     if dis is None or dis.get("total_gpus") is None:
         missing = "prefill" if dis is None or dis["prefill"] is None else "decode"
         limit = "TTFT" if missing == "prefill" else "ITL"
         n = plan.prefill_gpus if missing == "prefill" else plan.decode_gpus
-        raise UserError(f"the {missing} pool of {n} GPUs cannot serve {qps:g} requests/s within the {limit} limit "
-                        f"with any layout; give it more GPUs")
+        raise UserError(
+            f"the {missing} pool of {n} GPUs cannot serve {qps:g} requests/s within the {limit} limit "
+            f"with any layout; give it more GPUs"
+        )
     return dis

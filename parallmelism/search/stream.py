@@ -71,9 +71,9 @@ def partitions_of(run) -> int:
 
 @dataclass
 class RunStats:
-    considered: int = 0   # every axis combination (valid or not)
-    evaluated: int = 0    # valid layouts evaluated (memory model at least)
-    timed: int = 0        # layouts through the whole cost model (fewer when unfit rows are pruned)
+    considered: int = 0  # every axis combination (valid or not)
+    evaluated: int = 0  # valid layouts evaluated (memory model at least)
+    timed: int = 0  # layouts through the whole cost model (fewer when unfit rows are pruned)
     dropped: dict = field(default_factory=lambda: {r: 0 for r in DROP_REASONS})
 
 
@@ -87,8 +87,9 @@ def derive_columns(cols: dict, run) -> dict:
     return cols
 
 
-def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None,
-                          prune_unfit: bool = False) -> Iterator[tuple[dict, np.ndarray]]:
+def iter_partition_chunks(
+    run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None, prune_unfit: bool = False
+) -> Iterator[tuple[dict, np.ndarray]]:
     """Yield (columns, row positions in the partition) for partition `part` of one run.
 
     prune_unfit: evaluate the memory model on every row, the full cost model only on rows that
@@ -113,7 +114,7 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
     add_drop_counts(stats.dropped, g.dropped)
     n = len(g)
     for lo in range(0, n, chunk_rows):
-        chunk = {k: v[lo:lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
+        chunk = {k: v[lo : lo + chunk_rows] for k, v in g.columns.items()} if n > chunk_rows else g.columns
         rows = len(chunk["tp"])
         pos = np.arange(lo, lo + rows, dtype=np.int64)
         stats.evaluated += rows
@@ -135,8 +136,9 @@ def iter_partition_chunks(run, part: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, 
         yield derive_columns(cols, run), pos
 
 
-def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
-                    ) -> Iterator[tuple[dict, bool]]:
+def iter_run_chunks(
+    run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats | None = None
+) -> Iterator[tuple[dict, bool]]:
     """Yield (columns, partition_done) for one run, partition by partition."""
     for part in range(partitions_of(run)):
         for cols, _ in iter_partition_chunks(run, part, chunk_rows, stats):
@@ -145,6 +147,7 @@ def iter_run_chunks(run, chunk_rows: int = DEFAULT_CHUNK_ROWS, stats: RunStats |
 
 
 # ----------------------------------------------------------------------------- collectors
+
 
 def _concat(a: dict | None, b: dict) -> dict:
     if not a:
@@ -159,8 +162,11 @@ def _take(cols: dict, idx) -> dict:
 def _require(cols: dict, names: Sequence[str], why: str) -> None:
     missing = [c for c in names if c not in cols]
     if missing:
-        raise UserError(f"{why} needs the column {missing[0]!r}, which this workload's cost model does not "
-                        f"produce yet" + (" (needs the time model)" if missing[0].startswith(("time_", "tokens_", "mfu", "cost_")) else ""))
+        raise UserError(
+            f"{why} needs the column {missing[0]!r}, which this workload's cost model does not "
+            f"produce yet"
+            + (" (needs the time model)" if missing[0].startswith(("time_", "tokens_", "mfu", "cost_")) else "")
+        )
 
 
 class Collector:
@@ -189,8 +195,9 @@ class TopKCollector(Collector):
     table; `where` is a boolean column name (e.g. "fits") or None for every row.
     """
 
-    def __init__(self, k: int, by: str, group_by: Sequence[str] = ("ngpus",), where: str | None = None,
-                 descending: bool = False):
+    def __init__(
+        self, k: int, by: str, group_by: Sequence[str] = ("ngpus",), where: str | None = None, descending: bool = False
+    ):
         self.k, self.by, self.group_by, self.where, self.descending = k, by, list(group_by), where, descending
         self.kept: dict | None = None
 
@@ -233,8 +240,9 @@ class TopKCollector(Collector):
 class ParetoCollector(Collector):
     """Non-dominated rows on `objectives` [(column, "min"|"max"), ...], per group (or global)."""
 
-    def __init__(self, objectives: Sequence[tuple[str, str]], group_by: Sequence[str] = ("_run",),
-                 where: str | None = "fits"):
+    def __init__(
+        self, objectives: Sequence[tuple[str, str]], group_by: Sequence[str] = ("_run",), where: str | None = "fits"
+    ):
         from .pareto import pareto_mask
 
         self._mask = pareto_mask
@@ -323,14 +331,18 @@ class ParquetSink(Collector):
         run = self.runs[r]
         df = _frame_of_run(run, {k: v for k, v in cols.items() if k not in ("_run", "_row")})
         df = df.drop(columns=[c for c in ("model", "hardware", "workload") if c in df.columns])
-        folder = self.tmp / f"model={run.model.name}" / f"hardware={run.hardware.name}" / f"workload={run.workload.kind}"
+        folder = (
+            self.tmp / f"model={run.model.name}" / f"hardware={run.hardware.name}" / f"workload={run.workload.kind}"
+        )
         table = pa.Table.from_pandas(df, preserve_index=False)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(table, folder / f"part-{r:03d}-{self.count:05d}.parquet")
         except OSError as exc:  # disk full, quota, ...: abort() removes the temporary folder
-            raise UserError(f"cannot write {str(self.path)!r}: {write_error_reason(exc)}; nothing was written "
-                            "(an existing dataset there is unchanged)") from None
+            raise UserError(
+                f"cannot write {str(self.path)!r}: {write_error_reason(exc)}; nothing was written "
+                "(an existing dataset there is unchanged)"
+            ) from None
         self.count += 1
         self.rows += len(df)
 
@@ -348,6 +360,7 @@ class ParquetSink(Collector):
 
 
 # ----------------------------------------------------------------------------- driver
+
 
 @dataclass
 class StreamResult:
@@ -455,9 +468,14 @@ def default_workers(runs) -> int:
     return workers if parts >= 2 * workers else 1
 
 
-def stream_runs(runs: list, collectors: list[Collector], chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                progress: Callable[[int, int], None] | None = None, workers: int | None = None,
-                prune_unfit: bool | None = None) -> StreamResult:
+def stream_runs(
+    runs: list,
+    collectors: list[Collector],
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
+    prune_unfit: bool | None = None,
+) -> StreamResult:
     """Evaluate every run chunk by chunk, feeding each chunk to every collector.
 
     `progress(partitions_done_delta, rows_evaluated_delta)` is called as work completes.

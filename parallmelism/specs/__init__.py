@@ -7,7 +7,20 @@ from .run import OutputSpec, RunConfig
 from .workload import BYTES_PER_ELEMENT, InferenceWorkload, TrainWorkload
 
 __all__ = [
-    "AcceleratorSpec", "Efficiency", "ScaleOut", "ScaleUp", "DP_SHARDING", "RECOMPUTE", "GridSpec",
-    "MLASpec", "ModelSpec", "MoESpec", "moe_layers_in_range", "OutputSpec", "RunConfig", "BYTES_PER_ELEMENT",
-    "InferenceWorkload", "TrainWorkload",
+    "AcceleratorSpec",
+    "Efficiency",
+    "ScaleOut",
+    "ScaleUp",
+    "DP_SHARDING",
+    "RECOMPUTE",
+    "GridSpec",
+    "MLASpec",
+    "ModelSpec",
+    "MoESpec",
+    "moe_layers_in_range",
+    "OutputSpec",
+    "RunConfig",
+    "BYTES_PER_ELEMENT",
+    "InferenceWorkload",
+    "TrainWorkload",
 ]

@@ -51,13 +51,19 @@ class Kernels(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    table: Optional[str] = Field(None, description="kernel table CSV (validate/kernel_table.py format), "
-                                 "relative to hardware/ or absolute; None: the H100 rule")
-    sm_count: Optional[PositiveInt] = Field(None, description="streaming multiprocessors (or CUs) for wave "
-                                            "quantization; None: 132")
-    attention_backend: Literal["cudnn", "flash2", "flash3", "sdpa"] = Field("cudnn",
-                                   description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a "
-                                   "profiled PyTorch SDPA kernel, e.g. on CPU)")
+    table: Optional[str] = Field(
+        None,
+        description="kernel table CSV (validate/kernel_table.py format), "
+        "relative to hardware/ or absolute; None: the H100 rule",
+    )
+    sm_count: Optional[PositiveInt] = Field(
+        None, description="streaming multiprocessors (or CUs) for wave quantization; None: 132"
+    )
+    attention_backend: Literal["cudnn", "flash2", "flash3", "sdpa"] = Field(
+        "cudnn",
+        description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a "
+        "profiled PyTorch SDPA kernel, e.g. on CPU)",
+    )
 
 
 class Overheads(BaseModel):
@@ -69,8 +75,9 @@ class Overheads(BaseModel):
     layer_launch_us: float = Field(0.0, ge=0, description="per layer per micro-batch (fwd + bwd), µs")
     comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
     step_fixed_ms: float = Field(0.0, ge=0, description="host/framework time per optimizer step, ms")
-    straggler_per_doubling: float = Field(0.0, ge=0, le=0.5,
-                                          description="step fraction lost per doubling of GPUs beyond one domain")
+    straggler_per_doubling: float = Field(
+        0.0, ge=0, le=0.5, description="step fraction lost per doubling of GPUs beyond one domain"
+    )
 
 
 class ScaleUp(BaseModel):
@@ -112,17 +119,20 @@ class AcceleratorSpec(BaseModel):
     @model_validator(mode="after")
     def _checks(self):
         if self.hbm_usable_gib > self.hbm_capacity_gib:
-            raise ValueError(
-                f"hbm_usable_gib={self.hbm_usable_gib} exceeds hbm_capacity_gib={self.hbm_capacity_gib}"
-            )
+            raise ValueError(f"hbm_usable_gib={self.hbm_usable_gib} exceeds hbm_capacity_gib={self.hbm_capacity_gib}")
         if "bf16" not in self.peak_tflops:
             raise ValueError("peak_tflops needs at least a bf16 entry")
         return self
 
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype; fp16 falls back to bf16, fp8/fp4 to the next wider."""
-        fallback = {"fp16": ["fp16", "bf16"], "fp8": ["fp8", "bf16"], "fp4": ["fp4", "fp8", "bf16"],
-                    "int8": ["int8", "fp8", "bf16"], "int4": ["int4", "fp4", "int8", "fp8", "bf16"]}
+        fallback = {
+            "fp16": ["fp16", "bf16"],
+            "fp8": ["fp8", "bf16"],
+            "fp4": ["fp4", "fp8", "bf16"],
+            "int8": ["int8", "fp8", "bf16"],
+            "int4": ["int4", "fp4", "int8", "fp8", "bf16"],
+        }
         for key in fallback.get(dtype, [dtype, "bf16"]):
             if key in self.peak_tflops:
                 return self.peak_tflops[key] * 1e12

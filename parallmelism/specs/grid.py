@@ -33,19 +33,46 @@ class GridSpec(BaseModel):
     recompute: Optional[list[Recompute]] = None
     sequence_parallel: Optional[list[bool]] = None
     max_micro_batch: Optional[PositiveInt] = Field(None, description="cap when micro_batch is unset")
-    uneven_pipeline: bool = Field(True, description="allow pp that does not divide the layers: first/last "
-                                                    "stages take fewer layers (Megatron, Llama 3)")
+    uneven_pipeline: bool = Field(
+        True,
+        description="allow pp that does not divide the layers: first/last stages take fewer layers (Megatron, Llama 3)",
+    )
     # Inference only (workload=inference, grid/inference.py): prompt sharding and batch axes.
     sp: Optional[list[PositiveInt]] = Field(None, description="inference: ranks sharing one prompt (prefill)")
-    batch: Optional[list[PositiveInt]] = Field(None, description="inference: concurrent sequences per replica; "
-                                                                 "null = workload.batch")
+    batch: Optional[list[PositiveInt]] = Field(
+        None, description="inference: concurrent sequences per replica; null = workload.batch"
+    )
 
     _coerce = field_validator(
-        "ngpus", "tp", "pp", "cp", "ep", "micro_batch", "vpp", "dp_sharding", "recompute",
-        "sequence_parallel", "sp", "batch", mode="before")(_as_list)
+        "ngpus",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "micro_batch",
+        "vpp",
+        "dp_sharding",
+        "recompute",
+        "sequence_parallel",
+        "sp",
+        "batch",
+        mode="before",
+    )(_as_list)
 
-    @field_validator("ngpus", "tp", "pp", "cp", "ep", "micro_batch", "vpp", "dp_sharding", "recompute",
-                     "sequence_parallel", "sp", "batch")
+    @field_validator(
+        "ngpus",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "micro_batch",
+        "vpp",
+        "dp_sharding",
+        "recompute",
+        "sequence_parallel",
+        "sp",
+        "batch",
+    )
     @classmethod
     def _non_empty(cls, value):
         if value is not None and len(value) == 0:

@@ -25,8 +25,9 @@ class MoESpec(BaseModel):
     shared_ffn_hidden: Optional[PositiveInt] = None
     capacity_factor: Optional[float] = Field(None, gt=0, description="None means dropless")
     router_bias: bool = False
-    shared_expert_gate: bool = Field(False, description="sigmoid gate h->1 on the shared-expert output "
-                                                        "(Qwen2-MoE): h weights per MoE layer")
+    shared_expert_gate: bool = Field(
+        False, description="sigmoid gate h->1 on the shared-expert output (Qwen2-MoE): h weights per MoE layer"
+    )
 
     @model_validator(mode="after")
     def _top_k_within_experts(self):
@@ -93,8 +94,10 @@ class ModelSpec(BaseModel):
             if kv != self.heads:
                 raise ValueError(f"mla: kv_heads={kv} must equal heads={self.heads} (MLA decompresses K/V per head)")
             if self.head_dim is not None and self.head_dim != self.mla.qk_head_dim:
-                raise ValueError(f"mla: head_dim={self.head_dim} must be unset or qk_nope_head_dim + "
-                                 f"qk_rope_head_dim = {self.mla.qk_head_dim}")
+                raise ValueError(
+                    f"mla: head_dim={self.head_dim} must be unset or qk_nope_head_dim + "
+                    f"qk_rope_head_dim = {self.mla.qk_head_dim}"
+                )
             if self.bias or self.qkv_bias or self.qk_norm or self.position_embedding != "rope":
                 raise ValueError("mla: bias, qkv_bias, qk_norm and learned positions are not supported with MLA")
         elif kv > self.heads or self.heads % kv:

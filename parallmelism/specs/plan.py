@@ -19,17 +19,26 @@ class PlanSpec(BaseModel):
     gpus: Optional[PositiveInt] = Field(None, description="use exactly this many GPUs")
     budget_usd: Optional[PositiveFloat] = Field(None, description="fastest plan whose cost stays within this")
     ngpus: Optional[list[PositiveInt]] = Field(
-        None, description="GPU counts to consider (default: powers of two from 8 to 32768, or grid.ngpus if set)")
-    utilization: float = Field(0.9, gt=0, le=1, description=(
-        "goodput: fraction of wall-clock spent in productive steps (failures, restarts, checkpoints and "
-        "evaluation take the rest; Llama 3 405B reported >90% effective training time)"))
+        None, description="GPU counts to consider (default: powers of two from 8 to 32768, or grid.ngpus if set)"
+    )
+    utilization: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description=(
+            "goodput: fraction of wall-clock spent in productive steps (failures, restarts, checkpoints and "
+            "evaluation take the rest; Llama 3 405B reported >90% effective training time)"
+        ),
+    )
     pue: float = Field(1.2, ge=1, description="data-centre power usage effectiveness (facility / IT power)")
     # serving
     qps: Optional[PositiveFloat] = Field(None, description="requests per second to serve")
     tokens_per_s: Optional[PositiveFloat] = Field(
-        None, description="output tokens per second to serve (instead of qps: qps = tokens_per_s / output_len)")
-    prefill_gpus: Optional[PositiveInt] = Field(None, description="disaggregated serving: GPUs of the prefill pool "
-                                                                  "(with decode_gpus: a fixed P:D split)")
+        None, description="output tokens per second to serve (instead of qps: qps = tokens_per_s / output_len)"
+    )
+    prefill_gpus: Optional[PositiveInt] = Field(
+        None, description="disaggregated serving: GPUs of the prefill pool (with decode_gpus: a fixed P:D split)"
+    )
     decode_gpus: Optional[PositiveInt] = Field(None, description="disaggregated serving: GPUs of the decode pool")
     ttft_ms: Optional[PositiveFloat] = Field(None, description="time-to-first-token limit, ms")
     tpot_ms: Optional[PositiveFloat] = Field(None, description="time-per-output-token limit, ms")

@@ -36,6 +36,7 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _overlap_needs_its_axis(self):
         if getattr(self.workload, "overlap_ep_comm", False) and not self.model.is_moe:
-            raise ValueError(f"overlap_ep_comm=true overlaps expert-parallel all-to-alls, but model "
-                             f"{self.model.name} has no experts")
+            raise ValueError(
+                f"overlap_ep_comm=true overlaps expert-parallel all-to-alls, but model {self.model.name} has no experts"
+            )
         return self

@@ -22,32 +22,54 @@ class TrainWorkload(BaseModel):
     global_batch: PositiveInt = Field(description="B, sequences per optimizer step")
     precision: ComputeDtype = Field("bf16", description="matmul dtype; fp8 keeps bf16 weights + fp8 copies")
     flash_attention: bool = Field(True, description="fused attention: no s^2 score matrix is stored")
-    fp8_bf16_edge_layers: int = Field(0, ge=0, description="with fp8/fp4: first and last N layers kept in bf16 "
-                                      "(Megatron-Core --first-last-layers-bf16)")
+    fp8_bf16_edge_layers: int = Field(
+        0,
+        ge=0,
+        description="with fp8/fp4: first and last N layers kept in bf16 (Megatron-Core --first-last-layers-bf16)",
+    )
     grad_reduce_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32)")
+        "fp32", description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32)"
+    )
     schedule: Literal["1f1b", "gpipe", "zero_bubble"] = Field(
-        "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B")
+        "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B"
+    )
     moe_imbalance: float = Field(1.0, ge=1.0, description="busiest expert's tokens / mean (1 = balanced)")
     tokens: Optional[float] = Field(None, gt=0, description="training tokens, for plans")
-    overlap_dp_comm: bool = Field(True, description="DP gradient reduce / parameter gather overlap with "
-                                                    "backward / forward (Megatron overlap_grad_reduce)")
-    overlap_tp_comm: bool = Field(False, description="TP collectives overlap with the adjacent GEMMs "
-                                                     "(Megatron-Core tp_comm_overlap)")
-    dp_bucket_params: Optional[float] = Field(None, gt=0, description="parameters per DP gradient bucket "
-                                                          "(one reduce / gather call each); None: Megatron-Core's "
-                                                          "max(40e6, 1e6·dp_size)")
-    overlap_ep_comm: bool = Field(False, description="MoE token dispatch/combine all-to-alls hidden under the other "
-                                                     "micro-batch's compute (Megatron-Core EP A2A overlap, "
-                                                     "DualPipe-style); false: on the critical path")
-    fsdp_reshard_after_forward: bool = Field(True, description="FULLY_SHARD (FSDP2 reshard_after_forward): free each "
-                                                               "layer's gathered weights after its forward and gather "
-                                                               "again for backward; false: keep the stage's layers "
-                                                               "gathered from forward to backward (one gather per "
-                                                               "micro-batch, the stage's bf16 weights in memory)")
-    overlap_pp_comm: bool = Field(True, description="steady-state pipeline send/recv overlaps the neighbour's "
-                                                    "compute (asynchronous P2P); false: blocking send/recv, "
-                                                    "every transfer on the critical path")
+    overlap_dp_comm: bool = Field(
+        True,
+        description="DP gradient reduce / parameter gather overlap with "
+        "backward / forward (Megatron overlap_grad_reduce)",
+    )
+    overlap_tp_comm: bool = Field(
+        False, description="TP collectives overlap with the adjacent GEMMs (Megatron-Core tp_comm_overlap)"
+    )
+    dp_bucket_params: Optional[float] = Field(
+        None,
+        gt=0,
+        description="parameters per DP gradient bucket "
+        "(one reduce / gather call each); None: Megatron-Core's "
+        "max(40e6, 1e6·dp_size)",
+    )
+    overlap_ep_comm: bool = Field(
+        False,
+        description="MoE token dispatch/combine all-to-alls hidden under the other "
+        "micro-batch's compute (Megatron-Core EP A2A overlap, "
+        "DualPipe-style); false: on the critical path",
+    )
+    fsdp_reshard_after_forward: bool = Field(
+        True,
+        description="FULLY_SHARD (FSDP2 reshard_after_forward): free each "
+        "layer's gathered weights after its forward and gather "
+        "again for backward; false: keep the stage's layers "
+        "gathered from forward to backward (one gather per "
+        "micro-batch, the stage's bf16 weights in memory)",
+    )
+    overlap_pp_comm: bool = Field(
+        True,
+        description="steady-state pipeline send/recv overlaps the neighbour's "
+        "compute (asynchronous P2P); false: blocking send/recv, "
+        "every transfer on the critical path",
+    )
 
 
 class InferenceWorkload(BaseModel):
@@ -66,25 +88,33 @@ class InferenceWorkload(BaseModel):
     flash_attention: bool = True
     moe_imbalance: float = Field(1.0, ge=1.0)
     batching: Literal["continuous", "static"] = Field(
-        "continuous", description="continuous: a new prompt is prefilled alone, in one step with the other "
-                                  "b-1 sequences' decode tokens (vLLM/TensorRT-LLM in-flight batching); "
-                                  "static: the batch's b prompts are prefilled together")
+        "continuous",
+        description="continuous: a new prompt is prefilled alone, in one step with the other "
+        "b-1 sequences' decode tokens (vLLM/TensorRT-LLM in-flight batching); "
+        "static: the batch's b prompts are prefilled together",
+    )
     chunked_prefill: bool = Field(
-        True, description="continuous: prefill chunks ride in the decode iterations (vLLM V1 / SGLang chunked "
-                          "prefill, TensorRT-LLM enable_chunked_context); false: each prompt chunk is a forward "
-                          "pass of its own that the decoding sequences wait for (vLLM V0 / TensorRT-LLM defaults)")
+        True,
+        description="continuous: prefill chunks ride in the decode iterations (vLLM V1 / SGLang chunked "
+        "prefill, TensorRT-LLM enable_chunked_context); false: each prompt chunk is a forward "
+        "pass of its own that the decoding sequences wait for (vLLM V0 / TensorRT-LLM defaults)",
+    )
     spec_method: Literal["none", "draft", "mtp"] = Field(
-        "none", description="speculative decoding: a draft model (draft_model) or the model's multi-token "
-                            "prediction heads (mtp) propose spec_tokens tokens that the model verifies in one step")
+        "none",
+        description="speculative decoding: a draft model (draft_model) or the model's multi-token "
+        "prediction heads (mtp) propose spec_tokens tokens that the model verifies in one step",
+    )
     draft_model: Optional[str] = Field(None, description="draft model name (shipped or user models/NAME.yaml)")
     spec_tokens: PositiveInt = Field(3, description="k, tokens proposed per step (draft length)")
     spec_acceptance: float = Field(0.7, ge=0, le=1, description="a, probability each proposed token is accepted")
-    prefix_cache_hit: float = Field(0.0, ge=0, lt=1, description="share of each prompt's tokens found in the "
-                                                                  "prefix cache (not prefilled again)")
+    prefix_cache_hit: float = Field(
+        0.0, ge=0, lt=1, description="share of each prompt's tokens found in the prefix cache (not prefilled again)"
+    )
     prefill_chunk_tokens: PositiveInt = Field(
-        8192, description="continuous batching: token budget of one iteration (decode tokens + prefill chunk), "
-                          "vLLM max_num_batched_tokens / TensorRT-LLM max_num_tokens")
-
+        8192,
+        description="continuous batching: token budget of one iteration (decode tokens + prefill chunk), "
+        "vLLM max_num_batched_tokens / TensorRT-LLM max_num_tokens",
+    )
 
     @model_validator(mode="after")
     def _draft_named(self):

@@ -20,8 +20,12 @@ import numpy as np
 
 TERMS = ("layer_launch_us", "comm_contention", "step_fixed_ms", "straggler_per_doubling")
 STEPS = {"layer_launch_us": 100.0, "comm_contention": 0.1, "step_fixed_ms": 100.0, "straggler_per_doubling": 0.01}
-GRID = {"layer_launch_us": np.arange(0.0, 801.0, 20.0), "comm_contention": np.arange(0.0, 1.001, 0.1),
-        "step_fixed_ms": np.arange(0.0, 301.0, 10.0), "straggler_per_doubling": np.arange(0.0, 0.0801, 0.004)}
+GRID = {
+    "layer_launch_us": np.arange(0.0, 801.0, 20.0),
+    "comm_contention": np.arange(0.0, 1.001, 0.1),
+    "step_fixed_ms": np.arange(0.0, 301.0, 10.0),
+    "straggler_per_doubling": np.arange(0.0, 0.0801, 0.004),
+}
 
 
 def _rows():
@@ -83,13 +87,17 @@ def main(argv=None) -> int:
         print("overheads:")
         for t in TERMS:
             print(f"  {t}: {terms[t]:g}")
-        print(f"{'case':34s} {'measured_s':>11s} {'kernels_only':>12s} {'err%':>7s} {'with_overheads':>14s} {'err%':>7s}")
+        print(
+            f"{'case':34s} {'measured_s':>11s} {'kernels_only':>12s} {'err%':>7s} {'with_overheads':>14s} {'err%':>7s}"
+        )
         for c_, m_, k_, p_ in zip(cases, measured, p0, pred):
             print(f"{c_:34s} {m_:11.3f} {k_:12.3f} {100 * (k_ / m_ - 1):7.2f} {p_:14.3f} {100 * (p_ / m_ - 1):7.2f}")
         e = np.abs(pred / measured - 1) * 100
         e0 = np.abs(p0 / measured - 1) * 100
-        print(f"|error| kernels only: median {np.median(e0):.2f} % max {e0.max():.2f} %; "
-              f"with overheads: mean {e.mean():.2f} % median {np.median(e):.2f} % max {e.max():.2f} %")
+        print(
+            f"|error| kernels only: median {np.median(e0):.2f} % max {e0.max():.2f} %; "
+            f"with overheads: mean {e.mean():.2f} % median {np.median(e):.2f} % max {e.max():.2f} %"
+        )
     return 0
 
 

@@ -82,8 +82,14 @@ def _alias_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(text).lower())
 
 
-ARCHITECTURE_COLUMNS = {"hidden": "hidden", "layers": "layers", "heads": "heads", "kv_heads": "kv_heads",
-                        "ffn": "ffn_hidden", "vocab": "vocab"}
+ARCHITECTURE_COLUMNS = {
+    "hidden": "hidden",
+    "layers": "layers",
+    "heads": "heads",
+    "kv_heads": "kv_heads",
+    "ffn": "ffn_hidden",
+    "vocab": "vocab",
+}
 
 
 def _architecture_agrees(row, spec) -> bool:
@@ -122,8 +128,11 @@ def model_of(row, shipped_models: dict):
             return spec
     # the architecture columns of a shipped model (its MoE and attention details come with it)
     for spec in shipped_models.values():
-        if all(get(row, c) is not None for c in ("hidden", "layers", "heads", "vocab")) and \
-                _architecture_agrees(row, spec) and (get(row, "experts") is None or spec.is_moe):
+        if (
+            all(get(row, c) is not None for c in ("hidden", "layers", "heads", "vocab"))
+            and _architecture_agrees(row, spec)
+            and (get(row, "experts") is None or spec.is_moe)
+        ):
             return spec
     require(row, ["hidden", "layers", "heads", "ffn", "vocab"], "this")
     h, ffn = as_int(row, "hidden"), as_int(row, "ffn")
@@ -132,11 +141,22 @@ def model_of(row, shipped_models: dict):
     gpt = mlp == "gelu"
     try:
         return ModelSpec(
-            name=str(get(row, "case", "case")), display_name=get(row, "model_desc"), hidden=h,
-            layers=as_int(row, "layers"), heads=heads, kv_heads=as_int(row, "kv_heads", heads), ffn_hidden=ffn,
-            mlp=mlp, norm="layernorm" if gpt else "rmsnorm", vocab=as_int(row, "vocab"), tie_embeddings=gpt,
-            bias=gpt, dropout=gpt, position_embedding="learned" if gpt else "rope",
-            max_position=as_int(row, "seq_len") if gpt else None)
+            name=str(get(row, "case", "case")),
+            display_name=get(row, "model_desc"),
+            hidden=h,
+            layers=as_int(row, "layers"),
+            heads=heads,
+            kv_heads=as_int(row, "kv_heads", heads),
+            ffn_hidden=ffn,
+            mlp=mlp,
+            norm="layernorm" if gpt else "rmsnorm",
+            vocab=as_int(row, "vocab"),
+            tie_embeddings=gpt,
+            bias=gpt,
+            dropout=gpt,
+            position_embedding="learned" if gpt else "rope",
+            max_position=as_int(row, "seq_len") if gpt else None,
+        )
     except Exception as exc:
         raise UserError(f"case {row.get('case')!r}: bad architecture ({str(exc).splitlines()[-1].strip()})") from None
 
@@ -158,11 +178,24 @@ def train_run_of(row, shipped_models: dict, hardware_of, base_output):
     rc = "none" if str(rc).lower() == "any" else str(rc).lower()
     precision = str(get(row, "precision", "bf16")).lower()
     try:
-        wl = TrainWorkload(seq_len=as_int(row, "seq_len"), global_batch=as_int(row, "global_batch", dp * mb),
-                           precision=precision, flash_attention=as_bool(row, "flash_attention", False))
-        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], cp=[cp], ep=[ep], micro_batch=[mb],
-                        vpp=[as_int(row, "vpp", 1)], dp_sharding=[sharding_of(row)], recompute=[rc],
-                        sequence_parallel=[as_bool(row, "sequence_parallel", False)])
+        wl = TrainWorkload(
+            seq_len=as_int(row, "seq_len"),
+            global_batch=as_int(row, "global_batch", dp * mb),
+            precision=precision,
+            flash_attention=as_bool(row, "flash_attention", False),
+        )
+        grid = GridSpec(
+            ngpus=[gpus],
+            tp=[tp],
+            pp=[pp],
+            cp=[cp],
+            ep=[ep],
+            micro_batch=[mb],
+            vpp=[as_int(row, "vpp", 1)],
+            dp_sharding=[sharding_of(row)],
+            recompute=[rc],
+            sequence_parallel=[as_bool(row, "sequence_parallel", False)],
+        )
         return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None

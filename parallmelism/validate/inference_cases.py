@@ -50,11 +50,17 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
     batch = -(-as_int(row, "concurrency", 1) // dp)
     spec = {k: get(row, k) for k in ("spec_method", "spec_tokens", "spec_acceptance") if get(row, k) is not None}
     try:
-        wl = InferenceWorkload(input_len=as_int(row, "input_len"), output_len=as_int(row, "output_len"),
-                               batch=batch, weight_dtype=weights, **spec,
-                               kv_dtype=str(get(row, "kv_cache_precision", "bf16")).lower(), precision=compute,
-                               batching=str(get(row, "batching", "continuous")).lower(),
-                               chunked_prefill=str(get(row, "chunked_prefill", "true")).lower())
+        wl = InferenceWorkload(
+            input_len=as_int(row, "input_len"),
+            output_len=as_int(row, "output_len"),
+            batch=batch,
+            weight_dtype=weights,
+            **spec,
+            kv_dtype=str(get(row, "kv_cache_precision", "bf16")).lower(),
+            precision=compute,
+            batching=str(get(row, "batching", "continuous")).lower(),
+            chunked_prefill=str(get(row, "chunked_prefill", "true")).lower(),
+        )
         grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[batch])
         return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
     except ValidationError as exc:
@@ -79,8 +85,16 @@ def _inference_rows(df, ctx):
         for q, value in measured.items():
             if value is None or q not in predicted:
                 continue
-            rows.append({"case": row["case"], "quantity": q, "unit": "ms", "measured": float(value),
-                         "predicted": predicted[q], "source": get(row, "source", "")})
+            rows.append(
+                {
+                    "case": row["case"],
+                    "quantity": q,
+                    "unit": "ms",
+                    "measured": float(value),
+                    "predicted": predicted[q],
+                    "source": get(row, "source", ""),
+                }
+            )
     return rows
 
 

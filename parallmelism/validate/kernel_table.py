@@ -25,8 +25,23 @@ import argparse
 import sys
 from pathlib import Path
 
-COLUMNS = ("family", "dtype", "part", "m", "k", "n", "seq", "heads", "kv_heads", "head_dim", "backend", "bytes",
-           "measured_s", "cast_input_s", "source")
+COLUMNS = (
+    "family",
+    "dtype",
+    "part",
+    "m",
+    "k",
+    "n",
+    "seq",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "backend",
+    "bytes",
+    "measured_s",
+    "cast_input_s",
+    "source",
+)
 BACKENDS = {"cudnn_attention": "cudnn", "flash_attention": "flash2", "cudnn": "cudnn"}
 
 
@@ -67,16 +82,39 @@ def rows_from_aiconfigurator(path: Path):
         g = df[(df.gemm_dtype == "bfloat16") & df.m.isin(AIC_GEMM_M) & df.n.isin(AIC_GEMM_NK) & df.k.isin(AIC_GEMM_NK)]
         g = g.groupby(["m", "k", "n"], as_index=False).latency.median()
         for r in g.itertuples():
-            out.append({**{c: None for c in COLUMNS}, "family": "gemm", "dtype": "bf16", "part": "fwd", "m": r.m,
-                        "k": r.k, "n": r.n, "measured_s": r.latency * 1e-3, "source": src})
+            out.append(
+                {
+                    **{c: None for c in COLUMNS},
+                    "family": "gemm",
+                    "dtype": "bf16",
+                    "part": "fwd",
+                    "m": r.m,
+                    "k": r.k,
+                    "n": r.n,
+                    "measured_s": r.latency * 1e-3,
+                    "source": src,
+                }
+            )
     elif "isl" in df.columns:
         a = df[(df.attn_dtype == "bfloat16") & (df.isl >= 256)].copy()
         a["heads_x_batch"] = a.num_heads * a.batch_size
         a = a[a.heads_x_batch <= 256].groupby(["isl", "heads_x_batch", "head_dim"], as_index=False).latency.median()
         for r in a.itertuples():
-            out.append({**{c: None for c in COLUMNS}, "family": "attention", "dtype": "bf16", "part": "fwd",
-                        "seq": r.isl, "heads": r.heads_x_batch, "kv_heads": None, "head_dim": r.head_dim,
-                        "backend": "flash2", "measured_s": r.latency * 1e-3, "source": src})
+            out.append(
+                {
+                    **{c: None for c in COLUMNS},
+                    "family": "attention",
+                    "dtype": "bf16",
+                    "part": "fwd",
+                    "seq": r.isl,
+                    "heads": r.heads_x_batch,
+                    "kv_heads": None,
+                    "head_dim": r.head_dim,
+                    "backend": "flash2",
+                    "measured_s": r.latency * 1e-3,
+                    "source": src,
+                }
+            )
     else:
         raise ValueError(f"{path}: not an aiconfigurator gemm_perf or context_attention_perf table")
     return out
@@ -98,14 +136,28 @@ def rows_from(path: Path):
         base["source"] = src
         if fam == "gemm":
             dtype = "fp8" if str(r["dtype"]).startswith("fp8") else r["dtype"]  # fp8_e4m3 -> fp8
-            base.update(family="gemm", dtype=dtype, part=r.get("part", "fwd"), m=r["m"], k=r["k"], n=r["n"],
-                        measured_s=r["measured_s"], cast_input_s=r.get("cast_input_s"))
+            base.update(
+                family="gemm",
+                dtype=dtype,
+                part=r.get("part", "fwd"),
+                m=r["m"],
+                k=r["k"],
+                n=r["n"],
+                measured_s=r["measured_s"],
+                cast_input_s=r.get("cast_input_s"),
+            )
             out.append(base)
         elif fam == "attention_causal":
             backend = BACKENDS[r.get("backend", "cudnn")] if isinstance(r.get("backend"), str) else "cudnn"
-            common = dict(family="attention", dtype="bf16", seq=r["seq"], heads=r["heads"], kv_heads=r["kv_heads"],
-                          head_dim=_head_dim(r),
-                          backend=backend)
+            common = dict(
+                family="attention",
+                dtype="bf16",
+                seq=r["seq"],
+                heads=r["heads"],
+                kv_heads=r["kv_heads"],
+                head_dim=_head_dim(r),
+                backend=backend,
+            )
             if "part" in r and isinstance(r["part"], str):
                 out.append({**base, **common, "part": r["part"], "measured_s": r["measured_s"]})
             else:  # curves: forward and backward in one row
@@ -113,21 +165,26 @@ def rows_from(path: Path):
                 out.append({**base, **common, "part": "bwd", "measured_s": r["measured_bwd_s"]})
         elif fam in ("hbm_copy", "hbm_elementwise", "rmsnorm_compiled", "swiglu_compiled"):
             nbytes = r["bytes"] if "bytes" in r and r["bytes"] == r["bytes"] else r.get("bytes_moved")
-            out.append({**base, "family": "hbm", "dtype": "bf16", "part": fam, "bytes": nbytes,
-                        "measured_s": r["measured_s"]})
+            out.append(
+                {**base, "family": "hbm", "dtype": "bf16", "part": fam, "bytes": nbytes, "measured_s": r["measured_s"]}
+            )
         else:
             raise ValueError(f"{path}: unknown kernel family {fam!r}")
     return out
 
 
 def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int:
-    lines = ["# Kernel table for parallmelism.cost.kernels (format: parallmelism/validate/kernel_table.py).",
-             "# Built by: python -m parallmelism.validate.kernel_table " + " ".join(p.name for p in sources)]
+    lines = [
+        "# Kernel table for parallmelism.cost.kernels (format: parallmelism/validate/kernel_table.py).",
+        "# Built by: python -m parallmelism.validate.kernel_table " + " ".join(p.name for p in sources),
+    ]
     lines += [f"# {n}" for n in notes or []]
     for p in sources:
         if p.suffix == ".parquet":
-            lines.append(f"# --- from {p.name}: NVIDIA aiconfigurator measurements (github.com/ai-dynamo/aiconfigurator, "
-                         "Apache-2.0; see `source` per row) ---")
+            lines.append(
+                f"# --- from {p.name}: NVIDIA aiconfigurator measurements (github.com/ai-dynamo/aiconfigurator, "
+                "Apache-2.0; see `source` per row) ---"
+            )
         else:
             lines.append(f"# --- from {p.name} (shared/reference; measured by the project on one H100 SXM) ---")
             lines += _header(p)
@@ -135,8 +192,12 @@ def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int
     n = 0
     for p in sources:
         for r in rows_from(p):
-            lines.append(",".join(_num(r[c]) if c not in ("family", "dtype", "part", "backend", "source")
-                                  else (r[c] or "") for c in COLUMNS))
+            lines.append(
+                ",".join(
+                    _num(r[c]) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
+                    for c in COLUMNS
+                )
+            )
             n += 1
     tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")

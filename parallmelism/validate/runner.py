@@ -44,8 +44,16 @@ def _memory_rows(df, ctx):
             raise UserError(f"case {row['case']!r}: unknown quantity {q!r}; known: {', '.join(MEMORY_QUANTITIES)}")
         run = train_run_of(row, *ctx)
         pred = float(MEMORY_QUANTITIES[q](_evaluate_one(run)))
-        rows.append({"case": row["case"], "quantity": q, "unit": "GiB", "measured": float(row["measured_gib"]),
-                     "predicted": pred, "source": get(row, "source", "")})
+        rows.append(
+            {
+                "case": row["case"],
+                "quantity": q,
+                "unit": "GiB",
+                "measured": float(row["measured_gib"]),
+                "predicted": pred,
+                "source": get(row, "source", ""),
+            }
+        )
     return rows
 
 
@@ -75,16 +83,21 @@ def _context(overrides, config_dirs):
     hw_overrides = [o for o in overrides if o.lstrip("+~").startswith("hardware.")]
     other = [o for o in overrides if o not in hw_overrides]
     if other:
-        raise UserError(f"validate takes hardware.* overrides only (each case row sets its model, workload and "
-                        f"layout); not {other[0]!r}")
+        raise UserError(
+            f"validate takes hardware.* overrides only (each case row sets its model, workload and "
+            f"layout); not {other[0]!r}"
+        )
 
     def hardware_of(name):
         """The case's accelerator: its file, or composed with the hardware.* overrides as a sweep would."""
         if name not in hw_files:
             raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
         if name not in cache:
-            cache[name] = (to_run_config(compose([f"hardware={name}", *hw_overrides], config_dirs)).hardware
-                           if hw_overrides else _load_option("hardware", name, hw_files))
+            cache[name] = (
+                to_run_config(compose([f"hardware={name}", *hw_overrides], config_dirs)).hardware
+                if hw_overrides
+                else _load_option("hardware", name, hw_files)
+            )
         return cache[name]
 
     base = to_run_config(compose(hw_overrides, config_dirs))
@@ -146,6 +159,8 @@ def summary(table) -> list[str]:
     lines = []
     for q, part in list(table.groupby("quantity", sort=False)) + [("all", table)]:
         e = part["error_pct"].abs()
-        lines.append(f"{q}: {len(part)} cases, |error| mean {e.mean():.2f}%, median {e.median():.2f}%, "
-                     f"max {e.max():.2f}% ({part.loc[e.idxmax(), 'case']})")
+        lines.append(
+            f"{q}: {len(part)} cases, |error| mean {e.mean():.2f}%, median {e.median():.2f}%, "
+            f"max {e.max():.2f}% ({part.loc[e.idxmax(), 'case']})"
+        )
     return lines

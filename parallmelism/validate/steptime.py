@@ -80,8 +80,12 @@ def _workload_extras(row, hw) -> dict:
     dp_overlap = as_bool(row, "overlap_dp_comm", not re.search(r"not overlapped", notes, re.I))
     tp_overlap = as_bool(row, "overlap_tp_comm", bool(re.search(r"\bTP\b[^;]*overlap", notes)))
     pp_overlap = as_bool(row, "overlap_pp_comm", True)
-    return {"flash_attention": flash, "overlap_dp_comm": dp_overlap, "overlap_tp_comm": tp_overlap,
-            "overlap_pp_comm": pp_overlap}
+    return {
+        "flash_attention": flash,
+        "overlap_dp_comm": dp_overlap,
+        "overlap_tp_comm": tp_overlap,
+        "overlap_pp_comm": pp_overlap,
+    }
 
 
 def step_time_run_of(row: dict, ctx):
@@ -99,8 +103,16 @@ def _step_time_rows(df, ctx):
     for row in df.to_dict("records"):
         run = step_time_run_of(row, ctx)
         pred = float(_evaluate_one(run)["time_step_s"])
-        rows.append({"case": row["case"], "quantity": QUANTITY, "unit": "s", "measured": float(row["step_time_s"]),
-                     "predicted": pred, "source": get(row, "source", "")})
+        rows.append(
+            {
+                "case": row["case"],
+                "quantity": QUANTITY,
+                "unit": "s",
+                "measured": float(row["step_time_s"]),
+                "predicted": pred,
+                "source": get(row, "source", ""),
+            }
+        )
     return rows
 
 

@@ -36,18 +36,35 @@ def hf_config(model: ModelSpec, layers: int | None = None, attn: str = "sdpa"):
     if model.mlp == "gelu":
         # GPT-3 as GPT-2 code: LayerNorm with bias, biased Conv1D, learned positions, tied head.
         assert model.position_embedding == "learned" and model.tie_embeddings and model.g == model.heads
-        return GPT2Config(n_embd=model.hidden, n_layer=L, n_head=model.heads, n_inner=model.ffn_hidden,
-                          vocab_size=model.vocab, n_positions=model.max_position, attn_implementation=attn,
-                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    common = dict(hidden_size=model.hidden, num_hidden_layers=L, num_attention_heads=model.heads,
-                  num_key_value_heads=model.g, head_dim=model.d, vocab_size=model.vocab,
-                  tie_word_embeddings=model.tie_embeddings, attn_implementation=attn)
+        return GPT2Config(
+            n_embd=model.hidden,
+            n_layer=L,
+            n_head=model.heads,
+            n_inner=model.ffn_hidden,
+            vocab_size=model.vocab,
+            n_positions=model.max_position,
+            attn_implementation=attn,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
+    common = dict(
+        hidden_size=model.hidden,
+        num_hidden_layers=L,
+        num_attention_heads=model.heads,
+        num_key_value_heads=model.g,
+        head_dim=model.d,
+        vocab_size=model.vocab,
+        tie_word_embeddings=model.tie_embeddings,
+        attn_implementation=attn,
+    )
     if model.moe is None:
         return LlamaConfig(intermediate_size=model.ffn_hidden, **common)
     moe = model.moe
     assert moe.layer_freq == 1 and moe.first_dense_layers == 0 and moe.num_shared_experts == 0
-    return MixtralConfig(intermediate_size=moe.ffn_hidden, num_local_experts=moe.num_experts,
-                         num_experts_per_tok=moe.top_k, **common)
+    return MixtralConfig(
+        intermediate_size=moe.ffn_hidden, num_local_experts=moe.num_experts, num_experts_per_tok=moe.top_k, **common
+    )
 
 
 def deepseek_v3_config(model: ModelSpec, layers: int, attn: str = "sdpa"):
@@ -60,17 +77,33 @@ def deepseek_v3_config(model: ModelSpec, layers: int, attn: str = "sdpa"):
     if moe is not None:
         assert moe.layer_freq == 1 and (moe.shared_ffn_hidden or moe.ffn_hidden) == moe.ffn_hidden
         assert not (moe.router_bias or moe.shared_expert_gate or moe.capacity_factor)
-        kw = dict(moe_intermediate_size=moe.ffn_hidden, n_routed_experts=moe.num_experts,
-                  num_experts_per_tok=moe.top_k, n_shared_experts=moe.num_shared_experts,
-                  first_k_dense_replace=moe.first_dense_layers)
+        kw = dict(
+            moe_intermediate_size=moe.ffn_hidden,
+            n_routed_experts=moe.num_experts,
+            num_experts_per_tok=moe.top_k,
+            n_shared_experts=moe.num_shared_experts,
+            first_k_dense_replace=moe.first_dense_layers,
+        )
     else:
         kw = dict(first_k_dense_replace=layers)
-    return DeepseekV3Config(hidden_size=model.hidden, num_hidden_layers=layers, num_attention_heads=model.heads,
-                            num_key_value_heads=model.heads, intermediate_size=model.ffn_hidden,
-                            vocab_size=model.vocab, tie_word_embeddings=model.tie_embeddings,
-                            q_lora_rank=mla.q_lora_rank, kv_lora_rank=mla.kv_lora_rank,
-                            qk_nope_head_dim=mla.qk_nope_head_dim, qk_rope_head_dim=mla.qk_rope_head_dim,
-                            v_head_dim=mla.v_head_dim, n_group=1, topk_group=1, attn_implementation=attn, **kw)
+    return DeepseekV3Config(
+        hidden_size=model.hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=model.heads,
+        num_key_value_heads=model.heads,
+        intermediate_size=model.ffn_hidden,
+        vocab_size=model.vocab,
+        tie_word_embeddings=model.tie_embeddings,
+        q_lora_rank=mla.q_lora_rank,
+        kv_lora_rank=mla.kv_lora_rank,
+        qk_nope_head_dim=mla.qk_nope_head_dim,
+        qk_rope_head_dim=mla.qk_rope_head_dim,
+        v_head_dim=mla.v_head_dim,
+        n_group=1,
+        topk_group=1,
+        attn_implementation=attn,
+        **kw,
+    )
 
 
 def build(model: ModelSpec, layers: int | None = None, attn: str = "sdpa", dtype=torch.bfloat16):
@@ -112,8 +145,7 @@ def count_flops(model: ModelSpec, seq: int, batch: int = 1, layers: int | None =
     return out
 
 
-def saved_bytes_of_layer(model: ModelSpec, seq: int, batch: int, attn: str, fake: bool,
-                         dtype=torch.bfloat16) -> int:
+def saved_bytes_of_layer(model: ModelSpec, seq: int, batch: int, attn: str, fake: bool, dtype=torch.bfloat16) -> int:
     """Bytes autograd saves for backward in ONE decoder layer (saved_tensors_hooks, deduplicated by
     storage). Parameters and the rotary cos/sin tables (computed once per forward and shared by all
     layers) are excluded; everything the layer's forward creates and keeps is counted."""
@@ -122,7 +154,7 @@ def saved_bytes_of_layer(model: ModelSpec, seq: int, batch: int, attn: str, fake
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     torch.manual_seed(0)
-    with (FakeTensorMode() if fake else nullcontext()):
+    with FakeTensorMode() if fake else nullcontext():
         m = build(model, layers=1, attn=attn, dtype=dtype)
         h = model.hidden
         x = torch.randn(batch, seq, h, dtype=dtype, requires_grad=True)

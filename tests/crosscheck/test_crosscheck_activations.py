@@ -76,26 +76,39 @@ def named_differences(model: ModelSpec, s: int, b: int, flash: bool) -> int:
     """HF minus our Megatron-style profile: the table in the module docstring, bytes."""
     h, a, g, d = model.hidden, model.heads, model.g, model.d
     T = s * b
-    diff = 2 * (2 * h + 4 + 2 * h) * T                       # two RMSNorms
+    diff = 2 * (2 * h + 4 + 2 * h) * T  # two RMSNorms
     if model.moe is None:
-        diff += 2 * model.ffn_hidden * T                      # SiLU output
+        diff += 2 * model.ffn_hidden * T  # SiLU output
     else:
         E, k, f = model.moe.num_experts, model.moe.top_k, model.moe.ffn_hidden
-        diff += 2 * k * f * T + (40 * k + 4) * T + 4 * E      # SiLU output per routed row, metadata
+        diff += 2 * k * f * T + (40 * k + 4) * T + 4 * E  # SiLU output per routed row, metadata
     if not flash:
         diff += (4 * a * d - 4 * g * d) * T + 4 * a * s * s * b
     return diff
 
 
 def ours(model: ModelSpec, s: int, b: int, flash: bool) -> float:
-    return float(layer_activation_bytes(model, s, b, t=1, cp=1, sp=False, recompute=NONE, flash=flash,
-                                        moe_layer=model.moe is not None))
+    return float(
+        layer_activation_bytes(
+            model, s, b, t=1, cp=1, sp=False, recompute=NONE, flash=flash, moe_layer=model.moe is not None
+        )
+    )
 
 
-SMALL_LLAMA = ModelSpec(name="small-llama", hidden=256, layers=1, heads=8, kv_heads=2, head_dim=32,
-                        ffn_hidden=704, vocab=512)
-SMALL_MOE = ModelSpec(name="small-moe", hidden=256, layers=1, heads=8, kv_heads=2, head_dim=32, ffn_hidden=512,
-                      vocab=512, moe=MoESpec(num_experts=4, top_k=2, ffn_hidden=512))
+SMALL_LLAMA = ModelSpec(
+    name="small-llama", hidden=256, layers=1, heads=8, kv_heads=2, head_dim=32, ffn_hidden=704, vocab=512
+)
+SMALL_MOE = ModelSpec(
+    name="small-moe",
+    hidden=256,
+    layers=1,
+    heads=8,
+    kv_heads=2,
+    head_dim=32,
+    ffn_hidden=512,
+    vocab=512,
+    moe=MoESpec(num_experts=4, top_k=2, ffn_hidden=512),
+)
 
 
 def test_readme_coefficients():

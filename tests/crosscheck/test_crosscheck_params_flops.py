@@ -34,8 +34,7 @@ SEQS = (2048, 8192)
 
 def megatron_flops(model, seq: int, batch: int = 1) -> dict[str, float]:
     """formulas.md closed form (non-causal), split into attention core and matmuls, fwd and fwd+bwd."""
-    h, L, a, g, q, V, s, B = (model.hidden, model.layers, model.heads, model.g, model.q_dim, model.vocab,
-                              seq, batch)
+    h, L, a, g, q, V, s, B = (model.hidden, model.layers, model.heads, model.g, model.q_dim, model.vocab, seq, batch)
     gate = 1.5 if model.gated else 1.0
     n_moe = model.num_moe_layers
     mlp = (L - n_moe) * model.ffn_hidden * gate
@@ -46,8 +45,14 @@ def megatron_flops(model, seq: int, batch: int = 1) -> dict[str, float]:
     F = 12 * B * s * L * h * h * ((1 + g / a + s / h) * (q / h) + mlp / (L * h) + V / (2 * L * h))
     attn = 12 * B * s * L * h * h * (s / h) * (q / h)
     total = F + router
-    return {"fwdbwd_total": total, "fwdbwd_attention": attn, "fwdbwd_matmul": total - attn,
-            "fwd_total": total / 3, "fwd_attention": attn / 3, "fwd_matmul": (total - attn) / 3}
+    return {
+        "fwdbwd_total": total,
+        "fwdbwd_attention": attn,
+        "fwdbwd_matmul": total - attn,
+        "fwd_total": total / 3,
+        "fwd_attention": attn / 3,
+        "fwd_matmul": (total - attn) / 3,
+    }
 
 
 def ours_flops(model, seq: int, batch: int = 1) -> dict[str, float]:
@@ -59,8 +64,14 @@ def ours_flops(model, seq: int, batch: int = 1) -> dict[str, float]:
         router = 6.0 * batch * seq * model.hidden * model.moe.num_experts * model.num_moe_layers
     total = float(model_flops_per_step(model, batch, seq, causal=False)) + router
     attn = 3.0 * float(attention_core_forward_flops(model, batch, seq))
-    return {"fwdbwd_total": total, "fwdbwd_attention": attn, "fwdbwd_matmul": total - attn,
-            "fwd_total": total / 3, "fwd_attention": attn / 3, "fwd_matmul": (total - attn) / 3}
+    return {
+        "fwdbwd_total": total,
+        "fwdbwd_attention": attn,
+        "fwdbwd_matmul": total - attn,
+        "fwd_total": total / 3,
+        "fwd_attention": attn / 3,
+        "fwd_matmul": (total - attn) / 3,
+    }
 
 
 def test_our_flops_equal_the_closed_form():

@@ -21,8 +21,10 @@ def current_rows() -> list[str]:
 
     table = run_validation([CASES], [], None)
     minus = str.maketrans("-", "−")  # the README's typographic minus, in the error column only
-    return [f"| {r.case} | {r.measured:.3f} | {r.predicted:.3f} | {f'{r.error_pct:+.1f} %'.translate(minus)} |"
-            for r in table.itertuples()]
+    return [
+        f"| {r.case} | {r.measured:.3f} | {r.predicted:.3f} | {f'{r.error_pct:+.1f} %'.translate(minus)} |"
+        for r in table.itertuples()
+    ]
 
 
 def readme_rows(text: str) -> tuple[int, int, list[str]]:
