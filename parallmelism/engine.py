@@ -8,7 +8,7 @@ from .cost.memory import MEM_STAGES, training_memory
 from .cost.params import total_params
 from .cost.pipeline import bubble_rate
 from .cost.steptime import BOUND_NAMES, training_time
-from .grid import RECOMPUTE_CODE, SHARDING_CODE, enumerate_training_layouts
+from .grid import RECOMPUTE_CODE, SHARDING_CODE
 from .schema import TRAINING_COLUMNS
 from .specs import RunConfig
 
@@ -56,28 +56,29 @@ def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
         elif k == "bound":
             v = pd.Categorical.from_codes(v, categories=list(BOUND_NAMES))
         data[k] = v
-    order = [c for c in (column_order or TRAINING_COLUMNS) if c in data]
+    if column_order is None:
+        from .schema import INFERENCE_COLUMNS
+
+        column_order = TRAINING_COLUMNS if run.workload.kind == "train" else INFERENCE_COLUMNS
+    order = [c for c in column_order if c in data]
     order += [c for c in data if c not in order]
     return pd.DataFrame({c: data[c] for c in order})
 
 
-def evaluate(run: RunConfig):
-    """Evaluate every valid layout of a run. Returns (DataFrame, LayoutGrid)."""
-    if run.workload.kind == "inference":
-        return evaluate_inference(run)
-    grid = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid)
-    cols = evaluate_training_columns(grid.columns, run)
-    return to_frame(cols, run), grid
-
-
-def evaluate_inference(run: RunConfig):
-    """Serving: enumerate inference layouts (grid/inference.py) and add the serving cost columns
-    (cost/inference.py). Returns (DataFrame in INFERENCE_COLUMNS order, LayoutGrid)."""
+def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:
+    """Serving cost columns (cost/inference.py) for inference layout rows (grid/inference.py)."""
     from .cost.inference import draft_model_of, inference_columns
-    from .grid.inference import enumerate_inference_layouts
-    from .schema import INFERENCE_COLUMNS
 
-    grid = enumerate_inference_layouts(run.model, run.hardware, run.workload, run.grid)
     draft = draft_model_of(run.model, run.workload)
-    cols = inference_columns(grid.columns, run.model, run.hardware, run.workload, draft)
-    return to_frame(cols, run, column_order=INFERENCE_COLUMNS), grid
+    return inference_columns(cols, run.model, run.hardware, run.workload, draft)
+
+
+def evaluate(run: RunConfig):
+    """Every valid layout of one run through the evaluation driver (search/driver.py), in
+    enumeration order. Returns (DataFrame, LayoutGrid with the rows' coded layout columns)."""
+    from .grid import LayoutGrid
+    from .search.driver import evaluate_table
+
+    df, res = evaluate_table(run)
+    codes = {k: v for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+    return df, LayoutGrid(codes, res.dropped(), res.considered)

@@ -148,7 +148,7 @@ def test_best_near_misses_stay_within_the_stated_memory_margin():
     misses (used to be listed as 'would be faster'). A layout 10 % over is listed; 30 % over is not."""
     import pandas as pd
 
-    from parallmelism.cli.search_cmds import NEAR_MISS_MEMORY_MARGIN, best_table
+    from parallmelism.search.best import NEAR_MISS_MEMORY_MARGIN, best_table
 
     code, out = cli("best", "model=llama3.1-8b", "grid.ngpus=[8]")
     assert code == 0, out

@@ -1,4 +1,6 @@
-"""Streaming sweep driver and Pareto fronts: chunked results equal one-shot pandas answers."""
+"""The evaluation driver, its collectors and sinks, and Pareto fronts: chunked, parallel results
+equal one-shot pandas answers on the whole grid enumerated and evaluated in one call (without
+the driver)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,17 @@ import pandas as pd
 import pytest
 
 from parallmelism.config import load_run_configs
-from parallmelism.engine import evaluate
-from parallmelism.search import FitsCollector, ParetoCollector, ParquetSink, TopKCollector, pareto_mask, stream_runs
+from parallmelism.engine import evaluate, evaluate_training_columns, to_frame
+from parallmelism.grid import enumerate_training_layouts
+from parallmelism.search import (
+    ParetoCollector,
+    ParquetDatasetSink,
+    RowsCollector,
+    TableSink,
+    TopKCollector,
+    pareto_mask,
+    stream_runs,
+)
 
 GPT3 = ["model=gpt3-175b", "hardware=a100-sxm-80gb", "workload.seq_len=2048", "workload.global_batch=1536"]
 
@@ -42,11 +53,28 @@ def test_pareto_2d_hand_example():
     assert pareto_mask(x, y).tolist() == [True, True, False, False, True]
 
 
+def one_shot(run):
+    """The whole grid in one enumeration and one cost-model call (no partitions, no chunks),
+    rows in partition order (GPU count, then micro-batch, then the enumeration's order)."""
+    grid = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid)
+    df = to_frame(evaluate_training_columns(grid.columns, run), run)
+    return df.sort_values(["ngpus", "micro_batch"], kind="stable").reset_index(drop=True), grid
+
+
 @pytest.fixture(scope="module")
 def gpt3_two_counts():
     runs = _runs(GPT3 + ["grid.ngpus=[256,512]", "grid.max_micro_batch=4"])
-    df, _ = evaluate(runs[0])
+    df, _ = one_shot(runs[0])
     return runs, df
+
+
+def _assert_same_rows(a, b):
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    for c in a.columns:  # column by column: assert_frame_equal takes ~10 s on 100k x 70 categoricals
+        x, y = a[c], b[c]
+        if isinstance(x.dtype, pd.CategoricalDtype):
+            x, y = x.astype(str), y.astype(str)
+        assert np.array_equal(x.to_numpy(), y.to_numpy()), c
 
 
 @pytest.mark.parametrize("chunk_rows, workers", [(997, 1), (1 << 18, 1), (997, 2)])
@@ -70,30 +98,25 @@ def test_topk_per_group_equals_pandas_sort_groupby(gpt3_two_counts, chunk_rows, 
     assert res.evaluated == len(df)
 
 
-def test_streamed_chunks_equal_one_shot_evaluation(gpt3_two_counts):
+@pytest.mark.parametrize("chunk_rows, workers", [(7919, 1), (7919, 2)])
+def test_streamed_chunks_equal_one_shot_evaluation(gpt3_two_counts, chunk_rows, workers):
+    """Every row, same numbers, same order as the whole grid evaluated at once."""
     runs, df = gpt3_two_counts
-    res = stream_runs(runs, [FitsCollector(where=None)], chunk_rows=7919)
-    got = (
-        res.frame(0, keep_index_columns=True)
-        .sort_values(["_row"])
-        .drop(columns=["_run", "_row", "usd_per_step"], errors="ignore")
-    )
-    # partitions walk micro-batch values one at a time, so row order differs: compare as sets of rows
-    key = ["ngpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
-    a = got.sort_values(key, kind="stable").reset_index(drop=True)
-    b = df.sort_values(key, kind="stable").reset_index(drop=True)
-    assert list(a.columns) == list(b.columns) and len(a) == len(b)
-    for c in a.columns:  # column by column: assert_frame_equal takes ~10 s on 100k x 70 categoricals
-        x, y = a[c], b[c]
-        if isinstance(x.dtype, pd.CategoricalDtype):
-            x, y = x.astype(str), y.astype(str)
-        assert np.array_equal(x.to_numpy(), y.to_numpy()), c
+    res = stream_runs(runs, [RowsCollector()], chunk_rows=chunk_rows, workers=workers, derive=False)
+    _assert_same_rows(res.frame(0), df)
+
+
+def test_engine_evaluate_is_the_driver(gpt3_two_counts):
+    runs, df = gpt3_two_counts
+    got, grid = evaluate(runs[0])
+    _assert_same_rows(got, df)
+    assert len(grid) == len(df) and int(grid.columns["tp"].sum()) == int(df["tp"].sum())
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_stream_counts_match_grid(gpt3_two_counts, workers):
     runs, df = gpt3_two_counts
-    _, grid = evaluate(runs[0])
+    _, grid = one_shot(runs[0])
     res = stream_runs(runs, [TopKCollector(1, "mem_total_gib")], chunk_rows=5000, workers=workers)
     assert res.considered == grid.considered and res.evaluated == len(df)
     assert {k: v for k, v in res.dropped().items() if v} == {k: v for k, v in grid.dropped.items() if v}
@@ -116,10 +139,11 @@ def test_pareto_collector_equals_front_of_full_table(gpt3_two_counts, workers):
     )
 
 
-def test_parquet_sink_writes_every_row_as_a_partitioned_dataset(gpt3_two_counts, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parquet_dataset_sink_writes_every_row_as_a_partitioned_dataset(gpt3_two_counts, tmp_path, workers):
     runs, df = gpt3_two_counts
     out = tmp_path / "full"
-    res = stream_runs(runs, [ParquetSink(out, runs)], chunk_rows=20_000)
+    res = stream_runs(runs, [ParquetDatasetSink(out, runs)], chunk_rows=20_000, workers=workers)
     back = pd.read_parquet(out)
     assert len(back) == len(df) == res.evaluated
     assert set(back["model"].astype(str)) == {"gpt3-175b"}
@@ -135,8 +159,50 @@ def test_parquet_sink_leaves_nothing_on_failure(tmp_path):
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        stream_runs(runs, [ParquetSink(tmp_path / "full", runs), Boom(1, "mem_total_gib")])
+        stream_runs(runs, [ParquetDatasetSink(tmp_path / "full", runs), Boom(1, "mem_total_gib")])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_table_sink_bytes_do_not_depend_on_chunks_or_workers(gpt3_two_counts, tmp_path, fmt):
+    """One file streamed chunk by chunk: the same bytes serial or parallel; CSV the same bytes for
+    any chunk size too (a Parquet row group is a chunk, so there only the content is the same);
+    the rows of the one-shot evaluation, in its order."""
+    runs, df = gpt3_two_counts
+    written = []
+    for chunk_rows, workers in [(1 << 18, 1), (3001, 1), (3001, 2)]:
+        path = tmp_path / f"t{chunk_rows}-{workers}.{fmt}"
+        res = stream_runs(runs, [TableSink(path, fmt, runs)], chunk_rows=chunk_rows, workers=workers, derive=False)
+        assert res.kept[0] == len(df)
+        written.append(path.read_bytes())
+    assert written[1] == written[2]
+    if fmt == "csv":
+        assert written[0] == written[1]
+    else:
+        a, b = pd.read_parquet(tmp_path / f"t262144-1.{fmt}"), pd.read_parquet(path)
+        pd.testing.assert_frame_equal(a, b)
+    back = pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+    assert len(back) == len(df)
+    assert np.array_equal(back["time_step_s"].to_numpy(), df["time_step_s"].to_numpy())  # exact, same order
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"t{c}.{fmt}" for c in ("262144-1", "3001-1", "3001-2"))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_table_sink_leaves_nothing_on_failure(tmp_path, workers):
+    runs = _runs(GPT3 + ["grid.ngpus=[256,512]", "grid.max_micro_batch=2"])
+    (tmp_path / "t.csv").write_text("old\n")
+
+    class Boom(TopKCollector):
+        def merge(self, result):
+            raise RuntimeError("boom")
+
+        def update(self, cols):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        stream_runs(runs, [TableSink(tmp_path / "t.csv", "csv", runs), Boom(1, "mem_total_gib")], workers=workers)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+    assert (tmp_path / "t.csv").read_text() == "old\n"
 
 
 def test_missing_time_column_is_one_sentence():

@@ -29,7 +29,7 @@ def compare(
 ):
     """Compare two result tables; exit 0 within tolerance, 1 when something moved, 2 on bad input."""
     from ..errors import UserError
-    from .app import _console, _fail
+    from .common import console, fail
 
     try:
         from ..report.compare import compare_files, load_tolerances
@@ -40,8 +40,8 @@ def compare(
             raise UserError(f"--key={key!r} names no column")
         comp = compare_files(baseline, new, key=keys, rtol=rtol, atol=atol, tolerances=tol)
     except UserError as exc:
-        _fail(str(exc))
-    print_comparison(comp, _console(), max_rows)
+        fail(str(exc))
+    print_comparison(comp, console(), max_rows)
     raise typer.Exit(0 if comp.ok else 1)
 
 

@@ -1,6 +1,6 @@
 """`@hydra.main` entry for `parallmelism sweep -m ...`: Hydra multirun and its launcher plugins.
 
-Each job of the sweep evaluates one configuration and writes its own part file (in the job's
+Each job of the sweep streams one configuration through the evaluation driver into its own part file (in the job's
 output folder unless output.path is set); `parallmelism merge` (later) or pandas concatenates them.
 """
 
@@ -14,19 +14,18 @@ def _task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from ..config.compose import to_run_config
-    from ..engine import evaluate
     from ..errors import UserError
-    from ..report.writer import write_table
+    from ..search import TableSink, stream_runs
 
     try:
         run = to_run_config(cfg)
-        df, grid = evaluate(run)
-        if len(df) == 0:
-            raise UserError(grid.explain_empty())
         out_dir = Path(HydraConfig.get().runtime.output_dir)
         path = Path(run.output.path) if run.output.path else out_dir / f"part.{run.output.format}"
-        write_table(df, path, run.output.format)
-        print(f"wrote {len(df):,} rows to {path}")
+        sink = TableSink(path, run.output.format, [run])  # streamed: memory bounded by the chunk size
+        res = stream_runs([run], [sink], workers=1, derive=False)
+        if res.evaluated == 0:
+            raise UserError(res.explain_empty())
+        print(f"wrote {res.kept[0]:,} rows to {path}")
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2)

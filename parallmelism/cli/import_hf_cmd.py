@@ -20,7 +20,7 @@ def import_hf(
     """Turn a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2/3 incl. MoE) into a model YAML."""
     from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml, write_text_atomic
     from ..errors import UserError
-    from .app import _console, _fail
+    from .common import console, fail
 
     try:
         cfg = read_hf_config(config)
@@ -35,10 +35,10 @@ def import_hf(
         from ..specs import ModelSpec
 
         n = total_params(ModelSpec.model_validate(fields))
-        _console().print(
+        console().print(
             f"wrote {out} ({n:,} parameters); use it with `-c {out.parent.parent} model={model_name}`"
             if out.parent.name == "models"
             else f"wrote {out} ({n:,} parameters)"
         )
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))

@@ -34,12 +34,12 @@ def profile(
 ):
     """Micro-benchmark GEMMs, attention and HBM with PyTorch; write an accelerator file + kernel table."""
     from ..errors import UserError
-    from .app import _console, _fail
+    from .common import console, fail
 
     try:
-        _run(out, name, device, quick, base, quiet, _console)
+        _run(out, name, device, quick, base, quiet, console)
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _run(out, name, device, quick, base_name, quiet, console):

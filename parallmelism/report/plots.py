@@ -94,13 +94,13 @@ def _save_gpus_loglog(fig, ax, run, ylabel: str, title: str, out: Path) -> Path:
 
 
 def _evaluate(run):
-    from ..engine import evaluate
+    from ..search import evaluate_table
 
     if run.workload.kind != "train":
         raise UserError("plots draw training layouts; use workload=train")
-    df, grid = evaluate(run)
+    df, res = evaluate_table(run)
     if len(df) == 0:
-        raise UserError(grid.explain_empty())
+        raise UserError(res.explain_empty())
     return df
 
 

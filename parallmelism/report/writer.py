@@ -17,18 +17,39 @@ from .. import SCHEMA_VERSION, __version__
 from ..errors import UserError
 
 
-def _arrow_table(df):
+def arrow_table(df):
+    """The Arrow table written for df: the frame plus tool_version and schema_version columns
+    and the versions in the schema metadata."""
     import pyarrow as pa
 
     df = df.copy()
     df["tool_version"] = __version__
     df["schema_version"] = SCHEMA_VERSION
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = _small_strings(pa.Table.from_pandas(df, preserve_index=False))
     meta = dict(table.schema.metadata or {})
     meta.update(
         {b"parallmelism_version": __version__.encode(), b"parallmelism_schema_version": str(SCHEMA_VERSION).encode()}
     )
     return table.replace_schema_metadata(meta)
+
+
+def _small_strings(table):
+    """Text columns as `string`, never `large_string` (pandas' string dtype becomes large_string):
+    one Arrow type for text whichever way a table was built, so a Parquet file written chunk by
+    chunk, or assembled from worker parts read back, has the same schema and bytes."""
+    import pyarrow as pa
+
+    def small(t):
+        if pa.types.is_large_string(t):
+            return pa.string()
+        if pa.types.is_dictionary(t) and pa.types.is_large_string(t.value_type):
+            return pa.dictionary(t.index_type, pa.string(), t.ordered)
+        return t
+
+    fields = [pa.field(f.name, small(f.type), f.nullable, f.metadata) for f in table.schema]
+    if all(f.type == g.type for f, g in zip(fields, table.schema)):
+        return table
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
 
 
 TABLE_SUFFIXES = {".csv": "csv", ".parquet": "parquet"}
@@ -77,7 +98,7 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
     os.close(fd)
     honour_umask(tmp, 0o666)  # mkstemp makes 0600; give the file the usual permissions
     try:
-        table = _arrow_table(df)
+        table = arrow_table(df)
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -85,8 +106,7 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
         else:
             import pyarrow.csv as pacsv
 
-            # Categorical (dictionary) columns are written as their plain strings.
-            table = table.cast(_plain_schema(table.schema))
+            table = plain_strings(table)
             pacsv.write_csv(table, tmp)
         os.replace(tmp, path)
     except OSError as exc:  # disk full, quota, read-only target, ...: the old file stays as it was
@@ -125,11 +145,12 @@ def honour_umask(path: str | Path, mode: int = 0o777) -> None:
     os.chmod(path, mode & ~umask)
 
 
-def _plain_schema(schema):
+def plain_strings(table):
+    """Categorical (dictionary) columns as their plain values: what CSV holds."""
     import pyarrow as pa
 
-    fields = [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema]
-    return pa.schema(fields, metadata=schema.metadata)
+    fields = [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
 
 
 def read_table(path: str | Path):

@@ -1,15 +1,28 @@
-"""Search at scale: stream a grid through the cost model in chunks and keep only what was asked."""
+"""Search at scale: the one evaluation driver, collectors that keep what was asked, and sinks.
 
+Layout: partitions.py (a run's grid cut into sub-grids) -> chunks.py (cost model on a chunk of
+rows) -> driver.py (`stream_runs`, workers) -> collectors.py / sinks.py (what is kept or written)
+-> frames.py (DataFrames). pareto.py, explain.py, plan.py and serve_disagg.py build the searches'
+answers on top.
+"""
+
+from .collectors import Collector, CountCollector, ParetoCollector, RowsCollector, TopKCollector
+from .driver import StreamResult, evaluate_table, stream_runs
+from .frames import frame_of_kept
 from .pareto import pareto_mask
-from .stream import Collector, FitsCollector, ParetoCollector, ParquetSink, StreamResult, TopKCollector, stream_runs
+from .sinks import ParquetDatasetSink, TableSink
 
 __all__ = [
-    "pareto_mask",
     "Collector",
-    "FitsCollector",
+    "CountCollector",
     "ParetoCollector",
-    "ParquetSink",
+    "ParquetDatasetSink",
+    "RowsCollector",
     "StreamResult",
+    "TableSink",
     "TopKCollector",
+    "evaluate_table",
+    "frame_of_kept",
+    "pareto_mask",
     "stream_runs",
 ]

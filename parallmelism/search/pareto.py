@@ -50,3 +50,13 @@ def _front_nd(points: np.ndarray) -> np.ndarray:
         lt = (points[None, :, :] < p[:, None, :]).any(axis=2)
         keep[lo : lo + block] = ~(le & lt).any(axis=1)
     return keep
+
+
+FRONTS = {
+    # name: (workload kind, [(column, sense)], derived column needed)
+    "gpus-time": ("train", [("ngpus", "min"), ("time_step_s", "min")]),
+    "gpus-cost": ("train", [("ngpus", "min"), ("usd_per_step", "min")]),
+    "time-cost": ("train", [("time_step_s", "min"), ("usd_per_step", "min")]),
+    "latency-throughput": ("inference", [("tpot_ms", "min"), ("throughput_tokens_per_s_per_gpu", "max")]),
+    "ttft-tpot": ("inference", [("ttft_ms", "min"), ("tpot_ms", "min")]),
+}

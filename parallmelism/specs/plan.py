@@ -1,7 +1,7 @@
 """PlanSpec: the question a capacity plan answers (the `plan:` section of the config).
 
 `parallmelism plan train` and `plan serve` read it; `sweep` ignores it. Shorthands on the plan
-command line (`days=30`, `qps=50`) are rewritten to `plan.days=30`, ... (see cli/search_cmds.py).
+command line (`days=30`, `qps=50`) are rewritten to `plan.days=30`, ... (config/plan_shorthands.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ class PlanSpec(BaseModel):
     gpus: Optional[PositiveInt] = Field(None, description="use exactly this many GPUs")
     budget_usd: Optional[PositiveFloat] = Field(None, description="fastest plan whose cost stays within this")
     ngpus: Optional[list[PositiveInt]] = Field(
-        None, description="GPU counts to consider (default: powers of two from 8 to 32768, or grid.ngpus if set)"
+        None, description="GPU counts to consider (default: default_ngpus, or grid.ngpus if set)"
+    )
+    default_ngpus: list[PositiveInt] = Field(
+        [2**i for i in range(3, 16)],
+        description="GPU counts a training plan considers when none are given (8 .. 32768)",
     )
     utilization: float = Field(
         0.9,
@@ -42,4 +46,8 @@ class PlanSpec(BaseModel):
     decode_gpus: Optional[PositiveInt] = Field(None, description="disaggregated serving: GPUs of the decode pool")
     ttft_ms: Optional[PositiveFloat] = Field(None, description="time-to-first-token limit, ms")
     tpot_ms: Optional[PositiveFloat] = Field(None, description="time-per-output-token limit, ms")
+    serve_batch: list[PositiveInt] = Field(
+        [1, 2, 4, 8, 16, 32, 64, 128, 256],
+        description="sequences in flight per replica that a serving plan considers when grid.batch is not given",
+    )
     load: float = Field(0.8, gt=0, le=1, description="target fraction of a replica's capacity in use (burst headroom)")

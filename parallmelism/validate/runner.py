@@ -26,11 +26,11 @@ def shipped_case_files() -> list[Path]:
 
 
 def _evaluate_one(run):
-    from ..engine import evaluate
+    from ..search import evaluate_table
 
-    df, grid = evaluate(run)
+    df, res = evaluate_table(run)
     if len(df) == 0:
-        raise UserError(f"case layout is not valid: {grid.explain_empty()}")
+        raise UserError(f"case layout is not valid: {res.explain_empty()}")
     return df.iloc[0]
 
 

@@ -79,7 +79,7 @@ def golden_path(name: str) -> Path:
 
 def generate(name: str, path: str | Path) -> Path:
     """Run the case through the real CLI code path (`parallmelism sweep -q ... output.path=PATH`)."""
-    from parallmelism.cli.app import run_sweep
+    from parallmelism.cli.sweep_cmd import run_sweep
 
     run_sweep([*CASES[name], f"output.path={path}", "output.format=csv"], None, quiet=True)
     return Path(path)

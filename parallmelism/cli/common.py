@@ -1,0 +1,235 @@
+"""What every command shares: the console, the one-sentence error, the options, --cfg/--info,
+the output-path checks and the progress bar. Heavy imports happen inside functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
+CONFIG_DIR = typer.Option(
+    None,
+    "--config-dir",
+    "-cd",
+    help="user folder with models/, hardware/, workload/, grid/ whose files add to or "
+    "replace the shipped ones by name (repeatable; also $PARALLMELISM_CONFIG_PATH)",
+)
+# As in Hydra: -c/--cfg [job|hydra|all] prints the composed config, --resolve resolves ${...} in it,
+# --info [all|config|defaults|defaults-tree|plugins|searchpath] prints Hydra's composition details.
+# The mode word is taken from the arguments (it is never an override: overrides hold `=`).
+CFG = typer.Option(False, "--cfg", "-c", help="print the composed config and exit; then job (default), hydra or all")
+RESOLVE = typer.Option(False, "--resolve", help="with --cfg: resolve ${...} interpolations")
+INFO = typer.Option(
+    False,
+    "--info",
+    help="print Hydra's information about the composition and exit; then all "
+    "(default), config, defaults, defaults-tree, plugins or searchpath",
+)
+EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+WIDE = typer.Option(False, "--wide", help="show every table column (default: the columns that fit the terminal)")
+QUIET = typer.Option(False, "--quiet", "-q", help="no progress bar or tables (CI)")
+CHUNK = typer.Option(1 << 18, "--chunk-rows", help="rows evaluated at a time (bounds memory)", min=1000)
+WORKERS = typer.Option(
+    None,
+    "--workers",
+    "-j",
+    min=1,
+    help="processes evaluating the grid (default: every core when the grid has enough partitions; "
+    "the output is the same for any count)",
+)
+FULL = typer.Option(
+    None,
+    "--full-output",
+    help="also stream EVERY evaluated row to this folder as a "
+    "partitioned Parquet dataset (model=/hardware=/workload=/part-*.parquet)",
+)
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal:  # pipes and CI: wide enough that tables do not wrap
+        out = Console(stderr=stderr, highlight=False, width=max(out.width, 200))
+    return out
+
+
+def fail(message: str, code: int = 2):
+    from rich.markup import escape
+
+    console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def check_out(value: Optional[Path]) -> Optional[Path]:
+    """--out is checked when the command line is read, before any computation."""
+    if value is None:
+        return None
+    from ..errors import UserError
+    from ..report.writer import check_output_path
+
+    try:
+        return check_output_path(value)[0]
+    except UserError as exc:
+        fail(str(exc))
+    return None  # pragma: no cover - fail() raises
+
+
+OUT = typer.Option(None, "--out", "-o", callback=check_out, help="write the table here (.csv or .parquet)")
+
+
+# ----------------------------------------------------------------------------- --cfg / --info
+
+CFG_MODES = ("job", "hydra", "all")
+INFO_MODES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def _mode_word(flag: str, modes: tuple[str, ...], overrides: list[str]) -> str:
+    """The mode word after --cfg/--info (taken out of the overrides); the first mode when none is given."""
+    from ..errors import UserError
+
+    words = [o for o in overrides if "=" not in o and not o.startswith(("+", "~"))]
+    for word in words:
+        if word in modes:
+            overrides.remove(word)
+            return word
+    if words:
+        hint = "; a config folder is -cd/--config-dir DIR" if flag.startswith("-c") else ""
+        raise UserError(f"{flag} takes {', '.join(modes)} (as in Hydra), not {words[0]!r}{hint}")
+    return modes[0]
+
+
+def _print_cfg(mode: str, overrides, config_dirs, resolve: bool = False):
+    """Hydra's --cfg: the job config of each point of a sweep; hydra/all are Hydra's own output."""
+    from omegaconf import OmegaConf
+
+    from ..config import expand_sweeps
+    from ..config.compose import compose
+
+    jobs = expand_sweeps(overrides or [])
+    if mode != "job":  # the hydra: node resolves only inside a running Hydra (hydra.runtime, hydra.job)
+        from .hydra_entry import run_hydra_flags
+
+        compose(jobs[0], config_dirs)
+        return run_hydra_flags(["--cfg", mode] + (["--resolve"] if resolve else []), jobs[0], config_dirs)
+    for job in jobs:
+        typer.echo(OmegaConf.to_yaml(compose(job, config_dirs), resolve=resolve))
+
+
+def config_flags(cfg: bool, resolve: bool, info: bool, overrides: list[str], config_dirs) -> bool:
+    """Handle --cfg/--resolve/--info; True when one of them answered the command."""
+    from ..errors import UserError
+
+    if cfg:
+        _print_cfg(_mode_word("-c/--cfg", CFG_MODES, overrides), overrides, config_dirs, resolve)
+        return True
+    if resolve:
+        raise UserError("--resolve only applies with --cfg")
+    if info:
+        from .hydra_entry import run_hydra_info
+
+        run_hydra_info(_mode_word("--info", INFO_MODES, overrides), overrides, config_dirs)
+        return True
+    return False
+
+
+# ----------------------------------------------------------------------------- runs and outputs
+
+
+def load_runs(overrides, config_dirs) -> list:
+    """The RunConfig of every point of the command line's sweep, in order."""
+    from ..config import load_run_configs
+
+    return [rc for _, rc in load_run_configs(list(overrides or []), config_dirs)]
+
+
+def check_one_output_path(out: Optional[Path], paths: set) -> None:
+    """--out and output.path= (Hydra's spelling) name one file: several output.path values (Hydra
+    split a comma in it: a sweep) or the two disagreeing is one sentence."""
+    from ..errors import UserError
+
+    if len(paths) > 1:
+        raise UserError(
+            "output.path took several values: Hydra reads a comma as a sweep; quote a path that "
+            "holds one, e.g. 'output.path=\"results/a,b.csv\"'"
+        )
+    given = next((p for p in paths if p), None)
+    if out is not None and given and Path(given) != Path(out):
+        raise UserError(f"--out {str(out)!r} and output.path={str(given)!r} disagree; give one of them")
+
+
+def out_of(out: Optional[Path], runs) -> Optional[Path]:
+    """--out, or the Hydra spelling output.path= (the two must agree when both are given)."""
+    from ..report.writer import check_output_path
+
+    paths = {r.output.path for r in runs if r.output.path}
+    check_one_output_path(out, paths)
+    return check_output_path(paths.pop())[0] if paths else out
+
+
+def write_frame(df, out: Optional[Path], to, what: str = "rows") -> None:
+    if out is None:
+        return
+    from ..report.writer import write_table
+
+    write_table(df, out)
+    to.print(f"wrote {len(df):,} {what} to {out}")
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class ProgressBar:
+    """The driver's progress (search/driver.py `Progress`) as a rich bar on stderr: partitions
+    done and layouts evaluated. Started by the driver after its worker processes exist."""
+
+    def __init__(self, label: str):
+        self.label, self.rows, self.bar, self.task = label, 0, None, None
+
+    def start(self, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if total <= 1:
+            return
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rows]:,} layouts"),
+            TimeElapsedColumn(),
+            console=console(stderr=True),
+            transient=True,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task(self.label, total=total, rows=0)
+
+    def advance(self, partitions: int, rows: int) -> None:
+        self.rows += rows
+        if self.bar is not None:
+            self.bar.update(self.task, advance=partitions, rows=self.rows)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def stream(
+    runs, collectors, quiet: bool, chunk_rows: int = 1 << 18, label: str = "evaluating", workers=None, derive=True
+):
+    """The driver (search/driver.py) with a progress bar unless quiet."""
+    from ..search import stream_runs
+
+    bar = None if quiet else ProgressBar(label)
+    return stream_runs(runs, collectors, chunk_rows, progress=bar, workers=workers, derive=derive)
+
+
+def with_full_output(collectors: list, runs, full_output: Optional[Path]) -> list:
+    """--full-output: a ParquetDatasetSink after the search's own collectors."""
+    if full_output is None:
+        return collectors
+    from ..search import ParquetDatasetSink
+
+    return [*collectors, ParquetDatasetSink(full_output, runs)]

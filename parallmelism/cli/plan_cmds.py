@@ -1,0 +1,197 @@
+"""`parallmelism plan train|serve`: capacity plans for a training run and for serving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import CHUNK, CONFIG_DIR, EXTRA, OUT, OVERRIDES, QUIET, WORKERS
+
+plan_app = typer.Typer(
+    no_args_is_help=True,
+    help="Capacity plans: GPUs, days, energy and dollars for a training run; replicas and $/token for serving.",
+)
+
+
+@plan_app.command("train", context_settings=EXTRA)
+def plan_train(
+    overrides: Optional[List[str]] = OVERRIDES,
+    out: Optional[Path] = OUT,
+    quiet: bool = QUIET,
+    chunk_rows: int = CHUNK,
+    workers: Optional[int] = WORKERS,
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """GPUs, layout, step time, days, GPU-hours, energy and $ to train on TOKENS (tokens=15e12 [days=|gpus=|budget=])."""
+    from ..errors import UserError
+    from ..report.table import frame_table
+    from ..config.plan_shorthands import rewrite_plan_overrides
+    from ..report.plan_summary import summary_path, train_summary, write_summary
+    from ..search import TopKCollector, frame_of_kept
+    from ..search.plan import train_plan_failure, train_plan_table
+    from .common import console, fail, load_runs, out_of, stream, write_frame
+
+    overrides = rewrite_plan_overrides(list(overrides or []))
+    try:
+        runs = load_runs(overrides, config_dir)
+        out = out_of(out, runs)
+        if len(runs) != 1:
+            raise UserError("plan train answers one question at a time; remove the sweep (a,b) from the overrides")
+        run = runs[0]
+        if run.workload.kind != "train":
+            raise UserError("plan train needs workload=train; for serving use `parallmelism plan serve`")
+        plan = run.plan
+        if run.workload.tokens is None:
+            raise UserError("plan train needs the number of training tokens, e.g. tokens=15e12")
+        if sum(x is not None for x in (plan.days, plan.gpus, plan.budget_usd)) > 1:
+            raise UserError("give at most one of days=, gpus=, budget= (each picks the plan)")
+        explicit_ngpus = any(o.split("=", 1)[0].lstrip("+") == "grid.ngpus" for o in overrides)
+        counts = (
+            [plan.gpus]
+            if plan.gpus
+            else plan.ngpus
+            if plan.ngpus
+            else list(run.grid.ngpus)
+            if explicit_ngpus
+            else plan.default_ngpus
+        )
+        run = run.model_copy(update={"grid": run.grid.model_copy(update={"ngpus": sorted(set(counts))})})
+        collector = TopKCollector(1, "time_step_s", group_by=["ngpus"], where="fits")
+        res = stream([run], [collector], quiet, chunk_rows, "planning", workers)
+        best = frame_of_kept([run], res.kept[0])
+        table = train_plan_table(best, run.workload.tokens, run.hardware, plan) if len(best) else best
+        failure = (
+            train_plan_failure(table, plan)
+            if len(best)
+            else (
+                res.explain_empty()
+                if res.evaluated == 0
+                else f"no layout fits in memory at {', '.join(map(str, run.grid.ngpus))} GPUs; add counts with plan.ngpus=[...]"
+            )
+        )
+        to = console()
+        if not quiet and len(table):
+            to.print(
+                frame_table(
+                    table,
+                    width=to.width,
+                    columns=[
+                        "ngpus",
+                        "tp",
+                        "pp",
+                        "cp",
+                        "ep",
+                        "dp",
+                        "vpp",
+                        "micro_batch",
+                        "dp_sharding",
+                        "recompute",
+                        "time_step_s",
+                        "days",
+                        "gpu_hours",
+                        "energy_mwh",
+                        "cost_usd",
+                        "chosen",
+                    ],
+                    title="fastest layout per GPU count",
+                )
+            )
+        if failure:  # the table above shows why; nothing is written for a plan that failed
+            raise UserError(failure)
+        write_frame(table, out, to, "plan rows")
+        text = train_summary(table, run, plan)
+        if not quiet:
+            to.print(text, markup=False)
+        write_summary(text, summary_path(out), to)
+    except UserError as exc:
+        fail(str(exc))
+
+
+@plan_app.command("serve", context_settings=EXTRA)
+def plan_serve(
+    overrides: Optional[List[str]] = OVERRIDES,
+    out: Optional[Path] = OUT,
+    quiet: bool = QUIET,
+    workers: Optional[int] = WORKERS,
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Replicas x layout, total GPUs and $ per million tokens for QPS requests/s within TTFT/TPOT limits."""
+    from ..errors import UserError
+    from ..report.table import frame_table
+    from ..config.plan_shorthands import rewrite_plan_overrides
+    from ..report.plan_summary import serve_summary, summary_path, write_summary
+    from ..search import RowsCollector, frame_of_kept
+    from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
+    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
+    from .common import console, fail, load_runs, out_of, stream, write_frame
+
+    overrides = rewrite_plan_overrides(list(overrides or []))
+    if not any(o.split("=", 1)[0] in ("workload", "+workload") for o in overrides):
+        overrides = ["workload=inference", *overrides]
+    explicit_batch = any(o.split("=", 1)[0].lstrip("+") == "grid.batch" for o in overrides)
+    try:
+        runs = load_runs(overrides, config_dir)
+        out = out_of(out, runs)
+        if not explicit_batch:  # plan.serve_batch: the batch sizes a serving plan considers
+            runs = [
+                r.model_copy(update={"grid": r.grid.model_copy(update={"batch": list(r.plan.serve_batch)})})
+                for r in runs
+            ]
+        if len(runs) != 1:
+            raise UserError("plan serve answers one question at a time; remove the sweep (a,b) from the overrides")
+        run = runs[0]
+        if run.workload.kind != "inference":
+            raise UserError("plan serve needs workload=inference")
+        if run.plan.qps is None and run.plan.tokens_per_s is None:
+            raise UserError(
+                "plan serve needs the load, e.g. qps=50 (requests/s) or tokens_per_s=20000 (output tokens/s)"
+            )
+        plan_qps(run.plan, run.workload)
+        res = stream([run], [RowsCollector()], quiet, label="planning", workers=workers)
+        rows = frame_of_kept([run], res.kept[0])
+        if res.evaluated == 0:
+            raise UserError(res.explain_empty())
+        table = serve_plan_table(rows, run.workload, run.hardware, run.plan)
+        dis = disaggregated_plan(
+            rows, run.model, run.hardware, run.workload, run.plan, plan_qps(run.plan, run.workload)
+        )
+        if run.plan.prefill_gpus or run.plan.decode_gpus:
+            dis = fixed_split_plan(
+                rows, run.model, run.hardware, run.workload, run.plan, plan_qps(run.plan, run.workload)
+            )
+        if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
+            raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
+        binding = serve_binding(rows, run.workload, run.hardware, run.plan) if len(table) else ""
+        colocated = int(table.iloc[0]["total_gpus"]) if len(table) else None
+        binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
+        to = console()
+        if not quiet:
+            to.print(
+                frame_table(
+                    table.head(10),
+                    width=to.width,
+                    columns=[
+                        "replica_gpus",
+                        "tp",
+                        "pp",
+                        "sp",
+                        "ep",
+                        "batch",
+                        "ttft_ms",
+                        "tpot_ms",
+                        "replicas",
+                        "total_gpus",
+                        "usd_per_million_output_tokens",
+                    ],
+                    title="cheapest serving layouts",
+                )
+            )
+        write_frame(table, out, to, "plan rows")
+        text = serve_summary(table, run, run.plan, binding)
+        if not quiet:
+            to.print(text, markup=False)
+        write_summary(text, summary_path(out), to)
+    except UserError as exc:
+        fail(str(exc))

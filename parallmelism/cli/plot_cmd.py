@@ -1,0 +1,43 @@
+"""`parallmelism plot`: pictures (memory, roofline, pareto, scaling, step time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import CONFIG_DIR, OVERRIDES, QUIET
+
+
+PLOT_KINDS = ("memory", "roofline", "pareto", "scaling", "step-time")
+
+
+def plot(
+    kind: str = typer.Argument(..., help="memory | roofline | pareto | scaling | step-time"),
+    overrides: Optional[List[str]] = OVERRIDES,
+    out: Path = typer.Option(..., "--out", "-o", help="picture file: .png or .svg"),
+    top: int = typer.Option(8, "--top", help="layouts shown (memory, step-time)", min=1),
+    quiet: bool = QUIET,
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Draw a picture: memory, roofline, pareto, scaling or step-time (needs matplotlib: the plot extra)."""
+    from ..errors import UserError
+    from .common import console, fail, load_runs
+
+    try:
+        if kind not in PLOT_KINDS:
+            raise UserError(f"unknown plot {kind!r}; choose {', '.join(PLOT_KINDS)}")
+        if out.suffix.lower() not in (".png", ".svg"):
+            raise UserError(f"--out {str(out)!r}: give a .png or .svg file")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UserError("plot needs matplotlib: pip install 'parallmelism[plot]'") from None
+        from ..report import plots
+
+        runs = load_runs(overrides, config_dir)
+        path = plots.draw(kind, runs, out, top=top)
+        console().print(f"wrote {path}")
+    except UserError as exc:
+        fail(str(exc))

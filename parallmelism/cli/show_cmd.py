@@ -1,0 +1,86 @@
+"""`parallmelism show`: one layout explained (fit, every column, where the step time goes)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .common import CFG, CONFIG_DIR, INFO, OVERRIDES, RESOLVE
+
+FIT_COLUMNS = ("fits", "mem_total_gib", "mem_headroom_gib")
+
+
+def _fit_first(row: dict) -> dict:
+    """show's record with fit and memory headroom first: the first thing to know about a layout."""
+    first = {k: row[k] for k in FIT_COLUMNS if k in row}
+    return {**first, **{k: v for k, v in row.items() if k not in first}}
+
+
+def _print_fit_line(out, row: dict, hw) -> None:
+    if "fits" not in row or "mem_total_gib" not in row:
+        return
+    usable = hw.hbm_usable_gib
+    need = float(row["mem_total_gib"])
+    if bool(row["fits"]):
+        out.print(
+            f"fits: {need:,.1f} GiB per GPU of {usable:,.1f} GiB usable on {hw.name} "
+            f"({usable - need:,.1f} GiB headroom)",
+            markup=False,
+        )
+    else:
+        out.print(
+            f"warning: this layout does not fit: it needs {need:,.1f} GiB per GPU and {hw.name} has "
+            f"{usable:,.1f} GiB usable; its times describe a layout that cannot run",
+            style="bold red",
+            markup=False,
+        )
+
+
+def show(
+    overrides: Optional[List[str]] = OVERRIDES,
+    cfg: bool = CFG,
+    resolve: bool = RESOLVE,
+    info: bool = INFO,
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Explain one layout: pin the grid (grid.ngpus=[64] grid.tp=8 ...); the best match is shown."""
+    from ..errors import UserError
+    from ..report.rank import rank_rows
+    from ..report.table import record_table
+    from ..schema import INFERENCE_COLUMNS, TRAINING_COLUMNS
+    from ..search import evaluate_table
+    from .common import config_flags, console, fail, load_runs
+
+    overrides = list(overrides or [])
+    try:
+        if config_flags(cfg, resolve, info, overrides, config_dir):
+            return
+        runs = load_runs(overrides, config_dir)
+        if len(runs) > 1:
+            raise UserError("show explains one configuration; remove the sweep (a,b) from the overrides")
+        run = runs[0]
+        df, res = evaluate_table(run)
+        if len(df) == 0:
+            raise UserError(res.explain_empty())
+        ranked = rank_rows(df)
+        chosen = int(ranked.index[0])
+        row = _fit_first(ranked.iloc[0].to_dict())
+        out = console()
+        title = "layout" if len(df) == 1 else f"best of {len(df):,} matching layouts (pin more grid keys to choose)"
+        _print_fit_line(out, row, run.hardware)
+        if run.workload.kind == "inference":
+            from ..cost.inference import breakdown_for_row
+            from ..report.breakdown import breakdown_table
+
+            out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS))
+            out.print(breakdown_table(breakdown_for_row(row, run.model, run.hardware, run.workload)))
+            return
+        out.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS))
+        # where the step time goes (cost/breakdown.py) for the chosen layout's coded columns
+        from ..cost.breakdown import training_breakdown
+        from ..report.steptime_tables import step_time_tables
+
+        layout = {k: v[[chosen]] for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+        for table in step_time_tables(training_breakdown(layout, run.model, run.hardware, run.workload)):
+            out.print(table)
+    except UserError as exc:
+        fail(str(exc))

@@ -1,0 +1,60 @@
+"""`parallmelism validate`: predict published measurements and report the error per case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import CONFIG_DIR, OVERRIDES
+
+
+def validate(
+    cases: Optional[List[Path]] = typer.Option(
+        None, "--cases", help="case file(s) in the format of shared/reference/*_measured.csv (default: the shipped set)"
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the per-case table here (CSV)"),
+    max_error: Optional[float] = typer.Option(None, "--max-error", help="exit 1 if any |error| exceeds PCT"),
+    overrides: Optional[List[str]] = OVERRIDES,
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Predict published measurements and report the error per case."""
+    from ..errors import UserError
+    from .common import console, fail
+    from ..validate.runner import run_validation, summary
+    from ..report.table import frame_table
+    from ..report.writer import write_table
+
+    try:
+        table = run_validation(cases, list(overrides or []), config_dir)
+        if out is not None:  # first, so an unwritable path fails before anything is printed
+            write_table(table, out, "csv")
+        to = console()
+        to.print(
+            frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"], title="validation")
+        )
+        for line in summary(table):
+            to.print(line)
+        if out is not None:
+            to.print(f"wrote {len(table)} rows to {out}")
+        failed = table.attrs.get("failed", [])
+        if failed:
+            err = console(stderr=True)
+            for f in failed:
+                err.print(f"could not build case {f['case']} ({f['file']}): {f['reason']}", markup=False)
+            err.print(
+                f"{len(failed)} case row{'s' if len(failed) > 1 else ''} could not be built; the table above "
+                "holds the others",
+                markup=False,
+            )
+            raise typer.Exit(2)
+        if max_error is not None and (table["error_pct"].abs() > max_error).any():
+            worst = table.loc[table["error_pct"].abs().idxmax()]
+            console(stderr=True).print(
+                f"case {worst['case']} ({worst['quantity']}) is off by "
+                f"{worst['error_pct']:+.2f}%, above --max-error {max_error}%"
+            )
+            raise typer.Exit(1)
+    except UserError as exc:
+        fail(str(exc))

@@ -1,0 +1,130 @@
+"""Markdown summaries of capacity plans (`plan train`, `plan serve`), and where they are written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def summary_path(out: Optional[Path]) -> Optional[Path]:
+    return None if out is None else out.with_name(out.stem + ".summary.md")
+
+
+def write_summary(text: str, path: Optional[Path], console) -> None:
+    """The plan's Markdown summary, written atomically beside the plan table."""
+    if path is None:
+        return
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    console.print(f"wrote the summary to {path}")
+
+
+def train_summary(table, run, plan) -> str:
+    hw, model, wl = run.hardware, run.model, run.workload
+    lines = [f"# Training plan: {model.name} on {hw.name}, {wl.tokens:.3g} tokens", ""]
+    chosen = table[table["chosen"]]
+    if len(chosen):
+        c = chosen.iloc[0]
+        goal = (
+            f"exactly {plan.gpus} GPUs"
+            if plan.gpus
+            else f"finish within {plan.days:g} days"
+            if plan.days
+            else f"budget ${plan.budget_usd:,.0f}"
+            if plan.budget_usd
+            else "lowest cost"
+        )
+        lines += [
+            f"Goal: {goal}.",
+            "",
+            f"- GPUs: {int(c['ngpus']):,}  (tp {c['tp']}, pp {c['pp']}, cp {c['cp']}, ep {c['ep']}, dp {c['dp']},"
+            f" vpp {c['vpp']}, micro-batch {c['micro_batch']}, {c['dp_sharding']}, recompute {c['recompute']},"
+            f" sequence parallel {c['sequence_parallel']})",
+            f"- step time: {c['time_step_s']:.3f} s for {int(c['global_batch'])} x {int(c['seq_len'])} tokens"
+            f" ({c['tokens_per_s']:,.0f} tokens/s" + (f", MFU {c['mfu']:.1%}" if "mfu" in c else "") + ")",
+            f"- wall-clock: {c['days']:.1f} days ({c['steps']:,.0f} steps)",
+            f"- GPU-hours: {c['gpu_hours']:,.0f}",
+            f"- energy: {c['energy_mwh']:,.1f} MWh",
+            f"- cost: ${c['cost_usd']:,.0f}",
+            "",
+        ]
+    lines += [
+        "Assumptions:",
+        f"- utilization (goodput) {plan.utilization:.0%}: the rest of the wall-clock goes to failures, restarts,"
+        " checkpointing and evaluation; billed GPU-hours include it.",
+        f"- energy: every GPU draws its TDP ({hw.tdp_w:g} W) for the whole run (an upper bound for the GPUs);"
+        f" hosts, network and cooling enter through PUE {plan.pue:g}.",
+        f"- price: ${hw.cost_per_gpu_hour_usd:g} per GPU-hour (hardware/{hw.name}.yaml; override with"
+        " hardware.cost_per_gpu_hour_usd=...).",
+        "- step time: the analytical time model with the accelerator's efficiency block (achievable fractions"
+        " of peak FLOP/s, HBM and link bandwidth), one layout for the whole run.",
+        "- each GPU count uses its fastest layout that fits in memory.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def serve_summary(table, run, plan, binding: str = "") -> str:
+    from ..search.plan import plan_qps
+
+    hw, model, wl = run.hardware, run.model, run.workload
+    qps = plan_qps(plan, wl)
+    if len(table) == 0:  # only the disaggregated pools meet the limits
+        return "\n".join(
+            [
+                f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s of {wl.input_len} in / "
+                f"{wl.output_len} out tokens",
+                "",
+                "No colocated layout meets the limits.",
+                binding,
+                "",
+            ]
+        )
+    c = table.iloc[0]
+    limits = (
+        ", ".join(
+            x
+            for x in (
+                f"TTFT <= {plan.ttft_ms:g} ms" if plan.ttft_ms else "",
+                f"TPOT <= {plan.tpot_ms:g} ms" if plan.tpot_ms else "",
+            )
+            if x
+        )
+        or "no latency limit"
+    )
+    layout = ", ".join(f"{k} {c[k]}" for k in ("tp", "pp", "sp", "ep") if k in c)
+    return "\n".join(
+        [
+            f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s ({qps * wl.output_len:,.0f} output tokens/s) "
+            f"of {wl.input_len} in / {wl.output_len} out tokens",
+            "",
+            f"Limits: {limits}.",
+            *([binding] if binding else []),
+            "",
+            f"- replicas: {int(c['replicas']):,} x {int(c['replica_gpus'])} GPUs ({layout}, batch {int(c['batch'])})",
+            f"- total GPUs: {int(c['total_gpus']):,}",
+            f"- latency: TTFT {c['ttft_ms']:.1f} ms, TPOT {c['tpot_ms']:.2f} ms, request {c['request_latency_s']:.2f} s",
+            f"- cost: ${c['usd_per_hour']:,.2f} per hour, ${c['usd_per_million_output_tokens']:.3f} per million output "
+            f"tokens (${c['usd_per_million_tokens']:.3f} per million input+output tokens)",
+            "",
+            "Assumptions:",
+            "- a replica keeps `batch` sequences in flight and serves batch / request latency requests/s"
+            + (
+                " (continuous batching: mean TTFT and TPOT of the iteration-level model at that closed-loop load:"
+                " prefill chunks share the decode iterations, a new request waits for the iteration in flight)."
+                if getattr(wl, "batching", "static") == "continuous"
+                else " (static batching: the batch is prefilled and decoded together)."
+            ),
+            f"- each replica is kept at {plan.load:.0%} of its capacity (headroom for bursts).",
+            f"- price: ${hw.cost_per_gpu_hour_usd:g} per GPU-hour (hardware/{hw.name}.yaml).",
+            "- latencies: the analytical inference model with the accelerator's efficiency block.",
+            "",
+        ]
+    )

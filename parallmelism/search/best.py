@@ -1,0 +1,77 @@
+"""`best`: the winner and runner-ups per (run, GPU count), and why each runner-up loses."""
+
+from __future__ import annotations
+
+BEST_COLUMNS = [
+    "model",
+    "hardware",
+    "workload",
+    "ngpus",
+    "rank",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "dp_sharding",
+    "recompute",
+    "sequence_parallel",
+    "time_step_s",
+    "tokens_per_s",
+    "mfu",
+    "mem_total_gib",
+    "fits",
+    "loses_on",
+    "why",
+]
+
+
+# `best` lists faster layouts that miss memory only when they need at most this much more than the
+# usable HBM (25 %: within reach of a larger micro-batch count, recompute or an 80 -> 96/141 GB part);
+# a layout needing several times the memory is not a near miss.
+NEAR_MISS_MEMORY_MARGIN = 0.25
+
+
+def best_table(res_fit, res_any, top: int):
+    """Winner and runner-ups per (run, ngpus), plus faster layouts that lose on memory."""
+    import pandas as pd
+
+    fit = res_fit
+    if len(fit) == 0:
+        return fit
+    from ..search.explain import additive_time_parts, why_slower
+
+    parts = additive_time_parts(fit.columns)
+    rows = []
+    for (_, _), grp in fit.groupby(["_run", "ngpus"], sort=True, observed=True):
+        grp = grp.sort_values(["time_step_s", "_row"], kind="stable")
+        winner = grp.iloc[0]
+        for i, (_, r) in enumerate(grp.head(top).iterrows()):
+            d = r.to_dict()
+            d["rank"] = i + 1
+            d["loses_on"], d["why"] = ("", "fastest that fits") if i == 0 else why_slower(winner, r, parts)[:2]
+            rows.append(d)
+        if res_any is not None and len(res_any):
+            usable = res_any["mem_total_gib"] + res_any["mem_headroom_gib"]
+            faster = res_any[
+                (res_any["_run"] == winner["_run"])
+                & (res_any["ngpus"] == winner["ngpus"])
+                & (~res_any["fits"])
+                & (res_any["time_step_s"] < winner["time_step_s"])
+                & (res_any["mem_total_gib"] <= (1.0 + NEAR_MISS_MEMORY_MARGIN) * usable)
+            ]
+            for _, r in faster.sort_values(["time_step_s", "_row"]).head(max(1, top // 2)).iterrows():
+                d = r.to_dict()
+                d["rank"] = 0
+                d["loses_on"], d["why"] = why_slower(winner, r, parts)[:2]
+                d["why"] += (
+                    f" (would be {(winner['time_step_s'] - r['time_step_s']) * 1e3:.1f} ms faster; near "
+                    f"misses within {NEAR_MISS_MEMORY_MARGIN:.0%} of the memory are listed)"
+                )
+                rows.append(d)
+    out = pd.DataFrame(rows)
+    cols = [c for c in BEST_COLUMNS if c in out.columns]
+    cols += [c for c in out.columns if c not in cols and not c.startswith("_")]
+    return out[cols]

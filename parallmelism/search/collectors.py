@@ -1,0 +1,225 @@
+"""Collectors: receive evaluated chunks (columns with `_run`, `_row`) and keep a bounded subset.
+
+  TopKCollector     k best rows per group by one or more columns (e.g. fastest fitting layout per ngpus)
+  ParetoCollector   non-dominated rows on two or more objectives (per group or global)
+  RowsCollector     every row (or every row where a boolean column holds): small grids, `show`, `plot`
+
+Every collector is *mergeable*: `spawn()` returns an empty copy that a worker process fills, and
+`merge(copy.result())` folds the copy's rows back in. Fed in partition order, that gives the same
+rows, in the same tie order, as a serial run (top-k and Pareto fronts of a union are the top-k and
+fronts of the parts' top-k and fronts).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import UserError
+
+
+def concat_columns(a: dict | None, b: dict) -> dict:
+    if not a:
+        return b
+    return {k: np.concatenate([a[k], b[k]]) for k in a}
+
+
+def take_rows(cols: dict, idx) -> dict:
+    return {k: v[idx] for k, v in cols.items()}
+
+
+def require_columns(cols: dict, names: Sequence[str], why: str) -> None:
+    missing = [c for c in names if c not in cols]
+    if missing:
+        raise UserError(
+            f"{why} needs the column {missing[0]!r}, which this workload's cost model does not "
+            f"produce yet"
+            + (" (needs the time model)" if missing[0].startswith(("time_", "tokens_", "mfu", "cost_")) else "")
+        )
+
+
+class Collector:
+    """Interface: `update` with each chunk, `result` at the end; `spawn`/`merge` for workers."""
+
+    #: every kept row satisfies this boolean column (None: any row); the driver may skip the
+    #: time model for rows that do not fit when every collector keeps fitting rows only
+    where: str | None = None
+
+    def spawn(self) -> "Collector":
+        raise NotImplementedError
+
+    def update(self, cols: dict) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def merge(self, result) -> None:
+        """Fold a spawned copy's `result()` into this collector."""
+        if result:
+            self.update(result)
+
+    def result(self):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """End of a successful run (sinks rename their output into place)."""
+
+    def abort(self) -> None:
+        """The run failed or was interrupted (sinks remove their temporary output)."""
+
+
+Key = tuple[str, str]  # (column, "min" | "max")
+
+
+def _keys(by: str | Sequence[Key], descending: bool) -> list[Key]:
+    if isinstance(by, str):
+        return [(by, "max" if descending else "min")]
+    return [(c, s) for c, s in by]
+
+
+class TopKCollector(Collector):
+    """k rows per group with the best `by` (ties in enumeration order).
+
+    `by` is a column (smallest first; largest with descending=True) or [(column, "min"|"max"), ...]
+    compared in turn. Groups are `group_by` within each run (per_run=True) or across the runs.
+    Equals `df[where].sort_values(group + by, kind="stable").groupby(group).head(k)` on the
+    full table; `where` is a boolean column name (e.g. "fits") or None for every row.
+    """
+
+    def __init__(
+        self,
+        k: int,
+        by: str | Sequence[Key],
+        group_by: Sequence[str] = ("ngpus",),
+        where: str | None = None,
+        descending: bool = False,
+        per_run: bool = True,
+    ):
+        self.k, self.by, self.where = k, _keys(by, descending), where
+        self.group_by = (["_run"] if per_run else []) + list(group_by)
+        self.kept: dict | None = None
+
+    def spawn(self) -> "TopKCollector":
+        copy = TopKCollector(self.k, self.by, (), self.where, per_run=False)
+        copy.group_by = list(self.group_by)
+        return copy
+
+    def update(self, cols: dict) -> None:
+        if not cols:
+            return
+        by_cols = [c for c, _ in self.by]
+        require_columns(cols, by_cols + self.group_by + ([self.where] if self.where else []), "this search")
+        # Select on the key columns first, copy whole rows only for the few survivors.
+        keys = list(dict.fromkeys(["_run", "_row", *by_cols, *self.group_by]))
+        idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
+        if len(idx) == 0:
+            return
+        idx = idx[self._select({k: cols[k][idx] for k in keys})]
+        both = concat_columns(self.kept, take_rows(cols, idx))
+        self.kept = take_rows(both, self._select(both))
+
+    def _select(self, cols: dict) -> np.ndarray:
+        sort_keys = [np.asarray(cols[c], dtype=np.float64) * (-1.0 if s == "max" else 1.0) for c, s in self.by]
+        # lexsort: last key is primary -> groups, then `by` in order, then run and row (enumeration order)
+        order = np.lexsort(
+            (cols["_row"], cols["_run"], *reversed(sort_keys), *[cols[g] for g in reversed(self.group_by)])
+        )
+        n = len(order)
+        change = np.zeros(n, dtype=bool)
+        change[0] = True
+        for g in self.group_by:
+            s = cols[g][order]
+            change[1:] |= s[1:] != s[:-1]
+        starts = np.flatnonzero(change)
+        rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        return order[rank < self.k]
+
+    def result(self) -> dict:
+        return self.kept or {}
+
+
+class ParetoCollector(Collector):
+    """Non-dominated rows on `objectives` [(column, "min"|"max"), ...], per group (or global)."""
+
+    def __init__(self, objectives: Sequence[Key], group_by: Sequence[str] = ("_run",), where: str | None = "fits"):
+        self.objectives, self.group_by, self.where = list(objectives), list(group_by), where
+        self.kept: dict | None = None
+
+    def spawn(self) -> "ParetoCollector":
+        return ParetoCollector(self.objectives, self.group_by, self.where)
+
+    def _front(self, cols: dict) -> dict:
+        from .pareto import pareto_mask
+
+        objs = [np.asarray(cols[c], dtype=np.float64) * (1.0 if s == "min" else -1.0) for c, s in self.objectives]
+        if not self.group_by:
+            return take_rows(cols, np.flatnonzero(pareto_mask(*objs)))
+        key = np.zeros(len(objs[0]), dtype=np.int64)
+        for g in self.group_by:
+            _, inv = np.unique(cols[g], return_inverse=True)
+            key = key * (inv.max() + 1) + inv
+        keep = np.zeros(len(key), dtype=bool)
+        for k in np.unique(key):
+            idx = np.flatnonzero(key == k)
+            keep[idx[pareto_mask(*[o[idx] for o in objs])]] = True
+        return take_rows(cols, np.flatnonzero(keep))
+
+    def update(self, cols: dict) -> None:
+        if not cols:
+            return
+        require_columns(cols, [c for c, _ in self.objectives] + ([self.where] if self.where else []), "a Pareto front")
+        keys = ["_run", "_row", *[c for c, _ in self.objectives], *self.group_by]
+        idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
+        if len(idx) == 0:
+            return
+        small = {k: cols[k][idx] for k in dict.fromkeys(keys)}
+        small["_i"] = idx
+        idx = self._front(small)["_i"]
+        self.kept = self._front(concat_columns(self.kept, take_rows(cols, idx)))
+
+    def result(self) -> dict:
+        if not self.kept:
+            return {}
+        order = np.lexsort((self.kept["_row"], self.kept["_run"]))
+        return take_rows(self.kept, order)
+
+
+class RowsCollector(Collector):
+    """Every row where `where` holds (None: every row), in the order fed."""
+
+    def __init__(self, where: str | None = None):
+        self.where, self.parts = where, []
+
+    def spawn(self) -> "RowsCollector":
+        return RowsCollector(self.where)
+
+    def update(self, cols: dict) -> None:
+        if cols:
+            self.parts.append(take_rows(cols, np.flatnonzero(cols[self.where])) if self.where else cols)
+
+    def result(self) -> dict:
+        parts = [p for p in self.parts if len(p.get("_row", ()))]
+        if len(parts) == 1:
+            return parts[0]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+
+
+class CountCollector(Collector):
+    """How many rows were fed, and how many of them satisfy `where` (e.g. fit in memory)."""
+
+    def __init__(self, where: str = "fits"):
+        self.where, self.rows, self.matching = where, 0, 0
+
+    def spawn(self) -> "CountCollector":
+        return CountCollector(self.where)
+
+    def update(self, cols: dict) -> None:
+        if cols:
+            self.rows += len(cols["_row"])
+            self.matching += int(np.count_nonzero(cols[self.where])) if self.where in cols else 0
+
+    def merge(self, result) -> None:
+        self.rows += result[0]
+        self.matching += result[1]
+
+    def result(self):
+        return (self.rows, self.matching)

@@ -1,0 +1,215 @@
+"""The evaluation driver: every command's grid goes through `stream_runs`.
+
+A sweep of 100M layouts cannot live in memory as a table (the cost model makes ~70 columns per
+row). The driver walks each run partition by partition (search/partitions.py), evaluates each
+partition in chunks of at most `chunk_rows` rows (search/chunks.py) and feeds every chunk, tagged
+with `_run` (index of the run) and `_row` (enumeration order), to the collectors
+(search/collectors.py, search/sinks.py). With workers > 1 the partitions are evaluated in worker
+processes, each filling spawned copies of the collectors; the driver merges the copies in
+partition order, so the kept rows and the written bytes are the same as a serial run.
+
+`evaluate_table(run)` is the small case: every row of one run as a DataFrame (show, plot,
+validate, multirun jobs).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from ..grid import LayoutGrid, add_drop_counts
+from .chunks import DEFAULT_CHUNK_ROWS, RunStats, iter_partition_chunks
+from .collectors import Collector, RowsCollector
+from .frames import frame_of_kept
+from .partitions import row_numbers_base, run_partitions
+
+
+class Progress(Protocol):
+    """What the driver reports: `start(total partitions)` once the workers exist, then
+    `advance(partitions, rows)` as work completes, and `stop()`."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, partitions: int, rows: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class StreamResult:
+    """What the collectors kept, plus counts of what the driver walked through."""
+
+    runs: list
+    kept: list  # collector.result() per collector
+    stats: list  # RunStats per run
+
+    @property
+    def evaluated(self) -> int:
+        return sum(s.evaluated for s in self.stats)
+
+    @property
+    def timed(self) -> int:
+        return sum(s.timed for s in self.stats)
+
+    @property
+    def considered(self) -> int:
+        return sum(s.considered for s in self.stats)
+
+    def dropped(self) -> dict:
+        out: dict = {}
+        for s in self.stats:
+            add_drop_counts(out, s.dropped)
+        return out
+
+    def explain_empty(self) -> str:
+        """One sentence for a grid with no valid layout, naming the main reasons."""
+        return LayoutGrid({}, self.dropped(), self.considered).explain_empty()
+
+    def frame(self, i: int = 0, keep_index_columns: bool = False):
+        """Collector i's rows as a DataFrame (schema order, readable strings), runs in order."""
+        return frame_of_kept(self.runs, self.kept[i], keep_index_columns)
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _tag(cols: dict, r: int, part: int, pos) -> dict:
+    import numpy as np
+
+    cols["_run"] = np.full(len(pos), r, dtype=np.int32)
+    cols["_row"] = pos + row_numbers_base(part)
+    return cols
+
+
+@dataclass
+class _Job:
+    """Everything a partition's evaluation needs (shared with the workers once, at fork)."""
+
+    runs: list
+    parts: list  # run_partitions per run
+    collectors: list
+    chunk_rows: int
+    prune: bool
+    derive: bool
+
+    def tasks(self) -> list[tuple[int, int]]:
+        return [(r, p) for r, parts in enumerate(self.parts) for p in range(len(parts))]
+
+    def evaluate(self, r: int, p: int, collectors: Sequence[Collector], stats: RunStats) -> None:
+        run = self.runs[r]
+        for cols, pos in iter_partition_chunks(run, self.parts[r][p], self.chunk_rows, stats, self.prune, self.derive):
+            _tag(cols, r, p, pos)
+            for c in collectors:
+                c.update(cols)
+
+
+_WORKER_JOB: list = []
+
+
+def _worker_task(task):
+    """Evaluate one partition in a worker process; return the spawned collectors' results."""
+    r, p = task
+    job = _WORKER_JOB[0]
+    local = [c.spawn() for c in job.collectors]
+    stats = RunStats()
+    job.evaluate(r, p, local, stats)
+    return r, [c.result() for c in local], stats
+
+
+def stream_runs(
+    runs: list,
+    collectors: list[Collector],
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Progress | None = None,
+    workers: int | None = None,
+    prune_unfit: bool | None = None,
+    derive: bool = True,
+) -> StreamResult:
+    """Evaluate every run chunk by chunk, feeding each chunk to every collector.
+
+    workers: processes evaluating partitions (default: every core when there are at least two
+    partitions per core; 1 = this process only; never more than there are partitions). prune_unfit (default: when every collector keeps fitting
+    rows only) skips the time model for layouts that do not fit in memory. derive: add the
+    search columns (`usd_per_step`). Collectors are closed at the end, or aborted on any error
+    or interrupt (a sink then leaves nothing behind).
+    """
+    if prune_unfit is None:
+        prune_unfit = bool(collectors) and all(c.where == "fits" for c in collectors)
+    job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive)
+    stats = [RunStats() for _ in runs]
+    tasks = job.tasks()
+    if workers is None:  # every core, when there are enough partitions to share
+        workers = available_cores() if len(tasks) >= 2 * available_cores() else 1
+    workers = min(workers, len(tasks))
+    try:
+        if workers > 1:
+            _stream_parallel(job, tasks, workers, stats, progress)
+        else:
+            _stream_serial(job, tasks, stats, progress)
+        for c in collectors:
+            c.close()
+    except BaseException:
+        for c in collectors:
+            c.abort()
+        raise
+    finally:
+        if progress is not None:
+            progress.stop()
+    return StreamResult(runs, [c.result() for c in collectors], stats)
+
+
+def _stream_serial(job: _Job, tasks, stats, progress) -> None:
+    if progress is not None:
+        progress.start(len(tasks))
+    for r, p in tasks:
+        before = stats[r].evaluated
+        job.evaluate(r, p, job.collectors, stats[r])
+        if progress is not None:
+            progress.advance(1, stats[r].evaluated - before)
+
+
+def _stream_parallel(job: _Job, tasks, workers: int, stats, progress) -> None:
+    """Partitions in worker processes, results merged in partition order.
+
+    The pool is forked before the progress bar starts its refresh thread (a thread must never be
+    running while a process forks). At most 2 x workers partitions are in flight, so results
+    waiting to be merged stay bounded.
+    """
+    import multiprocessing as mp
+    from collections import deque
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+    with ctx.Pool(workers, initializer=_set_worker_job, initargs=(job,)) as pool:
+        if progress is not None:
+            progress.start(len(tasks))
+        pending: deque = deque()
+        queue = iter(tasks)
+        for task in queue:
+            pending.append(pool.apply_async(_worker_task, (task,)))
+            if len(pending) >= 2 * workers:
+                break
+        while pending:
+            r, kept, st = pending.popleft().get()
+            nxt = next(queue, None)
+            if nxt is not None:
+                pending.append(pool.apply_async(_worker_task, (nxt,)))
+            stats[r].add(st)
+            for c, part_kept in zip(job.collectors, kept):
+                c.merge(part_kept)
+            if progress is not None:
+                progress.advance(1, st.evaluated)
+        pool.close()
+        pool.join()
+
+
+def _set_worker_job(job: _Job) -> None:
+    _WORKER_JOB[:] = [job]
+
+
+def evaluate_table(run, workers: int = 1):
+    """Every valid layout of one run as a DataFrame (schema order), and the StreamResult
+    (`.explain_empty()` for an empty grid; `.kept[0]` holds the rows' coded columns)."""
+    res = stream_runs([run], [RowsCollector()], workers=workers, derive=False)
+    return res.frame(0), res
