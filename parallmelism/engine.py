@@ -10,7 +10,7 @@ from .cost.pipeline import bubble_rate
 from .cost.steptime import BOUND_NAMES, training_time
 from .grid import RECOMPUTE_CODE, SHARDING_CODE
 from .schema import TRAINING_COLUMNS
-from .specs import RunConfig
+from .specs import InferenceWorkload, RunConfig, TrainWorkload
 
 SHARDING_NAMES = np.array(sorted(SHARDING_CODE, key=SHARDING_CODE.get))
 RECOMPUTE_NAMES = np.array(sorted(RECOMPUTE_CODE, key=RECOMPUTE_CODE.get))
@@ -23,6 +23,7 @@ def evaluate_training_columns(
     `training_memory` columns when the caller already has them (row-wise, so a subset of an
     earlier call's rows is the same numbers)."""
     model, hw, wl = run.model, run.hardware, run.workload
+    assert isinstance(wl, TrainWorkload), "training columns need a training workload"
     out = dict(cols)
     n = len(cols["tp"])
     out["seq_len"] = np.full(n, wl.seq_len)
@@ -69,8 +70,10 @@ def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> d
     """Serving cost columns (cost/inference.py) for inference layout rows (grid/inference.py)."""
     from .cost.inference import draft_model_of, inference_columns
 
-    draft = draft_model_of(run.model, run.workload)
-    return inference_columns(cols, run.model, run.hardware, run.workload, draft)
+    wl = run.workload
+    assert isinstance(wl, InferenceWorkload), "serving columns need an inference workload"
+    draft = draft_model_of(run.model, wl)
+    return inference_columns(cols, run.model, run.hardware, wl, draft)
 
 
 def evaluate(run: RunConfig):

@@ -4,7 +4,7 @@ the output-path checks and the progress bar. Heavy imports happen inside functio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -186,7 +186,9 @@ class ProgressBar:
     done and layouts evaluated. Started by the driver after its worker processes exist."""
 
     def __init__(self, label: str):
-        self.label, self.rows, self.bar, self.task = label, 0, None, None
+        self.label, self.rows = label, 0
+        self.bar: Any = None  # rich.progress.Progress once started
+        self.task: Any = None
 
     def start(self, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

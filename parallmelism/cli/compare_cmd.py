@@ -70,7 +70,7 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
             ("new", "right"),
             ("rel change", "right"),
         ):
-            t.add_column(c, justify=just)
+            t.add_column(c, justify=just)  # type: ignore[arg-type]  # rich wants a Literal; the values above are literal
         for _, r in moved.iterrows():
             t.add_row(row_label(r, shown), str(r["column"]), _num(r["old"]), _num(r["new"]), _pct(r["rel_change"]))
         console.print(t)

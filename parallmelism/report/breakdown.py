@@ -31,7 +31,7 @@ def breakdown_table(records: list[dict], title: str = "per-op breakdown (busiest
         ("time_ms", "right"),
         ("bound", "left"),
     ):
-        table.add_column(c, justify=j)
+        table.add_column(c, justify=j)  # type: ignore[arg-type]  # rich wants a Literal; the values above are literal
     for r in records:
         table.add_row(
             r["phase"],

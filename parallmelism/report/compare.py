@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +63,9 @@ DEFAULT_ATOL = 1e-12
 @dataclass
 class Comparison:
     key: list[str]
-    moved: "object"  # DataFrame: key..., column, old, new, rel_change
-    added_rows: "object"  # DataFrame of keys only in NEW
-    removed_rows: "object"  # DataFrame of keys only in BASELINE
+    moved: Any  # DataFrame: key..., column, old, new, rel_change
+    added_rows: Any  # DataFrame of keys only in NEW
+    removed_rows: Any  # DataFrame of keys only in BASELINE
     added_columns: list[str] = field(default_factory=list)
     removed_columns: list[str] = field(default_factory=list)
     rows_compared: int = 0

@@ -179,7 +179,7 @@ def plot_pareto(run, out: Path, top: int) -> Path:
     ax.step(fx, fy, where="post", color=COLORS[3], linewidth=1.5)
     ax.scatter(fx, fy, s=30, color=COLORS[3], zorder=3, label="Pareto front")
     front = fit[mask].iloc[order]
-    labelled = {}
+    labelled: dict[tuple, list] = {}
     for (_, r), xi, yi in zip(front.iterrows(), fx, fy):
         labelled.setdefault((xi, yi), []).append(_label(r))
     for (xi, yi), labels in labelled.items():

@@ -60,8 +60,9 @@ class Collector:
     def result(self):
         raise NotImplementedError
 
-    def close(self) -> None:
-        """End of a successful run (sinks rename their output into place)."""
+    def close(self) -> object:
+        """End of a successful run (sinks rename their output into place and return its path)."""
+        return None
 
     def abort(self) -> None:
         """The run failed or was interrupted (sinks remove their temporary output)."""
@@ -187,7 +188,8 @@ class RowsCollector(Collector):
     """Every row where `where` holds (None: every row), in the order fed."""
 
     def __init__(self, where: str | None = None):
-        self.where, self.parts = where, []
+        self.where = where
+        self.parts: list[dict] = []
 
     def spawn(self) -> "RowsCollector":
         return RowsCollector(self.where)
@@ -204,18 +206,18 @@ class RowsCollector(Collector):
 
 
 class CountCollector(Collector):
-    """How many rows were fed, and how many of them satisfy `where` (e.g. fit in memory)."""
+    """How many rows were fed, and how many of them satisfy the boolean column `column`."""
 
-    def __init__(self, where: str = "fits"):
-        self.where, self.rows, self.matching = where, 0, 0
+    def __init__(self, column: str = "fits"):
+        self.column, self.rows, self.matching = column, 0, 0
 
     def spawn(self) -> "CountCollector":
-        return CountCollector(self.where)
+        return CountCollector(self.column)
 
     def update(self, cols: dict) -> None:
         if cols:
             self.rows += len(cols["_row"])
-            self.matching += int(np.count_nonzero(cols[self.where])) if self.where in cols else 0
+            self.matching += int(np.count_nonzero(cols[self.column])) if self.column in cols else 0
 
     def merge(self, result) -> None:
         self.rows += result[0]

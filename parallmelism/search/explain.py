@@ -46,7 +46,7 @@ def why_slower(winner, row, parts: list[str]) -> tuple[str, str, float]:
         return ("tie", "tie: same step time as the winner", 0.0)
     if parts:
         diffs = {c: float(row[c] - winner[c]) for c in parts}
-        worst = max(diffs, key=diffs.get)
+        worst = max(diffs, key=lambda c: diffs[c])
         if diffs[worst] > 0:
             return (
                 kind_of(worst),

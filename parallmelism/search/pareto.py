@@ -48,7 +48,7 @@ def _front_nd(points: np.ndarray) -> np.ndarray:
         p = points[lo : lo + block]
         le = (points[None, :, :] <= p[:, None, :]).all(axis=2)
         lt = (points[None, :, :] < p[:, None, :]).any(axis=2)
-        keep[lo : lo + block] = ~(le & lt).any(axis=1)
+        keep[lo : lo + block] = ~np.any(le & lt, axis=1)
     return keep
 
 

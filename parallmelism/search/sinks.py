@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from ..report.writer import arrow_table, honour_umask, plain_strings, write_error_reason
@@ -47,7 +48,8 @@ class _PartWriter(Collector):
     """Worker side of a TableSink: one file per chunk in the sink's temporary folder."""
 
     def __init__(self, folder: Path, runs: list, fmt: str):
-        self.folder, self.runs, self.fmt, self.paths = folder, runs, fmt, []
+        self.folder, self.runs, self.fmt = folder, runs, fmt
+        self.paths: list[tuple[str, int, list[str]]] = []
 
     def update(self, cols: dict) -> None:
         if not cols or len(cols["_row"]) == 0:
@@ -78,7 +80,7 @@ class TableSink(Collector):
         self.path, self.fmt, self.runs = Path(path), fmt, runs
         self.rows = 0
         self._columns: list[str] | None = None
-        self._writer = None
+        self._writer: Any = None  # the open CSV file or pyarrow ParquetWriter
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
