@@ -36,34 +36,54 @@ def evaluate_training_columns(
     return out
 
 
+def coded_categories() -> dict[str, list[str]]:
+    """Columns the cost model keeps as integer codes, with the name of each code."""
+    return {
+        "dp_sharding": list(SHARDING_NAMES),
+        "recompute": list(RECOMPUTE_NAMES),
+        "mem_stage": list(MEM_STAGES),
+        "bound": list(BOUND_NAMES),
+    }
+
+
+def _column_order(run: RunConfig, names, column_order=None) -> list[str]:
+    """Schema order (training or serving), then any column the schema does not list."""
+    if column_order is None:
+        from .schema import INFERENCE_COLUMNS
+
+        column_order = TRAINING_COLUMNS if run.workload.kind == "train" else INFERENCE_COLUMNS
+    names = ["model", "hardware", "workload", *names]
+    present = set(names)
+    order = [c for c in column_order if c in present]
+    return order + [c for c in names if c not in set(order)]
+
+
 def to_frame(cols: dict[str, np.ndarray], run: RunConfig, column_order=None):
     """A pandas DataFrame in schema order with readable strings for coded columns."""
     import pandas as pd
 
-    n = len(cols["tp"])
+    n = len(next(iter(cols.values())))
     zeros = np.zeros(n, dtype=np.int8)  # one category, built from codes (no n-string list)
     data = {
         "model": pd.Categorical.from_codes(zeros, categories=[run.model.name]),
         "hardware": pd.Categorical.from_codes(zeros, categories=[run.hardware.name]),
         "workload": pd.Categorical.from_codes(zeros, categories=[run.workload.kind]),
     }
+    coded = coded_categories()
     for k, v in cols.items():
-        if k == "dp_sharding":
-            v = pd.Categorical.from_codes(v, categories=list(SHARDING_NAMES))
-        elif k == "recompute":
-            v = pd.Categorical.from_codes(v, categories=list(RECOMPUTE_NAMES))
-        elif k == "mem_stage":
-            v = pd.Categorical.from_codes(v, categories=MEM_STAGES)
-        elif k == "bound":
-            v = pd.Categorical.from_codes(v, categories=list(BOUND_NAMES))
-        data[k] = v
-    if column_order is None:
-        from .schema import INFERENCE_COLUMNS
+        data[k] = pd.Categorical.from_codes(v, categories=coded[k]) if k in coded else v
+    return pd.DataFrame({c: data[c] for c in _column_order(run, cols, column_order)})
 
-        column_order = TRAINING_COLUMNS if run.workload.kind == "train" else INFERENCE_COLUMNS
-    order = [c for c in column_order if c in data]
-    order += [c for c in data if c not in order]
-    return pd.DataFrame({c: data[c] for c in order})
+
+def record_of(cols: dict[str, np.ndarray], i: int, run: RunConfig) -> dict:
+    """Row i as {column: Python value} in schema order, coded columns as names (no pandas):
+    the same record as `to_frame(cols, run).iloc[i].to_dict()`."""
+    coded = coded_categories()
+    row: dict = {"model": run.model.name, "hardware": run.hardware.name, "workload": run.workload.kind}
+    for k, v in cols.items():
+        value = v[i]
+        row[k] = coded[k][int(value)] if k in coded else (value.item() if hasattr(value, "item") else value)
+    return {c: row[c] for c in _column_order(run, cols)}
 
 
 def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:

@@ -12,6 +12,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "reference"
 
+# The composition cache (config/cache.py) of the test session lives in a folder of its own, not in
+# the user's ~/.cache; every in-process and subprocess CLI call of the suite inherits it.
+if "PARALLMELISM_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["PARALLMELISM_CACHE_DIR"] = tempfile.mkdtemp(prefix="parallmelism-test-cache-")
+
 
 def run_cli(*args, cwd=None, env=None):
     """Run `python -m parallmelism ARGS` as a real process. Returns CompletedProcess (text)."""

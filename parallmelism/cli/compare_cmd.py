@@ -6,6 +6,7 @@ Exit codes: 0 within tolerance, 1 something moved (or rows/columns were added/re
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -60,7 +61,7 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         for r in summ.itertuples(index=False):
             t.add_row(r.column, f"{r.rows_moved:,}", _pct(r.max_abs_rel_change))
         console.print(t)
-        moved = comp.moved.assign(_abs=comp.moved["rel_change"].astype(float).abs().fillna(np.inf))
+        moved = comp.moved.assign(_abs=comp.moved["rel_change"].astype(float).abs().fillna(math.inf))
         moved = moved.sort_values("_abs", ascending=False, kind="stable").head(max_rows)
         t = Table(title=f"largest changes (first {len(moved)} of {len(comp.moved):,})")
         for c, just in (
@@ -95,11 +96,8 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
     )
 
 
-import numpy as np  # noqa: E402  (numpy is cheap; pandas stays inside the command)
-
-
 def _num(v) -> str:
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, float) or getattr(getattr(v, "dtype", None), "kind", "") == "f":  # numpy floats too
         return f"{v:.6g}"
     return str(v)
 
@@ -109,8 +107,8 @@ def _pct(v) -> str:
         f = float(v)
     except (TypeError, ValueError):
         return "-"
-    if np.isnan(f):
+    if math.isnan(f):
         return "-"
-    if np.isinf(f):
+    if math.isinf(f):
         return "new nonzero"
     return f"{100 * f:+.4g}%"

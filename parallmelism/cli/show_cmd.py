@@ -43,11 +43,12 @@ def show(
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """Explain one layout: pin the grid (grid.ngpus=[64] grid.tp=8 ...); the best match is shown."""
+    from ..engine import record_of
     from ..errors import UserError
-    from ..report.rank import rank_rows
+    from ..report.rank import rank_order
     from ..report.table import record_table
     from ..schema import INFERENCE_COLUMNS, TRAINING_COLUMNS
-    from ..search import evaluate_table
+    from ..search import RowsCollector, stream_runs
     from .common import config_flags, console, fail, load_runs
 
     overrides = list(overrides or [])
@@ -58,14 +59,16 @@ def show(
         if len(runs) > 1:
             raise UserError("show explains one configuration; remove the sweep (a,b) from the overrides")
         run = runs[0]
-        df, res = evaluate_table(run)
-        if len(df) == 0:
+        # numpy columns all the way to the record: a pinned show does not import pandas
+        res = stream_runs([run], [RowsCollector()], workers=1, derive=False)
+        cols = {k: v for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+        if not cols:
             raise UserError(res.explain_empty())
-        ranked = rank_rows(df)
-        chosen = int(ranked.index[0])
-        row = _fit_first(ranked.iloc[0].to_dict())
+        chosen = int(rank_order(cols, run.workload.kind)[0])
+        row = _fit_first(record_of(cols, chosen, run))
         out = console()
-        title = "layout" if len(df) == 1 else f"best of {len(df):,} matching layouts (pin more grid keys to choose)"
+        n = res.evaluated
+        title = "layout" if n == 1 else f"best of {n:,} matching layouts (pin more grid keys to choose)"
         _print_fit_line(out, row, run.hardware)
         if run.workload.kind == "inference":
             from ..cost.inference import breakdown_for_row
@@ -79,7 +82,7 @@ def show(
         from ..cost.breakdown import training_breakdown
         from ..report.steptime_tables import step_time_tables
 
-        layout = {k: v[[chosen]] for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+        layout = {k: v[[chosen]] for k, v in cols.items()}
         for table in step_time_tables(training_breakdown(layout, run.model, run.hardware, run.workload)):
             out.print(table)
     except UserError as exc:

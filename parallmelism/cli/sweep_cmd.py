@@ -9,13 +9,6 @@ import typer
 
 from .common import CFG, CHUNK, CONFIG_DIR, INFO, OVERRIDES, RESOLVE, WIDE, WORKERS
 
-# the terminal table's order (report/rank.py): fitting layouts first, then the fastest step
-# (training) or the cheapest tokens, then the lowest request latency (serving)
-RANK_KEYS = {
-    "train": [("fits", "max"), ("time_step_s", "min")],
-    "inference": [("fits", "max"), ("cost_per_million_tokens", "min"), ("e2e_latency_ms", "min")],
-}
-
 
 def _default_output(runs, fmt: str, folder: str) -> Path:
     def one(values: set) -> str:
@@ -57,6 +50,7 @@ def run_sweep(
     print the best rows. Returns the path written (None when output.write=false)."""
     from ..errors import UserError
     from ..grid import DROP_REASONS
+    from ..report.rank import rank_keys
     from ..report.table import drop_table, frame_table
     from ..search import CountCollector, TableSink, TopKCollector
     from .common import console, load_runs, stream
@@ -70,7 +64,7 @@ def run_sweep(
             "separately (or with -m, one part per point)"
         )
     kind = kinds.pop()
-    top_rows = TopKCollector(top or runs[0].output.top, RANK_KEYS.get(kind, RANK_KEYS["train"]), (), per_run=False)
+    top_rows = TopKCollector(top or runs[0].output.top, rank_keys(kind), (), per_run=False)
     counts = CountCollector("fits")
     collectors = [top_rows, counts] + ([TableSink(path, fmt, runs)] if path is not None else [])
     res = stream(runs, collectors, quiet, chunk_rows, "evaluating", workers, derive=False)

@@ -352,9 +352,23 @@ def _check_magnitudes(data, prefix: str = "") -> None:
 
 
 def load_run_configs(overrides: list[str], config_dirs: list[str] | None = None):
-    """All RunConfigs for a command line (one per point of any Hydra sweep), with their overrides."""
+    """All RunConfigs for a command line (one per point of any Hydra sweep), with their overrides.
+
+    A command line composed before, with the same config files, comes from the composition cache
+    (config/cache.py) without importing Hydra."""
+    from . import cache
+
+    user_dirs = user_config_dirs(config_dirs)
+    _check_dirs(user_dirs)
+    _note_checkout_edits(user_dirs)
+    key = cache.cache_key(list(overrides), user_dirs)
+    hit = cache.load(key)
+    if hit is not None:
+        return hit
     jobs = expand_sweeps(overrides)
-    return [(job, to_run_config(compose(job, config_dirs))) for job in jobs]
+    results = [(job, to_run_config(compose(job, config_dirs))) for job in jobs]
+    cache.store(key, results)
+    return results
 
 
 def _load_option(group: str, name: str, files: dict[str, Path]):

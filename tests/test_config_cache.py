@@ -1,0 +1,99 @@
+"""Composition cache (config/cache.py): a command line composed before comes back equal without
+Hydra; any change to the inputs composes again; the cache can be off or unwritable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from parallmelism.config import cache
+from parallmelism.config.compose import load_run_configs
+
+OVERRIDES = ["model=llama3.1-8b", "hardware=h100-sxm-80gb", "grid.ngpus=[8]", "workload.global_batch=64"]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARALLMELISM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PARALLMELISM_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def test_second_load_comes_from_the_cache_and_is_equal(cache_dir, monkeypatch):
+    first = load_run_configs(OVERRIDES)
+    assert len(list(cache_dir.glob("*.json"))) == 1
+
+    def no_composition(*args, **kwargs):
+        raise AssertionError("composed again")
+
+    monkeypatch.setattr(sys.modules["parallmelism.config.compose"], "compose", no_composition)
+    second = load_run_configs(OVERRIDES)
+    assert second == first
+    assert second[0][1].model.hidden == 4096 and second[0][1].grid.ngpus == [8]
+
+
+def test_a_sweep_is_cached_as_its_points(cache_dir):
+    runs = load_run_configs(["model=llama3.1-8b,llama3.1-70b", "grid.ngpus=[8]"])
+    assert [rc.model.name for _, rc in runs] == ["llama3.1-8b", "llama3.1-70b"]
+    assert load_run_configs(["model=llama3.1-8b,llama3.1-70b", "grid.ngpus=[8]"]) == runs
+
+
+def test_editing_a_user_model_file_composes_again(cache_dir, tmp_path):
+    user = tmp_path / "user"
+    (user / "models").mkdir(parents=True)
+    src = (REPO / "models" / "llama3.1-8b.yaml").read_text()
+    (user / "models" / "mine.yaml").write_text(src.replace("name: llama3.1-8b", "name: mine"))
+    a = load_run_configs(["model=mine"], [str(user)])[0][1]
+    # same size, other content: the key hashes contents, not modification times
+    (user / "models" / "mine.yaml").write_text(
+        src.replace("name: llama3.1-8b", "name: mine").replace("layers: 32", "layers: 16")
+    )
+    b = load_run_configs(["model=mine"], [str(user)])[0][1]
+    assert (a.model.layers, b.model.layers) == (32, 16)
+
+
+def test_cache_off_and_unwritable_cache_still_compose(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARALLMELISM_CACHE", "0")
+    assert cache.cache_key(OVERRIDES, []) is None
+    assert load_run_configs(OVERRIDES)[0][1].model.name == "llama3.1-8b"
+    monkeypatch.delenv("PARALLMELISM_CACHE")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("PARALLMELISM_CACHE_DIR", str(blocker / "cache"))  # under a file: cannot be made
+    assert load_run_configs(OVERRIDES)[0][1].model.name == "llama3.1-8b"
+
+
+def test_a_corrupt_entry_is_composed_again(cache_dir):
+    load_run_configs(OVERRIDES)
+    (entry,) = cache_dir.glob("*.json")
+    entry.write_text("{not json")
+    assert load_run_configs(OVERRIDES)[0][1].model.name == "llama3.1-8b"
+
+
+def test_failures_are_not_cached(cache_dir):
+    from parallmelism.errors import UserError
+
+    with pytest.raises(UserError):
+        load_run_configs(["model=no-such-model"])
+    assert not cache_dir.exists() or not list(cache_dir.glob("*.json"))
+
+
+def test_pinned_show_imports_neither_hydra_nor_pandas_once_cached(cache_dir):
+    """Start-up (issue 15): a repeated pinned `show` skips Hydra (cache) and pandas (numpy records)."""
+    args = ["show", *OVERRIDES, "grid.tp=1", "grid.pp=1", "grid.cp=1", "grid.micro_batch=[1]"]
+    probe = (
+        "import sys\n"
+        "from parallmelism.cli.app import main\n"
+        f"sys.argv = ['parallmelism', *{args!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', 'hydra' in sys.modules, 'pandas' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir), "PATH": "/usr/bin:/bin"}
+    first = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
+    second = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
+    assert "LOADED True False" in first.stderr, first.stderr
+    assert "LOADED False False" in second.stderr, second.stderr
+    assert first.stdout == second.stdout and "time_step_s" in first.stdout
