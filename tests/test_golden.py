@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import invoke
-from tests.golden.cases import CASES, generate, golden_path
+from tests.golden.cases import CASES, VALIDATION, generate, generate_validation, golden_path
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -95,3 +95,12 @@ def test_readme_compare_example(tmp_path):
         tmp_path / "tol.yaml",
     )
     assert code == 1 and "rows only in new (added)" in out  # the README sweep has more layouts than the golden
+
+
+def test_validation_table_unchanged(tmp_path):
+    """The committed validation table (every shipped case: measured, predicted, error) is what the
+    model predicts today; calibration statistics are read from it, never from docstrings. Refresh
+    with `python -m tests.golden.refresh validation` when a change is meant to move them."""
+    new = generate_validation(tmp_path / "validation.csv")
+    code, out = invoke("compare", VALIDATION, new, "--key", "case,quantity", "--rtol", "1e-9")
+    assert code == 0, f"validation moved; if intended run `python -m tests.golden.refresh validation`\n{out}"

@@ -38,11 +38,10 @@ Phases (per replica; dp replicas run independently, so throughput scales with dp
            then decode steps; TTFT = prefill + one iteration overhead + request overhead, ρ = 0.
   request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
 Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv;
-kernels: efficiency decode_hbm 0.6, matmul_fp8 0.65; named overheads fitted by
-benchmarks/fit_serving_overhead.py: iteration_overhead_ms 0.45, request_overhead_ms 7.25): ITL at
-concurrency 1-250 mean |error| 4.5 % over 43 points; TTFT at concurrency 1 mean 8.3 % over 13
-points. TTFT at higher concurrency in those closed-loop benchmarks is not validated (it follows
-the load generator's arrival bursts).
+kernels: the efficiency block's decode_hbm and matmul_fp8; named overheads fitted by
+benchmarks/fit_serving_overhead.py: iteration_overhead_ms, request_overhead_ms): the error per
+case is in the committed validation table tests/golden/validation.csv. TTFT at higher concurrency
+in those closed-loop benchmarks is not validated (it follows the load generator's arrival bursts).
 Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
 phase b per TPOT, request phase output tokens b·output_len per e2e latency.
 cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) · 1e6.

@@ -83,3 +83,18 @@ def generate(name: str, path: str | Path) -> Path:
 
     run_sweep([*CASES[name], f"output.path={path}", "output.format=csv"], None, quiet=True)
     return Path(path)
+
+
+VALIDATION = GOLDEN_DIR / "validation.csv"  # `parallmelism validate` on the shipped cases
+
+
+def generate_validation(path: str | Path = VALIDATION) -> Path:
+    """The validation table (`parallmelism validate --out PATH` on the shipped cases): every case's
+    measured value, prediction and error. The calibration statistics live here, not in docstrings."""
+    from parallmelism.report.writer import write_table
+    from parallmelism.validate.runner import run_validation
+
+    table = run_validation(None, [], None)
+    write_table(table, path, "csv")
+    print(f"wrote {len(table)} rows to {path}")
+    return Path(path)
