@@ -24,6 +24,8 @@ def format_validation_error(exc, prefix: str = "") -> str:
         msg = msg.removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             parts.append(f"{key}: unknown key")
+        elif not key:  # a check across fields (model validator): the message names the keys itself
+            parts.append(msg)
         elif "input" in err and not isinstance(err["input"], dict):
             parts.append(f"{key}={err['input']!r}: {msg}")
         else:

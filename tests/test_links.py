@@ -4,6 +4,7 @@ its own NIC, busy time per link, and the step >= busiest link bound."""
 import numpy as np
 import pytest
 
+from conftest import invoke
 from parallmelism.config import load_option
 from parallmelism.cost.links import axes_on_scale_out, bind_to_links, link_busy_s
 from parallmelism.engine import evaluate
@@ -159,3 +160,21 @@ def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
     assert on["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(2 * 2 * layer, rel=1e-9)
     assert off["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(32 * 2 * layer, rel=1e-9)
     assert off["time_step_s"] <= on["time_step_s"]
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("hardware.scale_sideways.bandwidth_gbps=100", "unknown key 'hardware.scale_sideways'"),  # no such link
+        ("+hardware.links.ib=1", "hardware.links: unknown key"),
+        ("hardware.scale_out.bandwidth_gbps=-1", "hardware.scale_out.bandwidth_gbps=-1"),
+        ("workload.dp_bucket_params=-5", "workload.dp_bucket_params=-5"),  # negative bucket size
+        ("workload.overlap_ep_comm=true", "has no experts"),  # an overlap on an axis the model lacks
+    ],
+)
+def test_bad_link_and_overlap_input_is_one_sentence(override, words):
+    """Issue 10's bad input: a link that does not exist, a negative bucket, an overlap option on an
+    axis that has none: one sentence (no stray leading ': '), exit 2."""
+    code, text = invoke("show", "model=llama3.1-8b", "grid.ngpus=[8]", override)
+    assert code == 2 and words in text and "Traceback" not in text, text
+    assert "error: :" not in text
