@@ -35,6 +35,7 @@ import numpy as np
 
 from ..grid import RECOMPUTE_CODE
 from ..specs import ModelSpec
+from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor
 
 NONE, SELECTIVE, FULL = (RECOMPUTE_CODE[k] for k in ("none", "selective", "full"))
 
@@ -46,10 +47,10 @@ def layer_activation_bytes(
     h, a, q, d, I = model.hidden, model.heads, model.q_dim, model.d, model.ffn_hidden
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     recompute = np.asarray(recompute)
-    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    r = sp_divisor(t, sp)
     S = s / cp
     tok = S * b  # tokens of this micro-batch on this rank
-    g_local = np.maximum(model.g / t, 1.0)
+    g_local = kv_heads_per_rank(model.g, t)
     mask = 1.0 if model.dropout else 0.0
 
     # attention block
@@ -69,7 +70,7 @@ def layer_activation_bytes(
     replicated = replicated + (2 * h + 2 * h) * tok / r  # norm input, fc1 input
     if moe_layer:
         moe = model.moe
-        load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
+        load = moe_token_load(moe, moe_imbalance)
         routed = tok * moe.top_k * load  # routed tokens of this TP group (all TP ranks together)
         # permuted input and expert output are sequence-parallel shards (/r); the expert MLP runs on
         # the TP-all-gathered tokens with I_e split by t (Megatron alltoall dispatcher, ETP = TP)
@@ -118,7 +119,7 @@ def stage_extra_bytes(
     """Outside the layers: embedding dropout mask per in-flight micro-batch on the first stage;
     final-norm input and output-head input (2·2Sbh/r) on the last stage."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
-    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    r = sp_divisor(t, sp)
     tok = (s / cp) * b
     emb = (1.0 if model.dropout else 0.0) * model.hidden * tok / r * inflight_first
     head = 4.0 * model.hidden * tok / r

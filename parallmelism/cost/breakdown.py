@@ -14,6 +14,7 @@ from .flops import ATTENTION, MATMUL, embedding_ops, head_ops, layer_ops, moe_la
 from .roofline import Rates, op_times
 from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
+from .shapes import moe_token_load, sp_divisor
 
 KIND_NAMES = {MATMUL: "matmul", ATTENTION: "attention", 2: "memory"}
 STAGES = ("first", "middle", "last")
@@ -115,7 +116,12 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "axis": "ep",
                 "collective": "all_to_all (dispatch + combine)",
                 "group": int(ep),
-                "bytes": 2 * T / (tp if sp else 1) * model.moe.top_k * wl.moe_imbalance * model.hidden,
+                "bytes": 2
+                * T
+                / sp_divisor(tp, sp)
+                * model.moe.top_k
+                * moe_token_load(model.moe, wl.moe_imbalance)
+                * model.hidden,
                 "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0),
                 "bandwidth_gbps": bw_,
             }

@@ -43,6 +43,7 @@ import numpy as np
 
 from .collectives import collective_time_s, group_collective_time_s, group_link
 from .states import FS, NO_OP
+from .shapes import kv_heads_per_rank, moe_token_load
 
 
 def p2p_link(hw, span):
@@ -91,7 +92,7 @@ def kv_width_per_rank(model, t):
     when tp > g), or (a/t)·(nope + rope + v) for MLA, whose ring passes decompressed K and V."""
     if model.mla is not None:
         return (model.heads / np.asarray(t, dtype=np.float64)) * (model.mla.qk_head_dim + model.mla.v_head_dim)
-    return 2.0 * np.maximum(model.g / np.asarray(t, dtype=np.float64), 1.0) * model.d
+    return 2.0 * kv_heads_per_rank(model.g, t) * model.d
 
 
 def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
@@ -118,7 +119,7 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
     Forward dispatch + combine, the same in backward, again in a full-recompute forward."""
     moe = model.moe
-    load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
+    load = moe_token_load(moe, moe_imbalance)
     t = np.asarray(t, dtype=np.float64)
     sp = np.asarray(sp, dtype=bool)
     S_full = 2.0 * T * moe.top_k * load * model.hidden

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
+from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 MATMUL, ATTENTION, MEMORY = 0, 1, 2  # op kinds: GEMM, attention core, bandwidth-only
 
@@ -87,9 +88,9 @@ def layer_ops(
     """Ops of one transformer layer, one micro-batch, on one GPU (module docstring)."""
     h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
-    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    T = (s / cp) * b
-    g_l = np.maximum(model.g / t, 1.0)
+    r = sp_divisor(t, sp)
+    T = tokens_per_rank(s, b, cp)
+    g_l = kv_heads_per_rank(model.g, t)
     drop = 1.0 if model.dropout else 0.0
     qkv_n = q / t + 2.0 * d * g_l
     vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
@@ -194,7 +195,7 @@ def layer_ops(
     if moe_layer:
         moe = model.moe
         E, k = moe.num_experts, moe.top_k
-        load = moe_imbalance if moe.capacity_factor is None else min(moe_imbalance, moe.capacity_factor)
+        load = moe_token_load(moe, moe_imbalance)
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
         I = moe.ffn_hidden
         up = (2 if model.gated else 1) * I / t
@@ -268,8 +269,8 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     (≈ 2 + 4 + 4 + 4 = 14 bytes per logit forward, 8 backward); its FLOPs are negligible."""
     h, V = model.hidden, model.vocab
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
-    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    T = (s / cp) * b
+    r = sp_divisor(t, sp)
+    T = tokens_per_rank(s, b, cp)
     return [
         Op("final_norm", MEMORY, 0.0, 4.0 * T * h / r),
         _gemm("logits", T, h, V / t),
@@ -282,8 +283,8 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     main gradient)."""
     h = model.hidden
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
-    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    T = (s / cp) * b
+    r = sp_divisor(t, sp)
+    T = tokens_per_rank(s, b, cp)
     drop = 3.0 if model.dropout else 0.0
     return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
 

@@ -59,6 +59,7 @@ from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
+from .shapes import moe_token_load
 
 PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
 BOUNDS = np.array(["compute", "memory", "communication"])
@@ -128,7 +129,7 @@ def stage_terms(
         kv_read_tokens,
         kv_write_tokens,
         kv_read_bytes,
-        wl.moe_imbalance,
+        moe_token_load(model.moe, wl.moe_imbalance),
         dense_layers,
         moe_layers,
         decode_part=decode_part,
@@ -144,7 +145,7 @@ def stage_terms(
     act = T * h * ACT_BYTES
     comm = {"tp_all_reduce": 2 * n * _collective(hw, "all_reduce", act, tp, 1)}
     if model.moe is not None:
-        imb = np.where(ep > 1, wl.moe_imbalance, 1.0)
+        imb = np.where(ep > 1, moe_token_load(model.moe, wl.moe_imbalance), 1.0)
         # EP inside TP needs no all-to-all: the TP all-reduce sums the experts' partial outputs
         a2a = _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
         comm["ep_all_to_all"] = 2 * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
+from .shapes import kv_heads_per_rank
 
 ACT_BYTES = 2  # bf16 activations
 HALF_BYTES = 2  # norms, router, embedding and head stay 16-bit
@@ -61,7 +62,7 @@ def causal_pairs(seq_len):
 def local_heads(model: ModelSpec, tp):
     """(query heads, KV heads) per GPU; KV heads are whole and replicated when tp > g."""
     tp = np.asarray(tp, dtype=np.float64)
-    return model.heads / tp, model.g / np.minimum(tp, model.g)
+    return model.heads / tp, kv_heads_per_rank(model.g, tp)
 
 
 def experts_touched(num_local, top_k, num_experts, tokens_routed):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
+from .shapes import kv_heads_per_rank
 
 
 def _norm_params(model: ModelSpec) -> int:
@@ -117,7 +118,7 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     has_embedding, has_head = np.asarray(has_embedding, dtype=bool), np.asarray(has_head, dtype=bool)
     n_moe = moe_layers_in_range(model, first_layer, first_layer + n_layers)
     n_dense = n_layers - n_moe
-    g_local = np.maximum(model.g // tp, 1)  # whole KV heads per rank (replicated when tp > g)
+    g_local = kv_heads_per_rank(model.g, tp)  # whole KV heads per rank (replicated when tp > g)
 
     attn = (2 * h * model.q_dim) / tp + 2 * h * d * g_local
     if model.mla is not None:

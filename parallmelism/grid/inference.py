@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cost.shapes import kv_replication
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
 from .layouts import (
     DROP_REASONS,
@@ -48,12 +49,6 @@ for _k, _v in INFERENCE_DROP_REASONS.items():
     DROP_REASONS.setdefault(_k, _v)
 
 INFERENCE_LAYOUT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "kv_replication", "layers_per_stage"]
-
-
-def kv_replication(tp, kv_heads: int):
-    """Copies of each KV head in a TP group: tp/g when tp > g (each rank needs a whole head), else 1."""
-    tp = np.asarray(tp)
-    return np.where(tp > kv_heads, tp // kv_heads, 1)
 
 
 def enumerate_inference_layouts(

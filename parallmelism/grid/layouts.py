@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cost.shapes import kv_replication
 from ..specs import DP_SHARDING, RECOMPUTE, AcceleratorSpec, GridSpec, ModelSpec, TrainWorkload
 
 # reason key -> sentence shown to users. Order = order the rules are checked.
@@ -260,7 +261,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.rule("sharding_needs_dp", (c["dp_sharding"] != SHARDING_CODE["NO_OP"]) & (c["dp"] * c["cp"] == 1))
 
     c = x.cols
-    c["kv_replication"] = np.where(c["tp"] > g, c["tp"] // g, 1)
+    c["kv_replication"] = kv_replication(c["tp"], g)
     c["layers_first_stage"], c["layers_per_stage"], c["layers_last_stage"] = stage_layer_split(L, c["pp"])
     order = [
         "ngpus",

@@ -1,0 +1,72 @@
+"""cost/shapes.py: each derived size once (reference values), and every path applies the MoE cap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from parallmelism.config import load_run_configs
+from parallmelism.cost.shapes import kv_heads_per_rank, kv_replication, moe_token_load, sp_divisor, tokens_per_rank
+from parallmelism.specs import MoESpec
+
+
+def test_reference_values():
+    # Llama-3.1-70B: 8 KV heads. TP 4 -> 2 heads per rank; TP 16 -> 1 head, each held by 2 ranks.
+    assert kv_heads_per_rank(8, np.array([1, 4, 8, 16])).tolist() == [8.0, 2.0, 1.0, 1.0]
+    assert kv_replication(np.array([1, 4, 8, 16]), 8).tolist() == [1, 1, 1, 2]
+    # s = 8192, b = 2, cp = 4 -> 4096 tokens per rank; SP divides the norm/residual tokens by t
+    assert float(tokens_per_rank(8192, 2, 4)) == 4096.0
+    assert sp_divisor(np.array([8, 8]), np.array([True, False])).tolist() == [8.0, 1.0]
+
+
+def test_moe_token_load_is_capped_by_the_capacity_factor():
+    dropless = MoESpec(num_experts=8, top_k=2, ffn_hidden=14336)
+    capped = dropless.model_copy(update={"capacity_factor": 1.25})
+    assert moe_token_load(dropless, 2.0) == 2.0
+    assert moe_token_load(capped, 2.0) == 1.25
+    assert moe_token_load(capped, 1.1) == 1.1
+    assert moe_token_load(None, 1.5) == 1.5
+
+
+@pytest.mark.parametrize("workload", ["train", "inference"])
+def test_every_path_applies_the_cap(workload):
+    """Imbalance 2 under capacity factor 1.25 costs what imbalance 1.25 costs: training (step time,
+    memory, the show breakdown's EP bytes) and serving (the path that used to forget the cap)."""
+    from parallmelism.engine import evaluate
+
+    base = ["model=mixtral-8x7b", f"workload={workload}", "grid.ngpus=[16]", "+model.moe.capacity_factor=1.25"]
+    if workload == "train":
+        base += ["grid.tp=2", "grid.ep=[4]", "grid.micro_batch=[1]", "workload.global_batch=32"]
+    else:
+        base += ["grid.ep=[4]", "grid.batch=[8]"]
+    a, _ = evaluate(load_run_configs([*base, "workload.moe_imbalance=2.0"])[0][1])
+    b, _ = evaluate(load_run_configs([*base, "workload.moe_imbalance=1.25"])[0][1])
+    c, _ = evaluate(load_run_configs([*base, "workload.moe_imbalance=1.0"])[0][1])
+    assert len(a) == len(b) > 0
+    key = "time_step_s" if workload == "train" else "tpot_ms"
+    assert np.array_equal(a[key].to_numpy(), b[key].to_numpy())
+    assert (a[key].to_numpy() >= c[key].to_numpy()).all() and (a[key].to_numpy() > c[key].to_numpy()).any()
+
+
+def test_breakdown_ep_bytes_apply_the_cap():
+    from parallmelism.cost.breakdown import training_breakdown
+    from parallmelism.engine import evaluate
+
+    def ep_bytes(imbalance):
+        ov = [
+            "model=mixtral-8x7b",
+            "grid.ngpus=[16]",
+            "grid.tp=2",
+            "grid.ep=[4]",
+            "grid.micro_batch=[1]",
+            "workload.global_batch=32",
+            "+model.moe.capacity_factor=1.25",
+            f"workload.moe_imbalance={imbalance}",
+        ]
+        run = load_run_configs(ov)[0][1]
+        _, grid = evaluate(run)
+        layout = {k: v[[0]] for k, v in grid.columns.items()}
+        colls = training_breakdown(layout, run.model, run.hardware, run.workload)["collectives"]
+        return next(c["bytes"] for c in colls if c["axis"] == "ep")
+
+    assert float(ep_bytes(2.0)) == pytest.approx(float(ep_bytes(1.25)))
