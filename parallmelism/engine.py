@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost.memory import MEM_STAGES, training_memory
+from .cost.memory import training_memory
 from .cost.params import total_params
 from .cost.pipeline import bubble_rate
-from .cost.steptime import BOUND_NAMES, training_time
-from .grid import RECOMPUTE_CODE, SHARDING_CODE
+from .cost.steptime import training_time
 from .schema import TRAINING_COLUMNS
-from .specs import InferenceWorkload, RunConfig, TrainWorkload
-
-SHARDING_NAMES = np.array(sorted(SHARDING_CODE, key=SHARDING_CODE.get))
-RECOMPUTE_NAMES = np.array(sorted(RECOMPUTE_CODE, key=RECOMPUTE_CODE.get))
+from .specs import Bound, DPSharding, InferenceWorkload, MemStage, Recompute, RunConfig, TrainWorkload, labels
 
 
 def evaluate_training_columns(
@@ -39,10 +35,10 @@ def evaluate_training_columns(
 def coded_categories() -> dict[str, list[str]]:
     """Columns the cost model keeps as integer codes, with the name of each code."""
     return {
-        "dp_sharding": list(SHARDING_NAMES),
-        "recompute": list(RECOMPUTE_NAMES),
-        "mem_stage": list(MEM_STAGES),
-        "bound": list(BOUND_NAMES),
+        "dp_sharding": labels(DPSharding),
+        "recompute": labels(Recompute),
+        "mem_stage": labels(MemStage),
+        "bound": labels(Bound),
     }
 
 

@@ -68,7 +68,7 @@ CASES = {
 
 
 def test_every_reason_has_a_case():
-    from parallmelism.grid.inference import INFERENCE_DROP_REASONS
+    from parallmelism.grid.reasons import INFERENCE_DROP_REASONS
 
     training_only = set(DROP_REASONS) - (set(INFERENCE_DROP_REASONS) - set(CASES))
     assert set(CASES) == training_only

@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grid import RECOMPUTE_CODE
-from ..specs import ModelSpec
+from ..specs import ModelSpec, Recompute
 from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor
 
-NONE, SELECTIVE, FULL = (RECOMPUTE_CODE[k] for k in ("none", "selective", "full"))
+NONE, SELECTIVE, FULL = (int(c) for c in (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL))
 
 
 def layer_activation_bytes(

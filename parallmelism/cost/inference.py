@@ -480,7 +480,7 @@ def inference_breakdown(
 
 def breakdown_for_row(row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload) -> list[dict]:
     """`inference_breakdown` of one evaluated row (a dict with the layout columns)."""
-    from ..grid.inference import INFERENCE_LAYOUT_COLUMNS
+    from ..schema import INFERENCE_LAYOUT_COLUMNS
 
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
     return inference_breakdown(cols, model, hw, wl, draft_model_of(model, wl))

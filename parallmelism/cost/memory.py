@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import AcceleratorSpec, ModelSpec, TrainWorkload, moe_layers_in_range
+from ..specs import AcceleratorSpec, MemStage, ModelSpec, TrainWorkload, labels, moe_layers_in_range
 from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
@@ -18,7 +18,7 @@ from .select import argmax3
 from .states import GRAD_BYTES, fsdp_gather_bytes, group_bytes_per_param, low_precision_copy_bytes, model_states_bytes
 
 
-MEM_STAGES = ["first", "second", "last"]
+MEM_STAGES = labels(MemStage)  # ["first", "second", "last"]: the `mem_stage` column's codes
 
 
 def _stage_geometry(c, L: int, stage: str):

@@ -19,10 +19,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grid import SHARDING_CODE
+from ..specs import DPSharding
 
 NO_OP, OS, OSG, FS = (
-    SHARDING_CODE[k] for k in ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD")
+    int(c)
+    for c in (
+        DPSharding.NO_OP,
+        DPSharding.OPTIMIZER_STATES,
+        DPSharding.OPTIMIZER_STATES_AND_GRADS,
+        DPSharding.FULLY_SHARD,
+    )
 )
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grid import RECOMPUTE_CODE
 from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
 from .links import axes_on_scale_out, bind_to_links, link_busy_s
 from .flops import (
@@ -44,9 +43,10 @@ from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
 from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
+from ..specs import Bound, Recompute, labels
 
-FULL, SELECTIVE = RECOMPUTE_CODE["full"], RECOMPUTE_CODE["selective"]
-BOUND_NAMES = ("compute", "memory", "communication", "bubble")
+FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
+BOUND_NAMES = tuple(labels(Bound))  # the `bound` column's codes
 AXES = ("tp", "cp", "ep", "dp", "pp")
 COLUMN_PARALLEL = ("qkv", "fc1", "gate_up", "shared_up")  # their backward hides the TP input-grad collectives
 

@@ -17,7 +17,7 @@ Axes:
   batch  concurrent sequences per replica (grid.batch, default workload.batch)
 
 All divisibility rules are checked here with a reason key (grid.layouts style), reusing the
-training rules where they are the same rule; `DROP_REASONS` gains the inference-only keys.
+training rules where they are the same rule (reason keys: grid/reasons.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.shapes import kv_replication
+from ..schema import INFERENCE_LAYOUT_COLUMNS
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
 from .layouts import (
-    DROP_REASONS,
     LayoutGrid,
     _candidates,
     divisors,
@@ -37,18 +37,6 @@ from .layouts import (
     replica_factorizations,
     tensor_parallel_rules,
 )
-
-INFERENCE_DROP_REASONS: dict[str, str] = {
-    "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
-    "pp_exceeds_layers": "pp is larger than the number of layers (a stage would be empty)",
-    "prompt_not_divisible_by_sp": "input length is not divisible by 2·sp (load-balanced causal prompt sharding)",
-    "ep_not_dividing_tp_or_dp_sp": "ep divides neither tp (experts over the TP group) nor dp·sp (over replicas)",
-}
-# One registry of reasons: the CLI's drop table and LayoutGrid.explain_empty read DROP_REASONS.
-for _k, _v in INFERENCE_DROP_REASONS.items():
-    DROP_REASONS.setdefault(_k, _v)
-
-INFERENCE_LAYOUT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "kv_replication", "layers_per_stage"]
 
 
 def enumerate_inference_layouts(

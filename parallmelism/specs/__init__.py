@@ -1,12 +1,19 @@
 """Typed, validated inputs: model, accelerator, workload, grid, and the run that holds them."""
 
 from .accelerator import AcceleratorSpec, Efficiency, ScaleOut, ScaleUp
+from .codes import Bound, DPSharding, MemStage, Recompute, code_of, labels
 from .grid import DP_SHARDING, RECOMPUTE, GridSpec
 from .model import MLASpec, ModelSpec, MoESpec, moe_layers_in_range
 from .run import OutputSpec, RunConfig
 from .workload import BYTES_PER_ELEMENT, InferenceWorkload, TrainWorkload
 
 __all__ = [
+    "Bound",
+    "DPSharding",
+    "MemStage",
+    "Recompute",
+    "code_of",
+    "labels",
     "AcceleratorSpec",
     "Efficiency",
     "ScaleOut",

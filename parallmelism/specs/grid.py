@@ -6,8 +6,12 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
-DP_SHARDING = ("NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD")
-RECOMPUTE = ("none", "selective", "full")
+from .codes import DPSharding as _DPSharding
+from .codes import Recompute as _Recompute
+from .codes import labels as _labels
+
+DP_SHARDING = tuple(_labels(_DPSharding))  # ("NO_OP", "OPTIMIZER_STATES", ...), in code order
+RECOMPUTE = tuple(_labels(_Recompute))  # ("none", "selective", "full")
 
 DpSharding = Literal["NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"]
 Recompute = Literal["none", "selective", "full"]

@@ -1,0 +1,39 @@
+"""Why a layout is dropped: one registry of reason keys -> the sentence users read.
+
+Training rules (grid/layouts.py) and serving rules (grid/inference.py) share the keys of the
+rules they share; the drop table and LayoutGrid.explain_empty read DROP_REASONS. Order = the
+order the rules are checked.
+"""
+
+from __future__ import annotations
+
+TRAINING_DROP_REASONS: dict[str, str] = {
+    "product_not_dividing_ngpus": "tp·pp·cp does not divide ngpus",
+    "ngpus_exceeds_fabric": "ngpus exceeds the scale-up domain and the hardware has no scale-out tier",
+    "tp_exceeds_scale_up_domain": "tp is larger than the scale-up (NVLink) domain",
+    "heads_not_divisible_by_tp": "query heads are not divisible by tp",
+    "kv_heads_incompatible_with_tp": "kv heads neither divide by tp nor divide tp (no whole-head replication)",
+    "ffn_not_divisible_by_tp": "FFN size (or expert FFN size) is not divisible by tp",
+    "layers_not_divisible_by_pp": "layers are not divisible by pp (grid.uneven_pipeline=false)",
+    "pipeline_stage_empty": "layers cannot fill pp stages (uneven split leaves the first or last stage empty)",
+    "seq_not_divisible_by_cp": "sequence length is not divisible by 2·cp (load-balanced causal ring attention)",
+    "ep_on_dense_model": "ep > 1 on a model without experts",
+    "experts_not_divisible_by_ep": "experts are not divisible by ep",
+    "ep_not_dividing_dp_cp": "ep does not divide dp·cp (EP lives inside the data-parallel × CP group)",
+    "batch_not_divisible_by_dp_micro_batch": "global batch is not divisible by dp·micro_batch",
+    "vpp_needs_pp": "virtual pipeline stages (vpp > 1) need pp > 1",
+    "vpp_needs_1f1b": "virtual pipeline stages (vpp > 1) only exist for the 1F1B schedule",
+    "layers_not_divisible_by_pp_vpp": "layers per pipeline stage are not divisible by vpp (interleaving needs equal chunks)",
+    "micro_batches_not_divisible_by_pp": "interleaved 1F1B needs the number of micro-batches divisible by pp",
+    "sequence_parallel_needs_tp": "sequence parallelism needs tp > 1",
+    "sharding_needs_dp": "a DP sharding strategy other than NO_OP needs a data-parallel group > 1",
+}
+
+INFERENCE_DROP_REASONS: dict[str, str] = {
+    "replica_not_dividing_ngpus": "tp·pp·sp (one serving replica) does not divide ngpus",
+    "pp_exceeds_layers": "pp is larger than the number of layers (a stage would be empty)",
+    "prompt_not_divisible_by_sp": "input length is not divisible by 2·sp (load-balanced causal prompt sharding)",
+    "ep_not_dividing_tp_or_dp_sp": "ep divides neither tp (experts over the TP group) nor dp·sp (over replicas)",
+}
+
+DROP_REASONS: dict[str, str] = {**TRAINING_DROP_REASONS, **INFERENCE_DROP_REASONS}

@@ -1,0 +1,68 @@
+"""The folder layout is the architecture (README "How the code is laid out"): specs -> grid ->
+cost -> engine/search -> report -> cli. These checks keep the dependencies pointing one way and
+the codes in one place."""
+
+from __future__ import annotations
+
+import ast
+import typing
+
+from conftest import REPO
+from parallmelism.specs import DP_SHARDING, RECOMPUTE, Bound, DPSharding, MemStage, Recompute, code_of, labels
+from parallmelism.specs import grid as grid_spec
+
+PACKAGE = REPO / "parallmelism"
+
+
+def _imports(folder: str) -> set[tuple[str, str]]:
+    """(file, imported parallmelism subpackage) for every relative import under a folder."""
+    found = set()
+    for path in (PACKAGE / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                found.add((str(path.relative_to(PACKAGE)), node.module.split(".")[0]))
+    return found
+
+
+def test_cost_terms_do_not_import_the_grid_search_report_or_cli():
+    bad = {(f, m) for f, m in _imports("cost") if m in ("grid", "search", "report", "cli", "engine")}
+    assert not bad, bad
+
+
+def test_specs_import_nothing_above_them():
+    bad = {(f, m) for f, m in _imports("specs") if m not in ("errors",)}
+    assert not bad, bad
+
+
+def test_grid_imports_only_specs_shapes_and_schema():
+    bad = {(f, m) for f, m in _imports("grid") if m not in ("specs", "cost", "schema", "errors")}
+    assert not bad, bad
+    cost_users = {f for f, m in _imports("grid") if m == "cost"}
+    for f in cost_users:  # the grid may use the derived sizes (cost/shapes.py), no cost term
+        text = (PACKAGE / f).read_text()
+        assert "from ..cost." in text and all(
+            line.startswith("from ..cost.shapes") for line in text.splitlines() if line.startswith("from ..cost")
+        ), f
+
+
+def test_codes_are_the_config_spellings():
+    assert labels(DPSharding) == list(DP_SHARDING) == list(typing.get_args(grid_spec.DpSharding))
+    assert labels(Recompute) == list(RECOMPUTE) == list(typing.get_args(grid_spec.Recompute))
+    assert labels(MemStage) == ["first", "second", "last"]
+    assert labels(Bound) == ["compute", "memory", "communication", "bubble"]
+    assert code_of(Recompute, "full") == Recompute.FULL == 2 and code_of(DPSharding, "FULLY_SHARD") == 3
+
+
+def test_one_drop_reason_registry_not_written_at_import():
+    from parallmelism.grid import layouts, reasons
+
+    assert layouts.DROP_REASONS is reasons.DROP_REASONS
+    assert set(reasons.DROP_REASONS) == set(reasons.TRAINING_DROP_REASONS) | set(reasons.INFERENCE_DROP_REASONS)
+    source = (PACKAGE / "grid" / "inference.py").read_text()
+    assert "DROP_REASONS.setdefault" not in source and "DROP_REASONS[" not in source
+
+
+def test_cli_modules_are_thin():
+    """No command module grows back into a 500-line mix of wiring, search logic and I/O."""
+    for path in (PACKAGE / "cli").glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 260, path.name
