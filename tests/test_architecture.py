@@ -66,3 +66,23 @@ def test_cli_modules_are_thin():
     """No command module grows back into a 500-line mix of wiring, search logic and I/O."""
     for path in (PACKAGE / "cli").glob("*.py"):
         assert len(path.read_text().splitlines()) <= 260, path.name
+
+
+def test_one_op_class_and_no_behaviour_keyed_on_op_names():
+    """cost/ops.py holds the only Op; fp8 eligibility and the attention core are fields."""
+    classes = [p for p in (PACKAGE / "cost").glob("*.py") if "\nclass Op" in p.read_text()]
+    assert [p.name for p in classes] == ["ops.py"]
+    for path in (PACKAGE / "cost").glob("*.py"):
+        text = path.read_text()
+        assert 'name.startswith("attention' not in text and "BF16_GEMMS" not in text, path.name
+
+
+def test_gemms_kept_in_bf16_under_fp8_are_marked():
+    from parallmelism.config import load_run_configs
+    from parallmelism.cost.flops import head_ops, layer_ops
+
+    run = load_run_configs(["model=mixtral-8x7b", "grid.ngpus=[8]"])[0][1]
+    ops = layer_ops(run.model, 4096, 1, 2, 1, True, True, moe_layer=True) + head_ops(run.model, 4096, 1, 2, 1, True)
+    bf16 = sorted(op.name for op in ops if op.kind == 0 and not op.low_precision)
+    assert bf16 == ["logits", "router"]
+    assert [op.name for op in ops if op.attention_core] == ["attention_core"]

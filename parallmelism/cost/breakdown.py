@@ -10,13 +10,13 @@ import numpy as np
 
 from .collectives import group_link
 from .comm import kv_width_per_rank, p2p_link, pp_hop_bytes
-from .flops import ATTENTION, MATMUL, embedding_ops, head_ops, layer_ops, moe_layer_counts
+from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
+from .ops import OpKind
 from .roofline import Rates, op_times
 from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
 from .shapes import moe_token_load, sp_divisor
 
-KIND_NAMES = {MATMUL: "matmul", ATTENTION: "attention", 2: "memory"}
 STAGES = ("first", "middle", "last")
 
 
@@ -64,7 +64,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
             ops.append(
                 {
                     "op": op.name,
-                    "kind": KIND_NAMES[op.kind],
+                    "kind": OpKind(op.kind).label,
                     "count": int(count) if float(count).is_integer() else count,
                     "flops_fwd": _f(op.flops),
                     "bytes_fwd": _f(op.bytes),

@@ -39,38 +39,14 @@ not the convention of the `flops_*_per_step` columns (which are the closed forms
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
+from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
-MATMUL, ATTENTION, MEMORY = 0, 1, 2  # op kinds: GEMM, attention core, bandwidth-only
 
-
-@dataclass
-class Op:
-    """One kernel (or fused group) of a layer on one GPU, one micro-batch. Arrays broadcast over rows."""
-
-    name: str
-    kind: int  # MATMUL | ATTENTION | MEMORY
-    flops: object  # forward FLOPs executed
-    bytes: object  # forward HBM bytes read + written
-    bwd_flops: float = 2.0  # backward FLOPs = bwd_flops × forward
-    bwd_bytes: float = 2.0  # backward bytes = bwd_bytes × forward, unless bwd_bytes_abs is given
-    selective: bool = False  # rerun by selective recompute (attention core)
-    dim: object = None  # smallest GEMM dimension (efficiency falls for small GEMMs)
-    bwd_bytes_abs: object = None  # backward HBM bytes, when not a multiple of the forward's
-    mkn: tuple = None  # GEMM (m, k, n) of the layer shape, for the kernel model (cost.kernels)
-    seq: object = None  # attention core: query length on the rank (s/cp)
-    heads: object = None  # attention core: heads on the rank × micro-batch (parallel CTAs)
-
-    def backward_bytes(self):
-        return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
-
-
-def _gemm(name, M, K, N, dim_extra=None, weight=True):
+def _gemm(name, M, K, N, dim_extra=None, weight=True, low_precision=True):
     """C[M,N] = A[M,K]·W[K,N]: 2MKN FLOPs; bytes read A, W, write C (2 bytes each).
     Backward: dgrad + wgrad = 4MKN; bytes 2·(activations) + W read 2 + main grad r/w 8."""
     flops = 2.0 * M * K * N
@@ -79,7 +55,7 @@ def _gemm(name, M, K, N, dim_extra=None, weight=True):
     fwd = act + 2.0 * w
     bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
     dim = np.minimum(np.minimum(K, N), M)
-    return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd, mkn=(M, K, N))
+    return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd, mkn=(M, K, N), low_precision=low_precision)
 
 
 def layer_ops(
@@ -116,6 +92,7 @@ def layer_ops(
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
                 heads=a / t * b,
+                attention_core=True,
             )
         )
     elif flash:  # MLA: Q and K over n+p dims, V and O over v dims
@@ -131,6 +108,7 @@ def layer_ops(
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
                 heads=a / t * b,
+                attention_core=True,
             )
         )
     elif model.mla is not None:
@@ -146,6 +124,8 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 mkn=(T * a / t, q / a, s),
+                low_precision=False,
+                attention_core=True,
             ),
             Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
             Op(
@@ -158,6 +138,8 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(model.mla.v_head_dim)),
                 mkn=(T * a / t, s, vw / a),
+                low_precision=False,
+                attention_core=True,
             ),
         ]
     else:
@@ -173,6 +155,8 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 mkn=(T * a / t, q / a, s),
+                low_precision=False,
+                attention_core=True,
             ),
             Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
             Op(
@@ -185,6 +169,8 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 mkn=(T * a / t, s, q / a),
+                low_precision=False,
+                attention_core=True,
             ),
         ]
     ops += [
@@ -200,7 +186,7 @@ def layer_ops(
         I = moe.ffn_hidden
         up = (2 if model.gated else 1) * I / t
         ops += [
-            _gemm("router", T / r, h, np.asarray(float(E))),
+            _gemm("router", T / r, h, np.asarray(float(E)), low_precision=False),
             Op("permute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
             _gemm("experts_up", routed, h, up),
             Op("activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * routed * I / t),
@@ -273,7 +259,7 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     T = tokens_per_rank(s, b, cp)
     return [
         Op("final_norm", MEMORY, 0.0, 4.0 * T * h / r),
-        _gemm("logits", T, h, V / t),
+        _gemm("logits", T, h, V / t, low_precision=False),
         Op("cross_entropy", MEMORY, 0.0, 14.0 * T * V / t, 2.0, bwd_bytes_abs=8.0 * T * V / t),
     ]
 

@@ -59,6 +59,7 @@ from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
+from .ops import OpKind
 from .shapes import moe_token_load
 
 PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
@@ -69,11 +70,11 @@ def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):
     """Achievable FLOP/s of one op: GEMMs at peak(precision)·matmul·min(1, m/tile_rows) (m rows =
     tokens; a partly filled tensor-core tile costs a full one), the flash attention core at
     peak(bf16)·attention (cost.roofline), memory ops none."""
-    if op.kind == "matmul":
-        m = np.maximum(np.asarray(op.gemm_dim, dtype=np.float64), 1.0)  # 0 rows: no FLOPs, no NaN
+    if op.kind == OpKind.MATMUL:
+        m = np.maximum(np.asarray(op.dim, dtype=np.float64), 1.0)  # 0 rows: no FLOPs, no NaN
         peak = rates.gemm_peak if fp8_peak is None else fp8_peak
         return peak * np.minimum(1.0, m / tile_rows)
-    if op.kind == "attention":
+    if op.kind == OpKind.ATTENTION:
         return rates.attention + 0 * op.flops
     return np.full(np.shape(op.flops), np.inf)
 
@@ -155,7 +156,7 @@ def stage_terms(
     out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
     if prefill:
         kv_all = prompt_tokens * kv_width * ACT_BYTES
-        attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == "attention")
+        attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == OpKind.ATTENTION)
         ag = _collective(hw, "all_gather", kv_all, sp, tp)
         comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
     else:

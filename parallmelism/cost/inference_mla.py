@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
-from .inference_ops import ACT_BYTES, HALF_BYTES, Op
+from .inference_ops import ACT_BYTES, HALF_BYTES
+from .ops import Op, serving_op
 
 
 def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_tokens) -> list[Op]:
@@ -59,7 +60,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     def linear(name, n_in, n_out, rows, weights=None):
         w = (n_in * n_out if weights is None else weights) * wb
         # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
-        return Op(
+        return serving_op(
             name,
             "matmul",
             count,
@@ -70,7 +71,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
         )
 
     def norm(name, width):
-        return Op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
+        return serving_op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
 
     ops = []
     if rq is None:
@@ -83,16 +84,18 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
     ops.append(linear("kv_b_proj", rkv, a_l * (n + v), Kn))
     ops.append(
-        Op("attention_qk", "attention", count, 2 * Pn * a_l * (n + p), zero, (Tn + Kn) * a_l * (n + p) * ab, inf)
+        serving_op(
+            "attention_qk", "attention", count, 2 * Pn * a_l * (n + p), zero, (Tn + Kn) * a_l * (n + p) * ab, inf
+        )
     )
-    ops.append(Op("attention_pv", "attention", count, 2 * Pn * a_l * v, zero, (Kn + Tn) * a_l * v * ab, inf))
+    ops.append(serving_op("attention_pv", "attention", count, 2 * Pn * a_l * v, zero, (Kn + Tn) * a_l * v * ab, inf))
     # absorbed decode form: latent scores and values, per-head W_UK before and W_UV after
     q_absorb = linear("q_absorb", n, rkv, Ta, weights=a_l * n * rkv)
     q_absorb.flops = 2 * Ta * a_l * n * rkv
     q_absorb.other_bytes = Ta * a_l * (n + rkv) * ab
     ops.append(q_absorb)
     ops.append(
-        Op(
+        serving_op(
             "attention_latent_qk",
             "attention",
             count,
@@ -102,7 +105,9 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
             inf,
         )
     )
-    ops.append(Op("attention_latent_pv", "attention", count, 2 * Pa * a_l * rkv, zero, Ta * a_l * rkv * ab, inf))
+    ops.append(
+        serving_op("attention_latent_pv", "attention", count, 2 * Pa * a_l * rkv, zero, Ta * a_l * rkv * ab, inf)
+    )
     v_up = linear("v_up", rkv, v, Ta, weights=a_l * rkv * v)
     v_up.flops = 2 * Ta * a_l * rkv * v
     v_up.other_bytes = Ta * a_l * (rkv + v) * ab

@@ -25,32 +25,14 @@ checkpoints. Activations are 16-bit; the KV cache uses `kv_dtype`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
+from .ops import Op, serving_op
 from .shapes import kv_heads_per_rank
 
 ACT_BYTES = 2  # bf16 activations
 HALF_BYTES = 2  # norms, router, embedding and head stay 16-bit
-
-
-@dataclass
-class Op:
-    """One op on one GPU: arrays over layout rows (per call; `count` calls per stage)."""
-
-    name: str
-    kind: str  # matmul | attention | memory
-    count: np.ndarray  # calls per pipeline stage (layers of this type, or 1)
-    flops: np.ndarray
-    weight_bytes: np.ndarray
-    other_bytes: np.ndarray
-    gemm_dim: np.ndarray  # smallest GEMM dimension (tokens); inf when not a GEMM
-
-    @property
-    def bytes(self):
-        return self.weight_bytes + self.other_bytes
 
 
 def causal_pairs(seq_len):
@@ -128,11 +110,11 @@ def layer_ops(
     zero = np.zeros_like(T)
 
     def norm(name, count):
-        return Op(name, "memory", count, zero, zero + h * HALF_BYTES, 2 * T * h * ab, inf)
+        return serving_op(name, "memory", count, zero, zero + h * HALF_BYTES, 2 * T * h * ab, inf)
 
     def linear(name, count, n_in, n_out, tokens=T, weight_bytes=wb, weights=None):
         w = (n_in * n_out if weights is None else weights) * weight_bytes
-        return Op(
+        return serving_op(
             name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens, tokens * (n_in + n_out) * ab, tokens
         )
 
@@ -159,7 +141,7 @@ def layer_ops(
         norm("attn_norm", all_layers),
         linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
         # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
-        Op(
+        serving_op(
             "attention_qk",
             "attention",
             all_layers,
@@ -169,7 +151,7 @@ def layer_ops(
             inf,
         ),
         # probabilities · V: same FLOPs; reads V, writes the output
-        Op(
+        serving_op(
             "attention_pv",
             "attention",
             all_layers,
@@ -212,7 +194,7 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         ops.append(linear("router", ml, h, E, weight_bytes=HALF_BYTES))
         up = linear("experts_gate_up", ml, h, mult * Ie_l, tokens=T_e, weights=touched * h * mult * Ie_l)
         down = linear("experts_down", ml, Ie_l, h, tokens=T_e, weights=touched * Ie_l * h)
-        up.gemm_dim = down.gemm_dim = per_expert
+        up.dim = down.dim = per_expert
         ops += [up, down]
         if moe.num_shared_experts:
             Is_l = moe.num_shared_experts * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
@@ -234,9 +216,9 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     emb = np.where(has_embedding, 1.0, 0.0) + 0 * T
     head = np.where(has_head, 1.0, 0.0) + 0 * T
     return [
-        Op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
-        Op("final_norm", "memory", head, 0 * T, 0 * T + h * HALF_BYTES, 2 * Th * h * ACT_BYTES, inf),
-        Op(
+        serving_op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
+        serving_op("final_norm", "memory", head, 0 * T, 0 * T + h * HALF_BYTES, 2 * Th * h * ACT_BYTES, inf),
+        serving_op(
             "lm_head",
             "matmul",
             head,

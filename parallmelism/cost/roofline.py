@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .flops import ATTENTION, MATMUL, Op
-from .flops import MEMORY as MEMORY_KIND
+from .ops import ATTENTION, MATMUL, Op
+from .ops import MEMORY as MEMORY_KIND
 from .kernels import KernelModel
 
-BF16_GEMMS = ("logits", "router")  # GEMMs Transformer Engine/Megatron keep in bf16 under an fp8 recipe
 # GEMMs whose fp8 input cast Transformer Engine fuses into the preceding norm (LayerNormLinear,
 # LayerNormMLP): the norm writes the fp8 copies instead of a separate read-cast-write.
 NORM_FUSED_GEMMS = ("qkv", "fc1", "gate_up", "q_down", "q_proj", "kv_down", "shared_up")
@@ -85,7 +84,7 @@ class Rates:
         return self._kernels
 
     def gemm_dtype(self, op: Op) -> str:
-        if op.name in BF16_GEMMS or op.name.startswith("attention_") or self.precision not in ("fp8", "fp4"):
+        if not op.low_precision or self.precision not in ("fp8", "fp4"):
             return "bf16"
         return self.precision
 
@@ -97,7 +96,7 @@ class Rates:
         """Forward FLOP/s of a serving op from the `efficiency` fractions."""
         attention = self.attention
         if op.kind == MATMUL:
-            if op.name.startswith("attention_"):
+            if op.attention_core:
                 # Eager attention's batched GEMMs (K or N = head_dim) run in the activation dtype
                 # at the attention-core fraction, like the fused kernel.
                 return attention

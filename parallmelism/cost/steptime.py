@@ -28,7 +28,6 @@ import numpy as np
 from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
 from .links import axes_on_scale_out, bind_to_links, link_busy_s
 from .flops import (
-    ATTENTION,
     embedding_ops,
     hardware_flops_per_step,
     head_ops,
@@ -76,7 +75,7 @@ def ops_time(ops, rates, recompute):
         acc["fwd"] = acc["fwd"] + f
         acc["bwd"] = acc["bwd"] + b
         acc["rc"] = acc["rc"] + rc
-        if op.kind == ATTENTION or op.name.startswith("attention_"):
+        if op.attention_core:
             acc["core_fwd"] = acc["core_fwd"] + f
             acc["core_bwd"] = acc["core_bwd"] + b
         elif op.dim is not None:

@@ -242,6 +242,7 @@ def plot_step_time(run, out: Path, top: int) -> Path:
 def plot_roofline(run, out: Path, top: int) -> Path:
     try:
         from ..cost import flops as F
+        from ..cost.ops import OpKind
         from ..cost.roofline import Rates
     except ImportError:
         raise UserError(
@@ -277,7 +278,7 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     ridge = peak / bw
     ax.axvline(ridge, color="gray", linewidth=0.5, linestyle=":")
     ax.text(ridge, peak / 1e12 * 1.1, f"ridge {ridge:.0f} FLOP/B", fontsize=7, ha="center")
-    markers = {F.MATMUL: ("o", "GEMM (this layout)"), F.ATTENTION: ("s", "attention core (this layout)")}
+    markers = {OpKind.MATMUL: ("o", "GEMM (this layout)"), OpKind.ATTENTION: ("s", "attention core (this layout)")}
 
     def place(fl, by, rate):
         ai_ = fl / by

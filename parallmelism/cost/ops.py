@@ -1,0 +1,78 @@
+"""One op (a kernel or a fused group of kernels) on one GPU: the unit every time term sums over.
+
+Training ops (cost/flops.py) describe one micro-batch's forward with backward multipliers;
+serving ops (cost/inference_ops.py, cost/inference_mla.py) describe one step's call with a call
+count. Behaviour follows the fields, never the op's name:
+  kind            MATMUL (tensor-core GEMM) | ATTENTION (fused attention kernel) | MEMORY (bandwidth only)
+  low_precision   a GEMM that runs in fp8/fp4 under a low-precision recipe; Transformer Engine and
+                  Megatron keep the logits GEMM, the router and attention's batched GEMMs in bf16
+  attention_core  part of the attention core (the fused kernel, or eager attention's batched
+                  GEMMs): selective recompute reruns it, the CP ring hides under it, and it runs
+                  at the attention kernels' rate
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+
+class OpKind(IntEnum):
+    MATMUL = 0
+    ATTENTION = 1
+    MEMORY = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+MATMUL, ATTENTION, MEMORY = OpKind.MATMUL, OpKind.ATTENTION, OpKind.MEMORY
+
+
+@dataclass
+class Op:
+    """Arrays broadcast over layout rows."""
+
+    name: str
+    kind: OpKind
+    flops: Any  # forward FLOPs executed (serving: per call)
+    other_bytes: Any  # HBM bytes read + written besides weight_bytes (training: all forward bytes)
+    bwd_flops: float = 2.0  # backward FLOPs = bwd_flops × forward
+    bwd_bytes: float = 2.0  # backward bytes = bwd_bytes × forward, unless bwd_bytes_abs is given
+    selective: bool = False  # rerun by selective recompute (attention core)
+    dim: Any = None  # smallest GEMM dimension (rows = tokens for serving GEMMs); efficiency falls below a tile
+    bwd_bytes_abs: Any = None  # backward HBM bytes, when not a multiple of the forward's
+    mkn: Any = None  # GEMM (m, k, n) of the layer shape, for the kernel model (cost/kernels.py)
+    seq: Any = None  # attention core: query length of one kernel on the rank
+    heads: Any = None  # attention core: heads on the rank × micro-batch (parallel CTAs)
+    count: Any = 1.0  # serving: calls per pipeline stage (layers of this type, or 1)
+    weight_bytes: Any = 0.0  # serving: weight bytes read per call (once per step, whatever the batch)
+    low_precision: bool = True
+    attention_core: bool = False
+
+    @property
+    def bytes(self):
+        """HBM bytes read + written (forward, or per serving call)."""
+        return self.weight_bytes + self.other_bytes
+
+    def backward_bytes(self):
+        return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
+
+
+def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, rows) -> Op:
+    """A serving op: `count` calls of `flops` and weight + other bytes each; `rows` = GEMM rows."""
+    k = OpKind[kind.upper()]
+    return Op(
+        name,
+        k,
+        flops,
+        other_bytes,
+        dim=rows,
+        count=count,
+        weight_bytes=weight_bytes,
+        attention_core=k == OpKind.ATTENTION,
+    )
