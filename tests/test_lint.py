@@ -1,5 +1,6 @@
-"""Lint is part of the suite: `ruff check` and `ruff format --check` (config in pyproject.toml) pass on the package, tests
-and benchmarks. ruff comes with the test extra, so CI runs it through the README's test command."""
+"""Lint and types are part of the suite: `ruff check` and `ruff format --check` pass on the package,
+tests and benchmarks, and `mypy parallmelism` on the package (config in pyproject.toml). ruff and
+mypy come with the test extra, so CI runs them through the README's test command."""
 
 import subprocess
 import sys
@@ -23,4 +24,12 @@ def test_ruff_check_is_clean():
 
 def test_ruff_format_is_clean():
     r = _ruff("format", "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy_is_clean():
+    """`mypy parallmelism` (config in pyproject.toml: pydantic plugin) finds no error."""
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "parallmelism", "--no-incremental"], cwd=REPO, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr

@@ -29,7 +29,7 @@ def _yaml_loader():
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class Loader(base):  # type: ignore[misc, valid-type]
+    class Loader(base):  # the base class is chosen at run time (libyaml or not)
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:  # a key given twice is a mistake, not "the last one wins"
@@ -394,7 +394,9 @@ def _resolved(data: dict, path: Path) -> dict:
     from omegaconf import OmegaConf
 
     try:
-        return OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+        resolved = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+        assert isinstance(resolved, dict)  # created from a dict
+        return resolved
     except Exception as exc:
         raise UserError(f"{path}: {_first_line(exc)}") from None
 

@@ -68,7 +68,7 @@ def layer_activation_bytes(
     # MLP block
     replicated = replicated + (2 * h + 2 * h) * tok / r  # norm input, fc1 input
     if moe_layer:
-        moe = model.moe
+        moe = model.require_moe()
         load = moe_token_load(moe, moe_imbalance)
         routed = tok * moe.top_k * load  # routed tokens of this TP group (all TP ranks together)
         # permuted input and expert output are sequence-parallel shards (/r); the expert MLP runs on

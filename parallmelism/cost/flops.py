@@ -179,7 +179,7 @@ def layer_ops(
         Op("norm_mlp", MEMORY, 0.0, 4.0 * T * h / r),
     ]
     if moe_layer:
-        moe = model.moe
+        moe = model.require_moe()
         E, k = moe.num_experts, moe.top_k
         load = moe_token_load(moe, moe_imbalance)
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
@@ -221,7 +221,7 @@ def _cp_chunk(s, cp):
 def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
     """MLA projections, latent norms and RoPE of one layer (module docstring); down projections
     replicated over TP, up projections split by heads."""
-    m, h, a = model.mla, model.hidden, model.heads
+    m, h, a = model.require_mla(), model.hidden, model.heads
     n, p, v, rkv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
     if m.q_lora_rank is None:
         ops = [_gemm("q_proj", T, h, a * (n + p) / t)]
@@ -244,7 +244,7 @@ def _mla_attention_bracket(model: ModelSpec, s: float) -> float:
     """W_attn/(2h²) + s·a·(n+p+v)/(2h²): MLA attention in units of 12·B·s·h² (module docstring)."""
     from .params import mla_params
 
-    m, h = model.mla, model.hidden
+    m, h = model.require_mla(), model.hidden
     weights = sum(mla_params(model)) - m.kv_lora_rank - (m.q_lora_rank or 0)  # latent norms are not GEMMs
     return (weights + s * model.heads * (m.qk_head_dim + m.v_head_dim)) / (2.0 * h * h)
 
@@ -285,7 +285,7 @@ def optimizer_bytes_per_param(lowp_copy_bytes: float = 0.0, grad_bytes: float = 
 # ---- closed forms ------------------------------------------------------------------------------
 
 
-def _layer_bracket(model: ModelSpec, s: int, moe_layer: bool) -> float:
+def _layer_bracket(model: ModelSpec, s: float, moe_layer: bool) -> float:
     """[(1 + g/a + s/h)·(q/h) + (I/h)·k·(3/2 if gated)] of one layer (Megatron)."""
     h = model.hidden
     if model.mla is not None:
@@ -294,7 +294,7 @@ def _layer_bracket(model: ModelSpec, s: int, moe_layer: bool) -> float:
         attn = (1.0 + model.g / model.heads + s / h) * (model.q_dim / h)
     gate = 1.5 if model.gated else 1.0
     if moe_layer:
-        moe = model.moe
+        moe = model.require_moe()
         mlp = moe.ffn_hidden / h * moe.top_k * gate
         if moe.num_shared_experts:
             mlp += (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts / h * gate

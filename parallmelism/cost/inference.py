@@ -496,7 +496,7 @@ def draft_model_of(model: ModelSpec, wl: InferenceWorkload) -> ModelSpec | None:
     from ..errors import UserError
     from .params import total_params
 
-    draft = load_option("model", wl.draft_model)
+    draft = load_option("model", str(wl.draft_model))  # validated: spec_method=draft names one
     n_draft, n_model = total_params(draft), total_params(model)
     if n_draft >= n_model:
         raise UserError(

@@ -186,14 +186,16 @@ class KernelTable:
             self.gemm[dtype] = _Residuals(coords, _log_ratio(t, base))
         self.attention = {}
         for backend in sorted({r["backend"] for r in rows if r["family"] == "attention"}):
-            for part in ("fwd", "bwd"):
-                a = [r for r in rows if r["family"] == "attention" and r["backend"] == backend and r["part"] == part]
+            for direction in ("fwd", "bwd"):
+                a = [
+                    r for r in rows if r["family"] == "attention" and r["backend"] == backend and r["part"] == direction
+                ]
                 if not a:
                     continue
                 s, h, d, t = (np.array([f(r, c) for r in a]) for c in ("seq", "heads", "head_dim", "measured_s"))
-                flops = causal_attention_flops(s, h, d, part == "bwd")
+                flops = causal_attention_flops(s, h, d, direction == "bwd")
                 base = attention_physics_s(flops, s, h, peak["bf16"], sms)
-                self.attention[(backend, part)] = _Residuals(_log2(np.stack([s, h], axis=1)), _log_ratio(t, base))
+                self.attention[(backend, direction)] = _Residuals(_log2(np.stack([s, h], axis=1)), _log_ratio(t, base))
         self.has_hbm = any(r["family"] == "hbm" for r in rows)
         if not require_all:
             if not (self.gemm or self.attention or self.has_hbm):

@@ -35,7 +35,7 @@ def _norm_params(model: ModelSpec) -> int:
 
 def mla_params(model: ModelSpec) -> tuple[int, int]:
     """(replicated, head-sharded) MLA parameters of one layer (module docstring)."""
-    m, h, a = model.mla, model.hidden, model.heads
+    m, h, a = model.require_mla(), model.hidden, model.heads
     kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
     sharded = m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim) + a * m.v_head_dim * h
     if m.q_lora_rank is None:
@@ -66,7 +66,7 @@ def mlp_params(model: ModelSpec, ffn: int) -> int:
 
 def moe_params(model: ModelSpec, experts: int) -> int:
     """Routed experts (`experts` of them), router and shared experts of one MoE layer."""
-    moe = model.moe
+    moe = model.require_moe()
     n = experts * mlp_params(model, moe.ffn_hidden) + model.hidden * moe.num_experts
     if moe.router_bias:
         n += moe.num_experts
@@ -81,7 +81,7 @@ def embedding_params(model: ModelSpec) -> int:
     """Input embedding (+ learned positions) and output head, counted once if tied."""
     n = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
     if model.position_embedding == "learned":
-        n += model.max_position * model.hidden
+        n += model.require_max_position() * model.hidden
     return n
 
 
@@ -92,7 +92,7 @@ def total_params(model: ModelSpec, active: bool = False) -> int:
     dense_layer = attention_params(model) + mlp_params(model, model.ffn_hidden) + norms
     n = (L - n_moe) * dense_layer + embedding_params(model) + _norm_params(model)
     if n_moe:
-        experts = model.moe.top_k if active else model.moe.num_experts
+        experts = model.require_moe().top_k if active else model.require_moe().num_experts
         n += n_moe * (attention_params(model) + moe_params(model, experts) + norms)
     return n
 
@@ -150,7 +150,7 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
         experts = n_moe * (moe.num_experts / ep) * mlp_shard(moe.ffn_hidden)
 
     vocab_shard = model.vocab * h / tp
-    pos = model.max_position * h if model.position_embedding == "learned" else 0
+    pos = model.require_max_position() * h if model.position_embedding == "learned" else 0
     shared_head = model.tie_embeddings & has_embedding & has_head
     embedding = (
         np.where(has_embedding, vocab_shard + pos, 0.0)

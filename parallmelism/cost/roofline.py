@@ -74,7 +74,7 @@ class Rates:
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
         self.precision = precision
         self._hw = hw
-        self._kernels = None
+        self._kernels: KernelModel | None = None
 
     @property
     def kernels(self) -> KernelModel:

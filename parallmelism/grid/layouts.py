@@ -97,7 +97,7 @@ class _Crosser:
         self.cols[name] = np.tile(values, n)
         self.remaining //= len(values)
 
-    def rule(self, reason: str, bad: np.ndarray) -> None:
+    def rule(self, reason: str, bad: np.ndarray | bool) -> None:
         bad = np.asarray(bad, dtype=bool)
         if bad.ndim == 0:
             bad = np.full(len(next(iter(self.cols.values()))), bool(bad))

@@ -15,6 +15,9 @@ Rows come out in the kernel-table format of validate/kernel_table.py.
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 import statistics
 import time
 
@@ -111,7 +114,7 @@ def tasks(torch, device: str, quick: bool):
     dt = torch.bfloat16 if device == "cuda" else torch.float32
     dname = "bf16" if device == "cuda" else "fp32"
     fp8 = device == "cuda" and torch.cuda.get_device_capability() >= (8, 9) and hasattr(torch, "_scaled_mm")
-    out = []
+    out: list[tuple[str, Callable[[], list]]] = []
 
     def gemm(m, k, n):
         a = torch.randn(m, k, device=device, dtype=dt)
@@ -128,7 +131,7 @@ def tasks(torch, device: str, quick: bool):
 
     for m in p["m"]:
         for k, n in p["kn"]:
-            out.append((f"gemm m={m} k={k} n={n}", lambda m=m, k=k, n=n: gemm(m, k, n)))
+            out.append((f"gemm m={m} k={k} n={n}", partial(gemm, m, k, n)))
 
     backends = _attention_backends(torch, device)
 
@@ -154,7 +157,7 @@ def tasks(torch, device: str, quick: bool):
                 out.append(
                     (
                         f"attention {name} s={seq} heads={heads}",
-                        lambda seq=seq, heads=heads, name=name, backend=backend: attention(seq, heads, name, backend),
+                        partial(attention, seq, heads, name, backend),
                     )
                 )
 
@@ -171,7 +174,7 @@ def tasks(torch, device: str, quick: bool):
         ]
 
     for nbytes in p["hbm"]:
-        out.append((f"hbm {nbytes / 2**20:g} MiB", lambda nbytes=nbytes: hbm(nbytes)))
+        out.append((f"hbm {nbytes / 2**20:g} MiB", partial(hbm, nbytes)))
     return out
 
 

@@ -40,7 +40,7 @@ def estimated_peaks(rows: list[dict]) -> tuple[dict, float]:
     """(peak TFLOP/s per GEMM dtype, HBM GB/s) estimated from the fastest measured kernels."""
     from ..cost.kernels import GEMM_PEAK_FRACTION
 
-    peaks = {}
+    peaks: dict[str, float] = {}
     for r in rows:
         if r["family"] == "gemm":
             rate = 2.0 * r["m"] * r["k"] * r["n"] / r["measured_s"] / 1e12

@@ -144,6 +144,24 @@ class ModelSpec(BaseModel):
     def is_moe(self) -> bool:
         return self.moe is not None
 
+    def require_moe(self) -> "MoESpec":
+        """The MoE block, for code on a path that only MoE models reach."""
+        if self.moe is None:
+            raise ValueError(f"model {self.name} has no experts (a MoE-only cost term was asked for)")
+        return self.moe
+
+    def require_max_position(self) -> int:
+        """Rows of the learned position table (validated present when position_embedding=learned)."""
+        if self.max_position is None:
+            raise ValueError(f"model {self.name} has no max_position")
+        return self.max_position
+
+    def require_mla(self) -> "MLASpec":
+        """The MLA block, for code on a path that only MLA models reach."""
+        if self.mla is None:
+            raise ValueError(f"model {self.name} has no multi-head latent attention")
+        return self.mla
+
 
 def moe_layers_in_range(model: ModelSpec, lo, hi):
     """Number of MoE layers among layers [lo, hi); lo/hi may be numpy arrays."""

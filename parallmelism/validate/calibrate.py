@@ -75,7 +75,7 @@ def fit(cases, runs, measured, hw):
 
 def main(argv=None) -> int:
     rows = _rows()
-    by_hw = {}
+    by_hw: dict[str, list] = {}
     for case, meas, run in rows:
         by_hw.setdefault(run.hardware.name, []).append((case, meas, run))
     for name, items in by_hw.items():

@@ -21,6 +21,8 @@ The header lines of the source files (hardware, software versions, date, method)
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import sys
 from pathlib import Path
@@ -132,7 +134,7 @@ def rows_from(path: Path):
     out = []
     for r in df.to_dict("records"):
         fam = r["family"]
-        base = {c: None for c in COLUMNS}
+        base: dict[str, Any] = {c: None for c in COLUMNS}
         base["source"] = src
         if fam == "gemm":
             dtype = "fp8" if str(r["dtype"]).startswith("fp8") else r["dtype"]  # fp8_e4m3 -> fp8
