@@ -94,10 +94,11 @@ SEED_COLUMNS: dict[str, str] = {
     "token imbalance hypothesis": "workload.moe_imbalance (input)",
 }
 
-# workload=inference (grid/inference.py, cost/inference*.py): column name -> meaning.
-# Attention FLOPs are CAUSAL (S(S+1)/2 pairs per prompt); a multiply-add is 2 FLOPs.
 # The layout columns of a serving row (grid/inference.py writes them; the serving breakdown reads them).
 INFERENCE_LAYOUT_COLUMNS = ["ngpus", "tp", "pp", "sp", "ep", "dp", "batch", "kv_replication", "layers_per_stage"]
+
+# workload=inference (grid/inference.py, cost/inference*.py): column name -> meaning.
+# Attention FLOPs are CAUSAL (S(S+1)/2 pairs per prompt); a multiply-add is 2 FLOPs.
 
 INFERENCE_COLUMNS: dict[str, str] = {
     "model": "model name (models/NAME.yaml)",

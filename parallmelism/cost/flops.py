@@ -46,7 +46,7 @@ from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 
-def _gemm(name, M, K, N, dim_extra=None, weight=True, low_precision=True):
+def _gemm(name, M, K, N, weight=True, low_precision=True):
     """C[M,N] = A[M,K]·W[K,N]: 2MKN FLOPs; bytes read A, W, write C (2 bytes each).
     Backward: dgrad + wgrad = 4MKN; bytes 2·(activations) + W read 2 + main grad r/w 8."""
     flops = 2.0 * M * K * N

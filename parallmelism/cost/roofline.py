@@ -70,7 +70,6 @@ class Rates:
         self.gemm_peak = hw.peak_flops(precision) * (fp8_eff or eff.matmul)
         self.bf16_peak = hw.peak_flops("bf16")
         self.attention = self.bf16_peak * eff.attention
-        self.bf16_gemm = self.bf16_peak * eff.matmul
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
         self.precision = precision
         self._hw = hw

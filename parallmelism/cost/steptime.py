@@ -42,10 +42,9 @@ from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
 from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
-from ..specs import Bound, Recompute, labels
+from ..specs import Recompute
 
 FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
-BOUND_NAMES = tuple(labels(Bound))  # the `bound` column's codes
 AXES = ("tp", "cp", "ep", "dp", "pp")
 COLUMN_PARALLEL = ("qkv", "fc1", "gate_up", "shared_up")  # their backward hides the TP input-grad collectives
 

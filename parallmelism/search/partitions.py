@@ -25,8 +25,3 @@ def run_partitions(run) -> list[GridSpec]:
             mb = mb[mb <= grid.max_micro_batch]
         mbs = [[int(v)] for v in mb]
     return [grid.model_copy(update={"ngpus": [int(n)], "micro_batch": m}) for n in grid.ngpus for m in mbs]
-
-
-def row_numbers_base(part: int) -> int:
-    """First row number of partition `part` (enumeration order across partitions)."""
-    return part << 32
