@@ -29,22 +29,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-GPT3 = [
-    "model=gpt3-175b",
-    "hardware=a100-sxm-80gb",
-    "workload.seq_len=2048",
-    "workload.global_batch=1536",
-    "grid.ngpus=[4096]",
-    "grid.max_micro_batch=null",
-]
-L405 = [
-    "model=llama3.1-405b",
-    "hardware=h100-sxm-80gb",
-    "workload.global_batch=2048",
-    "grid.ngpus=[1024,2048,4096,8192,16384]",
-    "grid.max_micro_batch=null",
-]
+from bench_sweep import CASES  # noqa: E402  (the same search cases as the in-process benchmark)
+
+GPT3, L405 = CASES["gpt3"][1], CASES["llama405b"][1]
+assert GPT3 is not None and L405 is not None
 BIG = [
     "model=llama3.1-405b,llama3.1-70b,gpt3-175b",
     "grid.ngpus=[256,512,768,1024,1536,2048,3072,4096,6144,8192,12288,16384]",

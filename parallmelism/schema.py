@@ -3,6 +3,9 @@
 Seed PoC (LLM Parallelism Explorer) columns map onto ours as noted in `SEED_COLUMNS`.
 """
 
+# The axes of a training layout, in the order every table shows them.
+LAYOUT_AXES = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
+
 TRAINING_COLUMNS: dict[str, str] = {
     "model": "model name (models/NAME.yaml)",
     "hardware": "accelerator name (hardware/NAME.yaml)",

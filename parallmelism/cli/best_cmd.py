@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from ..schema import LAYOUT_AXES
 from .common import CHUNK, CONFIG_DIR, FULL, OUT, OVERRIDES, QUIET, WORKERS
 
 TABLE_COLUMNS = [
@@ -14,16 +15,7 @@ TABLE_COLUMNS = [
     "hardware",
     "ngpus",
     "rank",
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "dp_sharding",
-    "recompute",
-    "sequence_parallel",
+    *LAYOUT_AXES,
     "time_step_s",
     "mfu",
     "mem_total_gib",

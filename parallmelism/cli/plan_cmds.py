@@ -29,6 +29,7 @@ def plan_train(
     from ..report.table import frame_table
     from ..config.plan_shorthands import rewrite_plan_overrides
     from ..report.plan_summary import summary_path, train_summary, write_summary
+    from ..schema import LAYOUT_AXES
     from ..search import TopKCollector, frame_of_kept
     from ..search.plan import train_plan_failure, train_plan_table
     from .common import console, fail, load_runs, out_of, stream, write_frame
@@ -79,15 +80,7 @@ def plan_train(
                     width=to.width,
                     columns=[
                         "ngpus",
-                        "tp",
-                        "pp",
-                        "cp",
-                        "ep",
-                        "dp",
-                        "vpp",
-                        "micro_batch",
-                        "dp_sharding",
-                        "recompute",
+                        *LAYOUT_AXES,
                         "time_step_s",
                         "days",
                         "gpu_hours",

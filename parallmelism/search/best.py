@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
+from ..schema import LAYOUT_AXES
+
 BEST_COLUMNS = [
     "model",
     "hardware",
     "workload",
     "ngpus",
     "rank",
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "dp_sharding",
-    "recompute",
-    "sequence_parallel",
+    *LAYOUT_AXES,
     "time_step_s",
     "tokens_per_s",
     "mfu",

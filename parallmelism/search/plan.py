@@ -28,20 +28,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
+from ..schema import LAYOUT_AXES
 
-TRAIN_LAYOUT = [
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "num_micro_batches",
-    "dp_sharding",
-    "recompute",
-    "sequence_parallel",
-]
+_MB = LAYOUT_AXES.index("micro_batch") + 1
+TRAIN_LAYOUT = [*LAYOUT_AXES[:_MB], "num_micro_batches", *LAYOUT_AXES[_MB:]]
 TRAIN_PLAN_COLUMNS = [
     "model",
     "hardware",
