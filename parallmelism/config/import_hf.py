@@ -32,9 +32,7 @@ module layouts are not checked against transformers here) and any other model_ty
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from ..errors import UserError, format_validation_error
@@ -223,24 +221,6 @@ def default_name(cfg: dict, path: Path) -> str:
 
 def write_text_atomic(text: str, path: str | Path) -> Path:
     """Write text beside the target and rename, so a failure never leaves a partial file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UserError(f"cannot write to {str(path.parent)!r}: {exc.strerror}") from None
-    if path.is_dir():
-        os.close(fd)
-        os.unlink(tmp)
-        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from ..report.writer import write_text
+
+    return write_text(text, path)

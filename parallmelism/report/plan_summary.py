@@ -14,15 +14,9 @@ def write_summary(text: str, path: Optional[Path], console) -> None:
     """The plan's Markdown summary, written atomically beside the plan table."""
     if path is None:
         return
-    import os
-    import tempfile
+    from .writer import write_text
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_text(text, path)
     console.print(f"wrote the summary to {path}")
 
 

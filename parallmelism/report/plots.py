@@ -33,31 +33,13 @@ def _plt():
 
 
 def _save(fig, out: Path) -> Path:
-    """Save atomically (temporary file beside the target, then rename)."""
-    import os
-    import tempfile
-
-    from ..errors import UserError
-    from .writer import honour_umask, write_error_reason
+    """Save atomically (report/writer.atomic_write: temporary beside the target, then rename)."""
+    from .writer import atomic_write
 
     out = Path(out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
-    except OSError as exc:  # a read-only folder, a file where a folder should be
-        _plt().close(fig)
-        raise UserError(f"cannot write {str(out)!r}: {write_error_reason(exc)}") from None
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), dpi=130, bbox_inches="tight")
-        honour_umask(tmp, 0o666)
-        os.replace(tmp, out)
-    except OSError as exc:  # disk full, quota: the old picture stays
-        Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"cannot write {str(out)!r}: {write_error_reason(exc)}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with atomic_write(out, "picture") as tmp:
+            fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), dpi=130, bbox_inches="tight")
     finally:
         _plt().close(fig)
     return out

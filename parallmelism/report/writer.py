@@ -10,8 +10,11 @@ must stay plain: the versions are in the Parquet metadata and in the CSV columns
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__
 from ..errors import UserError
@@ -81,23 +84,73 @@ def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, s
     return path, TABLE_SUFFIXES[suffix]
 
 
+def temp_beside(path: Path) -> Path:
+    """The name of a new temporary beside `path` (`.NAME.<pid>.<random>.tmp`). Only a name: a
+    writer records it first and creates it second, so an interrupt at any moment after the
+    creation finds it recorded and removes it."""
+    return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+
+
+def create_temp(tmp: Path, folder: bool = False) -> None:
+    """Create the temporary file (or folder) with the permissions the umask allows (0666 / 0777
+    minus the umask, as any new file); never an existing one."""
+    if folder:
+        tmp.mkdir(mode=0o777)
+    else:
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+
+
+def remove_temp(tmp: Path) -> None:
+    """Remove a temporary file or folder, if it is there."""
+    if tmp.is_dir():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
+    """Yield a temporary path beside `path` to write; on success it is renamed onto `path`, on
+    any failure or interrupt (SIGINT, and SIGTERM/SIGHUP raised as SystemExit by the CLI) it is
+    removed and `path` is left as it was. A failed write is one sentence (UserError)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is a file, not a folder") from None
+        raise UserError(
+            f"cannot write {str(path)!r}: cannot create the folder {str(path.parent)!r}: {write_error_reason(exc)}"
+        ) from None
+    if path.is_dir() and what == "file":
+        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
+    tmp = temp_beside(path)
+    try:
+        try:
+            create_temp(tmp)
+        except OSError as exc:
+            raise UserError(f"cannot write to {str(path.parent)!r}: {write_error_reason(exc)}") from None
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as exc:  # disk full, quota, read-only target, ...: the old file stays as it was
+        remove_temp(tmp)
+        raise UserError(
+            f"cannot write {str(path)!r}: {write_error_reason(exc)}; nothing was written "
+            f"(an existing {what} there is unchanged)"
+        ) from None
+    except BaseException:
+        remove_temp(tmp)
+        raise
+
+
 def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
     """Write df to path (csv or parquet, from fmt or the suffix) atomically. Returns the path."""
     path = Path(path)
     fmt = fmt or ("parquet" if path.suffix == ".parquet" else "csv")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create output folder {str(path.parent)!r}: {exc.strerror}") from None
-    if path.is_dir():
-        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UserError(f"cannot write to {str(path.parent)!r}: {exc.strerror}") from None
-    os.close(fd)
-    honour_umask(tmp, 0o666)  # mkstemp makes 0600; give the file the usual permissions
-    try:
+    with atomic_write(path) as tmp:
         table = arrow_table(df)
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -106,19 +159,15 @@ def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
         else:
             import pyarrow.csv as pacsv
 
-            table = plain_strings(table)
-            pacsv.write_csv(table, tmp)
-        os.replace(tmp, path)
-    except OSError as exc:  # disk full, quota, read-only target, ...: the old file stays as it was
-        Path(tmp).unlink(missing_ok=True)
-        raise UserError(
-            f"cannot write {str(path)!r}: {write_error_reason(exc)}; nothing was written "
-            "(an existing file there is unchanged)"
-        ) from None
-    except BaseException:  # includes SIGINT, and SIGTERM/SIGHUP (raised as SystemExit by the CLI)
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            pacsv.write_csv(plain_strings(table), tmp)
     return path
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    """Write a text file atomically (UTF-8). Returns the path."""
+    with atomic_write(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def write_error_reason(exc: OSError) -> str:
@@ -136,13 +185,6 @@ def write_error_reason(exc: OSError) -> str:
         return names[exc.errno]
     text = (exc.strerror or str(exc)).splitlines()[0] if (exc.strerror or str(exc)) else type(exc).__name__
     return text
-
-
-def honour_umask(path: str | Path, mode: int = 0o777) -> None:
-    """Give a file or folder made by mkstemp/mkdtemp (0600/0700) the permissions the umask allows."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, mode & ~umask)
 
 
 def plain_strings(table):

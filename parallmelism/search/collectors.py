@@ -60,6 +60,10 @@ class Collector:
     def result(self):
         raise NotImplementedError
 
+    def open(self) -> None:
+        """Start of a run, inside the driver's cleanup scope (sinks make their temporary here, so
+        an interrupt at any later moment removes it)."""
+
     def close(self) -> object:
         """End of a successful run (sinks rename their output into place and return its path)."""
         return None

@@ -148,13 +148,15 @@ def stream_runs(
     """
     if prune_unfit is None:
         prune_unfit = bool(collectors) and all(c.where == "fits" for c in collectors)
-    job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive)
     stats = [RunStats() for _ in runs]
-    tasks = job.tasks()
-    if workers is None:  # every core, when there are enough partitions to share
-        workers = available_cores() if len(tasks) >= 2 * available_cores() else 1
-    workers = min(workers, len(tasks))
     try:
+        for c in collectors:  # temporaries are made inside this scope: any interrupt removes them
+            c.open()
+        job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive)
+        tasks = job.tasks()
+        if workers is None:  # every core, when there are enough partitions to share
+            workers = available_cores() if len(tasks) >= 2 * available_cores() else 1
+        workers = min(workers, len(tasks))
         if workers > 1:
             _stream_parallel(job, tasks, workers, stats, progress)
         else:
@@ -192,7 +194,7 @@ def _stream_parallel(job: _Job, tasks, workers: int, stats, progress) -> None:
     from collections import deque
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
-    with ctx.Pool(workers, initializer=_set_worker_job, initargs=(job,)) as pool:
+    with _fork_pool(ctx, workers, job) as pool:
         if progress is not None:
             progress.start(sum(len(i) for _, i in tasks))
         pending: deque = deque()
@@ -215,7 +217,31 @@ def _stream_parallel(job: _Job, tasks, workers: int, stats, progress) -> None:
         pool.join()
 
 
-def _set_worker_job(job: _Job) -> None:
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _fork_pool(ctx, workers: int, job: _Job):
+    """The worker pool, forked with the stop signals blocked: a Ctrl-C or SIGTERM that arrives
+    during a fork would otherwise be raised inside the fork's bookkeeping and be lost; blocked, it
+    waits and is raised right after, in the driver, which then cleans up. Workers restore the
+    signal mask first thing."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return ctx.Pool(workers, initializer=_set_worker_job, initargs=(job, None))
+    stop = {getattr(signal, s) for s in STOP_SIGNALS if hasattr(signal, s)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    try:
+        return ctx.Pool(workers, initializer=_set_worker_job, initargs=(job, mask))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _set_worker_job(job: _Job, mask) -> None:
+    if mask is not None:
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     _WORKER_JOB[:] = [job]
 
 

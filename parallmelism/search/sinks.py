@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..report.writer import arrow_table, honour_umask, plain_strings, write_error_reason
+from ..report.writer import arrow_table, create_temp, plain_strings, remove_temp, temp_beside, write_error_reason
 from .collectors import Collector
 from .frames import frame_of_run
 
@@ -81,15 +80,24 @@ class TableSink(Collector):
         self.rows = 0
         self._columns: list[str] | None = None
         self._writer: Any = None  # the open CSV file or pyarrow ParquetWriter
+        self.tmp: Path | None = None
+
+    def open(self) -> None:
+        self.tmp = temp_beside(self.path)  # recorded before it exists: abort() always finds it
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-            os.close(fd)
-            self.tmp = Path(tmp)
-            honour_umask(self.tmp, 0o666)  # mkstemp makes 0600; give the file the usual permissions
-            self.parts = self.tmp.with_name(self.tmp.name + ".parts")
+            create_temp(self.tmp)
         except OSError as exc:
-            raise UserError(f"cannot write to {str(self.path.parent)!r}: {exc.strerror}") from None
+            raise UserError(f"cannot write to {str(self.path.parent)!r}: {write_error_reason(exc)}") from None
+
+    def _temp(self) -> Path:
+        assert self.tmp is not None, "open() first"
+        return self.tmp
+
+    @property
+    def parts(self) -> Path:
+        """Folder of the workers' part files, beside the temporary file."""
+        return self._temp().with_name(self._temp().name + ".parts")
 
     # -- serial
     def update(self, cols: dict) -> None:
@@ -113,14 +121,14 @@ class TableSink(Collector):
                 import pyarrow.csv as pacsv
 
                 if self._writer is None:
-                    self._writer = open(self.tmp, "wb")
+                    self._writer = open(self._temp(), "wb")
                 opts = pacsv.WriteOptions(include_header=self.rows == 0)
                 pacsv.write_csv(table, self._writer, write_options=opts)
             else:
                 import pyarrow.parquet as pq
 
                 if self._writer is None:
-                    self._writer = pq.ParquetWriter(self.tmp, table.schema)
+                    self._writer = pq.ParquetWriter(self._temp(), table.schema)
                 self._writer.write_table(table)
         except OSError as exc:
             raise _write_failed(self.path, exc) from None
@@ -143,7 +151,7 @@ class TableSink(Collector):
             self._check_columns(columns)
             try:
                 if self._writer is None:
-                    self._writer = open(self.tmp, "wb")
+                    self._writer = open(self._temp(), "wb")
                 with open(part, "rb") as fh:
                     if self.rows:
                         fh.readline()  # the header is written once, with the first part
@@ -168,7 +176,7 @@ class TableSink(Collector):
             self._writer.close()
             self._writer = None
         shutil.rmtree(self.parts, ignore_errors=True)
-        os.replace(self.tmp, self.path)
+        os.replace(self._temp(), self.path)
         return self.path
 
     def abort(self) -> None:
@@ -178,8 +186,9 @@ class TableSink(Collector):
         except Exception:  # noqa: BLE001 - the temporary file is removed whatever the writer says
             pass
         self._writer = None
-        self.tmp.unlink(missing_ok=True)
-        shutil.rmtree(self.parts, ignore_errors=True)
+        if self.tmp is not None:
+            remove_temp(self.tmp)
+            remove_temp(self.parts)
 
     def result(self):
         return self.rows
@@ -227,18 +236,25 @@ class ParquetDatasetSink(Collector):
 
     def __init__(self, path: str | Path, runs: list):
         self.path, self.runs, self.rows = Path(path), runs, 0
+        self.tmp: Path | None = None
+
+    def open(self) -> None:
+        self.tmp = temp_beside(self.path)  # recorded before it exists: abort() always finds it
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
-            honour_umask(self.tmp)  # mkdtemp makes 0700: the dataset folder gets the usual permissions
+            create_temp(self.tmp, folder=True)
         except OSError as exc:
-            raise UserError(f"cannot write to {str(self.path.parent)!r}: {exc.strerror}") from None
+            raise UserError(f"cannot write to {str(self.path.parent)!r}: {write_error_reason(exc)}") from None
+
+    def _temp(self) -> Path:
+        assert self.tmp is not None, "open() first"
+        return self.tmp
 
     def update(self, cols: dict) -> None:
-        self.rows += _write_dataset_chunk(self.tmp, self.runs, cols)
+        self.rows += _write_dataset_chunk(self._temp(), self.runs, cols)
 
     def spawn(self) -> Collector:
-        return _DatasetPartWriter(self.tmp, self.runs)
+        return _DatasetPartWriter(self._temp(), self.runs)
 
     def merge(self, result) -> None:
         self.rows += int(result or 0)
@@ -246,11 +262,12 @@ class ParquetDatasetSink(Collector):
     def close(self) -> Path:
         if self.path.exists():
             shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
-        os.replace(self.tmp, self.path)
+        os.replace(self._temp(), self.path)
         return self.path
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.tmp is not None:
+            remove_temp(self.tmp)
 
     def result(self):
         return self.rows
