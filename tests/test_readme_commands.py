@@ -3,8 +3,9 @@
 Each command of the README's bash blocks runs in-process in a fresh folder (outputs land there);
 paths into the checkout (tests/golden, conf/compare, ../shared) are made absolute. Left to other
 tests: the install lines (CI runs them), Hydra multirun with launchers and its merge
-(tests/test_launchers.py), the SLURM recipe (needs a cluster), and the user-folder example, which
-needs the folder the README builds by hand.
+(tests/test_launchers.py), the SLURM recipe (needs a cluster), the user-folder example, which
+needs the folder the README builds by hand, and the 10^8-layout study (two minutes on two cores;
+benchmarks/bench_study.py runs it as written, and a test below runs it on a slice).
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ from conftest import REPO
 
 from parallmelism.cli.app import app
 
-SKIP = ("sweep -m", "/shared/sweeps", "-cd mine", "merge multirun/")
+SKIP = ("sweep -m", "/shared/sweeps", "-cd mine", "merge multirun/", "--out study.csv")
 
 
-def readme_commands() -> list[str]:
+def readme_commands(skip=SKIP) -> list[str]:
     text = (REPO / "README.md").read_text()
     cmds = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("  #")[0].strip()
-            if line.startswith("parallmelism ") and not any(s in line for s in SKIP):
+            if line.startswith("parallmelism ") and not any(s in line for s in skip):
                 cmds.append(line)
     return cmds
 
@@ -62,3 +63,26 @@ def test_readme_user_folder_example(tmp_path, monkeypatch):
     assert res.exit_code == 0 and "user folder" in res.output, res.output
     res = CliRunner().invoke(app, ["sweep", "-q", "-cd", "mine", "hardware.cost_per_gpu_hour_usd=2.1"])
     assert res.exit_code == 0, res.output
+
+
+def test_readme_study_command_runs_on_a_slice(tmp_path, monkeypatch):
+    """The README's 10^8-layout study, as written but on two models, one accelerator, two counts."""
+    (line,) = [c for c in readme_commands(skip=()) if "--out study.csv" in c]
+    args = []
+    for a in shlex.split(line)[1:]:
+        key = a.split("=", 1)[0]
+        args.append(
+            {
+                "model": "model=llama3.1-8b,mixtral-8x7b",
+                "hardware": "hardware=h100-sxm-80gb",
+                "grid.ngpus": "grid.ngpus=[8,64]",
+            }.get(key, a)
+        )
+    assert args != shlex.split(line)[1:] and "--top" in args and "grid.max_micro_batch=null" in args
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "study.csv")
+    assert set(table["model"]) == {"llama3.1-8b", "mixtral-8x7b"} and set(table["ngpus"]) == {8, 64}
