@@ -15,6 +15,8 @@ Pure pandas/numpy; the CLI (`parallmelism compare`) prints and sets the exit cod
 
 from __future__ import annotations
 
+from ..schema import LAYOUT_AXES
+
 import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,16 +33,7 @@ KEY_COLUMNS: tuple[str, ...] = (
     "workload",
     "phase",
     "ngpus",
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "dp_sharding",
-    "recompute",
-    "sequence_parallel",
+    *LAYOUT_AXES,
     # workload knobs that vary inside a multi-run table
     "seq_len",
     "global_batch",

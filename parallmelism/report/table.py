@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
+from ..schema import LAYOUT_AXES
+
 from rich.table import Table
 
 DEFAULT_COLUMNS = [
     "ngpus",
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "dp",
-    "vpp",
-    "micro_batch",
-    "dp_sharding",
-    "recompute",
-    "sequence_parallel",
+    *LAYOUT_AXES,
     "mem_states_gib",
     "mem_activations_gib",
     "mem_total_gib",
