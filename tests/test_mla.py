@@ -425,7 +425,7 @@ def test_cp_ring_carries_decompressed_k_and_v_for_mla():
     # GQA: K and V are 2·g·d per token (whole heads per TP rank); MLA's ring passes decompressed
     # per-head K (nope+rope = 192) and V (128): (a/t)·320 per token, 128 heads over tp 8 -> 5120.
     from parallmelism.config import load_option
-    from parallmelism.cost.comm import kv_width_per_rank
+    from parallmelism.cost.shapes import kv_width_per_rank
 
     assert float(kv_width_per_rank(load_option("model", "deepseek-v3"), 8)) == 16 * (192 + 128)
     assert float(kv_width_per_rank(load_option("model", "llama3.1-70b"), 8)) == 2 * 1 * 128

@@ -6,7 +6,18 @@ import numpy as np
 import pytest
 
 from parallmelism.config import load_run_configs
-from parallmelism.cost.shapes import kv_heads_per_rank, kv_replication, moe_token_load, sp_divisor, tokens_per_rank
+from parallmelism.config import load_option
+from parallmelism.cost.shapes import (
+    dense_dp_size,
+    expert_dp_size,
+    experts_per_rank,
+    heads_per_rank,
+    kv_heads_per_rank,
+    kv_replication,
+    moe_token_load,
+    sp_divisor,
+    tokens_per_rank,
+)
 from parallmelism.specs import MoESpec
 
 
@@ -17,6 +28,34 @@ def test_reference_values():
     # s = 8192, b = 2, cp = 4 -> 4096 tokens per rank; SP divides the norm/residual tokens by t
     assert float(tokens_per_rank(8192, 2, 4)) == 4096.0
     assert sp_divisor(np.array([8, 8]), np.array([True, False])).tolist() == [8.0, 1.0]
+    # Llama-3.1-70B: 64 query heads -> 8 per rank at TP 8
+    assert heads_per_rank(64, np.array([1, 8])).tolist() == [64.0, 8.0]
+
+
+def test_expert_sizes():
+    # DeepSeek-V3: 256 routed experts; EP 64 -> 4 local experts (Megatron-Core num_local_experts)
+    assert experts_per_rank(256, np.array([1, 8, 64])).tolist() == [256.0, 32.0, 4.0]
+    # Megatron-Core: world = tp·cp·dp·pp and expert_data_parallel_size = world / (etp·ep·pp) with
+    # etp = tp, i.e. dp·cp / ep. tp 2, cp 2, dp 8, pp 4 (world 128), ep 4 -> 4; dense grads over dp·cp = 16.
+    assert int(dense_dp_size(8, 2)) == 16
+    assert int(expert_dp_size(8, 2, 4)) == 128 // (2 * 4 * 4) == 4
+    assert expert_dp_size(np.array([8.0, 1.0]), np.array([1.0, 1.0]), np.array([8.0, 1.0])).tolist() == [1.0, 1.0]
+
+
+def test_mlp_shapes_of_the_spec():
+    """Per MLP: Llama-3.1-8B (SwiGLU) gate_proj, up_proj, down_proj of 4096 x 14336 each (HF
+    LlamaMLP); GPT-3 (GELU) fc1 and fc2; DeepSeek-V3's shared expert is 2048 wide (HF
+    moe_intermediate_size x n_shared_experts 1), Mixtral has none and falls back to the routed size."""
+    from parallmelism.cost.params import mlp_params
+
+    llama, gpt3 = load_option("model", "llama3.1-8b"), load_option("model", "gpt3-175b")
+    assert (llama.mlp_up_matrices, llama.mlp_matrices) == (2, 3)
+    assert (gpt3.mlp_up_matrices, gpt3.mlp_matrices) == (1, 2)
+    assert mlp_params(llama, llama.ffn_hidden) == 3 * 4096 * 14336
+    # GPT-3 175B: fc1 12288->49152 and fc2 with biases (49152 + 12288)
+    assert mlp_params(gpt3, gpt3.ffn_hidden) == 2 * 12288 * 49152 + 49152 + 12288
+    assert load_option("model", "deepseek-v3").require_moe().shared_expert_ffn == 2048
+    assert load_option("model", "mixtral-8x7b").require_moe().shared_expert_ffn == 14336
 
 
 def test_moe_token_load_is_capped_by_the_capacity_factor():

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec, Recompute
-from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor
+from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 NONE, SELECTIVE, FULL = (int(c) for c in (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL))
 
@@ -47,8 +47,7 @@ def layer_activation_bytes(
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     recompute = np.asarray(recompute)
     r = sp_divisor(t, sp)
-    S = s / cp
-    tok = S * b  # tokens of this micro-batch on this rank
+    tok = tokens_per_rank(s, b, cp)  # tokens of this micro-batch on this rank
     g_local = kv_heads_per_rank(model.g, t)
     mask = 1.0 if model.dropout else 0.0
 
@@ -79,7 +78,7 @@ def layer_activation_bytes(
             + 4.0 * moe.num_experts * tok / r
         )
         if moe.num_shared_experts:
-            sI = (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts
+            sI = moe.shared_expert_ffn * moe.num_shared_experts
             mlp = mlp + (6 if model.gated else 4) * sI / t * tok
     else:
         mlp = (6 if model.gated else 4) * I / t * tok + mask * h * tok / r
@@ -109,7 +108,7 @@ def inflight_micro_batches(pp, vpp, m, schedule: str, rank) -> np.ndarray:
 def logits_bytes(model: ModelSpec, s: int, b, t, cp) -> np.ndarray:
     """Last stage: bf16 logits (2SbV/t) and their fp32 copy kept by cross-entropy (4SbV/t)."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
-    return 6.0 * (s / cp) * b * model.vocab / t
+    return 6.0 * tokens_per_rank(s, b, cp) * model.vocab / t
 
 
 def stage_extra_bytes(
@@ -119,7 +118,7 @@ def stage_extra_bytes(
     final-norm input and output-head input (2·2Sbh/r) on the last stage."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
-    tok = (s / cp) * b
+    tok = tokens_per_rank(s, b, cp)
     emb = (1.0 if model.dropout else 0.0) * model.hidden * tok / r * inflight_first
     head = 4.0 * model.hidden * tok / r
     return np.where(stage_has_embedding, emb, 0.0) + np.where(stage_has_head, head, 0.0)

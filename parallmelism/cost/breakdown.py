@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from .collectives import group_link
-from .comm import kv_width_per_rank, p2p_link, pp_hop_bytes
+from .comm import p2p_link, pp_hop_bytes
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .ops import OpKind
 from .roofline import Rates, op_times
 from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
-from .shapes import moe_token_load, sp_divisor
+from .shapes import dense_dp_size, kv_width_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 STAGES = ("first", "middle", "last")
 
@@ -80,7 +80,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         bw_, lat = group_link(hw, size, stride, kind=kind)
         return _f(bw_), _f(lat)
 
-    T = s / cp * b
+    T = float(tokens_per_rank(s, b, cp))
     colls = []
     if tp > 1:
         bw_, _ = link(tp, 1)
@@ -104,7 +104,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "axis": "cp",
                 "collective": "send_recv (ring K,V)",
                 "group": int(cp),
-                "bytes": (s / cp) * b * float(kv_width_per_rank(model, tp)) * 2,
+                "bytes": T * float(kv_width_per_rank(model, tp)) * 2,
                 "per_layer_per_micro_batch": 3 * (cp - 1),
                 "bandwidth_gbps": bw_,
             }
@@ -126,8 +126,9 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "bandwidth_gbps": bw_,
             }
         )
-    if dp * cp > 1:
-        bw_, _ = link(dp * cp, tp)
+    dp_group = int(dense_dp_size(dp, cp))
+    if dp_group > 1:
+        bw_, _ = link(dp_group, tp)
         sh = int(cols["dp_sharding"][0])
         names = {
             0: "all_reduce (fp32 grads)",
@@ -139,7 +140,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
             {
                 "axis": "dp",
                 "collective": names[sh],
-                "group": int(dp * cp),
+                "group": dp_group,
                 "bytes": float("nan"),
                 "per_layer_per_micro_batch": float("nan"),
                 "bandwidth_gbps": bw_,

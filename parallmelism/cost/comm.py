@@ -43,7 +43,14 @@ import numpy as np
 
 from .collectives import collective_time_s, group_collective_time_s, group_link
 from .states import FS, NO_OP
-from .shapes import kv_heads_per_rank, moe_token_load
+from .shapes import (
+    dense_dp_size,
+    expert_dp_size,
+    kv_width_per_rank,
+    moe_token_load,
+    sp_divisor,
+    tokens_per_rank,
+)
 
 
 def p2p_link(hw, span):
@@ -87,17 +94,9 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
 
 
-def kv_width_per_rank(model, t):
-    """Elements of K plus V per token on one TP rank: 2·g_local·d (GQA: whole KV heads, replicated
-    when tp > g), or (a/t)·(nope + rope + v) for MLA, whose ring passes decompressed K and V."""
-    if model.mla is not None:
-        return (model.heads / np.asarray(t, dtype=np.float64)) * (model.mla.qk_head_dim + model.mla.v_head_dim)
-    return 2.0 * kv_heads_per_rank(model.g, t) * model.d
-
-
 def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
     """(link, exposed) seconds of one layer's CP ring for one micro-batch."""
-    chunk = (s / cp) * b * kv_width_per_rank(model, t) * 2.0  # K and V of one CP chunk, bf16
+    chunk = tokens_per_rank(s, b, cp) * kv_width_per_rank(model, t) * 2.0  # K and V of one CP chunk, bf16
     bw, lat = p2p_link(hw, cp * t)
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
     hops = np.maximum(cp - 1.0, 0.0)
@@ -123,7 +122,7 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     t = np.asarray(t, dtype=np.float64)
     sp = np.asarray(sp, dtype=bool)
     S_full = 2.0 * T * moe.top_k * load * model.hidden
-    S_a2a = np.where(sp, S_full / t, S_full)
+    S_a2a = S_full / sp_divisor(t, sp)
     a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
     ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
     rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
@@ -180,7 +179,7 @@ def dp_step_times_s(
     gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
     grads, 2 with grad_reduce_dtype=bf16)."""
     sharding = np.asarray(sharding)
-    n_dense, n_exp = dp * cp, dp * cp // ep
+    n_dense, n_exp = dense_dp_size(dp, cp), expert_dp_size(dp, cp, ep)
 
     def one(P, n, stride):
         buckets = np.ceil(np.asarray(P, dtype=np.float64) / dp_bucket_params(bucket_params, n))

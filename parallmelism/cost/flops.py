@@ -43,7 +43,7 @@ import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
 from .ops import ATTENTION, MATMUL, MEMORY, Op
-from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
+from .shapes import heads_per_rank, kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 
 def _gemm(name, M, K, N, weight=True, low_precision=True):
@@ -91,7 +91,7 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
-                heads=a / t * b,
+                heads=heads_per_rank(a, t) * b,
                 attention_core=True,
             )
         )
@@ -107,7 +107,7 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
-                heads=a / t * b,
+                heads=heads_per_rank(a, t) * b,
                 attention_core=True,
             )
         )
@@ -184,7 +184,7 @@ def layer_ops(
         load = moe_token_load(moe, moe_imbalance)
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
         I = moe.ffn_hidden
-        up = (2 if model.gated else 1) * I / t
+        up = model.mlp_up_matrices * I / t
         ops += [
             _gemm("router", T / r, h, np.asarray(float(E)), low_precision=False),
             Op("permute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
@@ -194,16 +194,16 @@ def layer_ops(
             Op("unpermute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
         ]
         if moe.num_shared_experts:
-            sI = (moe.shared_ffn_hidden or I) * moe.num_shared_experts
+            sI = moe.shared_expert_ffn * moe.num_shared_experts
             ops += [
-                _gemm("shared_up", T, h, (2 if model.gated else 1) * sI / t),
+                _gemm("shared_up", T, h, model.mlp_up_matrices * sI / t),
                 Op("shared_activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * sI / t),
                 _gemm("shared_down", T, sI / t, h),
             ]
     else:
         I = model.ffn_hidden
         ops += [
-            _gemm("gate_up" if model.gated else "fc1", T, h, (2 if model.gated else 1) * I / t),
+            _gemm("gate_up" if model.gated else "fc1", T, h, model.mlp_up_matrices * I / t),
             Op("swiglu" if model.gated else "gelu", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * I / t),
             _gemm("down" if model.gated else "fc2", T, I / t, h),
         ]
@@ -297,7 +297,7 @@ def _layer_bracket(model: ModelSpec, s: float, moe_layer: bool) -> float:
         moe = model.require_moe()
         mlp = moe.ffn_hidden / h * moe.top_k * gate
         if moe.num_shared_experts:
-            mlp += (moe.shared_ffn_hidden or moe.ffn_hidden) * moe.num_shared_experts / h * gate
+            mlp += moe.shared_expert_ffn * moe.num_shared_experts / h * gate
     else:
         mlp = model.ffn_hidden / h * gate
     return attn + mlp

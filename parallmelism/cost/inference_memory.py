@@ -63,7 +63,7 @@ def workspace_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, sp
     a_l, g_l = local_heads(model, tp)
     q_l, kv_l = a_l * model.d, g_l * model.d
     ffn = model.moe.ffn_hidden * model.moe.top_k if model.moe is not None else model.ffn_hidden
-    widest = np.maximum(q_l + 2 * kv_l, (3 if model.gated else 2) * np.maximum(ffn, model.ffn_hidden) / tp)
+    widest = np.maximum(q_l + 2 * kv_l, model.mlp_matrices * np.maximum(ffn, model.ffn_hidden) / tp)
     chunk_tokens = wl.input_len / sp / np.asarray(prefill_chunks, dtype=np.float64)
     per_token = (2 * model.hidden + widest) * ACT_BYTES
     gathered_kv = np.where(sp > 1, wl.input_len * 2 * kv_l * ACT_BYTES, 0.0)

@@ -29,6 +29,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT
 from .inference_ops import ACT_BYTES, HALF_BYTES
 from .ops import Op, serving_op
+from .shapes import heads_per_rank
 
 
 def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_tokens) -> list[Op]:
@@ -49,7 +50,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
         m.qk_rope_head_dim,
         m.v_head_dim,
     )
-    a_l = model.heads / np.asarray(tp, dtype=np.float64)
+    a_l = heads_per_rank(model.heads, tp)
     T = np.asarray(tokens, dtype=np.float64)
     wb, kvb, ab = BYTES_PER_ELEMENT[wl.weight_dtype], BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
     Tn, Pn, Kn = (np.asarray(x, dtype=np.float64) + 0 * T for x in naive)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from .ops import Op, serving_op
-from .shapes import kv_heads_per_rank
+from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank
 
 ACT_BYTES = 2  # bf16 activations
 HALF_BYTES = 2  # norms, router, embedding and head stay 16-bit
@@ -43,8 +43,7 @@ def causal_pairs(seq_len):
 
 def local_heads(model: ModelSpec, tp):
     """(query heads, KV heads) per GPU; KV heads are whole and replicated when tp > g."""
-    tp = np.asarray(tp, dtype=np.float64)
-    return model.heads / tp, kv_heads_per_rank(model.g, tp)
+    return heads_per_rank(model.heads, tp), kv_heads_per_rank(model.g, tp)
 
 
 def experts_touched(num_local, top_k, num_experts, tokens_routed):
@@ -171,7 +170,7 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
     h = model.hidden
     ops = []
     I_l = model.ffn_hidden / tp
-    mult = 2 if model.gated else 1
+    mult = model.mlp_up_matrices
     ops += [
         linear("gate_up_proj", np.asarray(dense_layers, dtype=np.float64), h, mult * I_l),
         linear("down_proj", np.asarray(dense_layers, dtype=np.float64), I_l, h),
@@ -180,7 +179,7 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         moe = model.moe
         E, k = moe.num_experts, moe.top_k
         ep = np.asarray(ep, dtype=np.float64)
-        local = E / ep
+        local = experts_per_rank(E, ep)
         in_tp = ep_in_tp(tp, ep)
         # EP inside the TP group (seed, vLLM): every rank sees the replica's T tokens and keeps those
         # routed to its E/ep experts, T·k/ep on average, each expert split tp/ep ways. EP across
@@ -197,7 +196,7 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         up.dim = down.dim = per_expert
         ops += [up, down]
         if moe.num_shared_experts:
-            Is_l = moe.num_shared_experts * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
+            Is_l = moe.num_shared_experts * moe.shared_expert_ffn / tp
             ops += [linear("shared_gate_up", ml, h, mult * Is_l), linear("shared_down", ml, Is_l, h)]
     return ops
 
@@ -246,7 +245,7 @@ def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
     n = np.asarray(layers_on_stage, dtype=np.float64)
     moe_frac = model.num_moe_layers / model.layers
     n_moe, n_dense = n * moe_frac, n * (1 - moe_frac)
-    mult = 3 if model.gated else 2
+    mult = model.mlp_matrices
     attn = h * (q_l + 2 * kv_l) + q_l * h
     latent_norms = 0
     if model.mla is not None:  # down projections replicated, up projections and o_proj split by heads
@@ -260,10 +259,10 @@ def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
     if model.moe is not None:
         moe = model.moe
         linear = linear + (
-            n_moe * (moe.num_experts / np.asarray(ep, dtype=np.float64)) * mult * h * moe.ffn_hidden / expert_tp(tp, ep)
+            n_moe * experts_per_rank(moe.num_experts, ep) * mult * h * moe.ffn_hidden / expert_tp(tp, ep)
         )
         if moe.num_shared_experts:
-            linear = linear + n_moe * moe.num_shared_experts * mult * h * (moe.shared_ffn_hidden or moe.ffn_hidden) / tp
+            linear = linear + n_moe * moe.num_shared_experts * mult * h * moe.shared_expert_ffn / tp
         half = half + n_moe * h * moe.num_experts
     vocab = V * h / tp
     single = pp == 1

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
-from .shapes import kv_heads_per_rank
+from .shapes import experts_per_rank, kv_heads_per_rank
 
 
 def _norm_params(model: ModelSpec) -> int:
@@ -58,10 +58,10 @@ def attention_params(model: ModelSpec) -> int:
 
 
 def mlp_params(model: ModelSpec, ffn: int) -> int:
+    """Weights of one MLP of width `ffn`: 3·h·I (SwiGLU) or 2·h·I (GELU), plus the up and down
+    projections' biases when the model has them."""
     h = model.hidden
-    if model.gated:
-        return 3 * h * ffn + (2 * ffn + h if model.bias else 0)
-    return 2 * h * ffn + (ffn + h if model.bias else 0)
+    return model.mlp_matrices * h * ffn + (model.mlp_up_matrices * ffn + h if model.bias else 0)
 
 
 def moe_params(model: ModelSpec, experts: int) -> int:
@@ -71,7 +71,7 @@ def moe_params(model: ModelSpec, experts: int) -> int:
     if moe.router_bias:
         n += moe.num_experts
     if moe.num_shared_experts:
-        n += moe.num_shared_experts * mlp_params(model, moe.shared_ffn_hidden or moe.ffn_hidden)
+        n += moe.num_shared_experts * mlp_params(model, moe.shared_expert_ffn)
     if moe.shared_expert_gate:
         n += model.hidden
     return n
@@ -133,10 +133,9 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     norms = 2 * _norm_params(model)
 
     def mlp_shard(ffn):
-        mult = 3 if model.gated else 2
-        n = mult * h * ffn / tp
+        n = model.mlp_matrices * h * ffn / tp
         if model.bias:
-            n = n + (2 if model.gated else 1) * ffn / tp + h
+            n = n + model.mlp_up_matrices * ffn / tp + h
         return n
 
     mlp = n_dense * (mlp_shard(model.ffn_hidden) + norms) + n_moe * norms
@@ -144,10 +143,10 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     if model.moe is not None:
         moe = model.moe
         router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
-        shared = moe.num_shared_experts * mlp_shard(moe.shared_ffn_hidden or moe.ffn_hidden)
+        shared = moe.num_shared_experts * mlp_shard(moe.shared_expert_ffn)
         shared = shared + (h if moe.shared_expert_gate else 0)  # replicated h->1 gate
         mlp = mlp + n_moe * (router + shared)
-        experts = n_moe * (moe.num_experts / ep) * mlp_shard(moe.ffn_hidden)
+        experts = n_moe * experts_per_rank(moe.num_experts, ep) * mlp_shard(moe.ffn_hidden)
 
     vocab_shard = model.vocab * h / tp
     pos = model.require_max_position() * h if model.position_embedding == "learned" else 0

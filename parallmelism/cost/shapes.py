@@ -1,7 +1,8 @@
 """Derived sizes of one rank's share of a layer: each formula once, used by every cost term.
 
 Notation (Megatron-LM, Korthikanti et al. 2022): s sequence, b micro-batch, t tensor-parallel
-size, cp context-parallel size, g KV heads (GQA groups), sp sequence parallelism on/off.
+size, cp context-parallel size, a query heads, g KV heads (GQA groups), sp sequence parallelism
+on/off, E routed experts, ep expert-parallel size, dp data-parallel size.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ def sp_divisor(t, sp):
     return np.where(np.asarray(sp, dtype=bool), np.asarray(t, dtype=np.float64), 1.0)
 
 
+def heads_per_rank(heads: int, t):
+    """Query heads per TP rank, a / t: Megatron-LM splits attention by heads (column-parallel QKV,
+    row-parallel output projection); the grid keeps t | a."""
+    return heads / np.asarray(t, dtype=np.float64)
+
+
 def kv_heads_per_rank(kv_heads: int, t):
     """Whole KV heads per TP rank, max(g / t, 1): GQA heads split over t ranks, replicated when
     t > g (Megatron-LM requires t | g or g | t; the grid drops other layouts)."""
@@ -30,6 +37,34 @@ def kv_replication(t, kv_heads: int):
     """How many TP ranks hold a copy of each KV head: t / g when t > g, else 1."""
     t = np.asarray(t)
     return np.where(t > kv_heads, t // kv_heads, 1)
+
+
+def kv_width_per_rank(model, t):
+    """Elements of K plus V per token on one TP rank: 2·d·max(g / t, 1) for GQA/MHA (whole KV heads,
+    replicated when t > g), or (a / t)·(qk_head_dim + v_head_dim) for MLA, whose attention (and CP
+    ring) works on the decompressed per-head K and V (DeepSeek-V3 `kv_b_proj`)."""
+    if model.mla is not None:
+        return heads_per_rank(model.heads, t) * (model.mla.qk_head_dim + model.mla.v_head_dim)
+    return 2.0 * kv_heads_per_rank(model.g, t) * model.d
+
+
+def experts_per_rank(num_experts: int, ep):
+    """Routed experts per expert-parallel rank, E / ep (Megatron-Core `num_local_experts`; the grid
+    keeps ep | E)."""
+    return num_experts / np.asarray(ep, dtype=np.float64)
+
+
+def dense_dp_size(dp, cp):
+    """Ranks that reduce (and, under ZeRO/FSDP, shard) one dense parameter: dp·cp. Megatron-LM
+    reduces gradients over the data-parallel × context-parallel group, since CP ranks hold the
+    same weights and see different tokens."""
+    return np.asarray(dp) * np.asarray(cp)
+
+
+def expert_dp_size(dp, cp, ep):
+    """Ranks that hold a copy of one routed expert shard: dp·cp / ep, at least 1 (Megatron-Core
+    `expert_data_parallel_size`: EP is carved out of the DP × CP group; the grid keeps ep | dp·cp)."""
+    return np.maximum(dense_dp_size(dp, cp) // np.asarray(ep), 1)
 
 
 def moe_token_load(moe, imbalance: float) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import DPSharding
+from .shapes import dense_dp_size, expert_dp_size
 
 NO_OP, OS, OSG, FS = (
     int(c)
@@ -55,8 +56,8 @@ def bytes_per_param(sharding, n, lowp_copy_bytes: float = 0.0, grad_bytes: float
 
 def group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0):
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
-    dense_group = np.asarray(dp) * np.asarray(cp)
-    expert_group = dense_group // np.asarray(ep)
+    dense_group = dense_dp_size(dp, cp)
+    expert_group = expert_dp_size(dp, cp, ep)
     return (
         bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes),
         bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes),

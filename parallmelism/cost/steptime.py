@@ -41,6 +41,7 @@ from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
+from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
 from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
 from ..specs import Recompute
 
@@ -199,7 +200,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     rc = np.asarray(cols["recompute"])
     s = wl.seq_len
     full = rc == FULL
-    T = (s / cp) * b
+    T = tokens_per_rank(s, b, cp)
     kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
     dense = ops_time(layer_ops(**kw), rates, rc)
     moe = ops_time(layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw), rates, rc) if model.is_moe else None
@@ -287,8 +288,8 @@ def _dp_terms(cols, model, hw, wl, rates):
         reshard_after_forward=wl.fsdp_reshard_after_forward,
         grad_bytes=grad_bytes,
     )
-    shard_d = np.where(sh == NO_OP, 1.0, dp * cp)
-    shard_e = np.where(sh == NO_OP, 1.0, np.maximum(dp * cp / ep, 1.0))
+    shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp, cp))
+    shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp, cp, ep))
     opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
         p["dense"] / shard_d + p["experts"] / shard_e
     )
@@ -317,7 +318,7 @@ def _training_time(cols, model, hw, wl):
     s = wl.seq_len
     n = len(tp)
     rates = Rates(hw, wl.precision)
-    T = (s / cp) * np.asarray(cols["micro_batch"], dtype=np.float64)
+    T = tokens_per_rank(s, cols["micro_batch"], cp)
     layer_key = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
     dp_key = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
     mb, K_mb, inv_mb = _per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)

@@ -35,6 +35,11 @@ class MoESpec(BaseModel):
             raise ValueError(f"top_k={self.top_k} exceeds num_experts={self.num_experts}")
         return self
 
+    @property
+    def shared_expert_ffn(self) -> int:
+        """FFN size of one shared expert: shared_ffn_hidden, else the routed experts' size."""
+        return self.shared_ffn_hidden or self.ffn_hidden
+
 
 class MLASpec(BaseModel):
     """Multi-head latent attention (DeepSeek-V2/V3; HF `DeepseekV3Attention`), per layer:
@@ -135,6 +140,16 @@ class ModelSpec(BaseModel):
     @property
     def gated(self) -> bool:
         return self.mlp == "swiglu"
+
+    @property
+    def mlp_up_matrices(self) -> int:
+        """h -> I projections of one MLP: gate and up (SwiGLU) or fc1 (GELU)."""
+        return 2 if self.gated else 1
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one MLP: the up projections plus the I -> h down projection."""
+        return self.mlp_up_matrices + 1
 
     @property
     def num_moe_layers(self) -> int:
