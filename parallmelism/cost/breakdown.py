@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..specs import Bound, DPSharding
 from .collectives import group_link
 from .comm import p2p_link, pp_hop_bytes
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
@@ -72,7 +73,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                     "time_bwd_ms": _f(bw) * 1e3,
                     "time_recompute_ms": _f(f) * 1e3 if rerun else 0.0,
                     "time_step_s": per_step * (_f(f) * (2 if rerun else 1) + _f(bw)),
-                    "bound": "compute" if bool(np.asarray(cb).reshape(-1)[0]) else "memory",
+                    "bound": (Bound.COMPUTE if bool(np.asarray(cb).reshape(-1)[0]) else Bound.MEMORY).label,
                 }
             )
 
@@ -129,12 +130,12 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     dp_group = int(dense_dp_size(dp, cp))
     if dp_group > 1:
         bw_, _ = link(dp_group, tp)
-        sh = int(cols["dp_sharding"][0])
+        sh = DPSharding(int(cols["dp_sharding"][0]))
         names = {
-            0: "all_reduce (fp32 grads)",
-            1: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
-            2: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
-            3: "all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter (fp32 grads)",
+            DPSharding.NO_OP: "all_reduce (fp32 grads)",
+            DPSharding.OPTIMIZER_STATES: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
+            DPSharding.OPTIMIZER_STATES_AND_GRADS: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
+            DPSharding.FULLY_SHARD: "all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter (fp32 grads)",
         }
         colls.append(
             {
@@ -178,7 +179,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         "layers_on_stage": int(n_layers[0]),
         "micro_batches": int(m),
         "time_step_s": step,
-        "bound": ("compute", "memory", "communication", "bubble")[int(out["bound"][0])],
+        "bound": Bound(int(out["bound"][0])).label,
         "mfu": _f(out["mfu"]),
         "hfu": _f(out["hfu"]),
         "tokens_per_s": _f(out["tokens_per_s"]),

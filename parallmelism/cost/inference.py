@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, InferenceWorkload, ModelSpec
+from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
 from .collectives import collective_time_s, group_link
 from .inference_memory import inference_memory
 from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
@@ -63,7 +63,7 @@ from .ops import OpKind
 from .shapes import moe_token_load
 
 PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
-BOUNDS = np.array(["compute", "memory", "communication"])
+BOUNDS = np.array([b.label for b in (Bound.COMPUTE, Bound.MEMORY, Bound.COMMUNICATION)])  # _bound's stack order
 
 
 def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):

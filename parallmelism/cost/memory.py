@@ -130,7 +130,7 @@ def training_memory(
     # ties keep the first stage (np.argmax over the stacked totals, without the strided stack)
     pick = argmax3(results[0]["mem_total_gib"], middle, results[2]["mem_total_gib"])
     # np.where chains pick the same values as np.choose(pick, ...) about 5x faster
-    on1, on2 = pick == 1, pick == 2
+    on1, on2 = pick == MemStage.SECOND, pick == MemStage.LAST
     out = {k: np.where(on2, results[2][k], np.where(on1, results[1][k], results[0][k])) for k in results[0]}
     out["mem_stage"] = pick.astype(np.int8)  # code into MEM_STAGES
     out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)

@@ -418,7 +418,7 @@ def _training_time(cols, model, hw, wl):
     bytes_gpu = m * pick_mb("bytes") + dc_["opt_bytes"]
     cbound = m * pick_mb("cbound")
     mbound = m * pick_mb("mbound") + dc_["opt"]
-    bound = argmax4(cbound, mbound, exposed, bubble)
+    bound = argmax4(cbound, mbound, exposed, bubble)  # argument order = Bound codes (specs/codes.py)
 
     out = {
         "time_step_s": step,

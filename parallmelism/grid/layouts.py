@@ -247,7 +247,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     c = x.cols
     x.rule("sequence_parallel_needs_tp", c["sequence_parallel"] & (c["tp"] == 1))
     c = x.cols
-    x.rule("sharding_needs_dp", (c["dp_sharding"] != SHARDING_CODE["NO_OP"]) & (c["dp"] * c["cp"] == 1))
+    x.rule("sharding_needs_dp", (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] * c["cp"] == 1))
 
     c = x.cols
     c["kv_replication"] = kv_replication(c["tp"], g)
