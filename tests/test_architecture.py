@@ -75,6 +75,7 @@ def test_one_op_class_and_no_behaviour_keyed_on_op_names():
     for path in (PACKAGE / "cost").glob("*.py"):
         text = path.read_text()
         assert 'name.startswith("attention' not in text and "BF16_GEMMS" not in text, path.name
+        assert "op.name in" not in text and "op.name not in" not in text, path.name
 
 
 def test_gemms_kept_in_bf16_under_fp8_are_marked():
@@ -86,3 +87,20 @@ def test_gemms_kept_in_bf16_under_fp8_are_marked():
     bf16 = sorted(op.name for op in ops if op.kind == 0 and not op.low_precision)
     assert bf16 == ["logits", "router"]
     assert [op.name for op in ops if op.attention_core] == ["attention_core"]
+
+
+def test_column_parallel_and_norm_fused_gemms_are_marked():
+    """Megatron's ColumnParallelLinear GEMMs at the start of a TP region (QKV, fc1/gate_up, the shared
+    expert's up) give the window for the TP input-grad collectives; Transformer Engine fuses the fp8
+    input cast into the norm before QKV / fc1 (LayerNormLinear, LayerNormMLP) and MLA's down projections."""
+    from parallmelism.config import load_option
+    from parallmelism.cost.flops import layer_ops
+
+    llama, gpt3, dsv3 = (load_option("model", m) for m in ("llama3.1-70b", "gpt3-175b", "deepseek-v3"))
+    ops = layer_ops(llama, 4096, 1, 8, 1, True, True)
+    assert [op.name for op in ops if op.column_parallel] == ["qkv", "gate_up"]
+    assert [op.name for op in ops if op.norm_fused] == ["qkv", "gate_up"]
+    assert [op.name for op in layer_ops(gpt3, 2048, 1, 8, 1, True, True) if op.column_parallel] == ["qkv", "fc1"]
+    mla = layer_ops(dsv3, 4096, 1, 8, 1, True, True, moe_layer=True)
+    assert [op.name for op in mla if op.norm_fused] == ["q_down", "kv_down", "shared_up"]
+    assert [op.name for op in mla if op.column_parallel] == ["shared_up"]

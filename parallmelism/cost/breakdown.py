@@ -41,25 +41,26 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     n_layers, lo, has_emb, has_head = (x[:1] for x in _stage_layout(cols, model.layers)[stage])
     n_dense, n_moe = (_f(x) for x in moe_layer_counts(model, lo, n_layers))
 
-    groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention))]
+    # (count on the stage, ops, inside a transformer layer: only those are recomputed)
+    groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention), True)]
     if model.is_moe:
         groups.append(
             (
                 n_moe,
                 layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True, moe_imbalance=wl.moe_imbalance),
+                True,
             )
         )
     groups += [
-        (float(has_emb[0]), embedding_ops(model, s, b, tp, cp, sp)),
-        (float(has_head[0]), head_ops(model, s, b, tp, cp, sp)),
+        (float(has_emb[0]), embedding_ops(model, s, b, tp, cp, sp), False),
+        (float(has_head[0]), head_ops(model, s, b, tp, cp, sp), False),
     ]
     ops = []
-    for count, group in groups:
+    for count, group, in_layer in groups:
         if count == 0:
             continue
         for op in group:
             f, bw, cb = op_times(op, rates)
-            in_layer = op.name not in ("embedding", "final_norm", "logits", "cross_entropy")
             rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
             per_step = m * count
             ops.append(

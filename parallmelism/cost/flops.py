@@ -46,7 +46,7 @@ from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import heads_per_rank, kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 
-def _gemm(name, M, K, N, weight=True, low_precision=True):
+def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, column_parallel=False):
     """C[M,N] = A[M,K]·W[K,N]: 2MKN FLOPs; bytes read A, W, write C (2 bytes each).
     Backward: dgrad + wgrad = 4MKN; bytes 2·(activations) + W read 2 + main grad r/w 8."""
     flops = 2.0 * M * K * N
@@ -55,7 +55,19 @@ def _gemm(name, M, K, N, weight=True, low_precision=True):
     fwd = act + 2.0 * w
     bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
     dim = np.minimum(np.minimum(K, N), M)
-    return Op(name, MATMUL, flops, fwd, 2.0, dim=dim, bwd_bytes_abs=bwd, mkn=(M, K, N), low_precision=low_precision)
+    return Op(
+        name,
+        MATMUL,
+        flops,
+        fwd,
+        2.0,
+        dim=dim,
+        bwd_bytes_abs=bwd,
+        mkn=(M, K, N),
+        low_precision=low_precision,
+        norm_fused=norm_fused,
+        column_parallel=column_parallel,
+    )
 
 
 def layer_ops(
@@ -72,7 +84,7 @@ def layer_ops(
     vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
     ops = [Op("norm_attn", MEMORY, 0.0, 4.0 * T * h / r)]
     if model.mla is None:
-        ops.append(_gemm("qkv", T, h, qkv_n))
+        ops.append(_gemm("qkv", T, h, qkv_n, norm_fused=True, column_parallel=True))
         if model.position_embedding == "rope":
             ops.append(Op("rope", MEMORY, 0.0, 4.0 * T * (q / t + d * g_l)))
     else:
@@ -196,14 +208,21 @@ def layer_ops(
         if moe.num_shared_experts:
             sI = moe.shared_expert_ffn * moe.num_shared_experts
             ops += [
-                _gemm("shared_up", T, h, model.mlp_up_matrices * sI / t),
+                _gemm("shared_up", T, h, model.mlp_up_matrices * sI / t, norm_fused=True, column_parallel=True),
                 Op("shared_activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * sI / t),
                 _gemm("shared_down", T, sI / t, h),
             ]
     else:
         I = model.ffn_hidden
         ops += [
-            _gemm("gate_up" if model.gated else "fc1", T, h, model.mlp_up_matrices * I / t),
+            _gemm(
+                "gate_up" if model.gated else "fc1",
+                T,
+                h,
+                model.mlp_up_matrices * I / t,
+                norm_fused=True,
+                column_parallel=True,
+            ),
             Op("swiglu" if model.gated else "gelu", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * I / t),
             _gemm("down" if model.gated else "fc2", T, I / t, h),
         ]
@@ -224,16 +243,16 @@ def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
     m, h, a = model.require_mla(), model.hidden, model.heads
     n, p, v, rkv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
     if m.q_lora_rank is None:
-        ops = [_gemm("q_proj", T, h, a * (n + p) / t)]
+        ops = [_gemm("q_proj", T, h, a * (n + p) / t, norm_fused=True)]
     else:
         rq = m.q_lora_rank
         ops = [
-            _gemm("q_down", T, h, np.asarray(float(rq))),
+            _gemm("q_down", T, h, np.asarray(float(rq)), norm_fused=True),
             Op("q_norm", MEMORY, 0.0, 4.0 * T * rq),
             _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t),
         ]
     return ops + [
-        _gemm("kv_down", T, h, np.asarray(float(rkv + p))),
+        _gemm("kv_down", T, h, np.asarray(float(rkv + p)), norm_fused=True),
         Op("kv_norm", MEMORY, 0.0, 4.0 * T * rkv),
         _gemm("kv_up", T, np.asarray(float(rkv)), a * (n + v) / t),
         Op("rope", MEMORY, 0.0, 4.0 * T * (a * p / t + p)),

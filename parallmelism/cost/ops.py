@@ -9,6 +9,11 @@ count. Behaviour follows the fields, never the op's name:
   attention_core  part of the attention core (the fused kernel, or eager attention's batched
                   GEMMs): selective recompute reruns it, the CP ring hides under it, and it runs
                   at the attention kernels' rate
+  norm_fused      a GEMM whose input is a norm's output: Transformer Engine's LayerNormLinear /
+                  LayerNormMLP write its fp8 input copy from the norm (no separate read for the cast)
+  column_parallel a column-parallel GEMM where a TP region starts (Megatron ColumnParallelLinear:
+                  QKV, fc1/gate_up): its backward is the window that hides the TP input-gradient
+                  collectives (cost/comm.py tp_layer_times_s)
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Op:
     weight_bytes: Any = 0.0  # serving: weight bytes read per call (once per step, whatever the batch)
     low_precision: bool = True
     attention_core: bool = False
+    norm_fused: bool = False
+    column_parallel: bool = False
 
     @property
     def bytes(self):

@@ -28,9 +28,6 @@ from .ops import ATTENTION, MATMUL, Op
 from .ops import MEMORY as MEMORY_KIND
 from .kernels import KernelModel
 
-# GEMMs whose fp8 input cast Transformer Engine fuses into the preceding norm (LayerNormLinear,
-# LayerNormMLP): the norm writes the fp8 copies instead of a separate read-cast-write.
-NORM_FUSED_GEMMS = ("qkv", "fc1", "gate_up", "q_down", "q_proj", "kv_down", "shared_up")
 LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
 
 
@@ -39,12 +36,13 @@ def low_precision_cast_bytes(op: Op, dtype: str):
 
     Forward: the input X[m,k] is cast with its amax to a row-wise and a column-wise (transposed,
     for wgrad) low-precision copy: read 2 B, write 2·c B per element (c = 1 fp8, 0.5 fp4); the read
-    is saved where the cast is fused into the preceding norm (NORM_FUSED_GEMMS). Backward: the
+    is saved where the cast is fused into the preceding norm (op.norm_fused: TE LayerNormLinear /
+    LayerNormMLP write the fp8 copies from the norm). Backward: the
     output gradient dY[m,n] the same way (cast + transpose, unfused). Weight casts happen once per
     step after the optimizer (cost.flops.optimizer_bytes_per_param)."""
     c = LOW_PRECISION_BYTES[dtype]
     m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
-    read = 0.0 if op.name in NORM_FUSED_GEMMS else 2.0
+    read = 0.0 if op.norm_fused else 2.0
     return (read + 2.0 * c) * m * k, (2.0 + 2.0 * c) * m * n
 
 

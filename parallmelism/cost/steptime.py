@@ -47,7 +47,6 @@ from ..specs import Recompute
 
 FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
 AXES = ("tp", "cp", "ep", "dp", "pp")
-COLUMN_PARALLEL = ("qkv", "fc1", "gate_up", "shared_up")  # their backward hides the TP input-grad collectives
 
 
 def ops_time(ops, rates, recompute):
@@ -80,7 +79,7 @@ def ops_time(ops, rates, recompute):
             acc["core_bwd"] = acc["core_bwd"] + b
         elif op.dim is not None:
             acc["gemm"] = acc["gemm"] + tot
-            if op.name in COLUMN_PARALLEL:
+            if op.column_parallel:  # its backward hides the TP input-grad collectives
                 acc["colpar_bwd"] = acc["colpar_bwd"] + b
         acc["cbound"] = acc["cbound"] + np.where(cb, tot, 0.0)
         acc["mbound"] = acc["mbound"] + np.where(cb, 0.0, tot)
