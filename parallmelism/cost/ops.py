@@ -19,20 +19,17 @@ count. Behaviour follows the fields, never the op's name:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
+from ..specs import Code
 
-class OpKind(IntEnum):
+
+class OpKind(Code):
     MATMUL = 0
     ATTENTION = 1
     MEMORY = 2
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
 
 MATMUL, ATTENTION, MEMORY = OpKind.MATMUL, OpKind.ATTENTION, OpKind.MEMORY

@@ -1,7 +1,7 @@
 """Typed, validated inputs: model, accelerator, workload, grid, and the run that holds them."""
 
 from .accelerator import AcceleratorSpec, Efficiency, ScaleOut, ScaleUp
-from .codes import Bound, DPSharding, MemStage, Recompute, code_of, labels
+from .codes import Bound, Code, DPSharding, MemStage, Recompute, code_of, labels
 from .grid import DP_SHARDING, RECOMPUTE, GridSpec
 from .model import MLASpec, ModelSpec, MoESpec, moe_layers_in_range
 from .run import OutputSpec, RunConfig
@@ -9,6 +9,7 @@ from .workload import BYTES_PER_ELEMENT, InferenceWorkload, TrainWorkload
 
 __all__ = [
     "Bound",
+    "Code",
     "DPSharding",
     "MemStage",
     "Recompute",

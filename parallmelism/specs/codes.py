@@ -7,8 +7,16 @@ from __future__ import annotations
 from enum import IntEnum
 
 
-class DPSharding(IntEnum):
-    """Data-parallel sharding (ZeRO stages 0-3 / FSDP)."""
+class Code(IntEnum):
+    """A column code; its label is the member name in lower case unless a subclass says otherwise."""
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class DPSharding(Code):
+    """Data-parallel sharding (ZeRO stages 0-3 / FSDP); labels are the upper-case config names."""
 
     NO_OP = 0
     OPTIMIZER_STATES = 1
@@ -20,31 +28,23 @@ class DPSharding(IntEnum):
         return self.name
 
 
-class Recompute(IntEnum):
+class Recompute(Code):
     """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
 
     NONE = 0
     SELECTIVE = 1
     FULL = 2
 
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
-
-class MemStage(IntEnum):
+class MemStage(Code):
     """The pipeline stage whose memory a row reports (the most loaded one)."""
 
     FIRST = 0
     SECOND = 1
     LAST = 2
 
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
-
-class Bound(IntEnum):
+class Bound(Code):
     """What dominates a training step."""
 
     COMPUTE = 0
@@ -52,16 +52,12 @@ class Bound(IntEnum):
     COMMUNICATION = 2
     BUBBLE = 3
 
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
-
-def labels(codes: type[IntEnum]) -> list[str]:
+def labels(codes: type[Code]) -> list[str]:
     """The labels of an enum in code order (index = code)."""
-    return [member.label for member in codes]  # type: ignore[attr-defined]
+    return [member.label for member in codes]
 
 
-def code_of(codes: type[IntEnum], label: str) -> int:
+def code_of(codes: type[Code], label: str) -> int:
     """The code of a label, e.g. code_of(Recompute, "full") == 2."""
     return labels(codes).index(label)
