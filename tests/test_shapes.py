@@ -12,8 +12,10 @@ from parallmelism.cost.shapes import (
     expert_dp_size,
     experts_per_rank,
     heads_per_rank,
+    kv_cache_width_per_rank,
     kv_heads_per_rank,
     kv_replication,
+    layers_on_busiest_stage,
     moe_token_load,
     sp_divisor,
     tokens_per_rank,
@@ -40,6 +42,18 @@ def test_expert_sizes():
     assert int(dense_dp_size(8, 2)) == 16
     assert int(expert_dp_size(8, 2, 4)) == 128 // (2 * 4 * 4) == 4
     assert expert_dp_size(np.array([8.0, 1.0]), np.array([1.0, 1.0]), np.array([8.0, 1.0])).tolist() == [1.0, 1.0]
+
+
+def test_kv_cache_width_and_busiest_stage():
+    # Llama-3.1-70B (8 KV heads of 128): K+V = 2·8·128 = 2048 values per token and layer at TP 1,
+    # 256 at TP 8, still 256 at TP 16 (one whole head per rank). DeepSeek-V3 caches the MLA latent,
+    # 512 + 64 = 576 values (DeepSeek-V2 paper, Table 1: (d_c + d_h^R)·l), on every TP rank.
+    llama, dsv3 = load_option("model", "llama3.1-70b"), load_option("model", "deepseek-v3")
+    assert kv_cache_width_per_rank(llama, np.array([1, 8, 16])).tolist() == [2048.0, 256.0, 256.0]
+    assert dsv3.require_mla().latent_width == 576 and kv_cache_width_per_rank(dsv3, 8) == 576
+    # Llama 3 405B: 126 layers on pp 16 -> the middle stages hold 8 (grid.stage_layer_split: 7, 8 x 14, 7)
+    assert layers_on_busiest_stage(126, np.array([1, 16])).tolist() == [126, 8]
+    assert float(layers_on_busiest_stage(61, np.array([4.0]))[0]) == 16.0
 
 
 def test_mlp_shapes_of_the_spec():

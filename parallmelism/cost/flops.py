@@ -252,7 +252,7 @@ def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
             _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t),
         ]
     return ops + [
-        _gemm("kv_down", T, h, np.asarray(float(rkv + p)), norm_fused=True),
+        _gemm("kv_down", T, h, np.asarray(float(m.latent_width)), norm_fused=True),
         Op("kv_norm", MEMORY, 0.0, 4.0 * T * rkv),
         _gemm("kv_up", T, np.asarray(float(rkv)), a * (n + v) / t),
         Op("rope", MEMORY, 0.0, 4.0 * T * (a * p / t + p)),

@@ -60,7 +60,7 @@ from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates
 from .roofline import op_time_s as roofline_time_s
 from .ops import OpKind
-from .shapes import moe_token_load
+from .shapes import kv_cache_width_per_rank, moe_token_load
 
 PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
 BOUNDS = np.array([b.label for b in (Bound.COMPUTE, Bound.MEMORY, Bound.COMMUNICATION)])  # _bound's stack order
@@ -150,9 +150,9 @@ def stage_terms(
         # EP inside TP needs no all-to-all: the TP all-reduce sums the experts' partial outputs
         a2a = _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
         comm["ep_all_to_all"] = 2 * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
-    a_l, g_l = local_heads(model, tp)
+    a_l, _ = local_heads(model, tp)
     # per position: K and V of the local KV heads, or MLA's latent + rope key (all heads share it)
-    kv_width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim if model.mla is not None else 2 * g_l * model.d
+    kv_width = kv_cache_width_per_rank(model, tp)
     out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
     if prefill:
         kv_all = prompt_tokens * kv_width * ACT_BYTES

@@ -29,30 +29,19 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from ..units import GIB
 from .inference_ops import ACT_BYTES, HALF_BYTES, local_heads, weight_elements_per_gpu
+from .shapes import kv_cache_width_per_rank
 
 
 def kv_cache_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, layers_on_stage, sp, context):
     """2·L_stage·g_l·d·bytes·context / sp bytes on one GPU for one sequence
     (MLA: L_stage·(kv_lora_rank + qk_rope_head_dim)·bytes·context / sp, on every TP rank)."""
-    if model.mla is not None:
-        width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
-        return (
-            np.asarray(layers_on_stage, dtype=np.float64)
-            * width
-            * BYTES_PER_ELEMENT[wl.kv_dtype]
-            * context
-            / np.asarray(sp, dtype=np.float64)
-            * np.ones_like(np.asarray(tp, dtype=np.float64))
-        )
-    _, g_l = local_heads(model, tp)
     return (
-        2
-        * np.asarray(layers_on_stage, dtype=np.float64)
-        * g_l
-        * model.d
+        np.asarray(layers_on_stage, dtype=np.float64)
+        * kv_cache_width_per_rank(model, tp)
         * BYTES_PER_ELEMENT[wl.kv_dtype]
         * context
         / np.asarray(sp, dtype=np.float64)
+        * np.ones_like(np.asarray(tp, dtype=np.float64))
     )
 
 

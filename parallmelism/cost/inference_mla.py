@@ -41,7 +41,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     kv_write_tokens  positions appended to the latent cache
     count            layers of the stage (calls)
     """
-    m = model.mla
+    m = model.require_mla()
     h, rq, rkv, n, p, v = (
         model.hidden,
         m.q_lora_rank,
@@ -50,6 +50,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
         m.qk_rope_head_dim,
         m.v_head_dim,
     )
+    latent = m.latent_width  # rkv + p: the cached latent and the shared RoPE key
     a_l = heads_per_rank(model.heads, tp)
     T = np.asarray(tokens, dtype=np.float64)
     wb, kvb, ab = BYTES_PER_ELEMENT[wl.weight_dtype], BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
@@ -79,8 +80,8 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
         ops.append(linear("q_proj", h, a_l * (n + p), T))
     else:
         ops += [linear("q_a_proj", h, rq, T), norm("q_a_norm", rq), linear("q_b_proj", rq, a_l * (n + p), T)]
-    kv_a = linear("kv_a_proj", h, rkv + p, T)
-    kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * (rkv + p) * kvb
+    kv_a = linear("kv_a_proj", h, latent, T)
+    kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * latent * kvb
     ops += [kv_a, norm("kv_a_norm", rkv)]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
     ops.append(linear("kv_b_proj", rkv, a_l * (n + v), Kn))
@@ -100,9 +101,9 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
             "attention_latent_qk",
             "attention",
             count,
-            2 * Pa * a_l * (rkv + p),
+            2 * Pa * a_l * latent,
             zero,
-            Ka * (rkv + p) * kvb + Ta * a_l * (rkv + p) * ab,
+            Ka * latent * kvb + Ta * a_l * latent * ab,
             inf,
         )
     )

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .shapes import layers_on_busiest_stage
+
 
 def expected_tokens_per_step(acceptance: float, k: int) -> float:
     """(1 − a^(k+1)) / (1 − a): expected tokens one verify step yields per sequence."""
@@ -34,7 +36,7 @@ def proposer_step_s(model, draft, hw, wl, cols, decode_terms):
     pp = np.asarray(cols["pp"], dtype=np.float64)
     if wl.spec_method == "draft":
         c = dict(cols)
-        c["layers_per_stage"] = np.ceil(draft.layers / pp)
+        c["layers_per_stage"] = layers_on_busiest_stage(draft.layers, pp)
         d = decode_terms(draft, hw, wl, c, tokens_per_seq=1)
         return pp * (d["stage_s"] + d["hop_s"])
     # MTP module: one layer of the model plus the shared embedding and output head, on one stage

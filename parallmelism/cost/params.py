@@ -36,7 +36,7 @@ def _norm_params(model: ModelSpec) -> int:
 def mla_params(model: ModelSpec) -> tuple[int, int]:
     """(replicated, head-sharded) MLA parameters of one layer (module docstring)."""
     m, h, a = model.require_mla(), model.hidden, model.heads
-    kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+    kv_down = h * m.latent_width + m.kv_lora_rank
     sharded = m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim) + a * m.v_head_dim * h
     if m.q_lora_rank is None:
         return kv_down, sharded + h * a * m.qk_head_dim

@@ -48,6 +48,21 @@ def kv_width_per_rank(model, t):
     return 2.0 * kv_heads_per_rank(model.g, t) * model.d
 
 
+def kv_cache_width_per_rank(model, t):
+    """Values one TP rank caches per token and layer: K and V of its whole KV heads, 2·d·max(g / t, 1)
+    (formulas.md: the cache divides by min(t, g), replicated t/g times when t > g), or MLA's latent
+    kv_lora_rank + qk_rope_head_dim, which every TP rank keeps whole (absorbed MLA, DeepSeek-V3)."""
+    if model.mla is not None:
+        return model.mla.latent_width
+    return 2 * kv_heads_per_rank(model.g, t) * model.d
+
+
+def layers_on_busiest_stage(layers: int, pp):
+    """ceil(L / pp): layers of the most loaded pipeline stage (the middle stages of the uneven
+    split in grid.stage_layer_split; serving's busiest stage)."""
+    return -(-layers // np.asarray(pp))
+
+
 def experts_per_rank(num_experts: int, ep):
     """Routed experts per expert-parallel rank, E / ep (Megatron-Core `num_local_experts`; the grid
     keeps ep | E)."""

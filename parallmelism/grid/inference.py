@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost.shapes import kv_replication
+from ..cost.shapes import kv_replication, layers_on_busiest_stage
 from ..schema import INFERENCE_LAYOUT_COLUMNS
 from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec
 from .layouts import (
@@ -74,5 +74,5 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.cross("batch", b_c)
     c = x.cols
     c["kv_replication"] = kv_replication(c["tp"], g)
-    c["layers_per_stage"] = -(-L // c["pp"])  # busiest stage of an uneven split: ceil(L/pp)
+    c["layers_per_stage"] = layers_on_busiest_stage(L, c["pp"])
     return LayoutGrid({k: np.asarray(c[k], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}, x.dropped, considered)

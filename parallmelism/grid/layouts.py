@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cost.shapes import kv_replication
+from ..cost.shapes import kv_replication, layers_on_busiest_stage
 from ..specs import (
     DP_SHARDING,
     RECOMPUTE,
@@ -43,7 +43,7 @@ def stage_layer_split(L: int, pp):
     L/pp everywhere.
     """
     pp = np.asarray(pp, dtype=np.int64)
-    middle = -(-L // pp)
+    middle = layers_on_busiest_stage(L, pp)
     d = pp * middle - L
     first = np.where(pp == 1, L, middle - (d + 1) // 2)
     last = np.where(pp == 1, L, middle - d // 2)

@@ -64,6 +64,12 @@ class MLASpec(BaseModel):
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
+    @property
+    def latent_width(self) -> int:
+        """kv_lora_rank + qk_rope_head_dim: kv_a_proj's output, the compressed KV latent plus the one
+        shared RoPE key, and what absorbed MLA serving caches per token and layer (576 for DeepSeek-V3)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
 
 class ModelSpec(BaseModel):
     """Shapes of the model. Notation follows `formulas.md`: h, L, a, g, d, I, V."""
