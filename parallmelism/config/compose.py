@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError, format_validation_error
 from .paths import data_root, option_files, user_config_dirs
@@ -27,9 +28,10 @@ def _yaml_loader():
     """A safe YAML loader (libyaml where present) that reads 1e9 and .5 as floats, as OmegaConf does."""
     import yaml
 
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    # libyaml's loader where present: chosen at run time, so typed Any (PyYAML ships no stubs)
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class Loader(base):  # the base class is chosen at run time (libyaml or not)
+    class Loader(base):
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:  # a key given twice is a mistake, not "the last one wins"
@@ -303,6 +305,8 @@ def to_run_config(cfg):
         data = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:
         raise UserError(f"bad configuration: {_first_line(exc)}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"bad configuration: the top level is a {type(data).__name__}, not a mapping of sections")
     data.pop("hydra", None)
     _check_magnitudes(data)
     try:

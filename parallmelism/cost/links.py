@@ -67,7 +67,7 @@ def bind_to_links(step, comm, comm_exp, on_out):
     for link in ("scale_out", "scale_up"):
         on = {ax: np.broadcast_to(on_out[ax] if link == "scale_out" else ~on_out[ax], shape) for ax in AXES}
         cm = {ax: np.broadcast_to(comm[ax], shape) for ax in AXES}
-        busy = sum(np.where(on[ax], cm[ax], 0.0) for ax in AXES)
+        busy = sum((np.where(on[ax], cm[ax], 0.0) for ax in AXES), np.zeros(shape))  # start: an array, not 0
         short = np.nonzero(busy > step)  # rows whose link outlasts the step
         if len(short[0]) == 0:
             continue  # nothing to expose on this link: the step and the exposed times stand

@@ -53,7 +53,7 @@ def ops_time(ops, rates, recompute):
     """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
-    acc = dict(
+    acc: dict[str, np.ndarray | float] = dict(
         fwd=0.0,
         bwd=0.0,
         rc=0.0,
@@ -91,7 +91,7 @@ def ops_time(ops, rates, recompute):
 
 def _combine(parts):
     """Σ count·acc over (count, acc) pairs."""
-    out = {}
+    out: dict[str, np.ndarray | float] = {}
     for count, acc in parts:
         for k, v in acc.items():
             out[k] = out.get(k, 0.0) + count * v

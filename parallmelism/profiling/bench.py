@@ -71,7 +71,8 @@ class Timer:
         times = []
         for _ in range(self.reps):
             if self.device == "cuda":
-                self.flush.zero_()
+                if self.flush is not None:  # allocated for cuda in __init__
+                    self.flush.zero_()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
                 fn()
