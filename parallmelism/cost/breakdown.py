@@ -10,13 +10,13 @@ import numpy as np
 
 from ..specs import Bound, DPSharding
 from .collectives import group_link
-from .comm import p2p_link, pp_hop_bytes
+from .comm import cp_chunk_bytes, ep_dispatch_bytes, p2p_link, pp_hop_bytes, tp_collective_bytes
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .ops import OpKind
 from .roofline import Rates, op_times
 from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
-from .shapes import dense_dp_size, kv_width_per_rank, moe_token_load, sp_divisor, tokens_per_rank
+from .shapes import dense_dp_size, tokens_per_rank
 
 STAGES = ("first", "middle", "last")
 
@@ -94,7 +94,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "axis": "tp",
                 "collective": kinds,
                 "group": int(tp),
-                "bytes": 2 * T * model.hidden,
+                "bytes": float(tp_collective_bytes(model, T)),
                 "per_layer_per_micro_batch": n,
                 "bandwidth_gbps": bw_,
             }
@@ -106,7 +106,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "axis": "cp",
                 "collective": "send_recv (ring K,V)",
                 "group": int(cp),
-                "bytes": T * float(kv_width_per_rank(model, tp)) * 2,
+                "bytes": _f(cp_chunk_bytes(model, s, b, tp, cp)),
                 "per_layer_per_micro_batch": 3 * (cp - 1),
                 "bandwidth_gbps": bw_,
             }
@@ -118,12 +118,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "axis": "ep",
                 "collective": "all_to_all (dispatch + combine)",
                 "group": int(ep),
-                "bytes": 2
-                * T
-                / sp_divisor(tp, sp)
-                * model.moe.top_k
-                * moe_token_load(model.moe, wl.moe_imbalance)
-                * model.hidden,
+                "bytes": _f(ep_dispatch_bytes(model, T, tp, sp, wl.moe_imbalance)[1]),
                 "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0),
                 "bandwidth_gbps": bw_,
             }

@@ -65,6 +65,26 @@ def p2p_link(hw, span):
     return np.where(inside, up, out), np.where(inside, hw.scale_up.latency_us, hw.scale_out.latency_us)
 
 
+def tp_collective_bytes(model, T):
+    """2·T·h: the bf16 activations of the micro-batch's T tokens on a rank, the payload S of each
+    TP all-reduce, all-gather and reduce-scatter (Korthikanti et al. 2022 §4.2.2)."""
+    return 2.0 * T * model.hidden
+
+
+def cp_chunk_bytes(model, s, b, t, cp):
+    """K and V of one CP chunk in bf16, 2·(s/cp)·b·kv_width: what each ring hop passes on."""
+    return tokens_per_rank(s, b, cp) * kv_width_per_rank(model, t) * 2.0
+
+
+def ep_dispatch_bytes(model, T, t, sp, moe_imbalance):
+    """(TP-group bytes, EP all-to-all bytes per rank) of one MoE dispatch: the routed copies
+    2·T·k·load·h, and that divided by t under sequence parallelism (each TP rank routes its own
+    T/t tokens; ep_layer_time_s)."""
+    moe = model.require_moe()
+    full = 2.0 * T * moe.top_k * moe_token_load(moe, moe_imbalance) * model.hidden
+    return full, full / sp_divisor(t, sp)
+
+
 def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time, overlap_all: bool):
     """(link, exposed) seconds of one layer's TP collectives for one micro-batch.
 
@@ -80,7 +100,7 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     for the all-reduce). overlap_all (Megatron-Core tp_comm_overlap): every collective hides
     under the layer's GEMMs, exposed = max(0, link − GEMM time).
     """
-    S = 2.0 * T * model.hidden
+    S = tp_collective_bytes(model, T)
     ar = group_collective_time_s(hw, "all_reduce", S, t, 1)
     ag = group_collective_time_s(hw, "all_gather", S, t, 1)
     rs = group_collective_time_s(hw, "reduce_scatter", S, t, 1)
@@ -96,7 +116,7 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
 
 def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
     """(link, exposed) seconds of one layer's CP ring for one micro-batch."""
-    chunk = tokens_per_rank(s, b, cp) * kv_width_per_rank(model, t) * 2.0  # K and V of one CP chunk, bf16
+    chunk = cp_chunk_bytes(model, s, b, t, cp)
     bw, lat = p2p_link(hw, cp * t)
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
     hops = np.maximum(cp - 1.0, 0.0)
@@ -117,12 +137,9 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     every TP rank the tokens of its experts; combine mirrors it (reduce-scatter over TP, then the
     all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
     Forward dispatch + combine, the same in backward, again in a full-recompute forward."""
-    moe = model.moe
-    load = moe_token_load(moe, moe_imbalance)
     t = np.asarray(t, dtype=np.float64)
     sp = np.asarray(sp, dtype=bool)
-    S_full = 2.0 * T * moe.top_k * load * model.hidden
-    S_a2a = S_full / sp_divisor(t, sp)
+    S_full, S_a2a = ep_dispatch_bytes(model, T, t, sp, moe_imbalance)
     a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
     ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
     rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
@@ -228,5 +245,8 @@ __all__ = [
     "dp_step_times_s",
     "pp_times_s",
     "pp_hop_bytes",
+    "tp_collective_bytes",
+    "cp_chunk_bytes",
+    "ep_dispatch_bytes",
     "group_link",
 ]
