@@ -3,6 +3,7 @@
     python benchmarks/bench_study.py                 # the whole study (a few minutes on 2 cores)
     python benchmarks/bench_study.py --quick         # two models, three accelerators
     python benchmarks/bench_study.py --workers 1     # one process
+    python benchmarks/bench_study.py --launcher joblib --jobs 2   # as a multirun: best -m, then merge
 
 Runs the command a user runs, as a whole process:
 
@@ -13,8 +14,11 @@ Runs the command a user runs, as a whole process:
 recompute, sharding and SP choice) and prints the layouts considered (every axis combination)
 and evaluated (valid layouts through the cost model), wall and CPU seconds, layouts per second
 and per CPU-second, and the peak resident memory of the command and of its largest worker.
-The same study across machines is the README's multirun recipe (one job per model x accelerator,
-`merge` afterwards). Timings are figures to read, never pass/fail: the machine is shared.
+With --launcher, the same study runs as it does across machines: `best -m` hands one job per
+model x accelerator to a Hydra launcher (joblib: local processes, as a stand-in for submitit_slurm
+or ray on a cluster), each job writes its part, and `merge` joins the parts; the figures then
+cover the launch, every job and the merge, and the peak RSS is that of the largest job.
+Timings are figures to read, never pass/fail: the machine is shared.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="two models on three accelerators")
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: the CLI's)")
+    ap.add_argument("--launcher", choices=["joblib", "submitit_local"], help="run as a multirun (best -m) + merge")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel jobs of the launcher (with --launcher)")
     args = ap.parse_args(argv)
     models, hardware = _shipped("model"), _shipped("hardware")
     if args.quick:
@@ -91,10 +97,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "study.csv"
-        cli = ["best", *overrides, "--top", "1", "--quiet", "--out", str(out)]
-        if args.workers:
-            cli += ["--workers", str(args.workers)]
-        wall, cpu, rss, code = run_cli(cli)
+        if args.launcher:
+            sweep_dir = Path(tmp) / "multirun"
+            parallel = (
+                ["hydra.launcher.n_jobs=" + str(args.jobs)]
+                if args.launcher == "joblib"
+                else ["hydra.launcher.tasks_per_node=" + str(args.jobs)]
+            )
+            cli = ["best", "-m", *overrides, "--top", "1", f"hydra/launcher={args.launcher}", *parallel]
+            cli += [f"hydra.sweep.dir={sweep_dir}"]
+            wall, cpu, rss, code = run_cli(cli)
+            if not code:
+                parts = sorted(str(p) for p in sweep_dir.glob("*/part.csv"))
+                w2, c2, r2, code = run_cli(["merge", *parts, "--out", str(out), "--quiet"])
+                print(f"{len(parts)} jobs; merge {w2:.1f} s wall")
+                wall, cpu, rss = wall + w2, cpu + c2, max(rss, r2)
+        else:
+            cli = ["best", *overrides, "--top", "1", "--quiet", "--out", str(out)]
+            if args.workers:
+                cli += ["--workers", str(args.workers)]
+            wall, cpu, rss, code = run_cli(cli)
         rows = sum(1 for _ in open(out)) - 1 if out.exists() else 0
     if code:
         print(f"the study command failed with exit code {code}")

@@ -63,3 +63,41 @@ def test_multirun_launcher_writes_one_part_per_shard_and_merge_combines_them(
     assert r.returncode == 0, r.stderr
     merged = pd.read_parquet(out)
     assert merged["model"].value_counts().to_dict() == expected_rows
+
+
+def test_best_multirun_merges_to_the_single_process_best_table(tmp_path):
+    """`best -m` (one search per job, joblib) then `merge` gives the table one `best` process gives
+    for the same models: the study recipe across machines (benchmarks/bench_study.py --launcher)."""
+    _plugin("hydra_plugins.hydra_joblib_launcher")
+    common = ["grid.ngpus=[8,64]", "grid.max_micro_batch=1", "--top", "2"]
+    sweep_dir = tmp_path / "multirun"
+    r = run_cli(
+        "best",
+        "-m",
+        "model=" + ",".join(SHARDS),
+        *common,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        f"hydra.sweep.dir={sweep_dir}",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    parts = sorted(sweep_dir.glob("*/part.csv"))
+    assert len(parts) == len(SHARDS)
+    merged = tmp_path / "merged.csv"
+    assert run_cli("merge", *parts, "--out", merged).returncode == 0
+    single = tmp_path / "single.csv"
+    r = run_cli(
+        "best", "model=" + ",".join(SHARDS), *common, "--quiet", "--out", single, "--workers", "1", cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    key = ["model", "ngpus", "rank"]
+    a = pd.read_csv(merged).sort_values(key).reset_index(drop=True)
+    b = pd.read_csv(single).sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_like=True)  # merge orders columns by the schema
+
+
+def test_best_multirun_bad_option_is_one_sentence(tmp_path):
+    r = run_cli("best", "-m", "model=llama3.1-8b,nope", "grid.ngpus=[8]", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

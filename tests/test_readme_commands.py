@@ -20,7 +20,7 @@ from conftest import REPO
 
 from parallmelism.cli.app import app
 
-SKIP = ("sweep -m", "/shared/sweeps", "-cd mine", "merge multirun/", "--out study.csv")
+SKIP = ("sweep -m", "best -m", "/shared/sweeps", "-cd mine", "merge multirun/", "--out study.csv")
 
 
 def readme_commands(skip=SKIP) -> list[str]:

@@ -1,7 +1,9 @@
-"""`@hydra.main` entry for `parallmelism sweep -m ...`: Hydra multirun and its launcher plugins.
+"""`@hydra.main` entry for `parallmelism sweep -m` and `best -m`: Hydra multirun and its launcher plugins.
 
-Each job of the sweep streams one configuration through the evaluation driver into its own part file (in the job's
-output folder unless output.path is set); `parallmelism merge` (later) or pandas concatenates them.
+Each job of a sweep streams one configuration through the evaluation driver into its own part file (in the job's
+output folder unless output.path is set); each job of `best -m` searches its configuration and writes its best
+table (winner, runner-ups, near misses per GPU count) as part.csv. `parallmelism merge` (later) or pandas
+concatenates them: the jobs' configurations are disjoint, so the merged best tables are the study's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,27 @@ def _task(cfg) -> None:
         if res.evaluated == 0:
             raise UserError(res.explain_empty())
         print(f"wrote {res.kept[0]:,} rows to {path}")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _best_task(cfg, top: int) -> None:
+    """One job of `best -m`: the best table of this job's configuration, written as part.csv."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from ..config.compose import to_run_config
+    from ..errors import UserError
+    from ..report.writer import write_table
+    from ..search import stream_runs
+    from ..search.best import search_best
+
+    try:
+        run = to_run_config(cfg)
+        path = Path(HydraConfig.get().runtime.output_dir) / "part.csv"
+        table, evaluated = search_best([run], top, lambda rs, cs: stream_runs(rs, cs, workers=1))
+        write_table(table, path)
+        print(f"wrote {len(table):,} rows ({evaluated:,} layouts evaluated) to {path}")
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2)
@@ -72,6 +95,16 @@ def run_multirun(overrides: list[str], config_dirs=None) -> None:
     """`sweep -m`: validate every point (one sentence, exit 2), then Hydra multirun and its launcher."""
     _check_points(overrides, config_dirs)
     _hydra_main(["--multirun"], overrides, config_dirs)
+
+
+def run_multirun_best(overrides: list[str], config_dirs, top: int) -> None:
+    """`best -m`: validate every point (one sentence, exit 2), then one best search per job."""
+    _check_points(overrides, config_dirs)
+
+    def best_task(cfg) -> None:  # a function (Hydra reads its module and code), pickled by the launchers
+        _best_task(cfg, top)
+
+    _hydra_main(["--multirun"], overrides, config_dirs, best_task)
 
 
 def _print_only(cfg) -> None:  # pragma: no cover - Hydra answers --cfg/--info before calling the task

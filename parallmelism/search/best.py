@@ -27,6 +27,34 @@ BEST_COLUMNS = [
 NEAR_MISS_MEMORY_MARGIN = 0.25
 
 
+def search_best(runs, top: int, stream, extra_collectors=()):
+    """(best table, layouts evaluated) of `runs`: the `top` fastest layouts that fit per GPU count
+    and the faster near misses (`best_table`). `stream(runs, collectors)` is the evaluation driver
+    (search.stream_runs with the caller's progress and workers); `extra_collectors` (e.g. a
+    full-output sink) see every row too. No layout, or none that fits, is one UserError sentence."""
+    from ..errors import UserError
+    from .collectors import TopKCollector
+    from .frames import frame_of_kept
+
+    if any(r.workload.kind != "train" for r in runs):
+        raise UserError(
+            "best ranks training layouts by step time; for serving use `parallmelism plan serve` "
+            "or `parallmelism pareto workload=inference`"
+        )
+    fits = TopKCollector(top, "time_step_s", group_by=["ngpus"], where="fits")
+    near = TopKCollector(max(1, top // 2), "time_step_s", group_by=["ngpus"], where=None)
+    res = stream(runs, [fits, near, *extra_collectors])
+    if res.evaluated == 0:
+        raise UserError(res.explain_empty())
+    fit = frame_of_kept(runs, res.kept[0], keep_index_columns=True)
+    if len(fit) == 0:
+        raise UserError(
+            f"none of the {res.evaluated:,} valid layouts fits in memory; "
+            f"try more GPUs (grid.ngpus) or a larger accelerator"
+        )
+    return best_table(fit, frame_of_kept(runs, res.kept[1], keep_index_columns=True), top), res.evaluated
+
+
 def best_table(res_fit, res_any, top: int):
     """Winner and runner-ups per (run, ngpus), plus faster layouts that lose on memory."""
     import pandas as pd
