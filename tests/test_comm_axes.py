@@ -106,3 +106,70 @@ def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_exper
     assert (on["time_step_s"].to_numpy() <= off["time_step_s"].to_numpy()).all()
     code, text = invoke("best", "model=llama3.1-8b", "grid.ngpus=[64]", "workload.overlap_ep_comm=true")
     assert code == 2 and "has no experts" in text and "Traceback" not in text
+
+
+def _grad_policy_frame(sharding, policy, m=4):
+    from parallmelism.engine import evaluate
+    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+    r = RunConfig(
+        model=load_option("model", "llama3.1-8b"),
+        hardware=H100,
+        workload=TrainWorkload(seq_len=4096, global_batch=8 * m, dp_grad_reduce=policy),
+        grid=GridSpec(
+            ngpus=[64],
+            tp=[8],
+            pp=[1],
+            cp=[1],
+            ep=[1],
+            vpp=[1],
+            micro_batch=[1],
+            recompute=["none"],
+            sequence_parallel=[True],
+            dp_sharding=[sharding],
+        ),
+    )
+    return evaluate(r)[0].iloc[0]
+
+
+def test_sharded_gradients_are_reduced_every_micro_batch():
+    """ZeRO-2 keeps only its 1/n gradient shard, so each of the m micro-batches' gradients is
+    reduce-scattered (Rajbhandari et al. 2020 §5.2; DeepSpeed, FSDP2): the DP link carries m
+    reduce-scatters, (m−1) more than with local accumulation (per_step), which must keep the full
+    fp32 gradient buffer instead (4 bytes per parameter, not 4/n). 8B on tp8 x dp8: the DP group is
+    one GPU per node (stride 8), 8 ranks on their own NICs; each reduce-scatter is one Megatron
+    bucket (1.004e9/8 parameters per rank > 40e6: ceil(P / 40e6) calls)."""
+    import math
+
+    from parallmelism.cost.params import params_per_gpu
+
+    m, n, bw, lat = 4, 8, 50 * 0.94, 5.0
+    auto = _grad_policy_frame("OPTIMIZER_STATES_AND_GRADS", "auto", m)
+    once = _grad_policy_frame("OPTIMIZER_STATES_AND_GRADS", "per_step", m)
+    P = float(params_per_gpu(load_option("model", "llama3.1-8b"), 8, 1, 32, 0, True, True)["dense"])
+    calls = math.ceil(P / 40e6)
+    rs = calls * min(
+        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "ring"),
+        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "tree"),
+        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "pat"),
+    )
+    assert auto["time_comm_dp_s"] - once["time_comm_dp_s"] == pytest.approx((m - 1) * rs, rel=1e-9)
+    assert once["mem_grads_gib"] == pytest.approx(4 * P / 2**30, rel=1e-9)
+    assert auto["mem_grads_gib"] == pytest.approx(4 * P / n / 2**30, rel=1e-9)
+    # the distributed optimizer (ZeRO-1) accumulates in its full buffer and reduces once: auto = per_step
+    zero1 = _grad_policy_frame("OPTIMIZER_STATES", "auto", m)
+    zero1_once = _grad_policy_frame("OPTIMIZER_STATES", "per_step", m)
+    assert zero1["time_comm_dp_s"] == zero1_once["time_comm_dp_s"]
+    forced = _grad_policy_frame("OPTIMIZER_STATES", "per_micro_batch", m)
+    assert forced["time_comm_dp_s"] - zero1["time_comm_dp_s"] == pytest.approx((m - 1) * rs, rel=1e-9)
+    for row in (auto, once, zero1, forced):  # exposed never exceeds what the link carries
+        assert row["time_comm_dp_exposed_s"] <= row["time_comm_dp_s"] + 1e-12
+
+
+def test_reduces_every_micro_batch_follows_the_sharding():
+    from parallmelism.cost.states import FS, NO_OP, OS, OSG, reduces_every_micro_batch
+
+    codes = [NO_OP, OS, OSG, FS]
+    assert reduces_every_micro_batch(codes).tolist() == [False, False, True, True]
+    assert reduces_every_micro_batch(codes, "per_step").tolist() == [False] * 4
+    assert reduces_every_micro_batch(codes, "per_micro_batch").tolist() == [True] * 4

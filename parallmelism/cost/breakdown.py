@@ -17,6 +17,7 @@ from .roofline import Rates, op_times
 from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
 from .shapes import dense_dp_size, tokens_per_rank
+from .states import reduces_every_micro_batch
 
 STAGES = ("first", "middle", "last")
 
@@ -133,10 +134,12 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
             DPSharding.OPTIMIZER_STATES_AND_GRADS: "reduce_scatter (fp32 grads) + all_gather (bf16 params)",
             DPSharding.FULLY_SHARD: "all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter (fp32 grads)",
         }
+        per_mb = bool(reduces_every_micro_batch(np.asarray([int(sh)]), wl.dp_grad_reduce)[0])
+        when = "; grads reduced every micro-batch" if per_mb else "; grads reduced once, last micro-batch"
         colls.append(
             {
                 "axis": "dp",
-                "collective": names[sh],
+                "collective": names[sh] + when,
                 "group": dp_group,
                 "bytes": float("nan"),
                 "per_layer_per_micro_batch": float("nan"),

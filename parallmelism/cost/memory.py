@@ -60,6 +60,7 @@ def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
         c["ep"],
         low_precision_copy_bytes(wl.precision),
         GRAD_BYTES[wl.grad_reduce_dtype],
+        wl.dp_grad_reduce,
     )
     out["inflight_first"] = act.inflight_micro_batches(
         c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"], wl.schedule, "first"

@@ -13,6 +13,13 @@ FP8 (FP4) training keeps the bf16 weight and adds Transformer Engine's low-preci
 row-wise and a column-wise (transposed, for dgrad/wgrad) copy, 2 bytes per parameter (fp4: 1).
 Dense parameters shard over the DP×CP group (Megatron's distributed optimizer); expert
 parameters over the expert-data-parallel group dp·cp/ep.
+
+Gradient accumulation over m micro-batches (`reduces_every_micro_batch`): a rank that keeps only
+its 1/n gradient shard (ZeRO-2/3; Rajbhandari et al. 2020 §5.2) must reduce-scatter each
+micro-batch's gradients as they are produced, m reductions per step; a rank with the full
+gradient buffer accumulates locally and reduces once (DDP no_sync, Megatron DDP). Keeping sharded
+gradients but reducing once per step (workload.dp_grad_reduce=per_step: FSDP2
+set_requires_gradient_sync(False)) needs the full buffer for the accumulation: grads unsharded.
 """
 
 from __future__ import annotations
@@ -42,25 +49,40 @@ def low_precision_copy_bytes(precision: str) -> float:
     return LOW_PRECISION_COPY_BYTES.get(precision, 0.0)
 
 
-def bytes_per_param(sharding, n, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0) -> dict[str, np.ndarray]:
+def reduces_every_micro_batch(sharding, policy: str = "auto"):
+    """True where the DP gradient reduction runs once per micro-batch (module docstring):
+    policy per_micro_batch / per_step as stated, auto where the gradients are sharded."""
+    sharding = np.asarray(sharding)
+    if policy == "auto":
+        return (sharding == OSG) | (sharding == FS)
+    return np.full(sharding.shape, policy == "per_micro_batch")
+
+
+def bytes_per_param(
+    sharding, n, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
+) -> dict[str, np.ndarray]:
     """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks
-    (lowp_copy_bytes: `low_precision_copy_bytes`; grad_bytes: GRAD_BYTES[grad_reduce_dtype])."""
+    (lowp_copy_bytes: `low_precision_copy_bytes`; grad_bytes: GRAD_BYTES[grad_reduce_dtype];
+    grad_policy: workload.dp_grad_reduce, per_step keeps the full gradient buffer)."""
     sharding = np.asarray(sharding)
     n = np.asarray(n, dtype=np.float64)
     fully = sharding == FS
     weights = np.where(fully, 4.0 / n, 2.0 + float(lowp_copy_bytes))
-    grads = np.where((sharding == OSG) | fully, grad_bytes / n, grad_bytes)
+    sharded_grads = ((sharding == OSG) | fully) if grad_policy != "per_step" else False
+    grads = np.where(sharded_grads, grad_bytes / n, grad_bytes)
     optimizer = np.where(sharding == NO_OP, 12.0, np.where(fully, 8.0 / n, 12.0 / n))
     return {"weights": weights, "grads": grads, "optimizer": optimizer}
 
 
-def group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0):
+def group_bytes_per_param(
+    sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
+):
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = dense_dp_size(dp, cp)
     expert_group = expert_dp_size(dp, cp, ep)
     return (
-        bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes),
-        bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes),
+        bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes, grad_policy),
+        bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes, grad_policy),
     )
 
 

@@ -42,7 +42,7 @@ from .pipeline import bubble_rate
 from .roofline import Rates, op_times
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
-from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
+from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes, reduces_every_micro_batch
 from ..specs import Recompute
 
 FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
@@ -292,7 +292,15 @@ def _dp_terms(cols, model, hw, wl, rates):
     opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
         p["dense"] / shard_d + p["experts"] / shard_e
     )
-    terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
+    # gradient reductions per step: m where each micro-batch's gradients are reduced (cost/states.py)
+    per_mb = reduces_every_micro_batch(sh, wl.dp_grad_reduce).astype(np.float64)
+    terms = {
+        "reduce": reduce,
+        "reduce_per_mb": per_mb,
+        "zero_gather": zero_gather,
+        "fsdp_per_mb": fsdp,
+        "opt_bytes": opt_bytes,
+    }
     terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K : (i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
@@ -327,30 +335,35 @@ def _training_time(cols, model, hw, wl):
     pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
 
     def row_terms(r, d):
-        """A stage's per-row DP link and exposed seconds from its gathered per-key terms."""
+        """A stage's per-row DP link seconds (all roles) and exposed seconds from its gathered
+        per-key terms. The gradient reduce hides under the backward of the micro-batches that
+        issue it: the last one (per step), or each one (per micro-batch, m reductions)."""
         fsdp = d["fsdp_per_mb"] * m
+        reductions = np.where(d["reduce_per_mb"] > 0, m, 1.0)
+        reduce = d["reduce"] * reductions
+        link = reduce + d["zero_gather"] + fsdp
         if wl.overlap_dp_comm:
             # each role hides under its own window; together they share one link and the same
             # compute, so at most m·compute_mb of DP traffic hides in all
             dp_exp = (
-                np.maximum(0.0, d["reduce"] - r["bwd_rc"])
+                np.maximum(0.0, reduce - reductions * r["bwd_rc"])
                 + np.maximum(0.0, d["zero_gather"] - r["fwd"])
                 + np.maximum(0.0, fsdp - m * r["compute_mb"])
             )
-            dp_exp = np.maximum(dp_exp, d["reduce"] + d["zero_gather"] + fsdp - m * r["compute_mb"])
+            dp_exp = np.maximum(dp_exp, link - m * r["compute_mb"])
         else:
-            dp_exp = d["reduce"] + d["zero_gather"] + fsdp
-        return fsdp, dp_exp
+            dp_exp = link
+        return link, dp_exp
 
     on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
     results = {}
     for name in ("first", "middle", "last"):
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt")}
-        fsdp, dp_exp = row_terms(r, d)
+        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")}
+        dp_link, dp_exp = row_terms(r, d)
         total = m * r["t_mb"] + dp_exp + d["opt"]
         links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}
-        links["dp"], links["pp"] = d["reduce"] + d["zero_gather"] + fsdp, pp_link
+        links["dp"], links["pp"] = dp_link, pp_link
         busy_st = link_busy_s(links, on_out)
         busiest = np.maximum(busy_st["scale_up"], busy_st["scale_out"])
         if name == "middle":
@@ -391,14 +404,14 @@ def _training_time(cols, model, hw, wl):
 
     # The critical stage's terms (same arithmetic as its per-stage total above).
     rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-    dc_ = {k: pick_dp(k) for k in ("reduce", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")}
-    fsdp_c, dp_exp_c = row_terms(rc_, dc_)
+    dc_ = {k: pick_dp(k) for k in ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")}
+    dp_link_c, dp_exp_c = row_terms(rc_, dc_)
     step = m * rc_["t_mb"] + dp_exp_c + dc_["opt"] + bubble + pp_exp
 
     compute = m * rc_["compute_mb"] + dc_["opt"]
     comm = {ax: m * pick_mb(ax) for ax in ("tp", "cp", "ep")}
     comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
-    comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
+    comm["dp"], comm_exp["dp"] = dp_link_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
     comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
     step, comm_exp = bind_to_links(step, comm, comm_exp, on_out)  # step >= its busiest link (links.py)

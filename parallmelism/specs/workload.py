@@ -50,6 +50,15 @@ class TrainWorkload(BaseModel):
         "(one reduce / gather call each); None: Megatron-Core's "
         "max(40e6, 1e6·dp_size)",
     )
+    dp_grad_reduce: Literal["auto", "per_micro_batch", "per_step"] = Field(
+        "auto",
+        description="when the DP gradient reduction runs: per_micro_batch (each micro-batch's gradients "
+        "reduce-scattered as its backward produces them: ZeRO-2/3, DeepSpeed, FSDP2's default, Megatron "
+        "FSDP), per_step (accumulated locally, reduced in the last micro-batch's backward: DDP no_sync, "
+        "Megatron DDP; with sharded gradients a full accumulation buffer is kept, FSDP2 "
+        "set_requires_gradient_sync(False)); auto: per_micro_batch where gradients are sharded "
+        "(OPTIMIZER_STATES_AND_GRADS, FULLY_SHARD), per_step otherwise",
+    )
     overlap_ep_comm: bool = Field(
         False,
         description="MoE token dispatch/combine all-to-alls hidden under the other "

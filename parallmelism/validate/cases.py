@@ -6,6 +6,8 @@ a configuration, stated once:
   display name (e.g. "Llama 3.1 405B"); else the architecture columns (hidden, layers, heads,
   kv_heads [= heads], ffn, mlp [gelu when ffn = 4·hidden, the GPT convention, else swiglu],
   vocab). GELU models are built GPT-style: LayerNorm, biases, learned positions, dropout, tied.
+  With `experts` (and `top_k`, default 1) every layer's MLP is a dropless MoE of that many
+  experts of size `ffn` (Mixtral/Grok-1 style).
 - hardware: `accelerator`; empty means h100-sxm-80gb (only `fits` depends on it for memory).
 - `recompute` / `sequence_parallel` of `any` (or empty) mean none / false; empty `cp`, `ep`,
   `vpp` mean 1; empty `global_batch` means dp·micro_batch; empty `micro_batch` means 1.
@@ -139,6 +141,11 @@ def model_of(row, shipped_models: dict):
     heads = as_int(row, "heads")
     mlp = get(row, "mlp") or ("gelu" if ffn == 4 * h else "swiglu")
     gpt = mlp == "gelu"
+    moe = None
+    if get(row, "experts") is not None:  # a MoE of the row's own architecture: every layer routed
+        from ..specs.model import MoESpec
+
+        moe = MoESpec(num_experts=as_int(row, "experts"), top_k=as_int(row, "top_k", 1), ffn_hidden=ffn)
     try:
         return ModelSpec(
             name=str(get(row, "case", "case")),
@@ -156,6 +163,7 @@ def model_of(row, shipped_models: dict):
             dropout=gpt,
             position_embedding="learned" if gpt else "rope",
             max_position=as_int(row, "seq_len") if gpt else None,
+            moe=moe,
         )
     except Exception as exc:
         raise UserError(f"case {row.get('case')!r}: bad architecture ({str(exc).splitlines()[-1].strip()})") from None

@@ -15,6 +15,8 @@ values follow one rule each (stated here, applied to every row, never per case):
 - overlap_dp_comm (optional): blank means true unless `notes` say "not overlapped".
 - overlap_tp_comm (optional): blank means true when `notes` say "TP" comm overlap is on, else false.
 - overlap_pp_comm (optional): blank means true (asynchronous pipeline send/recv).
+- dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
+  gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
 The shipped copy (`parallmelism/cases/training_measured.csv`) keeps every original column and
 adds `flash_attention`, `overlap_dp_comm`, `overlap_tp_comm`, `overlap_pp_comm` and `vpp_stated`
@@ -23,7 +25,10 @@ Korthikanti dp8 "not overlapped"; Korthikanti, Narayanan and BLOOM ran blocking 
 send/recv (Megatron-LM's 1F1B before overlap_p2p_comm, 2023; DeepSpeed's pipeline engine), so
 overlap_pp_comm = false; Llama 3 (paper §3.3.2) ran interleaved 1F1B with asynchronous P2P and
 "the first model chunk on the first stage has only the embedding" once one layer is taken from
-the first and last stages: one layer per chunk, 128/16 = 8 chunks, so vpp_stated = 8.
+the first and last stages: one layer per chunk, 128/16 = 8 chunks, so vpp_stated = 8; and
+(§3.3.4) "we use FP32 gradient accumulation during backward computation over multiple
+micro-batches and also reduce-scatter gradients in FP32 across data parallel workers in FSDP":
+gradients accumulate locally and are reduced once per step, so dp_grad_reduce = per_step.
 
 Status: kernel times from the measured kernel tables (cost/kernels.py) plus the named overheads
 fitted per accelerator by `python -m parallmelism.validate.calibrate` (cost/overheads.py). The
@@ -84,6 +89,7 @@ def _workload_extras(row, hw) -> dict:
         "overlap_dp_comm": dp_overlap,
         "overlap_tp_comm": tp_overlap,
         "overlap_pp_comm": pp_overlap,
+        "dp_grad_reduce": str(get(row, "dp_grad_reduce", "auto")),
     }
 
 
