@@ -285,3 +285,24 @@ def test_yaml_key_given_twice_is_one_sentence(tmp_path):
     )
     with pytest.raises(UserError, match="duplicate key 'hidden'"):
         load_option("model", "twice", [str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    "name", ["b200-180gb", "gb200-nvl72", "gb300-nvl72", "h200-sxm-141gb", "mi300x-192gb", "tpu-v5p"]
+)
+def test_unmeasured_accelerators_inherit_the_h100_overheads(name):
+    """One fit, one place: accelerators without end-to-end rows take the H100 overheads by `from:`."""
+    h100 = load_option("hardware", "h100-sxm-80gb").overheads
+    assert load_option("hardware", name).overheads == h100
+    assert h100.layer_launch_us > 0  # the fitted block, not the spec's zeros
+    assert load_option("hardware", "a100-sxm-40gb").overheads == load_option("hardware", "a100-sxm-80gb").overheads
+
+
+def test_user_overheads_inherit_and_override(tmp_path):
+    h100 = load_option("hardware", "h100-sxm-80gb").overheads
+    _hw(tmp_path, "mygpu", "efficiency: {from: h100-sxm-80gb}\noverheads:\n  from: h100-sxm-80gb\n  step_fixed_ms: 7\n")
+    oh = load_option("hardware", "mygpu", [str(tmp_path)]).overheads
+    assert oh.step_fixed_ms == 7 and oh.layer_launch_us == h100.layer_launch_us
+    _hw(tmp_path, "mygpu", "efficiency: {from: h100-sxm-80gb}\noverheads: {from: nosuch}\n")
+    with pytest.raises(UserError, match="overheads from='nosuch' is not a known accelerator"):
+        load_option("hardware", "mygpu", [str(tmp_path)])

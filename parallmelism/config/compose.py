@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import UserError, format_validation_error
 from .paths import data_root, option_files, user_config_dirs
-from .schema import resolve_efficiency, with_defaults
+from .schema import resolve_efficiency, resolve_overheads, with_defaults
 
 GROUPS = ("model", "hardware", "workload", "grid")
 _registered: tuple | None = None
@@ -87,12 +87,16 @@ def _read_mapping(path: Path) -> tuple[dict, str | None]:
 
 
 def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, str]) -> dict:
-    """The config node of one option: its spec's defaults, the file's values, efficiency `from:` resolved."""
+    """The config node of one option: its spec's defaults, the file's values, efficiency and overheads
+    `from:` resolved."""
     values = dict(raw[name])
     if group in ("model", "hardware"):
         values.setdefault("name", name)
     if group == "hardware":
         values["efficiency"] = resolve_efficiency(name, raw, where)
+        overheads = resolve_overheads(name, raw, where)
+        if overheads is not None:
+            values["overheads"] = overheads
     return with_defaults(group, values)
 
 

@@ -19,10 +19,13 @@ Supported `model_type`s and how their keys map onto ModelSpec (notation of formu
                                  must equal the heads); moe: n_routed_experts, num_experts_per_tok,
                                  moe_intermediate_size, first_k_dense_replace -> first_dense_layers,
                                  n_shared_experts shared experts of moe_intermediate_size each (as
-                                 transformers' DeepseekV3MoE); no head_dim (q·k width = nope + rope)
+                                 transformers' DeepseekV3MoE); group-limited routing to topk_group
+                                 of n_group expert groups -> max_nodes_per_token (DeepSeek-V3 places
+                                 one group per node: at most 4 nodes per token); no head_dim (q·k
+                                 width = nope + rope)
 Not modelled (shapes and parameter counts are exact; these only change attention cost at long
-context or routing, not sizes): Mistral's sliding_window, rope scaling, DeepSeek's group-limited
-routing (n_group, topk_group) and its score-correction bias (a buffer, not a parameter);
+context or routing, not sizes): Mistral's sliding_window, rope scaling, DeepSeek's routing
+score-correction bias (a buffer, not a parameter);
 DeepSeek-V3's multi-token-prediction layer (num_nextn_predict_layers) is not part of the
 transformers model class and is not counted.
 Refused with one sentence: DeepSeek-V2 and Kimi-K2 model_types (MLA too, but their configs and
@@ -170,6 +173,9 @@ def _deepseek_v3(cfg: dict, out: dict, path: str) -> None:
     shared = cfg.get("n_shared_experts") or 0
     if shared:
         moe.update(num_shared_experts=_int(cfg, "n_shared_experts", path), shared_ffn_hidden=moe["ffn_hidden"])
+    groups, group_top = cfg.get("n_group") or 1, cfg.get("topk_group") or 1
+    if groups > 1 and group_top < groups:  # group-limited routing: a token's experts in topk_group groups
+        moe["max_nodes_per_token"] = _int(cfg, "topk_group", path)
     out["moe"] = moe
 
 

@@ -95,35 +95,50 @@ EFFICIENCY_RULE = (
 )
 
 
-def resolve_efficiency(
-    name: str, raw: dict[str, dict], where: dict[str, str], _seen: tuple[str, ...] = ()
+def resolve_efficiency(name: str, raw: dict[str, dict], where: dict[str, str]) -> dict[str, Any]:
+    """The effective efficiency block of accelerator `name` (raw: name -> file mapping), `from:` resolved;
+    a block without `from:` lists every key of Efficiency."""
+    return resolve_inherited("efficiency", name, raw, where, efficiency_keys())
+
+
+def resolve_overheads(name: str, raw: dict[str, dict], where: dict[str, str]) -> dict[str, Any] | None:
+    """The effective overheads block (`from: ACCELERATOR` resolved), or None when the file has none
+    (the spec's defaults apply)."""
+    if raw[name].get("overheads") is None:
+        return None
+    return resolve_inherited("overheads", name, raw, where, None)
+
+
+def resolve_inherited(
+    key: str, name: str, raw: dict[str, dict], where: dict[str, str], required, _seen: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """The effective efficiency block of accelerator `name` (raw: name -> file mapping), `from:` resolved.
+    """Accelerator `name`'s block `key` with `from:` resolved (raw: name -> file mapping).
 
     Inheritance is generic: every key of the parent's effective block is copied, then the child's own
-    keys (any key, known to Efficiency or not: pydantic validates them later) replace them.
+    keys (any key, known to the spec or not: pydantic validates them later) replace them. `required`:
+    the keys a block without `from:` must list (None: the spec's defaults fill the rest).
     """
     from ..errors import UserError
 
     if name in _seen:
-        raise UserError(f"{where[name]}: efficiency `from:` chain loops ({' -> '.join(_seen + (name,))})")
-    block = raw[name].get("efficiency")
+        raise UserError(f"{where[name]}: {key} `from:` chain loops ({' -> '.join(_seen + (name,))})")
+    block = raw[name].get(key)
     if block is None:
         block = {}
     if not isinstance(block, dict):
-        raise UserError(f"{where[name]}: efficiency must be a mapping of keys to fractions")
+        raise UserError(f"{where[name]}: {key} must be a mapping of keys to values")
     own = {k: v for k, v in block.items() if k != INHERIT_KEY}
     parent = block.get(INHERIT_KEY)
     if parent is None:
-        missing = [k for k in efficiency_keys() if k not in own]
+        missing = [k for k in required or () if k not in own]
         if missing:
             raise UserError(
-                f"{where[name]}: efficiency is missing {', '.join(missing)}; "
-                + EFFICIENCY_RULE.format(keys=", ".join(efficiency_keys()))
+                f"{where[name]}: {key} is missing {', '.join(missing)}; "
+                + EFFICIENCY_RULE.format(keys=", ".join(required))
             )
         return own
     if not isinstance(parent, str) or parent not in raw:
         raise UserError(
-            f"{where[name]}: efficiency from={parent!r} is not a known accelerator; available: {', '.join(sorted(raw))}"
+            f"{where[name]}: {key} from={parent!r} is not a known accelerator; available: {', '.join(sorted(raw))}"
         )
-    return {**resolve_efficiency(parent, raw, where, _seen + (name,)), **own}
+    return {**resolve_inherited(key, parent, raw, where, required, _seen + (name,)), **own}

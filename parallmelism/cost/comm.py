@@ -15,7 +15,8 @@ Per layer and micro-batch (`formulas.md`, Communication volume):
   EP   dispatch + combine all-to-all of (T/r)·k·load·h·2 bytes (busiest rank) forward and
        backward, not overlapped (they sit between the router and the experts); with SP an
        all-gather over TP after dispatch and a reduce-scatter before combine (`ep_layer_time_s`),
-       counted on the TP axis.
+       counted on the TP axis. With the flex dispatcher (DeepEP, `ep_all_to_all_time_s`) a token
+       crosses to each remote node once and NVLink fans it out to the experts there.
 Per step:
   DP   dense parameters over the DP×CP group, experts over the expert-DP group (dp·c/e, stride
        t·e); gradients reduced in fp32 (Megatron main grads, 4 B), parameters gathered in bf16:
@@ -127,7 +128,44 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_
     return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
 
 
-def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False):
+def ep_distinct_nodes_per_token(top_k: int, nodes, max_nodes=None):
+    """D, the expected number of distinct nodes a token's k routed copies land on when experts are
+    spread evenly over `nodes` nodes: N·(1 − (1 − 1/N)^k) for uniform routing, at most the model's
+    node limit (node-limited routing: DeepSeek-V3 sends a token to at most 4 nodes, §2.1.2)."""
+    N = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    D = N * (1.0 - (1.0 - 1.0 / N) ** top_k)
+    return D if max_nodes is None else np.minimum(D, float(max_nodes))
+
+
+def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
+    """Seconds of one EP dispatch (or combine) of S_a2a bytes per rank (k routed copies).
+
+    alltoall (Megatron's alltoall dispatcher): every copy is its own message; across nodes each
+      rank's NIC carries the (n−k_loc)/n of S that leaves its node (`collectives.group_link`).
+    flex (Megatron-Core's flex dispatcher over DeepEP): a token crosses to each remote node it is
+      routed to once (RDMA), and NVLink forwards it to that node's experts. Per rank, with N EP
+      nodes of k_loc EP ranks each and D distinct nodes per token (`ep_distinct_nodes_per_token`):
+        NIC     (S/k)·D·(N−1)/N / scale_out + (N−1)·α_out
+        NVLink  S·(k_loc−1)/k_loc / scale_up + (k_loc−1)·α_up
+      the two run at once: time = max(NIC, NVLink). Inside one domain both are the all-to-all."""
+    a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
+    if dispatcher == "alltoall" or hw.scale_out is None:
+        return a2a
+    moe = model.require_moe()
+    ep, t = np.asarray(ep, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    domain = hw.scale_up.domain_size
+    k_loc = np.clip(np.floor(domain / t), 1.0, np.maximum(ep, 1.0))
+    nodes = ep / k_loc
+    remote = ep_distinct_nodes_per_token(moe.top_k, nodes, moe.max_nodes_per_token) * (nodes - 1.0) / nodes
+    S = np.asarray(S_a2a, dtype=np.float64)
+    out_bw = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out * 1e9
+    up_bw = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up * 1e9
+    nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * 1e-6
+    nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * 1e-6
+    return np.where(ep * t > domain, np.maximum(nic, nvl), a2a)
+
+
+def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall"):
     """(EP link, TP link) seconds of one MoE layer's token dispatch + combine, one micro-batch; both
     exposed (they sit between the router and the experts).
 
@@ -136,11 +174,12 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     (T/t)·k·load·h·2 bytes per rank, and an all-gather over TP (output T·k·load·h·2 bytes) hands
     every TP rank the tokens of its experts; combine mirrors it (reduce-scatter over TP, then the
     all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
-    Forward dispatch + combine, the same in backward, again in a full-recompute forward."""
+    Forward dispatch + combine, the same in backward, again in a full-recompute forward.
+    dispatcher: `ep_all_to_all_time_s`."""
     t = np.asarray(t, dtype=np.float64)
     sp = np.asarray(sp, dtype=bool)
     S_full, S_a2a = ep_dispatch_bytes(model, T, t, sp, moe_imbalance)
-    a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
+    a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher)
     ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
     rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
     passes = np.where(full_recompute, 3.0, 2.0)
@@ -242,6 +281,8 @@ __all__ = [
     "tp_layer_times_s",
     "cp_layer_times_s",
     "ep_layer_time_s",
+    "ep_all_to_all_time_s",
+    "ep_distinct_nodes_per_token",
     "dp_step_times_s",
     "pp_times_s",
     "pp_hop_bytes",

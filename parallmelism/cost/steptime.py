@@ -211,7 +211,11 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
             hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.overlap_tp_comm
         )
         cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
-        ep_link, ep_tp = ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp) if is_moe else (0.0, 0.0)
+        ep_link, ep_tp = (
+            ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher)
+            if is_moe
+            else (0.0, 0.0)
+        )
         tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
         ep_exp = ep_link
         if wl.overlap_ep_comm:  # hidden under the layer's compute of the other micro-batch in flight
@@ -359,7 +363,10 @@ def _training_time(cols, model, hw, wl):
     results = {}
     for name in ("first", "middle", "last"):
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")}
+        d = {
+            k: np.asarray(dpt[name][k])[inv_dp]
+            for k in ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")
+        }
         dp_link, dp_exp = row_terms(r, d)
         total = m * r["t_mb"] + dp_exp + d["opt"]
         links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}

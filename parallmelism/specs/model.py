@@ -24,6 +24,11 @@ class MoESpec(BaseModel):
     num_shared_experts: int = Field(0, ge=0)
     shared_ffn_hidden: Optional[PositiveInt] = None
     capacity_factor: Optional[float] = Field(None, gt=0, description="None means dropless")
+    max_nodes_per_token: Optional[PositiveInt] = Field(
+        None,
+        description="node-limited routing: a token's experts lie on at most this many nodes "
+        "(DeepSeek-V3: 4; Megatron --moe-router-group-topk with one group per node); None: unlimited",
+    )
     router_bias: bool = False
     shared_expert_gate: bool = Field(
         False, description="sigmoid gate h->1 on the shared-expert output (Qwen2-MoE): h weights per MoE layer"

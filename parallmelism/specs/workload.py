@@ -59,6 +59,11 @@ class TrainWorkload(BaseModel):
         "set_requires_gradient_sync(False)); auto: per_micro_batch where gradients are sharded "
         "(OPTIMIZER_STATES_AND_GRADS, FULLY_SHARD), per_step otherwise",
     )
+    moe_dispatcher: Literal["alltoall", "flex"] = Field(
+        "alltoall",
+        description="MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type): alltoall sends every "
+        "routed copy; flex (DeepEP) sends a token once per remote node and forwards it over NVLink",
+    )
     overlap_ep_comm: bool = Field(
         False,
         description="MoE token dispatch/combine all-to-alls hidden under the other "

@@ -5,9 +5,11 @@
 For every accelerator with rows in parallmelism/cases/training_measured.csv: the model's step times
 with all overheads at zero, and their sensitivity to each term (finite differences) give a linear
 model of every row; a grid search over (layer_launch_us, comm_contention, step_fixed_ms, straggler_per_doubling)
-takes the set with the smallest max |error| over that accelerator's rows (Korthikanti's rows held
-to their bar, mean <= 3 %, max <= 6 %, where it can be), then the full model is re-run with it and
-the table printed. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
+takes the set with the fewest rows outside the validation bar (|error| > 15 %), then the smallest
+mean |error|, over that accelerator's rows (Korthikanti's rows held to their bar, mean <= 3 %,
+max <= 6 %, where it can be), then the full model is re-run with it and the table printed. The
+objective is robust on purpose: a smallest-max fit let one row with unpublished settings
+(mcore-h100-32b, micro-batch not given) hold every other H100 row 10-20 % fast. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
 share that accelerator's calibration). Kernel efficiencies are not fitted here (cost/kernels.py).
 """
 
@@ -18,6 +20,8 @@ from importlib import resources
 
 import numpy as np
 
+BAR = 0.15  # the step-time validation bar (|error| per row)
+SHORTLIST = 24  # best grid points of the linearised fit re-run with the full model
 TERMS = ("layer_launch_us", "comm_contention", "step_fixed_ms", "straggler_per_doubling")
 STEPS = {"layer_launch_us": 100.0, "comm_contention": 0.1, "step_fixed_ms": 100.0, "straggler_per_doubling": 0.01}
 GRID = {
@@ -61,15 +65,27 @@ def fit(cases, runs, measured, hw):
     mesh = [g.ravel() for g in np.meshgrid(*(GRID[t] for t in TERMS), indexing="ij")]
     J = np.stack([jac[t] for t in TERMS], axis=1)  # rows x terms
     pred = p0[:, None] + J @ np.stack(mesh, axis=0)
-    err = np.abs(pred / measured[:, None] - 1.0)
-    score = err.max(axis=0) + 0.1 * err.mean(axis=0)
     kor = np.array([c_.startswith("korthikanti") and "dp8" not in c_ for c_ in cases])  # the paper's 8 rows
-    if kor.any():
-        # (margins below the 3 % / 6 % bar: the fit is linearised)
-        over = np.maximum(err[kor].mean(axis=0) - 0.028, 0) + np.maximum(err[kor].max(axis=0) - 0.055, 0)
-        score = score + 10.0 * over
-    best = int(np.argmin(score))
-    terms = {t: float(mesh[i][best]) for i, t in enumerate(TERMS)}
+
+    def score_of(pred):
+        """Rows outside the bar first, then the mean |error|; Korthikanti's bar held (margins below
+        3 % / 6 % where the model is linearised)."""
+        err = np.abs(pred / measured[:, None] - 1.0)
+        score = (err > BAR).sum(axis=0) + err.mean(axis=0)
+        if kor.any():
+            over = np.maximum(err[kor].mean(axis=0) - 0.028, 0) + np.maximum(err[kor].max(axis=0) - 0.055, 0)
+            score = score + 100.0 * over  # held: it outweighs any row count
+        return score
+
+    linear = score_of(pred)
+    # the linear model ranks the grid; the full model (overheads move link bounds and the critical
+    # stage) decides among the best few
+    shortlist = np.argsort(linear, kind="stable")[:SHORTLIST]
+    full = []
+    for i in shortlist:
+        terms = {t: float(mesh[j][i]) for j, t in enumerate(TERMS)}
+        full.append((float(score_of(_predict(runs, _with(hw, **terms))[:, None])[0]), int(i), terms))
+    _, _, terms = min(full, key=lambda x: (x[0], x[1]))
     return terms, p0, _predict(runs, _with(hw, **terms))
 
 

@@ -15,6 +15,10 @@ values follow one rule each (stated here, applied to every row, never per case):
 - overlap_dp_comm (optional): blank means true unless `notes` say "not overlapped".
 - overlap_tp_comm (optional): blank means true when `notes` say "TP" comm overlap is on, else false.
 - overlap_pp_comm (optional): blank means true (asynchronous pipeline send/recv).
+- moe_dispatcher (optional): blank means alltoall (Megatron's default); flex is DeepEP.
+- overlap_ep_comm (optional): blank means false; fsdp_reshard_after_forward (optional): blank
+  means true (FSDP2's default).
+- experts, top_k (optional): a MoE of the row's own architecture (validate/cases.py).
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
   gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
@@ -90,6 +94,9 @@ def _workload_extras(row, hw) -> dict:
         "overlap_tp_comm": tp_overlap,
         "overlap_pp_comm": pp_overlap,
         "dp_grad_reduce": str(get(row, "dp_grad_reduce", "auto")),
+        "moe_dispatcher": str(get(row, "moe_dispatcher", "alltoall")),
+        "overlap_ep_comm": as_bool(row, "overlap_ep_comm", False),
+        "fsdp_reshard_after_forward": as_bool(row, "fsdp_reshard_after_forward", True),
     }
 
 
