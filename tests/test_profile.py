@@ -72,6 +72,71 @@ def test_no_torch_is_one_sentence_and_exit_2(tmp_path, monkeypatch):
     assert code == 2 and "needs PyTorch" in text
 
 
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def test_busbw_follows_the_nccl_tests_factor():
+    """nccl-tests PERFORMANCE.md: algbw = S / t; busbw = algbw · 2(n−1)/n for all_reduce and
+    algbw · (n−1)/n for all_gather, reduce_scatter, all_to_all. A synthetic timing, no torch."""
+    from parallmelism.profiling.collectives import bandwidths
+
+    S, t = 2**26, 1.6e-3  # 64 MiB in 1.6 ms: algbw 41.94304 GB/s
+    for n in (2, 4, 8, 16):
+        for kind in KINDS:
+            alg, bus = bandwidths(kind, n, S, t)
+            assert alg == pytest.approx(41.94304, rel=1e-12)
+            factor = 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
+            assert bus == pytest.approx(41.94304 * factor, rel=1e-12)
+
+
+def _synthetic(alpha_us, beta_gbps, n, sizes):
+    """Times the cost model's ring gives (cost/collectives.py), every collective at every size."""
+    from parallmelism.cost.collectives import collective_time_s
+
+    kinds = [k for k in KINDS for _ in sizes]
+    nbytes = [s for _ in KINDS for s in sizes]
+    times = [float(collective_time_s(k, s, n, beta_gbps, alpha_us)) for k, s in zip(kinds, nbytes)]
+    return kinds, nbytes, np.array(times)
+
+
+def test_fit_recovers_known_alpha_and_beta():
+    """Points made by the cost model's own α–β ring give its α and β back; with ±5 % noise on
+    every point, within a few per cent."""
+    from parallmelism.profiling.collectives import fit_link
+
+    sizes = [2**k for k in range(10, 31, 2)]
+    kinds, nbytes, t = _synthetic(3.5, 360.0, 8, sizes)
+    fit = fit_link(kinds, 8, nbytes, t)
+    assert fit.alpha_us == pytest.approx(3.5, rel=1e-9)
+    assert fit.beta_gbps == pytest.approx(360.0, rel=1e-9)
+    assert fit.rms_rel_err < 1e-9 and fit.points == len(t)
+    noise = 1 + 0.05 * np.where(np.arange(len(t)) % 2, 1.0, -1.0)  # alternating ±5 %
+    fit = fit_link(kinds, 8, nbytes, t * noise)
+    assert fit.alpha_us == pytest.approx(3.5, rel=0.05)
+    assert fit.beta_gbps == pytest.approx(360.0, rel=0.05)
+    assert fit.rms_rel_err == pytest.approx(0.05, rel=0.1)
+
+
+def test_fit_of_latency_bound_points_keeps_alpha_and_bounds_beta():
+    """Sizes far below alpha·beta cannot tell β: α is still recovered, β never comes out negative
+    or infinite (at least the best busbw seen)."""
+    from parallmelism.profiling.collectives import bandwidths, fit_link
+
+    kinds, nbytes, t = _synthetic(20.0, 1e9, 4, [8, 64, 512])
+    fit = fit_link(kinds, 4, nbytes, t)
+    assert fit.alpha_us == pytest.approx(20.0, rel=1e-3)
+    best = max(float(bandwidths(k, 4, s, x)[1]) for k, s, x in zip(kinds, nbytes, t))
+    assert best <= fit.beta_gbps < float("inf")
+
+
+def test_message_sizes_split_evenly_over_the_ranks():
+    from parallmelism.profiling.collectives import message_bytes
+
+    assert message_bytes(2**20, 8) == 2**20
+    assert message_bytes(1000, 3) == 996  # 83 fp32 elements per rank
+    assert message_bytes(8, 4) == 16  # at least one element per rank
+
+
 def test_bad_device_is_exit_2(tmp_path):
     code, text = invoke("profile", "--device", "tpu", "--out", str(tmp_path))
     assert code == 2 and "--device" in text
