@@ -4,8 +4,8 @@ What is timed (the method of nccl-tests, one process per device, all in this nod
   all_reduce, all_gather, reduce_scatter, all_to_all of fp32 buffers over message sizes S, where
   S is the full buffer as in cost/collectives.py (the all-reduced tensor, the gathered output,
   the reduce-scatter input, the bytes one rank holds before the all-to-all). Per (collective, S):
-  `warmup` untimed runs, then `reps` runs, each after a barrier and a device sync, timed on the
-  host around the call and a sync; a run takes as long as its slowest rank; the median is kept.
+  `warmup` untimed runs, then `reps` runs, each after a barrier and a device sync, timed by CUDA
+  events around the call (CPU: the clock); a run takes as long as its slowest rank; the median is kept.
   NCCL on CUDA (one GPU per rank), gloo on the CPU (`--device cpu`, what CI runs).
   algbw = S / time; busbw = algbw · busbw_factor(kind, n)   (nccl-tests PERFORMANCE.md:
   2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter, all_to_all).
@@ -201,6 +201,20 @@ def _worker(rank: int, n: int, device: str, quick: bool, store: str, queue) -> N
         if cuda:
             torch.cuda.synchronize(dev)
 
+    def timed(fn) -> float:
+        """Seconds of one call: CUDA events on the current stream, which waits for NCCL's (no host
+        launch time in it, which would be a large part of a 10 us latency floor); else the clock."""
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) * 1e-3
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
     def op(kind: str, S: int) -> Callable[[], object]:
         count = S // ELEMENT_BYTES
         full = torch.ones(count, dtype=torch.float32, device=dev)
@@ -240,10 +254,7 @@ def _worker(rank: int, n: int, device: str, quick: bool, store: str, queue) -> N
                 for _ in range(p["reps"]):
                     dist.barrier()
                     sync()
-                    t0 = time.perf_counter()
-                    fn()
-                    sync()
-                    times.append(time.perf_counter() - t0)
+                    times.append(timed(fn))
                 slowest = torch.tensor(times, dtype=torch.float64, device=dev)
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # a run lasts until its slowest rank ends
                 if rank == 0:
