@@ -156,7 +156,7 @@ def test_collectives_ran_over_two_gloo_ranks_in_the_case_file_format(profiled):
     factor = np.where(df.collective == "all_reduce", 2 * (2 - 1) / 2, (2 - 1) / 2)
     assert np.allclose(df.busbw_gbps, df.message_bytes / (df.time_us * 1e-6) / 1e9 * factor, rtol=1e-4)
     assert "gloo" in path.read_text().splitlines()[0]
-    assert "collectives over 2 ranks (gloo)" in text and "scale_up fitted" in text
+    assert "collectives over 2 ranks (gloo), busbw (algbw)" in text and "scale_up fitted" in text
 
 
 def test_profiled_scale_up_link_is_the_fit_of_the_written_points(profiled):
@@ -167,7 +167,9 @@ def test_profiled_scale_up_link_is_the_fit_of_the_written_points(profiled):
     from parallmelism.profiling.collectives import fit_link
 
     out, _ = profiled
-    code, text = invoke("show", "-cd", str(out), "hardware=cpu-test", "model=llama3.1-8b", "grid.ngpus=[8]", "grid.tp=2")
+    code, text = invoke(
+        "show", "-cd", str(out), "hardware=cpu-test", "model=llama3.1-8b", "grid.ngpus=[8]", "grid.tp=2"
+    )
     assert code == 0, text
     df = pd.read_csv(out / "hardware" / "kernels" / "cpu-test.collectives.csv", comment="#")
     fit = fit_link(df.collective, df.ranks, df.message_bytes, df.time_us * 1e-6)

@@ -205,14 +205,16 @@ def _summary(console, rows, written, out, name, measured=None, fit=None):
         from ..profiling.collectives import KINDS
 
         kinds = [k for k in KINDS if any(r["collective"] == k for r in measured.rows)]
-        busbw = {(r["collective"], r["message_bytes"]): r["busbw_gbps"] for r in measured.rows}
+        cell = {
+            (r["collective"], r["message_bytes"]): f"{r['busbw_gbps']:.3g} ({r['algbw_gbps']:.3g})"
+            for r in measured.rows
+        }
         lines = [
-            f"collectives over {measured.ranks} ranks ({measured.backend}), busbw GB/s (nccl-tests):",
-            f"  {'message':>10}" + "".join(f"  {k:>14}" for k in kinds),
+            f"collectives over {measured.ranks} ranks ({measured.backend}), busbw (algbw) GB/s, nccl-tests rules:",
+            f"  {'message':>8}" + "".join(f"  {k:>18}" for k in kinds),
         ]
         for S in sorted({r["message_bytes"] for r in measured.rows}):
-            cells = [busbw.get((k, S)) for k in kinds]
-            lines.append(f"  {_size(S):>10}" + "".join(f"  {'-' if c is None else f'{c:.3g}':>14}" for c in cells))
+            lines.append(f"  {_size(S):>8}" + "".join(f"  {cell.get((k, S), '-'):>18}" for k in kinds))
         if fit is not None:
             lines.append(
                 f"scale_up fitted: alpha {fit.alpha_us:.3g} us per step, beta {fit.beta_gbps:.3g} GB/s per direction "
