@@ -184,6 +184,24 @@ def test_profiled_scale_up_link_is_the_fit_of_the_written_points(profiled):
     assert "Copied from h100-sxm-80gb" in (out / "hardware" / "cpu-test.yaml").read_text()
 
 
+def test_ranks_1_skips_the_collectives_and_keeps_the_base_links(profiled, tmp_path):
+    """--ranks 1: one note, the links of --base, and no stale points from an earlier run beside them."""
+    import shutil
+
+    from parallmelism.config.compose import load_option
+
+    out = tmp_path / "again"
+    shutil.copytree(profiled[0], out)
+    code, text = invoke(
+        "profile", "--device", "cpu", "--quick", "-q", "--ranks", "1", "--out", out, "--name", "cpu-test"
+    )
+    assert code == 0, text
+    assert "note: collectives skipped (--ranks 1); the links come from h100-sxm-80gb" in text
+    assert not (out / "hardware" / "kernels" / "cpu-test.collectives.csv").exists()
+    hw, base = load_option("hardware", "cpu-test", [str(out)]), load_option("hardware", "h100-sxm-80gb")
+    assert hw.scale_up == base.scale_up and hw.efficiency.scale_up == base.efficiency.scale_up
+
+
 @pytest.mark.parametrize("ranks", ["0", "-1"])
 def test_ranks_below_one_is_one_sentence_and_exit_2(tmp_path, ranks):
     code, text = invoke("profile", "--device", "cpu", "--ranks", ranks, "--out", str(tmp_path))

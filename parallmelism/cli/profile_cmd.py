@@ -28,8 +28,8 @@ def profile(
     base: str = typer.Option(
         "h100-sxm-80gb",
         "--base",
-        help="shipped accelerator whose links, serving "
-        "efficiencies and overheads the new file copies (not measured here)",
+        help="shipped accelerator whose scale-out link, serving efficiencies and overheads the new file copies "
+        "(not measured here), and its scale-up link when the collectives do not run",
     ),
     ranks: Optional[int] = typer.Option(
         None,
@@ -165,6 +165,8 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     if measured is not None and measured.rows:
         write_text_atomic(collectives_table_text(name, measured, facts), coll_table)
         written.append(coll_table)
+    elif coll_table.is_file():  # an earlier run's points would sit beside links that now come from --base
+        coll_table.unlink()
     write_text_atomic(accelerator_yaml(name, rows, facts, base, table, backend, link), yaml_path)
     _summary(console(), rows, written, out, name, measured, fit)
 
