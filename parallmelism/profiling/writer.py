@@ -3,8 +3,13 @@
 Measured: the kernel table (every row), HBM capacity (the device's total memory; usable = total),
 the SM count. Estimated from the measurements, stated in the YAML: peak_tflops (the fastest GEMM
 ÷ cost.kernels.GEMM_PEAK_FRACTION) and hbm_bandwidth_gbps (the fastest transfer ÷ 0.9): the kernel
-model divides them out again for measured shapes, so they only steer extrapolation. Not measured
-(links, serving efficiencies, overheads, price): copied from the `--base` accelerator, and said so.
+model divides them out again for measured shapes, so they only steer extrapolation. Measured when the
+collectives ran (several GPUs, or gloo on the CPU): the scale-up link, whose latency_us (α) and
+bandwidth_gbps (β) are fitted to the collective times (profiling/collectives.py), with
+domain_size = the ranks measured and efficiency.scale_up = 1 (β is already the achieved rate); the
+points go to a case file in the columns of shared/reference/collectives_measured.csv. Not measured
+(scale-out link, serving efficiencies, overheads, price): copied from the `--base` accelerator, and
+said so.
 """
 
 from __future__ import annotations
@@ -14,6 +19,19 @@ from pathlib import Path
 from ..validate.kernel_table import COLUMNS
 
 HBM_FRACTION_OF_FASTEST = 0.9
+CASE_COLUMNS = (  # shared/reference/collectives_measured.csv, the case-file format `validate` reads
+    "case",
+    "accelerator",
+    "ranks",
+    "nodes",
+    "fabric",
+    "collective",
+    "message_bytes",
+    "busbw_gbps",
+    "time_us",
+    "source",
+    "notes",
+)
 
 
 def kernel_table_text(rows: list[dict], facts: dict) -> str:
@@ -52,7 +70,44 @@ def estimated_peaks(rows: list[dict]) -> tuple[dict, float]:
     return {k: float(f"{v:.4g}") for k, v in peaks.items()}, float(f"{bw / HBM_FRACTION_OF_FASTEST:.4g}")
 
 
-def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path: Path, backend: str) -> str:
+def collectives_table_text(name: str, measured, facts: dict) -> str:
+    """The measured collective points as a case file (CASE_COLUMNS), one row per (collective, size),
+    with a comment line on top saying how they were measured."""
+    import csv
+    import io
+
+    software = ", ".join(f"{k} {v}" for k, v in sorted(measured.versions.items()))
+    buf = io.StringIO()
+    buf.write(
+        f"# Collectives measured by `parallmelism profile` on {facts['name']}, {measured.ranks} ranks in one node, "
+        f"{measured.backend} ({software}), {facts['date']}; median of {measured.reps} runs after {measured.warmup} warm-up, "
+        f"barrier before each, a run lasts until its slowest rank ends (parallmelism/profiling/collectives.py).\n"
+    )
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CASE_COLUMNS)
+    fabric = f"{measured.backend} in one node (scale_up)"
+    for r in measured.rows:
+        w.writerow(
+            [
+                f"{name}-{r['collective']}-{r['ranks']}r-{r['message_bytes']}B",
+                name,
+                r["ranks"],
+                1,
+                fabric,
+                r["collective"],
+                r["message_bytes"],
+                f"{r['busbw_gbps']:.6g}",
+                f"{r['time_s'] * 1e6:.6g}",
+                f"parallmelism profile {facts['date']}",
+                "busbw = algbw * factor (nccl-tests); algbw = message_bytes / time",
+            ]
+        )
+    return buf.getvalue()
+
+
+def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path: Path, backend: str, link=None) -> str:
+    """The accelerator file: `base` with the measured and estimated fields replaced (module
+    docstring); `link` (a collectives.LinkFit and the Measured it came from) replaces scale_up."""
     from omegaconf import OmegaConf
 
     peaks, bw = estimated_peaks(rows)
@@ -69,11 +124,29 @@ def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path:
         peak_tflops=peaks,
         kernels={"table": str(table_path), "sm_count": int(facts["sm_count"]), "attention_backend": backend},
     )
+    measured, copied = "kernels (table), HBM capacity, SM count", "scale_up, scale_out, efficiency"
+    if link is not None:
+        fit, coll = link
+        data["scale_up"] = dict(
+            name=f"profiled: {coll.backend} over {coll.ranks} ranks in one node",
+            domain_size=coll.ranks,
+            bandwidth_gbps=float(f"{fit.beta_gbps:.4g}"),
+            latency_us=float(f"{fit.alpha_us:.4g}"),
+        )
+        data["efficiency"]["scale_up"] = 1.0
+        measured += (
+            f", scale_up link:\n#   latency_us = alpha per ring step and bandwidth_gbps = beta per direction, "
+            f"least squares over {fit.points} collective times\n#   (rms error {fit.rms_rel_err:.0%}, points in "
+            f"kernels/{name}.collectives.csv); domain_size = the ranks measured;\n#   efficiency.scale_up = 1 "
+            f"because beta is the achieved rate"
+        )
+        copied = "scale_out, efficiency (except scale_up)"
     header = (
         f"# Written by `parallmelism profile` on {facts['name']} ({facts['date']}).\n"
-        f"# Measured: kernels (table), HBM capacity, SM count. Estimated: peak_tflops = fastest GEMM / "
+        f"# Measured: {measured}.\n"
+        f"# Estimated: peak_tflops = fastest GEMM / "
         f"cost.kernels.GEMM_PEAK_FRACTION, hbm_bandwidth_gbps = fastest transfer / {HBM_FRACTION_OF_FASTEST}.\n"
-        f"# Copied from {base.name} (not measured here): scale_up, scale_out, efficiency, overheads, "
+        f"# Copied from {base.name} (not measured here): {copied}, overheads, "
         f"cost_per_gpu_hour_usd, tdp_w.\n"
     )
     return header + OmegaConf.to_yaml(OmegaConf.create(data))
