@@ -40,6 +40,7 @@ from .params import params_per_gpu
 from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
 from .roofline import Rates, op_times
+from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
 from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes
@@ -103,55 +104,6 @@ def training_time(cols: dict[str, np.ndarray], model, hw, wl) -> dict[str, np.nd
     return _training_time(cols, model, hw, wl)[0]
 
 
-def _unique(*arrays):
-    """(index of one row per distinct key, inverse) over small non-negative integer columns.
-    Time terms depend on a few layout columns each; evaluating them once per distinct key and
-    gathering keeps the cost per row a handful of array reads (no per-row Python).
-
-    Keys are numbered in ascending lexicographic order of the columns (as `np.unique` would),
-    without a sort: each column is replaced by the rank of its value among the values present
-    (a lookup table over 0..max; values below 32 are their own rank) and the ranks are combined
-    in mixed radix, so the key space stays small and one `bincount` finds the keys present. The row kept
-    per key is any row holding it (every term is a function of the key columns alone)."""
-    n = len(arrays[0])
-    key = np.zeros(n, dtype=np.int64)
-    space = 1
-    for a in arrays:
-        a = np.asarray(a)
-        hi = int(a.max(initial=0))
-        lo = int(a.min(initial=0))
-        if lo < 0 or hi > (1 << 20) or space > (1 << 40):
-            return _unique_sorted(*arrays)
-        if hi < 32:  # small values: the value is its own code
-            k = hi + 1
-            key = key * k + a
-        else:
-            present = np.bincount(a, minlength=hi + 1) > 0
-            lut = np.cumsum(present) - 1
-            k = int(lut[-1]) + 1
-            key = key * k + lut[a]
-        space *= k
-    if space > max(4 * n, 1 << 16):
-        return _unique_sorted(*arrays)
-    present = np.bincount(key, minlength=space) > 0
-    keys = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
-    inv = rank[key]
-    idx = np.empty(len(keys), dtype=np.int64)
-    idx[inv] = np.arange(n, dtype=np.int64)  # some row of each key
-    return idx, inv
-
-
-def _unique_sorted(*arrays):
-    """`_unique` by sorting (any non-negative integer columns)."""
-    key = np.zeros(len(arrays[0]), dtype=np.int64)
-    for a in arrays:
-        a = np.asarray(a).astype(np.int64)
-        key = key * (int(a.max(initial=0)) + 1) + a
-    _, idx, inv = np.unique(key, return_index=True, return_inverse=True)
-    return idx, inv.ravel()
-
-
 STAGES = ("first", "middle", "last")
 STAGE_MB_KEYS = (
     "compute_mb",
@@ -170,13 +122,6 @@ STAGE_MB_KEYS = (
     "ep_exp",
     "overhead_mb",
 )
-
-
-def _full(x, shape):
-    """x as an array of `shape` (a broadcast view only when it is not one already: cheaper)."""
-    if isinstance(x, np.ndarray) and x.shape == shape:
-        return x
-    return np.broadcast_to(x, shape)
 
 
 def _stage_layout(cols, L):
@@ -253,7 +198,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         }
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
-        out[name] = {key: _full(r[key], tp.shape) for key in STAGE_MB_KEYS}
+        out[name] = {key: to_shape(r[key], tp.shape) for key in STAGE_MB_KEYS}
     return out
 
 
@@ -293,22 +238,8 @@ def _dp_terms(cols, model, hw, wl, rates):
         p["dense"] / shard_d + p["experts"] / shard_e
     )
     terms = {"reduce": reduce, "zero_gather": zero_gather, "fsdp_per_mb": fsdp, "opt_bytes": opt_bytes}
-    terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
+    terms = {k: to_shape(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K : (i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
-
-
-def _per_key(fn, key_cols, cols, *args):
-    """fn evaluated once per distinct key: ({stage: {name: per-key array}}, number of keys, inverse)."""
-    idx, inv = _unique(*(cols[k] for k in key_cols))
-    sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
-    res = fn(sub, *args)
-    return res, len(idx), inv
-
-
-def _stacked(res, K, name):
-    """One quantity of the three stage kinds laid end to end (first, middle, last; K keys each),
-    so the critical stage's value of a row is one gather at crit·K + key."""
-    return np.concatenate([_full(res[st][name], (K,)) for st in ("first", "middle", "last")])
 
 
 def _training_time(cols, model, hw, wl):
@@ -320,8 +251,8 @@ def _training_time(cols, model, hw, wl):
     T = tokens_per_rank(s, cols["micro_batch"], cp)
     layer_key = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
     dp_key = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
-    mb, K_mb, inv_mb = _per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
-    dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
+    mb, K_mb, inv_mb = per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
+    dpt, K_dp, inv_dp = per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
     pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
@@ -380,14 +311,14 @@ def _training_time(cols, model, hw, wl):
         bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"]))
     bounded[1] = np.where(pp > 2, bounded[1], 0.0)  # the middle stage exists only when pp > 2
     crit = argmax3(*bounded)
-    at_mb = crit * K_mb + inv_mb  # the critical stage's entry in _stacked(mb, K_mb, ...)
+    at_mb = crit * K_mb + inv_mb  # the critical stage's entry in stacked(mb, K_mb, name, STAGES)
     at_dp = crit * K_dp + inv_dp
 
     def pick_mb(name):
-        return _stacked(mb, K_mb, name)[at_mb]
+        return stacked(mb, K_mb, name, STAGES)[at_mb]
 
     def pick_dp(name):
-        return _stacked(dpt, K_dp, name)[at_dp]
+        return stacked(dpt, K_dp, name, STAGES)[at_dp]
 
     # The critical stage's terms (same arithmetic as its per-stage total above).
     rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
