@@ -50,8 +50,9 @@ FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
 AXES = ("tp", "cp", "ep", "dp", "pp")
 
 
-def ops_time(ops, rates, recompute):
-    """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need."""
+def ops_time(ops, times, recompute):
+    """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need.
+    times: `op_times` of each op, on the same rows."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
     acc: dict[str, np.ndarray | float] = dict(
@@ -67,8 +68,7 @@ def ops_time(ops, rates, recompute):
         flops=0.0,
         bytes=0.0,
     )
-    for op in ops:
-        f, b, cb = op_times(op, rates)
+    for op, (f, b, cb) in zip(ops, times):
         rc_on = full | sel if op.selective else full
         rc = np.where(rc_on, f, 0.0)
         tot = f + b + rc
@@ -136,6 +136,39 @@ def _stage_layout(cols, L):
     }
 
 
+# An op's shape, hence its kernel time, depends on these columns alone (`layer_ops`, `head_ops`,
+# `embedding_ops`): op times are evaluated once per distinct shape key and gathered.
+SHAPE_KEY = ("micro_batch", "tp", "cp", "sequence_parallel")
+
+
+def _op_sets(cols, model, wl) -> dict[str, list]:
+    """The ops of one micro-batch on these rows: a dense layer, a MoE layer, the head, the embedding."""
+    tp, cp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "cp"))
+    b = np.asarray(cols["micro_batch"], dtype=np.float64)
+    sp = np.asarray(cols["sequence_parallel"], dtype=bool)
+    s = wl.seq_len
+    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
+    sets = {
+        "dense": layer_ops(**kw),
+        "head": head_ops(model, s, b, tp, cp, sp),
+        "emb": embedding_ops(model, s, b, tp, cp, sp),
+    }
+    if model.is_moe:
+        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
+    return sets
+
+
+def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
+    """`op_times` of every op of `_op_sets` (SHAPE_KEY columns); "dense16": the dense layer in
+    bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
+    sets = _op_sets(cols, model, wl)
+    out = {name: [op_times(op, rates) for op in ops] for name, ops in sets.items()}
+    if edge:
+        bf16 = Rates(hw, "bf16")
+        out["dense16"] = [op_times(op, bf16) for op in sets["dense"]]
+    return out
+
+
 def _micro_batch_terms(cols, model, hw, wl, rates):
     """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
     tp, pp, cp, ep = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep"))
@@ -145,11 +178,16 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     s = wl.seq_len
     full = rc == FULL
     T = tokens_per_rank(s, b, cp)
-    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
-    dense = ops_time(layer_ops(**kw), rates, rc)
-    moe = ops_time(layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw), rates, rc) if model.is_moe else None
-    head = ops_time(head_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
-    emb = ops_time(embedding_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
+    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
+    # --first-last-layers-bf16); they are dense layers on the first and last stage.
+    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
+    by_shape, K, at = per_key(_op_times_of_sets, SHAPE_KEY, cols, model, hw, wl, rates, edge)
+    times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
+    sets = _op_sets(cols, model, wl)
+    dense = ops_time(sets["dense"], times["dense"], rc)
+    moe = ops_time(sets["moe"], times["moe"], rc) if model.is_moe else None
+    head = ops_time(sets["head"], times["head"], np.zeros_like(rc))
+    emb = ops_time(sets["emb"], times["emb"], np.zeros_like(rc))
 
     def layer_comm(acc, is_moe):
         tp_layer, tp_exp = tp_layer_times_s(
@@ -165,11 +203,8 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
-    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
-    # --first-last-layers-bf16); they are dense layers on the first and last stage.
-    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
     if edge:
-        dense16 = ops_time(layer_ops(**kw), Rates(hw, "bf16"), rc)
+        dense16 = ops_time(sets["dense"], times["dense16"], rc)
         dense16_comm = layer_comm(dense16, False)
     out = {}
     for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
