@@ -114,10 +114,8 @@ def op_kernel_times(op: Op, rates: Rates):
     if op.kind == MATMUL and op.mkn is not None:
         m, k, n = op.mkn
         dtype = rates.gemm_dtype(op)
-        fwd = km.gemm_s(m, k, n, dtype, "fwd")
-        bwd = (km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")) * (
-            np.asarray(op.bwd_flops) / 2.0
-        )
+        fwd, dgrad, wgrad = km.gemm_parts_s(m, k, n, dtype, ("fwd", "dgrad", "wgrad"))
+        bwd = (dgrad + wgrad) * (np.asarray(op.bwd_flops) / 2.0)
         if dtype in LOW_PRECISION_BYTES:
             cast_f, cast_b = low_precision_cast_bytes(op, dtype)
             fwd = fwd + np.where(cast_f > 0, km.memory_s(cast_f), 0.0)
