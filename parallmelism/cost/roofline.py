@@ -138,3 +138,54 @@ def op_times(op: Op, rates: Rates):
         return mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)
     fwd, bwd = kern
     return np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f
+
+
+def ops_times(ops: list[Op], rates: Rates) -> list:
+    """`op_times` of each of `ops` (arrays over the same rows), with the kernel model called once
+    for all of them: one `memory_s` for every HBM transfer, one `gemm_parts_s` per GEMM dtype.
+    The same numbers as `op_times` op by op (every step is element-wise), in fewer calls."""
+    shape = np.broadcast(*[np.asarray(x) for op in ops for x in (op.bytes, op.backward_bytes())]).shape
+    for op in ops:
+        if op.kind == MATMUL and op.mkn is not None:
+            shape = np.broadcast_shapes(shape, *[np.shape(x) for x in op.mkn])
+    km = rates.kernels
+
+    def joined(values):
+        return np.concatenate([np.broadcast_to(np.asarray(v, dtype=np.float64), shape).ravel() for v in values])
+
+    def split(x, count):
+        size = int(np.prod(shape))
+        return [x[i * size : (i + 1) * size].reshape(shape) for i in range(count)]
+
+    mem = split(km.memory_s(joined([op.bytes for op in ops] + [op.backward_bytes() for op in ops])), 2 * len(ops))
+    kern: dict[int, tuple] = {}
+    gemms: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        if op.kind == MATMUL and op.mkn is not None:
+            gemms.setdefault(rates.gemm_dtype(op), []).append(i)
+        elif op.kind == ATTENTION:
+            kern[i] = op_kernel_times(op, rates)
+    for dtype, idx in gemms.items():
+        m, k, n = (joined([ops[i].mkn[j] for i in idx]) for j in range(3))
+        fwd, dgrad, wgrad = (split(x, len(idx)) for x in km.gemm_parts_s(m, k, n, dtype, ("fwd", "dgrad", "wgrad")))
+        casts = None
+        if dtype in LOW_PRECISION_BYTES:
+            cast = [low_precision_cast_bytes(ops[i], dtype) for i in idx]
+            casts = split(km.memory_s(joined([c[0] for c in cast] + [c[1] for c in cast])), 2 * len(idx))
+        for j, i in enumerate(idx):
+            f = fwd[j]
+            b = (dgrad[j] + wgrad[j]) * (np.asarray(ops[i].bwd_flops) / 2.0)
+            if casts is not None:
+                cast_f = cast[j][0]
+                f = f + np.where(cast_f > 0, casts[j], 0.0)
+                b = b + casts[len(idx) + j]
+            kern[i] = (f, b)
+    out = []
+    for i, op in enumerate(ops):
+        mem_f, mem_b = mem[i], mem[len(ops) + i]
+        if i not in kern or kern[i] is None:
+            out.append((mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)))
+            continue
+        fwd, bwd = kern[i]
+        out.append((np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f))
+    return out

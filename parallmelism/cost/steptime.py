@@ -39,7 +39,7 @@ from .flops import (
 from .params import params_per_gpu
 from .overheads import micro_batch_overhead_s, step_overhead_s
 from .pipeline import bubble_rate
-from .roofline import Rates, op_times
+from .roofline import Rates, ops_times
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
@@ -162,10 +162,10 @@ def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
     """`op_times` of every op of `_op_sets` (SHAPE_KEY columns); "dense16": the dense layer in
     bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
     sets = _op_sets(cols, model, wl)
-    out = {name: [op_times(op, rates) for op in ops] for name, ops in sets.items()}
+    out = {name: ops_times(ops, rates) for name, ops in sets.items()}
     if edge:
         bf16 = Rates(hw, "bf16")
-        out["dense16"] = [op_times(op, bf16) for op in sets["dense"]]
+        out["dense16"] = ops_times(sets["dense"], bf16)
     return out
 
 
