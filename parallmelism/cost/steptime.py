@@ -367,8 +367,8 @@ def _training_time(cols, model, hw, wl):
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
     comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
-    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out)  # step >= its busiest link (links.py)
     busy = link_busy_s(comm, on_out)
+    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out, busy)  # step >= its busiest link (links.py)
     exposed = sum(comm_exp.values())
     step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"])
     step = step + step_extra
