@@ -15,10 +15,15 @@ from typing import Callable
 import numpy as np
 
 
-def _rank_codes(a: np.ndarray) -> tuple[np.ndarray, int]:
+def _rank_codes(a: np.ndarray) -> tuple[np.ndarray, int] | None:
     """(code per row, number of codes): a column's values replaced by their rank among the values
-    present (values below 32 are their own code, which keeps the lexicographic order)."""
+    present (values below 32 are their own code, which keeps the lexicographic order); None for
+    negative or large values."""
+    if a.dtype == bool:
+        return a, 2
     hi = int(a.max(initial=0))
+    if hi > (1 << 20) or (a.dtype.kind == "i" and int(a.min(initial=0)) < 0):
+        return None
     if hi < 32:
         return a, hi + 1
     present = np.bincount(a, minlength=hi + 1) > 0
@@ -47,15 +52,16 @@ def unique_rows(*arrays) -> tuple[np.ndarray, np.ndarray]:
     key = np.zeros(n, dtype=np.int64)
     space = 1
     for a in arrays:
-        a = np.asarray(a)
-        if int(a.min(initial=0)) < 0 or int(a.max(initial=0)) > (1 << 20):
+        coded = _rank_codes(np.asarray(a))
+        if coded is None:
             return _unique_sorted(*arrays)
-        code, k = _rank_codes(a)
+        code, k = coded
         if space * k > limit and space > 1:
             key, space = _compress(key, space)
         if space * k > limit:
             return _unique_sorted(*arrays)
-        key = key * k + code
+        np.multiply(key, k, out=key)
+        np.add(key, code, out=key, casting="unsafe")  # codes are small non-negative integers
         space *= k
     if space > 1:
         key, space = _compress(key, space)
