@@ -37,7 +37,7 @@ from .flops import (
     optimizer_bytes_per_param,
 )
 from .params import params_per_gpu
-from .overheads import micro_batch_overhead_s, step_overhead_s
+from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate
 from .roofline import Rates, ops_times
 from .keys import per_key, stacked, to_shape
@@ -340,10 +340,11 @@ def _training_time(cols, model, hw, wl):
     # slowest with them is the critical one, so adding work to any stage never shortens the step.
     order = ("first", "middle", "last")
     ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
+    doublings = straggler_doublings(hw, ngpus)  # once: the four step_overhead_s calls share it
     bounded = []
     for n_ in order:
         b_ = np.maximum(results[n_]["total"] + bubble + pp_exp, results[n_]["busiest_link"])
-        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"]))
+        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"], doublings))
     bounded[1] = np.where(pp > 2, bounded[1], 0.0)  # the middle stage exists only when pp > 2
     crit = argmax3(*bounded)
     at_mb = crit * K_mb + inv_mb  # the critical stage's entry in stacked(mb, K_mb, name, STAGES)
@@ -370,7 +371,7 @@ def _training_time(cols, model, hw, wl):
     busy = link_busy_s(comm, on_out)
     step, comm_exp = bind_to_links(step, comm, comm_exp, on_out, busy)  # step >= its busiest link (links.py)
     exposed = sum(comm_exp.values())
-    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"])
+    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"], doublings)
     step = step + step_extra
     overhead = m * pick_mb("overhead_mb") + step_extra
 
