@@ -277,6 +277,14 @@ def _dp_terms(cols, model, hw, wl, rates):
     return {st: {k: v[i * K : (i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
 
+def _column(x, shape) -> np.ndarray:
+    """x as a float64 output column of `shape`: itself when it already is one (every caller hands
+    a new array that no other column shares), else a copy."""
+    if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == np.float64 and x.flags.owndata:
+        return x
+    return np.array(np.broadcast_to(x, shape), dtype=np.float64)
+
+
 def _training_time(cols, model, hw, wl):
     pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
     m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("num_micro_batches", "vpp"))
@@ -367,7 +375,7 @@ def _training_time(cols, model, hw, wl):
     comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
     comm["dp"], comm_exp["dp"] = dc_["reduce"] + dc_["zero_gather"] + fsdp_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
-    comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
+    comm = {ax: _column(v, tp.shape) for ax, v in comm.items()}
     busy = link_busy_s(comm, on_out)
     step, comm_exp = bind_to_links(step, comm, comm_exp, on_out, busy)  # step >= its busiest link (links.py)
     exposed = sum(comm_exp.values())
@@ -391,12 +399,12 @@ def _training_time(cols, model, hw, wl):
         "time_compute_s": compute,
         "time_bubble_s": bubble,
         "time_comm_exposed_s": exposed,
-        "time_overhead_s": np.broadcast_to(overhead, tp.shape).astype(np.float64),
+        "time_overhead_s": _column(overhead, tp.shape),
     }
     for ax in AXES:
-        out[f"time_comm_{ax}_s"] = np.broadcast_to(comm[ax], tp.shape).astype(np.float64)
+        out[f"time_comm_{ax}_s"] = comm[ax]
     for ax in AXES:
-        out[f"time_comm_{ax}_exposed_s"] = np.broadcast_to(comm_exp[ax], tp.shape).astype(np.float64)
+        out[f"time_comm_{ax}_exposed_s"] = _column(comm_exp[ax], tp.shape)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update(
