@@ -251,6 +251,8 @@ def dp_step_times_s(
         return reduce, zero_gather, fsdp
 
     d = one(dense_params, n_dense, tp)
+    if not np.any(expert_params):  # a dense model: every expert term is 0 (x + 0 == x)
+        return d
     e = one(expert_params, n_exp, tp * ep)
     return tuple(x + y for x, y in zip(d, e))
 

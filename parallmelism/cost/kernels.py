@@ -132,13 +132,17 @@ class _Residuals:
 
     def __call__(self, *coords, extra=None):
         """Residual at log2 of `coords`, plus an `extra` coordinate taken as is (the GEMM part)."""
+        return self.at_extras(coords, [extra])[0]
+
+    def at_extras(self, coords, extras) -> list:
+        """`self(*coords, extra=e)` for each e of `extras` (one lookup for all of them)."""
         shape = np.broadcast(*coords).shape
         cols = [np.log2(np.broadcast_to(np.asarray(c, dtype=np.float64), shape)).ravel() for c in coords]
-        if extra is not None:
-            cols.append(np.full(cols[0].shape, float(extra)))
-        q = np.stack(cols, axis=1)
+        rows = len(cols[0])
         if len(self.values) == 0:
-            return np.zeros(shape)
+            return [np.zeros(shape) for _ in extras]
+        blocks = [np.stack(cols + ([] if e is None else [np.full(rows, float(e))]), axis=1) for e in extras]
+        q = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         # A grid repeats few distinct shapes (they depend on micro-batch, tp, cp only): interpolate each once.
         # (one float key per row: incommensurate weights on log2 coordinates; a 1-D unique is ~10x a row-unique)
         key = q @ _KEY_WEIGHTS[: q.shape[1]]
@@ -153,7 +157,8 @@ class _Residuals:
             for i, v in zip(todo, _idw(self.points, self.values, uq[todo])):
                 self.memo[names[i]] = v
         res = np.fromiter((self.memo[nm] for nm in names), dtype=np.float64, count=len(names))
-        return res[inv.ravel()].reshape(shape)
+        out = res[inv.ravel()]
+        return [out[i * rows : (i + 1) * rows].reshape(shape) for i in range(len(extras))]
 
 
 class KernelTable:
@@ -337,10 +342,15 @@ class KernelModel:
     def gemm_s(self, m, k, n, dtype="bf16", part="fwd"):
         """Seconds of the `part` (fwd | dgrad | wgrad) kernel of a layer GEMM C[m,n] = A[m,k]·B[k,n]
         in `dtype` (bf16 | fp8 | fp4); dgrad and wgrad execute the same 2mkn FLOPs."""
+        return self.gemm_parts_s(m, k, n, dtype, (part,))[0]
+
+    def gemm_parts_s(self, m, k, n, dtype="bf16", parts=GEMM_PARTS) -> list:
+        """`gemm_s` of each of `parts` on the same shapes (the physics once, one residual lookup)."""
         gemm = self.table.gemm
         res = gemm.get(dtype) or gemm.get("bf16") or next(iter(gemm.values()))  # a CPU profile: fp32 only
         base = gemm_physics_s(m, k, n, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms)
-        return base * np.exp(res(m, k, n, extra=GEMM_PART_DISTANCE * GEMM_PARTS.index(part)))
+        extras = [GEMM_PART_DISTANCE * GEMM_PARTS.index(p) for p in parts]
+        return [base * np.exp(r) for r in res.at_extras((m, k, n), extras)]
 
     def attention_s(self, flops, seq, heads, backward=False, backend=None):
         """Seconds of a causal fused attention executing `flops` (causal-halved, 2.5× in bwd), at

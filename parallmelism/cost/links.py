@@ -55,26 +55,27 @@ def link_busy_s(comm, on_out):
     return {"scale_up": up, "scale_out": out}
 
 
-def bind_to_links(step, comm, comm_exp, on_out):
+def bind_to_links(step, comm, comm_exp, on_out, busy=None):
     """(step, exposed per axis) after the busiest-link bound (module docstring).
 
     comm / comm_exp: {axis: link / exposed seconds per step}; step = compute + bubble + Σ
-    exposed. The links are applied in turn (scale-out, then scale-up on the raised step), so the
-    result satisfies both bounds."""
+    exposed; busy: `link_busy_s(comm, on_out)` when the caller has it. The links are applied in
+    turn (scale-out, then scale-up on the raised step), so the result satisfies both bounds."""
     shape = np.broadcast(np.asarray(step), *[np.asarray(comm[ax]) for ax in AXES]).shape
     step = np.array(np.broadcast_to(step, shape), dtype=np.float64)
     exp = {ax: np.array(np.broadcast_to(comm_exp[ax], shape), dtype=np.float64) for ax in AXES}
+    busy = link_busy_s(comm, on_out) if busy is None else busy
     for link in ("scale_out", "scale_up"):
-        on = {ax: np.broadcast_to(on_out[ax] if link == "scale_out" else ~on_out[ax], shape) for ax in AXES}
-        cm = {ax: np.broadcast_to(comm[ax], shape) for ax in AXES}
-        busy = sum((np.where(on[ax], cm[ax], 0.0) for ax in AXES), np.zeros(shape))  # start: an array, not 0
-        short = np.nonzero(busy > step)  # rows whose link outlasts the step
+        link_busy = np.broadcast_to(busy[link], shape)
+        short = np.nonzero(link_busy > step)  # rows whose link outlasts the step
         if len(short[0]) == 0:
             continue  # nothing to expose on this link: the step and the exposed times stand
         # Only those rows change (elsewhere the share is 0): the same formulas on them alone.
-        hidden = {ax: np.where(on[ax][short], np.maximum(cm[ax][short] - exp[ax][short], 0.0), 0.0) for ax in AXES}
+        on = {ax: np.broadcast_to(on_out[ax] if link == "scale_out" else ~on_out[ax], shape)[short] for ax in AXES}
+        cm = {ax: np.broadcast_to(comm[ax], shape)[short] for ax in AXES}
+        hidden = {ax: np.where(on[ax], np.maximum(cm[ax] - exp[ax][short], 0.0), 0.0) for ax in AXES}
         total_hidden = sum(hidden.values())
-        deficit = np.maximum(busy[short] - step[short], 0.0)
+        deficit = np.maximum(link_busy[short] - step[short], 0.0)
         share = np.where(total_hidden > 0, deficit / np.where(total_hidden > 0, total_hidden, 1.0), 0.0)
         share = np.minimum(share, 1.0)
         for ax in AXES:

@@ -14,6 +14,7 @@ from ..specs import AcceleratorSpec, MemStage, ModelSpec, TrainWorkload, labels,
 from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
+from .keys import per_key, stacked
 from .select import argmax3
 from .states import GRAD_BYTES, fsdp_gather_bytes, group_bytes_per_param, low_precision_copy_bytes, model_states_bytes
 
@@ -30,6 +31,27 @@ def _stage_geometry(c, L: int, stage: str):
         return np.ones_like(pp), c["layers_per_stage"], c["layers_first_stage"], np.zeros(len(pp), bool), pp == 2
     n = c["layers_last_stage"]
     return pp - 1, n, L - n, pp == 1, np.ones(len(pp), bool)
+
+
+# A stage's states depend on these columns (and on the stage split, a function of pp); its
+# activations on these. Each is evaluated once per distinct key (cost/keys.py) and the rows
+# combine the two.
+STATE_KEY = ("tp", "pp", "cp", "ep", "dp", "dp_sharding")
+ACTIVATION_KEY = ("micro_batch", "num_micro_batches", "tp", "pp", "cp", "vpp", "sequence_parallel", "recompute")
+STATE_COLUMNS = (
+    "params_per_gpu",
+    "params_embedding_per_gpu",
+    "params_attention_per_gpu",
+    "params_mlp_per_gpu",
+    "params_experts_per_gpu",
+    "mem_weights_gib",
+    "mem_grads_gib",
+    "mem_optimizer_gib",
+    "mem_states_gib",
+    "mem_states_embedding_gib",
+    "mem_fsdp_gather_gib",
+)
+ACTIVATION_COLUMNS = ("mem_activations_gib", "mem_logits_gib", "pp_inflight_micro_batches")
 
 
 def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
@@ -53,54 +75,25 @@ def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
         out["moe_working"] = act.layer_activation_bytes(
             recompute=np.zeros_like(rc), moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw
         )
-    out["per_param"] = group_bytes_per_param(
-        c["dp_sharding"],
-        c["dp"],
-        c["cp"],
-        c["ep"],
-        low_precision_copy_bytes(wl.precision),
-        GRAD_BYTES[wl.grad_reduce_dtype],
-        wl.dp_grad_reduce,
-    )
     out["inflight_first"] = act.inflight_micro_batches(
         c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"], wl.schedule, "first"
     )
     return out
 
 
-def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[str, np.ndarray]:
-    tp, pp, cp, ep, dp = c["tp"], c["pp"], c["cp"], c["ep"], c["dp"]
-    b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
-    sp, rc, sh = c["sequence_parallel"], c["recompute"], c["dp_sharding"]
-    s, L = wl.seq_len, model.layers
+def _stage_states(model, wl, c, stage: str, per_param) -> dict[str, np.ndarray]:
+    """Parameters, model states and FSDP gather buffers of one GPU of a candidate stage
+    (STATE_KEY columns); `states_gather` = states + gather bytes, the stage's total without
+    activations."""
+    tp, cp, ep, dp, sh = c["tp"], c["cp"], c["ep"], c["dp"], c["dp_sharding"]
     fp8 = low_precision_copy_bytes(wl.precision)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
-
-    rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, L, stage)
+    _, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
     p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head)
-    per_param = acts["per_param"] if acts is not None else None
     st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8, per_param, grad_bytes)
     emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8, per_param, grad_bytes)
     layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
     gather = fsdp_gather_bytes(layer_params, sh, layers=n_layers, reshard_after_forward=wl.fsdp_reshard_after_forward)
-
-    n_moe = moe_layers_in_range(model, lo, lo + n_layers)
-    n_dense = n_layers - n_moe
-    acts = acts if acts is not None else _layer_activations(model, wl, c)
-    per_mb = n_dense * acts["dense"]
-    working = acts["working"]
-    if model.moe is not None:
-        per_mb = per_mb + n_moe * acts["moe"]
-        working = np.where(n_moe > 0, np.maximum(working, acts["moe_working"]), working)
-    inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
-    layers_bytes = per_mb * inflight
-    # Full recompute rebuilds one layer's activations at a time during backward.
-    layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
-
-    inflight_first = acts["inflight_first"]
-    extra = act.stage_extra_bytes(model, s, b, tp, cp, sp, has_emb, has_head, inflight_first)
-    logits = np.where(has_head, act.logits_bytes(model, s, b, tp, cp), 0.0)
-    activations = layers_bytes + extra + logits
     states = st["weights"] + st["grads"] + st["optimizer"]
     return {
         "params_per_gpu": p["total"],
@@ -114,25 +107,77 @@ def _stage_memory(model, wl, c, stage: str, acts: dict | None = None) -> dict[st
         "mem_states_gib": states / GIB,
         "mem_states_embedding_gib": sum(emb_share.values()) / GIB,
         "mem_fsdp_gather_gib": gather / GIB,
+        "states_gather": states + gather,
+    }
+
+
+def _stage_activations(model, wl, c, stage: str, acts: dict) -> dict[str, np.ndarray]:
+    """Activation bytes one GPU of a candidate stage holds (ACTIVATION_KEY columns)."""
+    tp, pp, cp = c["tp"], c["pp"], c["cp"]
+    b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
+    sp, rc = c["sequence_parallel"], c["recompute"]
+    rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
+    n_moe = moe_layers_in_range(model, lo, lo + n_layers)
+    n_dense = n_layers - n_moe
+    per_mb = n_dense * acts["dense"]
+    working = acts["working"]
+    if model.moe is not None:
+        per_mb = per_mb + n_moe * acts["moe"]
+        working = np.where(n_moe > 0, np.maximum(working, acts["moe_working"]), working)
+    inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
+    layers_bytes = per_mb * inflight
+    # Full recompute rebuilds one layer's activations at a time during backward.
+    layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
+
+    extra = act.stage_extra_bytes(model, wl.seq_len, b, tp, cp, sp, has_emb, has_head, acts["inflight_first"])
+    logits = np.where(has_head, act.logits_bytes(model, wl.seq_len, b, tp, cp), 0.0)
+    activations = layers_bytes + extra + logits
+    return {
         "mem_activations_gib": activations / GIB,
         "mem_logits_gib": logits / GIB,
         "pp_inflight_micro_batches": inflight,
-        "mem_total_gib": (states + gather + activations) / GIB,
+        "activations": activations,
     }
+
+
+def _states_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
+    per_param = group_bytes_per_param(
+        c["dp_sharding"],
+        c["dp"],
+        c["cp"],
+        c["ep"],
+        low_precision_copy_bytes(wl.precision),
+        GRAD_BYTES[wl.grad_reduce_dtype],
+        wl.dp_grad_reduce,
+    )
+    return {st: _stage_states(model, wl, c, st, per_param) for st in MEM_STAGES}
+
+
+def _activations_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
+    acts = _layer_activations(model, wl, c)
+    return {st: _stage_activations(model, wl, c, st, acts) for st in MEM_STAGES}
 
 
 def training_memory(
     cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec, wl: TrainWorkload
 ) -> dict[str, np.ndarray]:
-    """Memory columns of the most-loaded stage for every layout row."""
-    acts = _layer_activations(model, wl, cols)
-    results = [_stage_memory(model, wl, cols, st, acts) for st in MEM_STAGES]
-    middle = np.where(cols["pp"] >= 3, results[1]["mem_total_gib"], -np.inf)  # pp <= 2: no middle stage
+    """Memory columns of the most-loaded stage for every layout row.
+
+    Per stage: total = (states + gather + activations) / GiB, the first two per distinct
+    STATE_KEY, the last per distinct ACTIVATION_KEY; every other column is the chosen stage's
+    entry of one of the two tables."""
+    states, K_s, inv_s = per_key(_states_of_stages, STATE_KEY, cols, model, wl)
+    acts, K_a, inv_a = per_key(_activations_of_stages, ACTIVATION_KEY, cols, model, wl)
+    total = [(states[st]["states_gather"][inv_s] + acts[st]["activations"][inv_a]) / GIB for st in MEM_STAGES]
+    middle = np.where(cols["pp"] >= 3, total[1], -np.inf)  # pp <= 2: no middle stage
     # ties keep the first stage (np.argmax over the stacked totals, without the strided stack)
-    pick = argmax3(results[0]["mem_total_gib"], middle, results[2]["mem_total_gib"])
+    pick = argmax3(total[0], middle, total[2])
+    at_s, at_a = pick * K_s + inv_s, pick * K_a + inv_a  # the chosen stage's entry in `stacked`
+    out = {k: stacked(states, K_s, k, MEM_STAGES)[at_s] for k in STATE_COLUMNS}
+    out.update({k: stacked(acts, K_a, k, MEM_STAGES)[at_a] for k in ACTIVATION_COLUMNS})
     # np.where chains pick the same values as np.choose(pick, ...) about 5x faster
     on1, on2 = pick == MemStage.SECOND, pick == MemStage.LAST
-    out = {k: np.where(on2, results[2][k], np.where(on1, results[1][k], results[0][k])) for k in results[0]}
+    out["mem_total_gib"] = np.where(on2, total[2], np.where(on1, total[1], total[0]))
     out["mem_stage"] = pick.astype(np.int8)  # code into MEM_STAGES
     out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)
     out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]

@@ -34,10 +34,16 @@ def micro_batch_overhead_s(hw, n_layers, hidden_comm_s):
     )
 
 
-def step_overhead_s(hw, step_s, ngpus, hidden_dp_s):
+def straggler_doublings(hw, ngpus):
+    """Doublings of the GPU count beyond one scale-up domain: log2(ngpus / domain_size), at least 0."""
+    return np.log2(np.maximum(np.asarray(ngpus, dtype=np.float64) / hw.scale_up.domain_size, 1.0))
+
+
+def step_overhead_s(hw, step_s, ngpus, hidden_dp_s, doublings=None):
     """Seconds added to a whole step: contention of the hidden DP traffic, the fixed per-step host
-    time and stragglers at scale."""
+    time and stragglers at scale. doublings: `straggler_doublings(hw, ngpus)` when the caller
+    has it (a log2 per row costs as much as a dozen additions)."""
     oh = hw.overheads
-    doublings = np.log2(np.maximum(np.asarray(ngpus, dtype=np.float64) / hw.scale_up.domain_size, 1.0))
+    doublings = straggler_doublings(hw, ngpus) if doublings is None else doublings
     fixed = oh.comm_contention * np.asarray(hidden_dp_s, dtype=np.float64) + oh.step_fixed_ms * 1e-3
     return fixed + oh.straggler_per_doubling * doublings * (np.asarray(step_s) + fixed)

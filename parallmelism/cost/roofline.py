@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 
 from .ops import ATTENTION, MATMUL, Op
-from .ops import MEMORY as MEMORY_KIND
 from .kernels import KernelModel
 
 LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
@@ -108,21 +107,36 @@ def op_time_s(flops, nbytes, flops_rate, hbm_rate):
     return np.maximum(np.asarray(flops) / flops_rate, np.asarray(nbytes) / hbm_rate)
 
 
+def _joined(values, shape) -> np.ndarray:
+    """Arrays broadcast to `shape`, laid end to end (one kernel-model call for all of them)."""
+    return np.concatenate([np.broadcast_to(np.asarray(v, dtype=np.float64), shape).ravel() for v in values])
+
+
+def _split(x: np.ndarray, count: int, shape) -> list:
+    size = int(np.prod(shape))
+    return [x[i * size : (i + 1) * size].reshape(shape) for i in range(count)]
+
+
+def _gemm_kernel_times(ops: list[Op], dtype: str, km: KernelModel, shape) -> list:
+    """(forward, backward) kernel seconds of GEMM ops run in `dtype` (module docstring): forward
+    kernel, dgrad + wgrad kernels scaled to the op's backward FLOPs, plus Transformer Engine's
+    casts in fp8/fp4. The kernels of all `ops` are looked up together (arrays over `shape`)."""
+    m, k, n = (_joined([op.mkn[j] for op in ops], shape) for j in range(3))
+    fwd, dgrad, wgrad = (_split(x, len(ops), shape) for x in km.gemm_parts_s(m, k, n, dtype, ("fwd", "dgrad", "wgrad")))
+    out = [(fwd[j], (dgrad[j] + wgrad[j]) * (np.asarray(op.bwd_flops) / 2.0)) for j, op in enumerate(ops)]
+    if dtype not in LOW_PRECISION_BYTES:
+        return out
+    cast = [low_precision_cast_bytes(op, dtype) for op in ops]
+    cast_s = _split(km.memory_s(_joined([c[0] for c in cast] + [c[1] for c in cast], shape)), 2 * len(ops), shape)
+    return [(f + np.where(cast[j][0] > 0, cast_s[j], 0.0), b + cast_s[len(ops) + j]) for j, (f, b) in enumerate(out)]
+
+
 def op_kernel_times(op: Op, rates: Rates):
     """(forward, backward) kernel seconds of a GEMM or attention op, before the HBM floor."""
     km = rates.kernels
     if op.kind == MATMUL and op.mkn is not None:
-        m, k, n = op.mkn
-        dtype = rates.gemm_dtype(op)
-        fwd = km.gemm_s(m, k, n, dtype, "fwd")
-        bwd = (km.gemm_s(m, k, n, dtype, "dgrad") + km.gemm_s(m, k, n, dtype, "wgrad")) * (
-            np.asarray(op.bwd_flops) / 2.0
-        )
-        if dtype in LOW_PRECISION_BYTES:
-            cast_f, cast_b = low_precision_cast_bytes(op, dtype)
-            fwd = fwd + np.where(cast_f > 0, km.memory_s(cast_f), 0.0)
-            bwd = bwd + km.memory_s(cast_b)
-        return fwd, bwd
+        shape = np.broadcast_shapes(*[np.shape(x) for x in op.mkn])
+        return _gemm_kernel_times([op], rates.gemm_dtype(op), km, shape)[0]
     if op.kind == ATTENTION:
         flops = np.asarray(op.flops, dtype=np.float64)
         fwd = km.attention_s(flops, op.seq, op.heads, backward=False)
@@ -133,10 +147,34 @@ def op_kernel_times(op: Op, rates: Rates):
 
 def op_times(op: Op, rates: Rates):
     """(forward seconds, backward seconds, forward compute-bound?) of one op (module docstring)."""
-    mem_f = rates.memory_s(op.bytes)
-    mem_b = rates.memory_s(op.backward_bytes())
-    kern = op_kernel_times(op, rates) if op.kind != MEMORY_KIND else None
-    if kern is None:
-        return mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)
-    fwd, bwd = kern
-    return np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f
+    return ops_times([op], rates)[0]
+
+
+def ops_times(ops: list[Op], rates: Rates) -> list:
+    """`op_times` of each of `ops` (arrays over the same rows), each its kernel time, at least
+    its HBM time. The kernel model is called once for all of them: one `memory_s` for every
+    HBM transfer, one lookup per GEMM dtype (every step is element-wise: the same numbers as
+    one op at a time, in fewer calls)."""
+    shape = np.broadcast_shapes(*[np.shape(x) for op in ops for x in (op.bytes, op.backward_bytes())])
+    gemms: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        if op.kind == MATMUL and op.mkn is not None:
+            shape = np.broadcast_shapes(shape, *[np.shape(x) for x in op.mkn])
+            gemms.setdefault(rates.gemm_dtype(op), []).append(i)
+    km = rates.kernels
+    mem = _split(
+        km.memory_s(_joined([op.bytes for op in ops] + [op.backward_bytes() for op in ops], shape)), 2 * len(ops), shape
+    )
+    kern: dict[int, tuple] = {}
+    for dtype, idx in gemms.items():
+        kern.update(zip(idx, _gemm_kernel_times([ops[i] for i in idx], dtype, km, shape)))
+    out = []
+    for i, op in enumerate(ops):
+        mem_f, mem_b = mem[i], mem[len(ops) + i]
+        k = kern[i] if i in kern else op_kernel_times(op, rates)  # attention; None: a memory op
+        if k is None:
+            out.append((mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)))
+            continue
+        fwd, bwd = k
+        out.append((np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f))
+    return out

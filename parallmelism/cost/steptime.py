@@ -37,9 +37,10 @@ from .flops import (
     optimizer_bytes_per_param,
 )
 from .params import params_per_gpu
-from .overheads import micro_batch_overhead_s, step_overhead_s
+from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate
-from .roofline import Rates, op_times
+from .roofline import Rates, ops_times
+from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
 from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes, reduces_every_micro_batch
@@ -49,8 +50,9 @@ FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
 AXES = ("tp", "cp", "ep", "dp", "pp")
 
 
-def ops_time(ops, rates, recompute):
-    """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need."""
+def ops_time(ops, times, recompute):
+    """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need.
+    times: `op_times` of each op, on the same rows."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
     acc: dict[str, np.ndarray | float] = dict(
@@ -66,8 +68,7 @@ def ops_time(ops, rates, recompute):
         flops=0.0,
         bytes=0.0,
     )
-    for op in ops:
-        f, b, cb = op_times(op, rates)
+    for op, (f, b, cb) in zip(ops, times):
         rc_on = full | sel if op.selective else full
         rc = np.where(rc_on, f, 0.0)
         tot = f + b + rc
@@ -103,55 +104,6 @@ def training_time(cols: dict[str, np.ndarray], model, hw, wl) -> dict[str, np.nd
     return _training_time(cols, model, hw, wl)[0]
 
 
-def _unique(*arrays):
-    """(index of one row per distinct key, inverse) over small non-negative integer columns.
-    Time terms depend on a few layout columns each; evaluating them once per distinct key and
-    gathering keeps the cost per row a handful of array reads (no per-row Python).
-
-    Keys are numbered in ascending lexicographic order of the columns (as `np.unique` would),
-    without a sort: each column is replaced by the rank of its value among the values present
-    (a lookup table over 0..max; values below 32 are their own rank) and the ranks are combined
-    in mixed radix, so the key space stays small and one `bincount` finds the keys present. The row kept
-    per key is any row holding it (every term is a function of the key columns alone)."""
-    n = len(arrays[0])
-    key = np.zeros(n, dtype=np.int64)
-    space = 1
-    for a in arrays:
-        a = np.asarray(a)
-        hi = int(a.max(initial=0))
-        lo = int(a.min(initial=0))
-        if lo < 0 or hi > (1 << 20) or space > (1 << 40):
-            return _unique_sorted(*arrays)
-        if hi < 32:  # small values: the value is its own code
-            k = hi + 1
-            key = key * k + a
-        else:
-            present = np.bincount(a, minlength=hi + 1) > 0
-            lut = np.cumsum(present) - 1
-            k = int(lut[-1]) + 1
-            key = key * k + lut[a]
-        space *= k
-    if space > max(4 * n, 1 << 16):
-        return _unique_sorted(*arrays)
-    present = np.bincount(key, minlength=space) > 0
-    keys = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
-    inv = rank[key]
-    idx = np.empty(len(keys), dtype=np.int64)
-    idx[inv] = np.arange(n, dtype=np.int64)  # some row of each key
-    return idx, inv
-
-
-def _unique_sorted(*arrays):
-    """`_unique` by sorting (any non-negative integer columns)."""
-    key = np.zeros(len(arrays[0]), dtype=np.int64)
-    for a in arrays:
-        a = np.asarray(a).astype(np.int64)
-        key = key * (int(a.max(initial=0)) + 1) + a
-    _, idx, inv = np.unique(key, return_index=True, return_inverse=True)
-    return idx, inv.ravel()
-
-
 STAGES = ("first", "middle", "last")
 STAGE_MB_KEYS = (
     "compute_mb",
@@ -172,13 +124,6 @@ STAGE_MB_KEYS = (
 )
 
 
-def _full(x, shape):
-    """x as an array of `shape` (a broadcast view only when it is not one already: cheaper)."""
-    if isinstance(x, np.ndarray) and x.shape == shape:
-        return x
-    return np.broadcast_to(x, shape)
-
-
 def _stage_layout(cols, L):
     first_n = np.asarray(cols["layers_first_stage"], dtype=np.int64)
     mid_n = np.asarray(cols["layers_per_stage"], dtype=np.int64)
@@ -191,6 +136,39 @@ def _stage_layout(cols, L):
     }
 
 
+# An op's shape, hence its kernel time, depends on these columns alone (`layer_ops`, `head_ops`,
+# `embedding_ops`): op times are evaluated once per distinct shape key and gathered.
+SHAPE_KEY = ("micro_batch", "tp", "cp", "sequence_parallel")
+
+
+def _op_sets(cols, model, wl) -> dict[str, list]:
+    """The ops of one micro-batch on these rows: a dense layer, a MoE layer, the head, the embedding."""
+    tp, cp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "cp"))
+    b = np.asarray(cols["micro_batch"], dtype=np.float64)
+    sp = np.asarray(cols["sequence_parallel"], dtype=bool)
+    s = wl.seq_len
+    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
+    sets = {
+        "dense": layer_ops(**kw),
+        "head": head_ops(model, s, b, tp, cp, sp),
+        "emb": embedding_ops(model, s, b, tp, cp, sp),
+    }
+    if model.is_moe:
+        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
+    return sets
+
+
+def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
+    """`op_times` of every op of `_op_sets` (SHAPE_KEY columns); "dense16": the dense layer in
+    bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
+    sets = _op_sets(cols, model, wl)
+    out = {name: ops_times(ops, rates) for name, ops in sets.items()}
+    if edge:
+        bf16 = Rates(hw, "bf16")
+        out["dense16"] = ops_times(sets["dense"], bf16)
+    return out
+
+
 def _micro_batch_terms(cols, model, hw, wl, rates):
     """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
     tp, pp, cp, ep = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep"))
@@ -200,11 +178,16 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     s = wl.seq_len
     full = rc == FULL
     T = tokens_per_rank(s, b, cp)
-    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
-    dense = ops_time(layer_ops(**kw), rates, rc)
-    moe = ops_time(layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw), rates, rc) if model.is_moe else None
-    head = ops_time(head_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
-    emb = ops_time(embedding_ops(model, s, b, tp, cp, sp), rates, np.zeros_like(rc))
+    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
+    # --first-last-layers-bf16); they are dense layers on the first and last stage.
+    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
+    by_shape, K, at = per_key(_op_times_of_sets, SHAPE_KEY, cols, model, hw, wl, rates, edge)
+    times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
+    sets = _op_sets(cols, model, wl)
+    dense = ops_time(sets["dense"], times["dense"], rc)
+    moe = ops_time(sets["moe"], times["moe"], rc) if model.is_moe else None
+    head = ops_time(sets["head"], times["head"], np.zeros_like(rc))
+    emb = ops_time(sets["emb"], times["emb"], np.zeros_like(rc))
 
     def layer_comm(acc, is_moe):
         tp_layer, tp_exp = tp_layer_times_s(
@@ -224,11 +207,8 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
-    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
-    # --first-last-layers-bf16); they are dense layers on the first and last stage.
-    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
     if edge:
-        dense16 = ops_time(layer_ops(**kw), Rates(hw, "bf16"), rc)
+        dense16 = ops_time(sets["dense"], times["dense16"], rc)
         dense16_comm = layer_comm(dense16, False)
     out = {}
     for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
@@ -257,7 +237,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         }
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
-        out[name] = {key: _full(r[key], tp.shape) for key in STAGE_MB_KEYS}
+        out[name] = {key: to_shape(r[key], tp.shape) for key in STAGE_MB_KEYS}
     return out
 
 
@@ -305,22 +285,16 @@ def _dp_terms(cols, model, hw, wl, rates):
         "fsdp_per_mb": fsdp,
         "opt_bytes": opt_bytes,
     }
-    terms = {k: _full(v, (3 * K,)) for k, v in terms.items()}
+    terms = {k: to_shape(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K : (i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
 
-def _per_key(fn, key_cols, cols, *args):
-    """fn evaluated once per distinct key: ({stage: {name: per-key array}}, number of keys, inverse)."""
-    idx, inv = _unique(*(cols[k] for k in key_cols))
-    sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
-    res = fn(sub, *args)
-    return res, len(idx), inv
-
-
-def _stacked(res, K, name):
-    """One quantity of the three stage kinds laid end to end (first, middle, last; K keys each),
-    so the critical stage's value of a row is one gather at crit·K + key."""
-    return np.concatenate([_full(res[st][name], (K,)) for st in ("first", "middle", "last")])
+def _column(x, shape) -> np.ndarray:
+    """x as a float64 output column of `shape`: itself when it already is one (every caller hands
+    a new array that no other column shares), else a copy."""
+    if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == np.float64 and x.flags.owndata:
+        return x
+    return np.array(np.broadcast_to(x, shape), dtype=np.float64)
 
 
 def _training_time(cols, model, hw, wl):
@@ -332,8 +306,8 @@ def _training_time(cols, model, hw, wl):
     T = tokens_per_rank(s, cols["micro_batch"], cp)
     layer_key = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
     dp_key = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
-    mb, K_mb, inv_mb = _per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
-    dpt, K_dp, inv_dp = _per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
+    mb, K_mb, inv_mb = per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
+    dpt, K_dp, inv_dp = per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
     pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
@@ -394,20 +368,21 @@ def _training_time(cols, model, hw, wl):
     # slowest with them is the critical one, so adding work to any stage never shortens the step.
     order = ("first", "middle", "last")
     ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
+    doublings = straggler_doublings(hw, ngpus)  # once: the four step_overhead_s calls share it
     bounded = []
     for n_ in order:
         b_ = np.maximum(results[n_]["total"] + bubble + pp_exp, results[n_]["busiest_link"])
-        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"]))
+        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"], doublings))
     bounded[1] = np.where(pp > 2, bounded[1], 0.0)  # the middle stage exists only when pp > 2
     crit = argmax3(*bounded)
-    at_mb = crit * K_mb + inv_mb  # the critical stage's entry in _stacked(mb, K_mb, ...)
+    at_mb = crit * K_mb + inv_mb  # the critical stage's entry in stacked(mb, K_mb, name, STAGES)
     at_dp = crit * K_dp + inv_dp
 
     def pick_mb(name):
-        return _stacked(mb, K_mb, name)[at_mb]
+        return stacked(mb, K_mb, name, STAGES)[at_mb]
 
     def pick_dp(name):
-        return _stacked(dpt, K_dp, name)[at_dp]
+        return stacked(dpt, K_dp, name, STAGES)[at_dp]
 
     # The critical stage's terms (same arithmetic as its per-stage total above).
     rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
@@ -420,11 +395,11 @@ def _training_time(cols, model, hw, wl):
     comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
     comm["dp"], comm_exp["dp"] = dp_link_c, dp_exp_c
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
-    comm = {ax: np.broadcast_to(v, tp.shape).astype(np.float64) for ax, v in comm.items()}
-    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out)  # step >= its busiest link (links.py)
+    comm = {ax: _column(v, tp.shape) for ax, v in comm.items()}
     busy = link_busy_s(comm, on_out)
+    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out, busy)  # step >= its busiest link (links.py)
     exposed = sum(comm_exp.values())
-    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"])
+    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"], doublings)
     step = step + step_extra
     overhead = m * pick_mb("overhead_mb") + step_extra
 
@@ -444,12 +419,12 @@ def _training_time(cols, model, hw, wl):
         "time_compute_s": compute,
         "time_bubble_s": bubble,
         "time_comm_exposed_s": exposed,
-        "time_overhead_s": np.broadcast_to(overhead, tp.shape).astype(np.float64),
+        "time_overhead_s": _column(overhead, tp.shape),
     }
     for ax in AXES:
-        out[f"time_comm_{ax}_s"] = np.broadcast_to(comm[ax], tp.shape).astype(np.float64)
+        out[f"time_comm_{ax}_s"] = comm[ax]
     for ax in AXES:
-        out[f"time_comm_{ax}_exposed_s"] = np.broadcast_to(comm_exp[ax], tp.shape).astype(np.float64)
+        out[f"time_comm_{ax}_exposed_s"] = _column(comm_exp[ax], tp.shape)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update(

@@ -118,12 +118,31 @@ class TopKCollector(Collector):
         idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
         if len(idx) == 0:
             return
+        idx = self._shortlist({k: cols[k] for k in keys}, idx)
         idx = idx[self._select({k: cols[k][idx] for k in keys})]
         both = concat_columns(self.kept, take_rows(cols, idx))
         self.kept = take_rows(both, self._select(both))
 
+    def _primary(self, cols: dict) -> np.ndarray:
+        c, s = self.by[0]
+        return np.asarray(cols[c], dtype=np.float64) * (-1.0 if s == "max" else 1.0)
+
+    def _shortlist(self, cols: dict, idx: np.ndarray) -> np.ndarray:
+        """The rows of `idx` that can be among the k best: when the rows form one group, those
+        whose first `by` key is at most the k-th smallest (ties kept, so the later sort breaks
+        them as before); every row when there are several groups or a NaN among the k best."""
+        if self.k < 1 or len(idx) <= 4 * self.k or any(np.any(cols[g] != cols[g][idx[0]]) for g in self.group_by):
+            return idx
+        primary = self._primary(cols)[idx]
+        kth = np.partition(primary, self.k - 1)[self.k - 1]
+        if np.isnan(kth):  # NaN sorts last: the k best are not all numbers
+            return idx
+        return idx[primary <= kth]
+
     def _select(self, cols: dict) -> np.ndarray:
-        sort_keys = [np.asarray(cols[c], dtype=np.float64) * (-1.0 if s == "max" else 1.0) for c, s in self.by]
+        sort_keys = [self._primary(cols)] + [
+            np.asarray(cols[c], dtype=np.float64) * (-1.0 if s == "max" else 1.0) for c, s in self.by[1:]
+        ]
         # lexsort: last key is primary -> groups, then `by` in order, then run and row (enumeration order)
         order = np.lexsort(
             (cols["_row"], cols["_run"], *reversed(sort_keys), *[cols[g] for g in reversed(self.group_by)])
