@@ -199,3 +199,79 @@ def test_flex_dispatch_sends_a_token_once_per_remote_node():
     assert float(ep_all_to_all_time_s(H100, ds, S, 8, 1, "flex")) == float(
         ep_all_to_all_time_s(H100, ds, S, 8, 1, "alltoall")
     )
+
+
+def _hsdp_row(shard, sharding="FULLY_SHARD", m=2):
+    from parallmelism.engine import evaluate
+    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+
+    r = RunConfig(
+        model=load_option("model", "llama3.1-8b"),
+        hardware=H100,
+        workload=TrainWorkload(seq_len=4096, global_batch=64 * m, dp_shard_size=shard),
+        grid=GridSpec(
+            ngpus=[64],
+            tp=[1],
+            pp=[1],
+            cp=[1],
+            ep=[1],
+            vpp=[1],
+            micro_batch=[1],
+            recompute=["selective"],
+            sequence_parallel=[False],
+            dp_sharding=[sharding],
+        ),
+    )
+    df = evaluate(r)[0]
+    assert len(df) == 1
+    return df.iloc[0]
+
+
+def test_hybrid_sharding_shards_inside_a_node_and_all_reduces_the_shard_across_nodes():
+    """HSDP (torchtitan dp_shard 8 x dp_replicate 8; FSDP HYBRID_SHARD) of Llama 3.1 8B on 64 H100,
+    tp 1: the states are sharded over the 8 GPUs of a node (weights 4/8, grads 4/8, Adam 8/8 bytes
+    per parameter); the per-layer gathers and reduce-scatters run over those 8 on NVLink; each
+    layer's 1/8 gradient shard is then all-reduced with the 7 other nodes' copies over the NIC
+    (stride 8, one rank per node, so NCCL's ring or tree on one NIC each), once per micro-batch."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.params import params_per_gpu
+    from parallmelism.cost.states import FS
+
+    m, units = 2, 34
+    P = float(params_per_gpu(load_option("model", "llama3.1-8b"), 1, 1, 32, 0, True, True)["dense"])
+    hsdp, full = _hsdp_row(8), _hsdp_row(None)
+    assert hsdp["mem_states_gib"] * 2**30 == pytest.approx(P * (4 + 4 + 8) / 8, rel=1e-9)
+    assert full["mem_states_gib"] * 2**30 == pytest.approx(P * (4 + 4 + 8) / 64, rel=1e-9)
+    red8, _, fsdp8 = dp_step_times_s(H100, P, 0.0, FS, 1.0, 1.0, 8.0, 1.0, 1.0, False, fsdp_units=units)
+    shard_bytes = 4 * P / units / 8
+    bw, lat = 50 * 0.94, 5.0
+    ar = min(
+        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "ring"),
+        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "tree"),
+    )
+    replica = m * units * ar
+    assert hsdp["time_comm_dp_s"] == pytest.approx(float(m * red8 + m * fsdp8 + replica), rel=1e-9)
+    # the shard group's traffic on NVLink, the replicas' all-reduce on the NIC
+    assert hsdp["link_scale_out_busy_s"] == pytest.approx(replica, rel=1e-9)
+    assert hsdp["link_scale_up_busy_s"] == pytest.approx(float(m * red8 + m * fsdp8), rel=1e-9)
+    assert full["link_scale_up_busy_s"] == 0.0  # plain FSDP over 64 ranks: all of it on the NIC
+    # the point of HSDP: less traffic on the NIC (the 64-rank FSDP rings run over the node's pooled
+    # NICs at ~360 GB/s, so at tp 1 HSDP's per-micro-batch shard all-reduce, one NIC each, costs more step)
+    assert hsdp["link_scale_out_busy_s"] < full["link_scale_out_busy_s"]
+    # NO_OP has nothing to shard: the same all-reduce over all 64 ranks with or without HSDP
+    assert _hsdp_row(8, "NO_OP")["time_comm_dp_s"] == _hsdp_row(None, "NO_OP")["time_comm_dp_s"]
+
+
+def test_hybrid_sharding_needs_whole_shard_groups():
+    from conftest import invoke
+
+    code, text = invoke(
+        "show",
+        "model=llama3.1-8b",
+        "grid.ngpus=[64]",
+        "grid.tp=8",
+        "grid.pp=1",
+        "grid.dp_sharding=FULLY_SHARD",
+        "workload.dp_shard_size=3",
+    )
+    assert code == 2 and "workload.dp_shard_size" in text and "Traceback" not in text, text

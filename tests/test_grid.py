@@ -64,6 +64,12 @@ CASES = {
     ),
     "sequence_parallel_needs_tp": (L70, H100, WL, grid(ngpus=[64], tp=[1], sequence_parallel=[True])),
     "sharding_needs_dp": (L70, H100, WL, grid(ngpus=[64], tp=[8], pp=[8], cp=[1], dp_sharding=["FULLY_SHARD"])),
+    "dp_not_multiple_of_dp_shard_size": (
+        L70,
+        H100,
+        TrainWorkload(seq_len=4096, global_batch=64, dp_shard_size=3),
+        grid(ngpus=[64], tp=[8], pp=[1], dp_sharding=["FULLY_SHARD"]),
+    ),
 }
 
 

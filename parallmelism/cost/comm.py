@@ -257,6 +257,44 @@ def dp_step_times_s(
     return tuple(x + y for x, y in zip(d, e))
 
 
+def hsdp_replica_reduce_s(
+    hw,
+    dense_params,
+    expert_params,
+    sharding,
+    tp,
+    cp,
+    dp,
+    dp_shard,
+    ep,
+    fsdp_units=1.0,
+    grad_bytes=4.0,
+    bucket_params=None,
+):
+    """Per gradient reduction, seconds of hybrid sharding's all-reduce across replicas (HSDP:
+    torchtitan / FSDP2 with a replicate dimension, FSDP HYBRID_SHARD, Megatron's distributed
+    optimizer instances): after the reduce-scatter inside a shard group of dp_shard·cp ranks, each
+    rank all-reduces its 1/(dp_shard·cp) gradient shard with the dp/dp_shard ranks that hold the
+    same shard (stride t·cp·dp_shard), in as many calls as the shard group's reduce-scatter (one per
+    FSDP unit, or per Megatron bucket). Zero
+    where nothing is replicated (dp_shard = dp) and for NO_OP (its all-reduce spans all dp)."""
+    sharding = np.asarray(sharding)
+    dp, dp_shard = np.asarray(dp, dtype=np.float64), np.asarray(dp_shard, dtype=np.float64)
+    replicas = np.where(sharding == NO_OP, 1.0, dp / dp_shard)
+
+    def one(P, n_shard, stride):
+        P = np.asarray(P, dtype=np.float64)
+        calls = np.where(sharding == FS, fsdp_units, np.ceil(P / dp_bucket_params(bucket_params, n_shard)))
+        shard_bytes = grad_bytes * P / n_shard
+        return chunked_collective_time_s(hw, "all_reduce", shard_bytes, replicas, stride * n_shard, calls)
+
+    tp = np.asarray(tp, dtype=np.float64)
+    dense = one(dense_params, dense_dp_size(dp_shard, cp), tp)
+    if np.ndim(expert_params) == 0 and expert_params == 0:
+        return dense
+    return dense + one(expert_params, expert_dp_size(dp_shard, cp, ep), tp * ep)
+
+
 def pp_hop_bytes(model, T, t):
     """Bytes one GPU sends across a pipeline boundary per micro-batch and direction: 2·T·h/t."""
     return 2.0 * T * model.hidden / np.asarray(t, dtype=np.float64)
@@ -286,6 +324,7 @@ __all__ = [
     "ep_all_to_all_time_s",
     "ep_distinct_nodes_per_token",
     "dp_step_times_s",
+    "hsdp_replica_reduce_s",
     "pp_times_s",
     "pp_hop_bytes",
     "tp_collective_bytes",

@@ -41,17 +41,27 @@ def axis_spans(tp, cp, dp, ep, pp):
 
 
 def axes_on_scale_out(hw, tp, cp, dp, ep, pp):
-    """{axis: bool array}, True where the axis's group leaves the scale-up domain (uses the NIC)."""
+    """{axis: share of its link seconds on the NIC}: 1.0 where the axis's group leaves the scale-up
+    domain, else 0.0 (a float array, so a split axis can hold a fraction: `out_share`)."""
     spans = axis_spans(tp, cp, dp, ep, pp)
     if hw.scale_out is None:
-        return {ax: np.zeros(np.shape(s), dtype=bool) for ax, s in spans.items()}
-    return {ax: s > hw.scale_up.domain_size for ax, s in spans.items()}
+        return {ax: np.zeros(np.shape(s)) for ax, s in spans.items()}
+    return {ax: (s > hw.scale_up.domain_size).astype(np.float64) for ax, s in spans.items()}
+
+
+def out_share(on_out, ax):
+    """The share of axis `ax`'s link seconds on the NIC: on_out holds a bool (the whole group on one
+    link) or, for an axis split over both (hybrid sharding's DP: shard groups on NVLink, the replica
+    all-reduce on the NIC), the fraction on the NIC."""
+    return np.asarray(on_out[ax], dtype=np.float64)
 
 
 def link_busy_s(comm, on_out):
-    """{link: busy seconds per step}: Σ of the link seconds of the axes each link carries."""
-    out = sum(np.where(on_out[ax], comm[ax], 0.0) for ax in AXES)
-    up = sum(np.where(on_out[ax], 0.0, comm[ax]) for ax in AXES)
+    """{link: busy seconds per step}: Σ of the link seconds of the axes each link carries (a split
+    axis contributes its share to each)."""
+    share = {ax: out_share(on_out, ax) for ax in AXES}
+    out = sum(share[ax] * comm[ax] for ax in AXES)
+    up = sum((1.0 - share[ax]) * comm[ax] for ax in AXES)
     return {"scale_up": up, "scale_out": out}
 
 
@@ -71,9 +81,10 @@ def bind_to_links(step, comm, comm_exp, on_out, busy=None):
         if len(short[0]) == 0:
             continue  # nothing to expose on this link: the step and the exposed times stand
         # Only those rows change (elsewhere the share is 0): the same formulas on them alone.
-        on = {ax: np.broadcast_to(on_out[ax] if link == "scale_out" else ~on_out[ax], shape)[short] for ax in AXES}
+        nic = {ax: out_share(on_out, ax) for ax in AXES}
+        on = {ax: np.broadcast_to(nic[ax] if link == "scale_out" else 1.0 - nic[ax], shape)[short] for ax in AXES}
         cm = {ax: np.broadcast_to(comm[ax], shape)[short] for ax in AXES}
-        hidden = {ax: np.where(on[ax], np.maximum(cm[ax] - exp[ax][short], 0.0), 0.0) for ax in AXES}
+        hidden = {ax: on[ax] * np.maximum(cm[ax] - exp[ax][short], 0.0) for ax in AXES}
         total_hidden = sum(hidden.values())
         deficit = np.maximum(link_busy[short] - step[short], 0.0)
         share = np.where(total_hidden > 0, deficit / np.where(total_hidden > 0, total_hidden, 1.0), 0.0)
@@ -84,4 +95,4 @@ def bind_to_links(step, comm, comm_exp, on_out, busy=None):
     return step, exp
 
 
-__all__ = ["LINKS", "axis_spans", "axes_on_scale_out", "link_busy_s", "bind_to_links"]
+__all__ = ["LINKS", "axis_spans", "axes_on_scale_out", "out_share", "link_busy_s", "bind_to_links"]

@@ -16,6 +16,7 @@ from . import activations as act
 from .params import params_per_gpu
 from .keys import per_key, stacked
 from .select import argmax3
+from .shapes import dp_shard_ranks
 from .states import GRAD_BYTES, fsdp_gather_bytes, group_bytes_per_param, low_precision_copy_bytes, model_states_bytes
 
 
@@ -143,7 +144,7 @@ def _stage_activations(model, wl, c, stage: str, acts: dict) -> dict[str, np.nda
 def _states_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
     per_param = group_bytes_per_param(
         c["dp_sharding"],
-        c["dp"],
+        dp_shard_ranks(c["dp"], c["dp_sharding"], wl.dp_shard_size),
         c["cp"],
         c["ep"],
         low_precision_copy_bytes(wl.precision),

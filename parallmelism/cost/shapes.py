@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..specs.codes import DPSharding
+
 
 def tokens_per_rank(s, b, cp):
     """T = (s / cp) · b: the tokens one context-parallel rank holds in a micro-batch."""
@@ -74,6 +76,16 @@ def dense_dp_size(dp, cp):
     reduces gradients over the data-parallel × context-parallel group, since CP ranks hold the
     same weights and see different tokens."""
     return np.asarray(dp) * np.asarray(cp)
+
+
+def dp_shard_ranks(dp, sharding, dp_shard_size):
+    """DP ranks a sharded strategy's states are split over: all dp, or dp_shard_size of them under
+    hybrid sharding (workload.dp_shard_size; the grid keeps dp a multiple of it). NO_OP shards
+    nothing and all-reduces over all dp."""
+    dp = np.asarray(dp)
+    if dp_shard_size is None:
+        return dp
+    return np.where(np.asarray(sharding) == int(DPSharding.NO_OP), dp, np.minimum(dp, dp_shard_size))
 
 
 def expert_dp_size(dp, cp, ep):

@@ -25,8 +25,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import cp_layer_times_s, dp_step_times_s, ep_layer_time_s, pp_times_s, tp_layer_times_s
-from .links import axes_on_scale_out, bind_to_links, link_busy_s
+from .comm import (
+    cp_layer_times_s,
+    dp_step_times_s,
+    ep_layer_time_s,
+    hsdp_replica_reduce_s,
+    pp_times_s,
+    tp_layer_times_s,
+)
+from .links import axes_on_scale_out, axis_spans, bind_to_links, link_busy_s
 from .flops import (
     embedding_ops,
     hardware_flops_per_step,
@@ -42,7 +49,7 @@ from .pipeline import bubble_rate
 from .roofline import Rates, ops_times
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
-from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
+from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, tokens_per_rank
 from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes, reduces_every_micro_batch
 from ..specs import Recompute
 
@@ -255,6 +262,7 @@ def _dp_terms(cols, model, hw, wl, rates):
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
     units = n_layers + np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)  # FSDP units of the stage
+    dp_s = dp_shard_ranks(dp, sh, wl.dp_shard_size)  # the sharding group's DP ranks (HSDP: fewer)
     reduce, zero_gather, fsdp = dp_step_times_s(
         hw,
         p["dense"],
@@ -262,7 +270,7 @@ def _dp_terms(cols, model, hw, wl, rates):
         sh,
         tp,
         cp,
-        dp,
+        dp_s,
         ep,
         1.0,
         full,
@@ -271,15 +279,24 @@ def _dp_terms(cols, model, hw, wl, rates):
         reshard_after_forward=wl.fsdp_reshard_after_forward,
         grad_bytes=grad_bytes,
     )
-    shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp, cp))
-    shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp, cp, ep))
+    replica = (
+        np.zeros_like(reduce)
+        if wl.dp_shard_size is None
+        else hsdp_replica_reduce_s(
+            hw, p["dense"], p["experts"], sh, tp, cp, dp, dp_s, ep, units, grad_bytes, wl.dp_bucket_params
+        )
+    )
+    shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp_s, cp))
+    shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep))
     opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
         p["dense"] / shard_d + p["experts"] / shard_e
     )
     # gradient reductions per step: m where each micro-batch's gradients are reduced (cost/states.py)
     per_mb = reduces_every_micro_batch(sh, wl.dp_grad_reduce).astype(np.float64)
     terms = {
-        "reduce": reduce,
+        "reduce": reduce + replica,
+        "replica": replica,
+        "shard_out": (axis_spans(tp, cp, dp_s, ep, 1)["dp"] > hw.scale_up.domain_size) & (hw.scale_out is not None),
         "reduce_per_mb": per_mb,
         "zero_gather": zero_gather,
         "fsdp_per_mb": fsdp,
@@ -295,6 +312,11 @@ def _column(x, shape) -> np.ndarray:
     if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == np.float64 and x.flags.owndata:
         return x
     return np.array(np.broadcast_to(x, shape), dtype=np.float64)
+
+
+# the DP terms a row's step needs (_dp_terms), and hybrid sharding's link split
+DP_ROW_KEYS = ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")
+HSDP_ROW_KEYS = ("replica", "shard_out")
 
 
 def _training_time(cols, model, hw, wl):
@@ -333,19 +355,27 @@ def _training_time(cols, model, hw, wl):
             dp_exp = link
         return link, dp_exp
 
+    def dp_on_out(d, link):
+        """The DP axis's share on the NIC (cost/links.py): all of it when its group, or under hybrid
+        sharding its shard group, leaves the domain; else the replica all-reduce's share when the
+        replicas do; else none."""
+        if wl.dp_shard_size is None:
+            return on_out["dp"]
+        replica = d["replica"] * np.where(d["reduce_per_mb"] > 0, m, 1.0)
+        split = np.where(link > 0, replica / np.where(link > 0, link, 1.0), 0.0)
+        return np.where(d["shard_out"] > 0, 1.0, np.where(on_out["dp"] > 0, split, 0.0))
+
     on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
+    dp_row_keys = DP_ROW_KEYS if wl.dp_shard_size is None else DP_ROW_KEYS + HSDP_ROW_KEYS
     results = {}
     for name in ("first", "middle", "last"):
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-        d = {
-            k: np.asarray(dpt[name][k])[inv_dp]
-            for k in ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")
-        }
+        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in dp_row_keys}
         dp_link, dp_exp = row_terms(r, d)
         total = m * r["t_mb"] + dp_exp + d["opt"]
         links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}
         links["dp"], links["pp"] = dp_link, pp_link
-        busy_st = link_busy_s(links, on_out)
+        busy_st = link_busy_s(links, {**on_out, "dp": dp_on_out(d, dp_link)})
         busiest = np.maximum(busy_st["scale_up"], busy_st["scale_out"])
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
@@ -386,8 +416,9 @@ def _training_time(cols, model, hw, wl):
 
     # The critical stage's terms (same arithmetic as its per-stage total above).
     rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-    dc_ = {k: pick_dp(k) for k in ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")}
+    dc_ = {k: pick_dp(k) for k in (*dp_row_keys, "opt_bytes")}
     dp_link_c, dp_exp_c = row_terms(rc_, dc_)
+    on_out = {**on_out, "dp": dp_on_out(dc_, dp_link_c)}
     step = m * rc_["t_mb"] + dp_exp_c + dc_["opt"] + bubble + pp_exp
 
     compute = m * rc_["compute_mb"] + dc_["opt"]

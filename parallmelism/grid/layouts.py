@@ -248,6 +248,12 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.rule("sequence_parallel_needs_tp", c["sequence_parallel"] & (c["tp"] == 1))
     c = x.cols
     x.rule("sharding_needs_dp", (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] * c["cp"] == 1))
+    if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated
+        c = x.cols
+        x.rule(
+            "dp_not_multiple_of_dp_shard_size",
+            (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] % workload.dp_shard_size != 0),
+        )
 
     c = x.cols
     c["kv_replication"] = kv_replication(c["tp"], g)

@@ -27,6 +27,7 @@ TRAINING_DROP_REASONS: dict[str, str] = {
     "micro_batches_not_divisible_by_pp": "interleaved 1F1B needs the number of micro-batches divisible by pp",
     "sequence_parallel_needs_tp": "sequence parallelism needs tp > 1",
     "sharding_needs_dp": "a DP sharding strategy other than NO_OP needs a data-parallel group > 1",
+    "dp_not_multiple_of_dp_shard_size": "dp is not a multiple of workload.dp_shard_size (hybrid sharding groups)",
 }
 
 INFERENCE_DROP_REASONS: dict[str, str] = {

@@ -59,6 +59,13 @@ class TrainWorkload(BaseModel):
         "set_requires_gradient_sync(False)); auto: per_micro_batch where gradients are sharded "
         "(OPTIMIZER_STATES_AND_GRADS, FULLY_SHARD), per_step otherwise",
     )
+    dp_shard_size: Optional[PositiveInt] = Field(
+        None,
+        description="hybrid sharding (HSDP: torchtitan data_parallel_shard_degree, FSDP HYBRID_SHARD, "
+        "Megatron num_distributed_optimizer_instances): a sharded strategy shards over groups of this "
+        "many DP ranks (times cp) and replicates across the dp/dp_shard_size groups, whose gradient "
+        "shards are all-reduced; None: one group of all DP ranks",
+    )
     moe_dispatcher: Literal["alltoall", "flex"] = Field(
         "alltoall",
         description="MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type): alltoall sends every "

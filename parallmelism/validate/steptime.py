@@ -16,6 +16,7 @@ values follow one rule each (stated here, applied to every row, never per case):
 - overlap_tp_comm (optional): blank means true when `notes` say "TP" comm overlap is on, else false.
 - overlap_pp_comm (optional): blank means true (asynchronous pipeline send/recv).
 - moe_dispatcher (optional): blank means alltoall (Megatron's default); flex is DeepEP.
+- dp_shard_size (optional): hybrid sharding's shard group in DP ranks; blank means none.
 - overlap_ep_comm (optional): blank means false; fsdp_reshard_after_forward (optional): blank
   means true (FSDP2's default).
 - experts, top_k (optional): a MoE of the row's own architecture (validate/cases.py).
@@ -97,6 +98,7 @@ def _workload_extras(row, hw) -> dict:
         "moe_dispatcher": str(get(row, "moe_dispatcher", "alltoall")),
         "overlap_ep_comm": as_bool(row, "overlap_ep_comm", False),
         "fsdp_reshard_after_forward": as_bool(row, "fsdp_reshard_after_forward", True),
+        "dp_shard_size": as_int(row, "dp_shard_size", None),
     }
 
 
