@@ -16,7 +16,7 @@ from .ops import OpKind
 from .roofline import Rates, op_times
 from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
-from .shapes import dense_dp_size, tokens_per_rank
+from .shapes import dense_dp_size, dp_shard_ranks, tokens_per_rank
 from .states import reduces_every_micro_batch
 
 STAGES = ("first", "middle", "last")
@@ -136,6 +136,9 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         }
         per_mb = bool(reduces_every_micro_batch(np.asarray([int(sh)]), wl.dp_grad_reduce)[0])
         when = "; grads reduced every micro-batch" if per_mb else "; grads reduced once, last micro-batch"
+        shard = int(dp_shard_ranks(np.asarray([dp]), np.asarray([int(sh)]), wl.dp_shard_size)[0])
+        if shard < dp:  # hybrid sharding: shard groups of shard·cp ranks, replicated dp/shard times
+            when += f"; HSDP: sharded over {int(shard * cp)}, shard all_reduce over {int(dp // shard)} replicas"
         colls.append(
             {
                 "axis": "dp",
@@ -162,7 +165,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
         c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
 
-    links = link_records(hw, cols, out)
+    links = link_records(hw, cols, out, ctx["on_out"])
 
     step = _f(out["time_step_s"])
     opt = _f(ctx["results"][stage]["opt"])
@@ -187,11 +190,13 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     return {"summary": summary, "ops": ops, "collectives": colls, "links": links}
 
 
-def link_records(hw, cols, out) -> list[dict]:
+def link_records(hw, cols, out, on_out=None) -> list[dict]:
     """Per physical link of one critical-stage GPU (cost/links.py): achievable bandwidth per
-    direction, busy seconds per step, the part the overlap windows hide, the exposed part, and the
-    axes whose transfers it carries."""
-    on_out = axes_on_scale_out(hw, *(np.asarray(cols[k])[:1] for k in ("tp", "cp", "dp", "ep", "pp")))
+    direction, busy seconds per step, the part the overlap windows hide, the exposed part (an axis
+    split over both links, hybrid sharding's DP, counts its share on each), and the axes whose
+    transfers it carries. on_out: the step time's shares (steptime's ctx), else from the spans."""
+    if on_out is None:
+        on_out = axes_on_scale_out(hw, *(np.asarray(cols[k])[:1] for k in ("tp", "cp", "dp", "ep", "pp")))
     recs = []
     tiers = [("scale_up", hw.scale_up.name or "scale-up", hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up)]
     if hw.scale_out is not None:
@@ -203,9 +208,10 @@ def link_records(hw, cols, out) -> list[dict]:
             )
         )
     for key, name, bw in tiers:
-        axes = [ax for ax in AXES if bool(on_out[ax][0]) == (key == "scale_out") and _f(out[f"time_comm_{ax}_s"]) > 0]
+        share = {ax: _f(on_out[ax]) if key == "scale_out" else 1.0 - _f(on_out[ax]) for ax in AXES}
+        axes = [ax for ax in AXES if share[ax] > 0 and _f(out[f"time_comm_{ax}_s"]) > 0]
         busy = _f(out[f"link_{key}_busy_s"])
-        exposed = sum(_f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
+        exposed = sum(share[ax] * _f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
         recs.append(
             {
                 "link": name,

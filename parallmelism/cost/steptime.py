@@ -473,4 +473,4 @@ def _training_time(cols, model, hw, wl):
             "bound": bound,
         }
     )
-    return out, dict(results=results, crit=crit, rates=rates, bubble=bubble)
+    return out, dict(results=results, crit=crit, rates=rates, bubble=bubble, on_out=on_out)
