@@ -275,3 +275,22 @@ def test_hybrid_sharding_needs_whole_shard_groups():
         "workload.dp_shard_size=3",
     )
     assert code == 2 and "workload.dp_shard_size" in text and "Traceback" not in text, text
+
+
+def test_all_gather_context_parallelism_exposes_the_whole_sequence_kv():
+    """Llama 3's all-gather CP (§3.3.2) for 405B at 128k on tp 8 x cp 16: each rank holds one of the 8
+    KV heads (GQA), so the whole sequence's K,V is 131072 · 2 · 128 · 2 B = 64 MiB; it is all-gathered
+    over 16 ranks one node apart (one NIC each; NCCL's PAT: ceil(log2 16) = 4 latency steps) before
+    the forward and again for backward, and dK,dV are reduce-scattered: 3 collectives per layer and
+    micro-batch, all exposed (the ring hides its hops under attention)."""
+    from parallmelism.cost.comm import cp_layer_times_s
+
+    model = load_option("model", "llama3.1-405b")
+    S = 131072 * 2 * 128 * 2
+    one = 4 * 5e-6 + 15 / 16 * S / (50 * 0.94e9)
+    link, exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, 1.0, 2.5, False, "all_gather")
+    assert float(link) == pytest.approx(3 * one, rel=1e-12) and float(exposed) == float(link)
+    ring_link, ring_exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, 1.0, 2.5, False)
+    assert float(ring_exposed) == 0.0 < float(ring_link)  # each hop hides under 1/16 of a long attention
+    full_link, _ = cp_layer_times_s(H100, model, 131072, 1, 8, 16, 1.0, 2.5, True, "all_gather")
+    assert float(full_link) == pytest.approx(4 * one, rel=1e-12)  # the recomputed forward gathers again

@@ -102,14 +102,17 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         )
     if cp > 1:
         bw_, _ = (_f(x) for x in p2p_link(hw, cp * tp))
+        gather = wl.cp_comm_type == "all_gather"
         colls.append(
             {
                 "axis": "cp",
-                "collective": "send_recv (ring K,V)",
+                "collective": "all_gather (K,V) fwd + bwd, reduce_scatter (dK,dV)"
+                if gather
+                else "send_recv (ring K,V)",
                 "group": int(cp),
-                "bytes": _f(cp_chunk_bytes(model, s, b, tp, cp)),
-                "per_layer_per_micro_batch": 3 * (cp - 1),
-                "bandwidth_gbps": bw_,
+                "bytes": _f(cp_chunk_bytes(model, s, b, tp, cp)) * (cp if gather else 1),
+                "per_layer_per_micro_batch": 3 if gather else 3 * (cp - 1),
+                "bandwidth_gbps": link(cp, tp)[0] if gather else bw_,
             }
         )
     if model.is_moe and ep > 1:

@@ -11,7 +11,8 @@ Per layer and micro-batch (`formulas.md`, Communication volume):
        repeats the forward ones. With overlap_tp_comm: max(0, link − GEMM time of the layer).
   CP   ring attention: (c−1) send/recv hops of the local K and V chunk, 2·(s/c)·b·g_l·d·2 bytes,
        forward; K,V and dK,dV (2×) backward. Each hop hides under 1/c of the attention core:
-       exposed = (c−1)·max(0, hop − core/c).
+       exposed = (c−1)·max(0, hop − core/c). Or (workload.cp_comm_type=all_gather) K,V of the
+       whole sequence all-gathered forward and backward, dK,dV reduce-scattered, all exposed.
   EP   dispatch + combine all-to-all of (T/r)·k·load·h·2 bytes (busiest rank) forward and
        backward, not overlapped (they sit between the router and the experts); with SP an
        all-gather over TP after dispatch and a reduce-scatter before combine (`ep_layer_time_s`),
@@ -115,8 +116,22 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
 
 
-def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute):
-    """(link, exposed) seconds of one layer's CP ring for one micro-batch."""
+def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute, comm_type="p2p"):
+    """(link, exposed) seconds of one layer's CP communication for one micro-batch.
+
+    p2p (Megatron --cp-comm-type p2p, Transformer Engine's ring): (cp−1) hops of the local K,V
+    chunk forward, K,V and dK,dV backward, each hidden under 1/cp of the attention core.
+    all_gather (--cp-comm-type all_gather; Llama 3 §3.3.2): the K,V of the whole sequence,
+    cp·chunk bytes, all-gathered over the CP group before the attention forward, gathered again
+    for backward and dK,dV reduce-scattered after it; "the all-gather communication latency is
+    exposed in the critical path" (Llama 3), so exposed = link. Full recompute repeats the forward."""
+    rc = np.where(full_recompute, 1.0, 0.0)
+    if comm_type == "all_gather":
+        full_kv = cp_chunk_bytes(model, s, b, t, cp) * np.asarray(cp, dtype=np.float64)
+        ag = group_collective_time_s(hw, "all_gather", full_kv, cp, t)
+        rs = group_collective_time_s(hw, "reduce_scatter", full_kv, cp, t)
+        link = ag * (1 + rc) + ag + rs
+        return link, link
     chunk = cp_chunk_bytes(model, s, b, t, cp)
     bw, lat = p2p_link(hw, cp * t)
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
@@ -124,7 +139,6 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_
     fwd_link, bwd_link = hops * hop, hops * 2.0 * hop
     fwd_exp = hops * np.maximum(0.0, hop - core_time_fwd / cp)
     bwd_exp = hops * np.maximum(0.0, 2.0 * hop - core_time_bwd / cp)
-    rc = np.where(full_recompute, 1.0, 0.0)
     return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
 
 

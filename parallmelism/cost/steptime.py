@@ -200,7 +200,9 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         tp_layer, tp_exp = tp_layer_times_s(
             hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.overlap_tp_comm
         )
-        cp_link, cp_exp = cp_layer_times_s(hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full)
+        cp_link, cp_exp = cp_layer_times_s(
+            hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full, wl.cp_comm_type
+        )
         ep_link, ep_tp = (
             ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher)
             if is_moe

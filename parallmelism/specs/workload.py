@@ -59,6 +59,12 @@ class TrainWorkload(BaseModel):
         "set_requires_gradient_sync(False)); auto: per_micro_batch where gradients are sharded "
         "(OPTIMIZER_STATES_AND_GRADS, FULLY_SHARD), per_step otherwise",
     )
+    cp_comm_type: Literal["p2p", "all_gather"] = Field(
+        "p2p",
+        description="context-parallel attention (Megatron --cp-comm-type): p2p, Transformer Engine's ring of "
+        "K,V chunks hidden under attention; all_gather, the whole sequence's K,V gathered before attention "
+        "(Llama 3: exposed, simpler masks)",
+    )
     dp_shard_size: Optional[PositiveInt] = Field(
         None,
         description="hybrid sharding (HSDP: torchtitan data_parallel_shard_degree, FSDP HYBRID_SHARD, "

@@ -17,6 +17,9 @@ values follow one rule each (stated here, applied to every row, never per case):
 - overlap_pp_comm (optional): blank means true (asynchronous pipeline send/recv).
 - moe_dispatcher (optional): blank means alltoall (Megatron's default); flex is DeepEP.
 - dp_shard_size (optional): hybrid sharding's shard group in DP ranks; blank means none.
+- cp_comm_type (optional): blank means p2p (Transformer Engine's ring); Llama 3's 128k row states
+  all_gather (§3.3.2: "we use an all-gather based method where we first all-gather the key (K) and
+  value (V) tensors ... the all-gather communication latency is exposed in the critical path").
 - overlap_ep_comm (optional): blank means false; fsdp_reshard_after_forward (optional): blank
   means true (FSDP2's default).
 - experts, top_k (optional): a MoE of the row's own architecture (validate/cases.py).
@@ -99,6 +102,7 @@ def _workload_extras(row, hw) -> dict:
         "overlap_ep_comm": as_bool(row, "overlap_ep_comm", False),
         "fsdp_reshard_after_forward": as_bool(row, "fsdp_reshard_after_forward", True),
         "dp_shard_size": as_int(row, "dp_shard_size", None),
+        "cp_comm_type": str(get(row, "cp_comm_type", "p2p")),
     }
 
 
