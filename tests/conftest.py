@@ -55,3 +55,23 @@ def shared_reference(name: str) -> Path:
     if not path.is_file():
         pytest.skip(f"../shared/reference/{name} not present")
     return path
+
+
+PINNED_AXES = dict(tp=[1], pp=[1], cp=[1], ep=[1], vpp=[1], micro_batch=[1], recompute=["none"])
+
+
+def pinned_row(model: str, hardware, workload, ngpus: int, **axes):
+    """The one row of a fully pinned training layout (engine.evaluate), as a pandas Series: the
+    axes not given take PINNED_AXES; sequence_parallel defaults to tp > 1."""
+    from parallmelism.config import load_option
+    from parallmelism.engine import evaluate
+    from parallmelism.specs import GridSpec, RunConfig
+
+    grid = {**PINNED_AXES, **axes}
+    grid.setdefault("sequence_parallel", [grid["tp"][0] > 1])
+    run = RunConfig(
+        model=load_option("model", model), hardware=hardware, workload=workload, grid=GridSpec(ngpus=[ngpus], **grid)
+    )
+    df = evaluate(run)[0]
+    assert len(df) == 1, len(df)
+    return df.iloc[0]

@@ -109,27 +109,11 @@ def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_exper
 
 
 def _grad_policy_frame(sharding, policy, m=4):
-    from parallmelism.engine import evaluate
-    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+    from conftest import pinned_row
+    from parallmelism.specs import TrainWorkload
 
-    r = RunConfig(
-        model=load_option("model", "llama3.1-8b"),
-        hardware=H100,
-        workload=TrainWorkload(seq_len=4096, global_batch=8 * m, dp_grad_reduce=policy),
-        grid=GridSpec(
-            ngpus=[64],
-            tp=[8],
-            pp=[1],
-            cp=[1],
-            ep=[1],
-            vpp=[1],
-            micro_batch=[1],
-            recompute=["none"],
-            sequence_parallel=[True],
-            dp_sharding=[sharding],
-        ),
-    )
-    return evaluate(r)[0].iloc[0]
+    wl = TrainWorkload(seq_len=4096, global_batch=8 * m, dp_grad_reduce=policy)
+    return pinned_row("llama3.1-8b", H100, wl, 64, tp=[8], dp_sharding=[sharding])
 
 
 def test_sharded_gradients_are_reduced_every_micro_batch():
@@ -202,29 +186,11 @@ def test_flex_dispatch_sends_a_token_once_per_remote_node():
 
 
 def _hsdp_row(shard, sharding="FULLY_SHARD", m=2):
-    from parallmelism.engine import evaluate
-    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+    from conftest import pinned_row
+    from parallmelism.specs import TrainWorkload
 
-    r = RunConfig(
-        model=load_option("model", "llama3.1-8b"),
-        hardware=H100,
-        workload=TrainWorkload(seq_len=4096, global_batch=64 * m, dp_shard_size=shard),
-        grid=GridSpec(
-            ngpus=[64],
-            tp=[1],
-            pp=[1],
-            cp=[1],
-            ep=[1],
-            vpp=[1],
-            micro_batch=[1],
-            recompute=["selective"],
-            sequence_parallel=[False],
-            dp_sharding=[sharding],
-        ),
-    )
-    df = evaluate(r)[0]
-    assert len(df) == 1
-    return df.iloc[0]
+    wl = TrainWorkload(seq_len=4096, global_batch=64 * m, dp_shard_size=shard)
+    return pinned_row("llama3.1-8b", H100, wl, 64, recompute=["selective"], dp_sharding=[sharding])
 
 
 def test_hybrid_sharding_shards_inside_a_node_and_all_reduces_the_shard_across_nodes():
