@@ -6,7 +6,9 @@ accelerator (hypothesis; bounded examples so they run in seconds):
 - the step is the sum of its parts: compute + bubble + Σ exposed;
 - turning on an overlap (DP, TP, PP) never lengthens a step of the same layout;
 - for the same layout fp8 is never slower than bf16;
-- recompute none <= selective <= full for the same layout.
+- recompute none <= selective <= full for the same layout;
+over the DP gradient-reduce policies, hybrid sharding, both CP communication types and both MoE
+dispatchers.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def runs(draw):
     ngpus = draw(st.sampled_from([64, 256, 1024, 4096]))
     seq = draw(st.sampled_from([2048, 4096, 8192]))
     batch = draw(st.sampled_from([64, 256, 1024]))
+    # how the frameworks run DP, CP and MoE dispatch (each option keeps the invariants too)
+    grad_reduce = draw(st.sampled_from(["auto", "per_micro_batch", "per_step"]))
+    shard = draw(st.sampled_from(["null", "2", "8"]))
+    cp_comm = draw(st.sampled_from(["p2p", "all_gather"]))
+    dispatcher = draw(st.sampled_from(["alltoall", "flex"]))
     return [
         f"model={model}",
         f"hardware={hw}",
@@ -47,6 +54,10 @@ def runs(draw):
         f"workload.global_batch={batch}",
         "grid.micro_batch=[1,2]",
         "grid.vpp=[1,2]",
+        f"workload.dp_grad_reduce={grad_reduce}",
+        f"workload.dp_shard_size={shard}",
+        f"workload.cp_comm_type={cp_comm}",
+        f"workload.moe_dispatcher={dispatcher}",
     ]
 
 
