@@ -23,11 +23,16 @@ Per step:
        t·e); gradients reduced in fp32 (Megatron main grads, 4 B), parameters gathered in bf16:
        NO_OP all-reduce(4P); OPTIMIZER_STATES(_AND_GRADS) reduce-scatter(4P) + all-gather(2P);
        FULLY_SHARD all-gather(2P) per micro-batch in forward and again in backward (and in the
-       full-recompute forward), reduce-scatter(4P) once. Calls: buckets of max(40e6, 1e6·dp)
-       parameters (Megatron-Core default, `workload.dp_bucket_params`) for the reduce and the
-       ZeRO gather; one FSDP call per layer (unit) and pass; latency once per call. With overlap_dp_comm the reduce hides
-       under the last micro-batch's backward, the ZeRO all-gather under the first forward and the
-       FSDP gathers under the whole compute: exposed = max(0, link − window).
+       full-recompute forward), reduce-scatter(4P). The reduction runs once per step, or once per
+       micro-batch where the gradients are sharded (OPTIMIZER_STATES_AND_GRADS, FULLY_SHARD;
+       `states.reduces_every_micro_batch`, workload.dp_grad_reduce). Calls: buckets of
+       max(40e6, 1e6·dp) parameters (Megatron-Core default, `workload.dp_bucket_params`) for the
+       reduce and the ZeRO gather; one FSDP call per layer (unit) and pass; latency once per call.
+       Hybrid sharding (workload.dp_shard_size): all of this inside shard groups, then the
+       shards all-reduced across replicas (`hsdp_replica_reduce_s`). With overlap_dp_comm the
+       reduce hides under the backward of the micro-batch(es) that issue it, the ZeRO all-gather
+       under the first forward and the FSDP gathers under the whole compute: exposed =
+       max(0, link − window).
   PP   send/recv of T·h·2/t per GPU per micro-batch per boundary, both directions: each TP rank
        sends its 1/t slice (sequence-parallel activations are sharded already; without SP
        Megatron's scatter-gather, Narayanan et al. 2021 §4.1, and DeepSpeed's partitioned pipe
@@ -244,7 +249,8 @@ def dp_step_times_s(
     parameter all-gather) in buckets of `dp_bucket_params` parameters (Megatron-Core DDP);
     FULLY_SHARD gathers each of the stage's `fsdp_units` (layers, embedding, head: FSDP2 /
     Megatron FSDP wrap one layer per unit) once per micro-batch forward, again in backward (and
-    in a full-recompute forward), and reduce-scatters each unit's gradient once per step. Without
+    in a full-recompute forward), and reduce-scatters each unit's gradient once per reduction
+    (the caller multiplies by the reductions per step: `states.reduces_every_micro_batch`). Without
     reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
     gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
     grads, 2 with grad_reduce_dtype=bf16)."""
