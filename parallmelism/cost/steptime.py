@@ -15,7 +15,8 @@ cool-down pass through the other stages at a middle stage's pace.
 Columns (per row): time_* in seconds; `flops_model_per_step` and `flops_hardware_per_step` are
 whole-job totals in the non-causal convention (flops.py); `tflops_per_gpu` = model FLOPs ÷
 (time·ngpus) (Megatron's throughput convention); `mfu` and `hfu` divide model and hardware
-FLOP/s per GPU by the bf16 dense peak (fp8 runs are also quoted against bf16);
+FLOP/s per GPU by the dense peak of the workload precision (fp8: the fp8 peak), `mfu_bf16_peak`
+by the bf16 peak;
 `hbm_bytes_per_step` and `arithmetic_intensity` (executed FLOPs ÷ HBM bytes) are per GPU of the
 critical stage; `bound` names the largest of: compute-bound op time, memory-bound op time,
 exposed communication, bubble.
