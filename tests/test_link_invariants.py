@@ -143,3 +143,32 @@ def test_recompute_none_selective_full_in_order(overrides):
     assert len(wide) > 0
     assert (wide["none"] <= wide["selective"] * (1 + REL)).all()
     assert (wide["selective"] <= wide["full"] * (1 + REL)).all()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["best", "model=llama3.1-405b", "grid.ngpus=[16384]", "workload.global_batch=2048", "--top", "5"],
+        ["best", "model=mixtral-8x7b", "grid.ngpus=[64,256]", "workload.moe_dispatcher=flex", "--top", "3"],
+        ["best", "model=llama3.1-70b", "grid.ngpus=[256]", "grid.dp_sharding=FULLY_SHARD", "workload.dp_shard_size=8"],
+        ["pareto", "model=llama3.1-70b", "grid.ngpus=[64,128,256,512]"],
+    ],
+)
+def test_searches_return_only_rows_that_keep_the_invariants(command, tmp_path):
+    """best and pareto (and plan, which ranks best's rows) pick from the same rows: none they return
+    is faster than its busiest link or its compute, or exposes more than an axis's link time."""
+    import pandas as pd
+
+    from conftest import invoke
+
+    out = tmp_path / "out.csv"
+    code, text = invoke(*command, "--out", str(out), "--workers", "1")
+    assert code == 0, text
+    df = pd.read_csv(out)
+    assert len(df) > 0
+    step = df["time_step_s"].to_numpy()
+    for link in ("link_scale_up_busy_s", "link_scale_out_busy_s"):
+        assert (step >= df[link].to_numpy() * (1 - REL)).all(), link
+    assert (step >= df["time_compute_s"].to_numpy() * (1 - REL)).all()
+    for ax in AXES:
+        assert (df[f"time_comm_{ax}_exposed_s"] <= df[f"time_comm_{ax}_s"] * (1 + REL) + 1e-15).all(), ax
