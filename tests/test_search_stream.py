@@ -226,3 +226,26 @@ def test_pruning_unfit_rows_keeps_the_same_answer(gpt3_two_counts, workers):
         pd.testing.assert_frame_equal(pruned.frame(i), full.frame(i))
     assert pruned.evaluated == full.evaluated == len(df)
     assert pruned.timed == int(df["fits"].sum()) < full.timed == len(df)
+
+
+def test_topk_with_ties_and_nan_equals_a_full_sort():
+    """The collector sorts only rows whose first key can be among the k best: ties at the k-th
+    value and NaN keys still give the rows of a stable sort of the whole chunk."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    for nan_share in (0.0, 0.5, 0.999):
+        t = rng.integers(0, 40, n).astype(float)  # many ties
+        t[rng.random(n) < nan_share] = np.nan
+        cols = {
+            "_run": np.zeros(n, dtype=np.int32),
+            "_row": np.arange(n, dtype=np.int64),
+            "ngpus": np.full(n, 64),
+            "time_step_s": t,
+            "mfu": rng.random(n),
+        }
+        for k in (1, 5, 50):
+            c = TopKCollector(k, [("time_step_s", "min"), ("mfu", "max")])
+            c.update(cols)
+            df = pd.DataFrame({**cols, "neg_mfu": -cols["mfu"]})
+            expected = df.sort_values(["time_step_s", "neg_mfu", "_row"], kind="stable").head(k)["_row"]
+            assert c.result()["_row"].tolist() == expected.tolist(), (nan_share, k)

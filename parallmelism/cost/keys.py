@@ -71,12 +71,9 @@ def unique_rows(*arrays) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _unique_sorted(*arrays) -> tuple[np.ndarray, np.ndarray]:
-    """`unique_rows` by sorting (any non-negative integer columns)."""
-    key = np.zeros(len(arrays[0]), dtype=np.int64)
-    for a in arrays:
-        a = np.asarray(a).astype(np.int64)
-        key = key * (int(a.max(initial=0)) + 1) + a
-    _, idx, inv = np.unique(key, return_index=True, return_inverse=True)
+    """`unique_rows` by sorting the rows (any integer columns; no mixed-radix key to overflow)."""
+    rows = np.stack([np.asarray(a).astype(np.int64) for a in arrays], axis=1)
+    _, idx, inv = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     return idx, inv.ravel()
 
 

@@ -1,0 +1,59 @@
+"""cost/keys.py: distinct keys of layout columns, and terms evaluated once per key."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from parallmelism.config import load_option
+from parallmelism.cost.flops import head_ops, layer_ops
+from parallmelism.cost.keys import per_key, unique_rows
+from parallmelism.cost.roofline import Rates, op_times, ops_times
+
+
+def _columns(rng, n):
+    """Columns shaped like layout axes: booleans, small codes, powers of two, wide integers."""
+    kinds = [
+        lambda: rng.integers(0, 2, n).astype(bool),
+        lambda: rng.integers(0, 4, n).astype(np.int8),
+        lambda: rng.choice([1, 2, 4, 8, 64, 1024, 4096], n),
+        lambda: rng.integers(0, 3000, n),
+    ]
+    return [kinds[int(rng.integers(0, len(kinds)))]() for _ in range(int(rng.integers(1, 8)))]
+
+
+def test_unique_rows_groups_rows_as_np_unique():
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        cols = _columns(rng, int(rng.integers(1, 5000)))
+        idx, inv = unique_rows(*cols)
+        expected = np.unique(np.stack([c.astype(np.int64) for c in cols]), axis=1, return_inverse=True)[1].ravel()
+        assert len(idx) == expected.max() + 1
+        assert (inv == expected).all()  # keys in ascending lexicographic order
+        for c in cols:
+            assert (c[idx][inv] == c).all()  # the row kept per key holds that key
+
+
+def test_per_key_equals_the_term_row_by_row():
+    rng = np.random.default_rng(5)
+    cols = {"a": rng.integers(1, 9, 3000), "b": rng.choice([1, 2, 4, 64], 3000), "c": rng.integers(0, 3, 3000)}
+
+    def term(c, scale):
+        return {"x": {"y": np.log2(c["a"] * scale) / c["b"] + 0.1 * c["a"]}}
+
+    res, K, inv = per_key(term, ("a", "b"), cols, 3.0)
+    assert K == len(np.unique(cols["a"] * 1000 + cols["b"]))
+    assert np.array_equal(res["x"]["y"][inv], term(cols, 3.0)["x"]["y"])  # bit for bit
+
+
+def test_ops_times_equals_op_times_op_by_op():
+    model = load_option("model", "llama3.1-70b")
+    b = np.array([1.0, 2.0, 4.0, 1.0])
+    t = np.array([8.0, 4.0, 8.0, 2.0])
+    cp = np.array([1.0, 2.0, 1.0, 1.0])
+    sp = np.array([True, False, True, True])
+    for precision in ("bf16", "fp8"):
+        rates = Rates(load_option("hardware", "h100-sxm-80gb"), precision)
+        ops = layer_ops(model, 8192, b, t, cp, sp, flash=True) + head_ops(model, 8192, b, t, cp, sp)
+        for op, together in zip(ops, ops_times(ops, rates)):
+            for a, one in zip(together, op_times(op, rates)):
+                assert np.array_equal(np.broadcast_to(a, b.shape), np.broadcast_to(one, b.shape)), op.name
