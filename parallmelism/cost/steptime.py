@@ -378,7 +378,8 @@ def _training_time(cols, model, hw, wl):
         total = m * r["t_mb"] + dp_exp + d["opt"]
         links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}
         links["dp"], links["pp"] = dp_link, pp_link
-        busy_st = link_busy_s(links, {**on_out, "dp": dp_on_out(d, dp_link)})
+        dp_share = dp_on_out(d, dp_link)
+        busy_st = link_busy_s(links, {**on_out, "dp": dp_share})
         busiest = np.maximum(busy_st["scale_up"], busy_st["scale_out"])
         if name == "middle":
             total = np.where(pp > 2, total, 0.0)  # no middle stage
@@ -389,6 +390,9 @@ def _training_time(cols, model, hw, wl):
             total=total,
             busiest_link=busiest,
             hidden_dp=np.maximum(links["dp"] - dp_exp, 0.0),
+            dp_link=dp_link,
+            dp_exp=dp_exp,
+            dp_share=dp_share,
         )
 
     # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
@@ -417,11 +421,16 @@ def _training_time(cols, model, hw, wl):
     def pick_dp(name):
         return stacked(dpt, K_dp, name, STAGES)[at_dp]
 
-    # The critical stage's terms (same arithmetic as its per-stage total above).
-    rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-    dc_ = {k: pick_dp(k) for k in (*dp_row_keys, "opt_bytes")}
-    dp_link_c, dp_exp_c = row_terms(rc_, dc_)
-    on_out = {**on_out, "dp": dp_on_out(dc_, dp_link_c)}
+    def pick_stage(name):
+        """The critical stage's per-row value of a per-stage result (computed above, not again)."""
+        return np.choose(crit, [results[st][name] for st in STAGES])
+
+    # The critical stage's terms (its per-stage total above, term by term).
+    rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb")}
+    dc_ = {k: pick_dp(k) for k in ("opt", "opt_bytes")}
+    dp_link_c, dp_exp_c = pick_stage("dp_link"), pick_stage("dp_exp")
+    if wl.dp_shard_size is not None:  # hybrid sharding: the DP axis's NIC share differs by stage
+        on_out = {**on_out, "dp": pick_stage("dp_share")}
     step = m * rc_["t_mb"] + dp_exp_c + dc_["opt"] + bubble + pp_exp
 
     compute = m * rc_["compute_mb"] + dc_["opt"]
