@@ -140,8 +140,10 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         per_mb = bool(reduces_every_micro_batch(np.asarray([int(sh)]), wl.dp_grad_reduce)[0])
         when = "; grads reduced every micro-batch" if per_mb else "; grads reduced once, last micro-batch"
         shard = int(dp_shard_ranks(np.asarray([dp]), np.asarray([int(sh)]), wl.dp_shard_size)[0])
-        if shard < dp:  # hybrid sharding: shard groups of shard·cp ranks, replicated dp/shard times
-            when += f"; HSDP: sharded over {int(shard * cp)}, shard all_reduce over {int(dp // shard)} replicas"
+        if shard < dp:  # hybrid sharding: the group and link of the shard groups; replicas named
+            dp_group = int(shard * cp)
+            bw_, _ = link(dp_group, tp)
+            when = f"; HSDP, then all_reduce of the shard over {int(dp // shard)} replicas" + when
         colls.append(
             {
                 "axis": "dp",
