@@ -14,7 +14,6 @@ from .comm import cp_chunk_bytes, ep_dispatch_bytes, p2p_link, pp_hop_bytes, tp_
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .ops import OpKind
 from .roofline import Rates, op_times
-from .links import axes_on_scale_out
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
 from .shapes import dense_dp_size, dp_shard_ranks, tokens_per_rank
 from .states import reduces_every_micro_batch
@@ -170,7 +169,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
         c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
 
-    links = link_records(hw, cols, out, ctx["on_out"])
+    links = link_records(hw, out, ctx["on_out"])
 
     step = _f(out["time_step_s"])
     opt = _f(ctx["results"][stage]["opt"])
@@ -195,13 +194,11 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     return {"summary": summary, "ops": ops, "collectives": colls, "links": links}
 
 
-def link_records(hw, cols, out, on_out=None) -> list[dict]:
+def link_records(hw, out, on_out) -> list[dict]:
     """Per physical link of one critical-stage GPU (cost/links.py): achievable bandwidth per
     direction, busy seconds per step, the part the overlap windows hide, the exposed part (an axis
     split over both links, hybrid sharding's DP, counts its share on each), and the axes whose
-    transfers it carries. on_out: the step time's shares (steptime's ctx), else from the spans."""
-    if on_out is None:
-        on_out = axes_on_scale_out(hw, *(np.asarray(cols[k])[:1] for k in ("tp", "cp", "dp", "ep", "pp")))
+    transfers it carries. on_out: the step time's NIC share per axis (its ctx["on_out"])."""
     recs = []
     tiers = [("scale_up", hw.scale_up.name or "scale-up", hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up)]
     if hw.scale_out is not None:

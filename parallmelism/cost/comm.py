@@ -227,6 +227,13 @@ def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
     return np.where(S > 0, calls * group_collective_time_s(hw, kind, S / calls, size, stride), 0.0)
 
 
+def dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params):
+    """(buckets, reduce calls) of P parameters reduced over an n-rank group: Megatron-Core buckets
+    of `dp_bucket_params(bucket_params, n)` parameters, or one call per FSDP unit (FULLY_SHARD)."""
+    buckets = np.ceil(np.asarray(P, dtype=np.float64) / dp_bucket_params(bucket_params, n))
+    return buckets, np.where(np.asarray(sharding) == FS, fsdp_units, buckets)
+
+
 def dp_step_times_s(
     hw,
     dense_params,
@@ -258,8 +265,7 @@ def dp_step_times_s(
     n_dense, n_exp = dense_dp_size(dp, cp), expert_dp_size(dp, cp, ep)
 
     def one(P, n, stride):
-        buckets = np.ceil(np.asarray(P, dtype=np.float64) / dp_bucket_params(bucket_params, n))
-        reduce_calls = np.where(sharding == FS, fsdp_units, buckets)
+        buckets, reduce_calls = dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params)
         ar = chunked_collective_time_s(hw, "all_reduce", grad_bytes * P, n, stride, reduce_calls)
         rs = chunked_collective_time_s(hw, "reduce_scatter", grad_bytes * P, n, stride, reduce_calls)
         ag_zero = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, buckets)
@@ -304,13 +310,13 @@ def hsdp_replica_reduce_s(
 
     def one(P, n_shard, stride):
         P = np.asarray(P, dtype=np.float64)
-        calls = np.where(sharding == FS, fsdp_units, np.ceil(P / dp_bucket_params(bucket_params, n_shard)))
+        _, calls = dp_reduce_calls(P, n_shard, sharding, fsdp_units, bucket_params)  # as the shard's reduce-scatter
         shard_bytes = grad_bytes * P / n_shard
         return chunked_collective_time_s(hw, "all_reduce", shard_bytes, replicas, stride * n_shard, calls)
 
     tp = np.asarray(tp, dtype=np.float64)
     dense = one(dense_params, dense_dp_size(dp_shard, cp), tp)
-    if np.ndim(expert_params) == 0 and expert_params == 0:
+    if not np.any(expert_params):  # a dense model: every expert term is 0, as in dp_step_times_s
         return dense
     return dense + one(expert_params, expert_dp_size(dp_shard, cp, ep), tp * ep)
 
