@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="two models on three accelerators")
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: the CLI's)")
     ap.add_argument("--launcher", choices=["joblib", "submitit_local"], help="run as a multirun (best -m) + merge")
-    ap.add_argument("--jobs", type=int, default=2, help="parallel jobs of the launcher (with --launcher)")
+    ap.add_argument("--jobs", type=int, default=2, help="jobs at a time (with --launcher joblib)")
     args = ap.parse_args(argv)
     models, hardware = _shipped("model"), _shipped("hardware")
     if args.quick:
@@ -99,11 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(tmp) / "study.csv"
         if args.launcher:
             sweep_dir = Path(tmp) / "multirun"
-            parallel = (
-                ["hydra.launcher.n_jobs=" + str(args.jobs)]
-                if args.launcher == "joblib"
-                else ["hydra.launcher.tasks_per_node=" + str(args.jobs)]
-            )
+            # joblib runs n_jobs jobs at a time; submitit_local has no such knob (its tasks_per_node
+            # would run every job that many times over, each writing the same part)
+            parallel = ["hydra.launcher.n_jobs=" + str(args.jobs)] if args.launcher == "joblib" else []
             cli = ["best", "-m", *overrides, "--top", "1", f"hydra/launcher={args.launcher}", *parallel]
             cli += [f"hydra.sweep.dir={sweep_dir}"]
             wall, cpu, rss, code = run_cli(cli)
