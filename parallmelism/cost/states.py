@@ -68,7 +68,8 @@ def bytes_per_param(
     n = np.asarray(n, dtype=np.float64)
     fully = sharding == FS
     weights = np.where(fully, 4.0 / n, 2.0 + float(lowp_copy_bytes))
-    sharded_grads = ((sharding == OSG) | fully) if grad_policy != "per_step" else False
+    # only the 1/n shard is kept where each micro-batch's gradients are reduced as they come
+    sharded_grads = ((sharding == OSG) | fully) & reduces_every_micro_batch(sharding, grad_policy)
     grads = np.where(sharded_grads, grad_bytes / n, grad_bytes)
     optimizer = np.where(sharding == NO_OP, 12.0, np.where(fully, 8.0 / n, 12.0 / n))
     return {"weights": weights, "grads": grads, "optimizer": optimizer}
