@@ -116,3 +116,17 @@ def test_case_columns_build_a_moe_of_the_row_architecture():
     ds["case"] = "mbridge2509-deepseekv3-1024gpu-fp8"
     run = step_time_run_of(ds, _context([], None))
     assert run.model.name == "deepseek-v3" and run.workload.moe_dispatcher == "flex" and run.workload.overlap_ep_comm
+
+
+def test_a_bad_stated_workload_value_is_one_sentence(tmp_path):
+    """A case column naming a workload field is validated by the spec: a value it does not allow is
+    one sentence naming the case and the field, exit 2 (it used to pass unchecked, and any dispatcher
+    but alltoall was taken for DeepEP)."""
+    ours = pd.read_csv(CASES, dtype=str, keep_default_na=False)
+    row = ours[ours["case"] == "dgxc-grok1-1024gpu-bf16"].copy()
+    row["moe_dispatcher"] = "deepepp"
+    path = tmp_path / "cases.csv"
+    row.to_csv(path, index=False)
+    code, out = invoke("validate", "--cases", str(path))
+    assert code == 2 and "dgxc-grok1-1024gpu-bf16" in out and "moe_dispatcher" in out, out
+    assert "Traceback" not in out

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 
+from ..errors import UserError
 from .cases import as_bool, as_int, get, train_run_of
 from .runner import _evaluate_one, register_case_kind
 
@@ -85,6 +86,18 @@ def fill_blanks(row: dict, model) -> dict:
     return row
 
 
+# Workload fields a row may state in a column of the same name (module docstring); a blank cell
+# keeps the spec's default, and a stated value is validated by the spec like any override.
+STATED_WORKLOAD_COLUMNS = (
+    "dp_grad_reduce",
+    "moe_dispatcher",
+    "overlap_ep_comm",
+    "fsdp_reshard_after_forward",
+    "dp_shard_size",
+    "cp_comm_type",
+)
+
+
 def _workload_extras(row, hw) -> dict:
     # A blank cell takes the default: as_bool returns it for missing values.
     notes = str(get(row, "notes", ""))
@@ -97,12 +110,7 @@ def _workload_extras(row, hw) -> dict:
         "overlap_dp_comm": dp_overlap,
         "overlap_tp_comm": tp_overlap,
         "overlap_pp_comm": pp_overlap,
-        "dp_grad_reduce": str(get(row, "dp_grad_reduce", "auto")),
-        "moe_dispatcher": str(get(row, "moe_dispatcher", "alltoall")),
-        "overlap_ep_comm": as_bool(row, "overlap_ep_comm", False),
-        "fsdp_reshard_after_forward": as_bool(row, "fsdp_reshard_after_forward", True),
-        "dp_shard_size": as_int(row, "dp_shard_size", None),
-        "cp_comm_type": str(get(row, "cp_comm_type", "p2p")),
+        **{c: get(row, c) for c in STATED_WORKLOAD_COLUMNS if get(row, c) is not None},
     }
 
 
@@ -110,9 +118,17 @@ def step_time_run_of(row: dict, ctx):
     """RunConfig of a training_measured row after the blank rules."""
     from .cases import model_of
 
+    from pydantic import ValidationError
+
+    from ..errors import format_validation_error
+    from ..specs import TrainWorkload
+
     model = model_of(row, ctx[0])
     run = train_run_of(fill_blanks(row, model), *ctx)
-    wl = run.workload.model_copy(update=_workload_extras(row, run.hardware))
+    try:
+        wl = TrainWorkload.model_validate({**run.workload.model_dump(), **_workload_extras(row, run.hardware)})
+    except ValidationError as exc:
+        raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
     return run.model_copy(update={"workload": wl})
 
 
