@@ -210,6 +210,8 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
             else (0.0, 0.0)
         )
         tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
+        if wl.launch_blocking:  # nothing runs beside a kernel: the async backward TP and the CP ring wait too
+            tp_exp, cp_exp = tp_layer, cp_link
         ep_exp = ep_link
         if wl.overlap_ep_comm:  # hidden under the layer's compute of the other micro-batch in flight
             ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"]))

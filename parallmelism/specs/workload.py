@@ -97,6 +97,24 @@ class TrainWorkload(BaseModel):
         "compute (asynchronous P2P); false: blocking send/recv, "
         "every transfer on the critical path",
     )
+    launch_blocking: bool = Field(
+        False,
+        description="CUDA_LAUNCH_BLOCKING=1 (BLOOM's tr11-176B script): every kernel and NCCL call "
+        "completes before the next is launched, so no communication hides under compute: it turns "
+        "every overlap_* option off",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blocking_overlaps_off(cls, data):
+        """With launch_blocking nothing overlaps: the overlap options are off whatever they say."""
+        if isinstance(data, dict) and str(data.get("launch_blocking", "")).lower() in ("true", "1"):
+            data = {**data, **{key: False for key in LAUNCH_BLOCKING_OFF}}
+        return data
+
+
+# what CUDA_LAUNCH_BLOCKING=1 turns off (TrainWorkload.launch_blocking)
+LAUNCH_BLOCKING_OFF = ("overlap_dp_comm", "overlap_tp_comm", "overlap_pp_comm", "overlap_ep_comm")
 
 
 class InferenceWorkload(BaseModel):

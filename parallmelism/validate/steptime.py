@@ -2,7 +2,8 @@
 
 Each row predicts `step_time_s` (seconds per optimizer step) with the training cost model. Blank
 values follow one rule each (stated here, applied to every row, never per case):
-- micro_batch: 1 (Megatron's default `--micro-batch-size`).
+- micro_batch: the optional column `micro_batch_stated` (a micro-batch the authors' own scripts
+  give where the reference file leaves it blank); else 1 (Megatron's default `--micro-batch-size`).
 - vpp: the optional column `vpp_stated` (chunks the source states or implies where the reference
   file leaves vpp blank); else 1, unless `notes` say "interleaved" (chunks not given): the
   smallest number of chunks > 1 that divides the layers per stage and the micro-batches per
@@ -20,15 +21,21 @@ values follow one rule each (stated here, applied to every row, never per case):
 - cp_comm_type (optional): blank means p2p (Transformer Engine's ring); Llama 3's 128k row states
   all_gather (§3.3.2: "we use an all-gather based method where we first all-gather the key (K) and
   value (V) tensors ... the all-gather communication latency is exposed in the critical path").
+- launch_blocking (optional): blank means false; BLOOM states true (its script sets
+  CUDA_LAUNCH_BLOCKING=1, workload.launch_blocking).
 - overlap_ep_comm (optional): blank means false; fsdp_reshard_after_forward (optional): blank
   means true (FSDP2's default).
 - experts, top_k (optional): a MoE of the row's own architecture (validate/cases.py).
+- scale_out_gbps (optional): the cluster's NIC bandwidth per GPU per direction (GB/s) where the
+  source states a network other than the accelerator file's; blank keeps the file's. BLOOM's
+  Jean Zay nodes have "four Omni-Path 100 Gbps links" each (BLOOM paper §3.4.1, 2211.05100):
+  400 Gb/s per 8 GPUs = 6.25 GB/s per GPU, where a100-sxm-80gb describes Selene's 8 x HDR 200.
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
   gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
 The shipped copy (`parallmelism/cases/training_measured.csv`) keeps every original column and
-adds `flash_attention`, `overlap_dp_comm`, `overlap_tp_comm`, `overlap_pp_comm` and `vpp_stated`
-explicitly where the source states them: Megatron-Core rows "DP/TP/PP comm overlap on";
+adds `flash_attention`, `overlap_dp_comm`, `overlap_tp_comm`, `overlap_pp_comm`, `vpp_stated` and
+`micro_batch_stated` explicitly where the source states them: Megatron-Core rows "DP/TP/PP comm overlap on";
 Korthikanti dp8 "not overlapped"; Korthikanti, Narayanan and BLOOM ran blocking pipeline
 send/recv (Megatron-LM's 1F1B before overlap_p2p_comm, 2023; DeepSpeed's pipeline engine), so
 overlap_pp_comm = false; Llama 3 (paper §3.3.2) ran interleaved 1F1B with asynchronous P2P and
@@ -37,6 +44,16 @@ the first and last stages: one layer per chunk, 128/16 = 8 chunks, so vpp_stated
 (§3.3.4) "we use FP32 gradient accumulation during backward computation over multiple
 micro-batches and also reduce-scatter gradients in FP32 across data parallel workers in FSDP":
 gradients accumulate locally and are reduced once per step, so dp_grad_reduce = per_step.
+Narayanan et al.'s Table 1 rows take micro_batch_stated and overlap_dp_comm from the authors'
+reproduction script (NVIDIA/Megatron-LM examples/sc21/run_table_1.sh): MBS 16, 16, 16, 8, 4, 2, 2,
+1, 1, 1 from 1.7B to 1T, and `--DDP-impl torch` (PyTorch DDP: the all-reduce overlaps backward)
+up to 18B, `local` (Megatron's DDP: one all-reduce after the last backward) from 39B on. Its
+`--num-layers-per-virtual-pipeline-stage` (5, 5, 3, 1 for 76B-530B) gives the chunk counts the
+"interleaved" rule already picks (3, 2, 2, 3). BLOOM (bloom-176b) states its cluster and its
+script: scale_out_gbps 6.25 (above), launch_blocking true (bigscience-workshop/bigscience
+train/tr11-176B-ml/tr11-176B-ml.slurm exports CUDA_LAUNCH_BLOCKING=1, "do not remove or the
+training will hang") and overlap_dp_comm false (DeepSpeed's pipeline engine runs ReduceGrads after
+the last micro-batch's backward).
 
 Status: kernel times from the measured kernel tables (cost/kernels.py) plus the named overheads
 fitted per accelerator by `python -m parallmelism.validate.calibrate` (cost/overheads.py). The
@@ -70,7 +87,7 @@ def fill_blanks(row: dict, model) -> dict:
     notes = str(get(row, "notes", ""))
     tp, pp, dp = as_int(row, "tp", 1), as_int(row, "pp", 1), as_int(row, "dp", 1)
     if get(row, "micro_batch") is None:
-        row["micro_batch"] = "1"
+        row["micro_batch"] = get(row, "micro_batch_stated") or "1"
     if get(row, "vpp") is None and get(row, "vpp_stated") is not None:
         row["vpp"] = row["vpp_stated"]
     if get(row, "vpp") is None:
@@ -95,6 +112,7 @@ STATED_WORKLOAD_COLUMNS = (
     "fsdp_reshard_after_forward",
     "dp_shard_size",
     "cp_comm_type",
+    "launch_blocking",
 )
 
 
@@ -127,9 +145,23 @@ def step_time_run_of(row: dict, ctx):
     run = train_run_of(fill_blanks(row, model), *ctx)
     try:
         wl = TrainWorkload.model_validate({**run.workload.model_dump(), **_workload_extras(row, run.hardware)})
+        hw = _cluster_network(row, run.hardware)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
-    return run.model_copy(update={"workload": wl})
+    return run.model_copy(update={"workload": wl, "hardware": hw})
+
+
+def _cluster_network(row, hw):
+    """The accelerator with the row's `scale_out_gbps` (the cluster's NIC bandwidth per GPU per
+    direction, GB/s, where the source states a network other than the accelerator file's)."""
+    gbps = get(row, "scale_out_gbps")
+    if gbps is None:
+        return hw
+    from ..specs.accelerator import AcceleratorSpec
+
+    data = hw.model_dump()
+    data["scale_out"] = {**(data.get("scale_out") or {}), "bandwidth_gbps": gbps}
+    return AcceleratorSpec.model_validate(data)
 
 
 def _step_time_rows(df, ctx):
