@@ -198,9 +198,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     emb = ops_time(sets["emb"], times["emb"], np.zeros_like(rc))
 
     def layer_comm(acc, is_moe):
-        tp_layer, tp_exp = tp_layer_times_s(
-            hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.overlap_tp_comm
-        )
+        tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
         cp_link, cp_exp = cp_layer_times_s(
             hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full, wl.cp_comm_type
         )
@@ -213,7 +211,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         if wl.launch_blocking:  # nothing runs beside a kernel: the async backward TP and the CP ring wait too
             tp_exp, cp_exp = tp_layer, cp_link
         ep_exp = ep_link
-        if wl.overlap_ep_comm:  # hidden under the layer's compute of the other micro-batch in flight
+        if wl.hides("ep"):  # hidden under the layer's compute of the other micro-batch in flight
             ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"]))
         return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_exp}
 
@@ -337,7 +335,7 @@ def _training_time(cols, model, hw, wl):
     dpt, K_dp, inv_dp = per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
-    pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.overlap_pp_comm)
+    pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.hides("pp"))
 
     def row_terms(r, d):
         """A stage's per-row DP link seconds (all roles) and exposed seconds from its gathered
@@ -347,7 +345,7 @@ def _training_time(cols, model, hw, wl):
         reductions = np.where(d["reduce_per_mb"] > 0, m, 1.0)
         reduce = d["reduce"] * reductions
         link = reduce + d["zero_gather"] + fsdp
-        if wl.overlap_dp_comm:
+        if wl.hides("dp"):
             # each role hides under its own window; together they share one link and the same
             # compute, so at most m·compute_mb of DP traffic hides in all
             dp_exp = (

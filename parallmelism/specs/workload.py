@@ -100,21 +100,14 @@ class TrainWorkload(BaseModel):
     launch_blocking: bool = Field(
         False,
         description="CUDA_LAUNCH_BLOCKING=1 (BLOOM's tr11-176B script): every kernel and NCCL call "
-        "completes before the next is launched, so no communication hides under compute: it turns "
-        "every overlap_* option off",
+        "completes before the next is launched, so no communication hides under compute, whatever "
+        "the overlap_* options say",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _blocking_overlaps_off(cls, data):
-        """With launch_blocking nothing overlaps: the overlap options are off whatever they say."""
-        if isinstance(data, dict) and str(data.get("launch_blocking", "")).lower() in ("true", "1"):
-            data = {**data, **{key: False for key in LAUNCH_BLOCKING_OFF}}
-        return data
-
-
-# what CUDA_LAUNCH_BLOCKING=1 turns off (TrainWorkload.launch_blocking)
-LAUNCH_BLOCKING_OFF = ("overlap_dp_comm", "overlap_tp_comm", "overlap_pp_comm", "overlap_ep_comm")
+    def hides(self, axis: str) -> bool:
+        """Whether axis ('dp', 'tp', 'pp', 'ep')'s communication may hide under compute: its
+        overlap_<axis>_comm option, unless launch_blocking serialises every launch."""
+        return bool(getattr(self, f"overlap_{axis}_comm")) and not self.launch_blocking
 
 
 class InferenceWorkload(BaseModel):

@@ -57,7 +57,10 @@ def _predict(runs, terms):
     from .runner import _evaluate_one
 
     return np.array(
-        [float(_evaluate_one(r.model_copy(update={"hardware": _with(r.hardware, **terms)}))["time_step_s"]) for r in runs]
+        [
+            float(_evaluate_one(r.model_copy(update={"hardware": _with(r.hardware, **terms)}))["time_step_s"])
+            for r in runs
+        ]
     )
 
 
