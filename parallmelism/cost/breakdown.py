@@ -172,7 +172,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     links = link_records(hw, out, ctx["on_out"])
 
     step = _f(out["time_step_s"])
-    opt = _f(ctx["results"][stage]["opt"])
+    opt = _f(ctx["pick"]("opt"))
     parts = {
         "compute (ops)": _f(out["time_compute_s"]) - opt,
         "optimizer step": opt,

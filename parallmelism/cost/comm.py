@@ -326,16 +326,22 @@ def pp_hop_bytes(model, T, t):
     return 2.0 * T * model.hidden / np.asarray(t, dtype=np.float64)
 
 
-def pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, overlap: bool = True):
-    """(link, exposed, fill_drain) seconds of pipeline send/recv per step on one stage.
+def pp_hop_s(hw, model, T, tp, cp, dp, pp):
+    """Seconds of one send/recv of S = 2·T·h/t bytes to the neighbour stage, t·cp·dp ranks away
+    (0 without a pipeline)."""
+    S = pp_hop_bytes(model, T, tp)
+    bw, lat = p2p_link(hw, 2 * tp * cp * dp)
+    return np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
+
+
+def pp_times_s(hop, pp, vpp, m, overlap: bool = True):
+    """(link, exposed, fill_drain) seconds of pipeline send/recv per step on one stage, from the
+    seconds of one hop (`pp_hop_s`).
 
     link: this GPU's 2·m·v transfers (activation forward, gradient backward). exposed (<= link):
     with asynchronous P2P (overlap) none of its own transfers waits on the wire; with blocking
     send/recv every one of them does. fill_drain: the 2·(p−1)·v hops the warm-up and cool-down
     chain waits for on the other stages' links, part of the pipeline bubble (module docstring)."""
-    S = pp_hop_bytes(model, T, tp)
-    bw, lat = p2p_link(hw, 2 * tp * cp * dp)
-    hop = np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
     link = 2.0 * m * vpp * hop
     fill_drain = 2.0 * (pp - 1) * vpp * hop
     exposed = np.zeros_like(link) if overlap else link
@@ -351,6 +357,7 @@ __all__ = [
     "ep_distinct_nodes_per_token",
     "dp_step_times_s",
     "hsdp_replica_reduce_s",
+    "pp_hop_s",
     "pp_times_s",
     "pp_hop_bytes",
     "tp_collective_bytes",

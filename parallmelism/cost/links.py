@@ -56,12 +56,13 @@ def out_share(on_out, ax):
     return np.asarray(on_out[ax], dtype=np.float64)
 
 
-def link_busy_s(comm, on_out):
+def link_busy_s(comm, on_out, axes=AXES):
     """{link: busy seconds per step}: Σ of the link seconds of the axes each link carries (a split
-    axis contributes its share to each)."""
-    share = {ax: out_share(on_out, ax) for ax in AXES}
-    out = sum(share[ax] * comm[ax] for ax in AXES)
-    up = sum((1.0 - share[ax]) * comm[ax] for ax in AXES)
+    axis contributes its share to each). axes: the axes counted (all of them unless a caller adds
+    the busy seconds of the others itself; AXES order, so the sums round the same)."""
+    share = {ax: out_share(on_out, ax) for ax in axes}
+    out = sum(share[ax] * comm[ax] for ax in axes)
+    up = sum((1.0 - share[ax]) * comm[ax] for ax in axes)
     return {"scale_up": up, "scale_out": out}
 
 

@@ -31,6 +31,7 @@ from .comm import (
     dp_step_times_s,
     ep_layer_time_s,
     hsdp_replica_reduce_s,
+    pp_hop_s,
     pp_times_s,
     tp_layer_times_s,
 )
@@ -317,157 +318,174 @@ def _column(x, shape) -> np.ndarray:
     return np.array(np.broadcast_to(x, shape), dtype=np.float64)
 
 
-# the DP terms a row's step needs (_dp_terms), and hybrid sharding's link split
-DP_ROW_KEYS = ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")
+# the DP terms a stage's step needs (_dp_terms), and hybrid sharding's link split
+DP_ROW_KEYS = ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")
 HSDP_ROW_KEYS = ("replica", "shard_out")
+
+# The micro-batch terms depend on LAYER_KEY, the DP terms on DP_KEY. A stage's step, all but its
+# pipeline transfers, depends on their union STAGE_KEY (with num_micro_batches = global_batch /
+# (dp·micro_batch) and the stage layer split, a function of pp): it is evaluated once per distinct
+# STAGE_KEY and gathered. vpp, outside it, changes the pipeline transfers and the bubble alone.
+LAYER_KEY = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
+DP_KEY = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
+STAGE_KEY = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp", "dp", "dp_sharding")
+
+
+def _dp_link_exposed(d, r, m, overlap: bool):
+    """A stage's per-step DP link seconds (all roles) and exposed seconds from its DP terms `d`
+    and micro-batch terms `r`. The gradient reduce hides under the backward of the micro-batches
+    that issue it: the last one (per step), or each one (per micro-batch, m reductions)."""
+    fsdp = d["fsdp_per_mb"] * m
+    reductions = np.where(d["reduce_per_mb"] > 0, m, 1.0)
+    reduce = d["reduce"] * reductions
+    link = reduce + d["zero_gather"] + fsdp
+    if not overlap:
+        return link, link
+    # each role hides under its own window; together they share one link and the same
+    # compute, so at most m·compute_mb of DP traffic hides in all
+    dp_exp = (
+        np.maximum(0.0, reduce - reductions * r["bwd_rc"])
+        + np.maximum(0.0, d["zero_gather"] - r["fwd"])
+        + np.maximum(0.0, fsdp - m * r["compute_mb"])
+    )
+    return link, np.maximum(dp_exp, link - m * r["compute_mb"])
+
+
+def _dp_nic_share(d, m, link, on_out_dp, hybrid: bool):
+    """The DP axis's share on the NIC (cost/links.py): all of it when its group, or under hybrid
+    sharding its shard group, leaves the domain; else the replica all-reduce's share when the
+    replicas do; else none."""
+    if not hybrid:
+        return on_out_dp
+    replica = d["replica"] * np.where(d["reduce_per_mb"] > 0, m, 1.0)
+    split = np.where(link > 0, replica / np.where(link > 0, link, 1.0), 0.0)
+    return np.where(d["shard_out"] > 0, 1.0, np.where(on_out_dp > 0, split, 0.0))
+
+
+def _stage_terms(cols, model, hw, wl, rates):
+    """Per stage kind, per step, everything but the pipeline transfers (STAGE_KEY columns):
+      total       m·T_mb + exposed DP + optimizer step
+      busy_<link> link seconds of the TP, CP, EP and DP transfers on each link
+      hidden_dp   DP link seconds hidden under compute
+    and the columns the critical stage gives the row (compute, link and exposed seconds per axis,
+    overhead, FLOPs, bytes, compute- and memory-bound seconds). Also the terms common to the
+    stages: one pipeline hop (`pp_hop_s`), each axis's NIC share, the T_mb of a typical stage."""
+    pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
+    m = np.asarray(cols["num_micro_batches"], dtype=np.float64)
+    mb, _, inv_mb = per_key(_micro_batch_terms, LAYER_KEY, cols, model, hw, wl, rates)
+    dpt, _, inv_dp = per_key(_dp_terms, DP_KEY, cols, model, hw, wl, rates)
+    for d in dpt.values():
+        d["opt"] = rates.memory_s(d["opt_bytes"])
+    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
+    hybrid = wl.dp_shard_size is not None
+    dp_keys = DP_ROW_KEYS + HSDP_ROW_KEYS if hybrid else DP_ROW_KEYS
+    stages = {}
+    for name in STAGES:
+        r = {k: np.asarray(mb[name][k])[inv_mb] for k in STAGE_MB_KEYS}
+        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in dp_keys}
+        dp_link, dp_exp = _dp_link_exposed(d, r, m, wl.hides("dp"))
+        comm = {ax: m * r[ax] for ax in ("tp", "cp", "ep")}
+        comm["dp"] = dp_link
+        dp_share = _dp_nic_share(d, m, dp_link, on_out["dp"], hybrid)
+        busy = link_busy_s(comm, {**on_out, "dp": dp_share}, axes=("tp", "cp", "ep", "dp"))  # PP: per row
+        t = {
+            "t_mb": r["t_mb"],
+            "total": m * r["t_mb"] + dp_exp + d["opt"],
+            "busy_scale_up": busy["scale_up"],
+            "busy_scale_out": busy["scale_out"],
+            "hidden_dp": np.maximum(dp_link - dp_exp, 0.0),
+            "compute": m * r["compute_mb"] + d["opt"],
+            "opt": d["opt"],
+            "overhead": m * r["overhead_mb"],
+            "flops": m * r["flops"],
+            "bytes": m * r["bytes"] + d["opt_bytes"],
+            "cbound": m * r["cbound"],
+            "mbound": m * r["mbound"] + d["opt"],
+            "dp_share": dp_share,
+            "dp_exp": dp_exp,
+            **comm,
+        }
+        t.update({ax + "_exp": m * r[ax + "_exp"] for ax in ("tp", "cp", "ep")})
+        stages[name] = {k: to_shape(v, tp.shape) for k, v in t.items()}
+    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
+    t_mb = {name: stages[name]["t_mb"] for name in STAGES}
+    shared = {
+        "t_mb_typical": np.where(pp > 2, t_mb["middle"], 0.5 * (t_mb["first"] + t_mb["last"])),
+        "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols["micro_batch"], cp), tp, cp, dp, pp),
+        **{"on_out_" + ax: on_out[ax] for ax in AXES},
+    }
+    return stages, {k: to_shape(v, tp.shape) for k, v in shared.items()}
 
 
 def _training_time(cols, model, hw, wl):
-    pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
-    m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("num_micro_batches", "vpp"))
+    pp, m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "num_micro_batches", "vpp"))
+    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     s = wl.seq_len
-    n = len(tp)
+    n = len(pp)
+    shape = pp.shape
     rates = Rates(hw, wl.precision)
-    T = tokens_per_rank(s, cols["micro_batch"], cp)
-    layer_key = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp")
-    dp_key = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
-    mb, K_mb, inv_mb = per_key(_micro_batch_terms, layer_key, cols, model, hw, wl, rates)
-    dpt, K_dp, inv_dp = per_key(_dp_terms, dp_key, cols, model, hw, wl, rates)
-    for d in dpt.values():
-        d["opt"] = rates.memory_s(d["opt_bytes"])
-    pp_link, pp_exp, pp_fill_drain = pp_times_s(hw, model, T, tp, cp, dp, pp, vpp, m, wl.hides("pp"))
-
-    def row_terms(r, d):
-        """A stage's per-row DP link seconds (all roles) and exposed seconds from its gathered
-        per-key terms. The gradient reduce hides under the backward of the micro-batches that
-        issue it: the last one (per step), or each one (per micro-batch, m reductions)."""
-        fsdp = d["fsdp_per_mb"] * m
-        reductions = np.where(d["reduce_per_mb"] > 0, m, 1.0)
-        reduce = d["reduce"] * reductions
-        link = reduce + d["zero_gather"] + fsdp
-        if wl.hides("dp"):
-            # each role hides under its own window; together they share one link and the same
-            # compute, so at most m·compute_mb of DP traffic hides in all
-            dp_exp = (
-                np.maximum(0.0, reduce - reductions * r["bwd_rc"])
-                + np.maximum(0.0, d["zero_gather"] - r["fwd"])
-                + np.maximum(0.0, fsdp - m * r["compute_mb"])
-            )
-            dp_exp = np.maximum(dp_exp, link - m * r["compute_mb"])
-        else:
-            dp_exp = link
-        return link, dp_exp
-
-    def dp_on_out(d, link):
-        """The DP axis's share on the NIC (cost/links.py): all of it when its group, or under hybrid
-        sharding its shard group, leaves the domain; else the replica all-reduce's share when the
-        replicas do; else none."""
-        if wl.dp_shard_size is None:
-            return on_out["dp"]
-        replica = d["replica"] * np.where(d["reduce_per_mb"] > 0, m, 1.0)
-        split = np.where(link > 0, replica / np.where(link > 0, link, 1.0), 0.0)
-        return np.where(d["shard_out"] > 0, 1.0, np.where(on_out["dp"] > 0, split, 0.0))
-
-    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
-    dp_row_keys = DP_ROW_KEYS if wl.dp_shard_size is None else DP_ROW_KEYS + HSDP_ROW_KEYS
-    results = {}
-    for name in ("first", "middle", "last"):
-        r = {k: np.asarray(mb[name][k])[inv_mb] for k in ("compute_mb", "t_mb", "fwd", "bwd_rc")}
-        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in dp_row_keys}
-        dp_link, dp_exp = row_terms(r, d)
-        total = m * r["t_mb"] + dp_exp + d["opt"]
-        links = {ax: m * np.asarray(mb[name][ax])[inv_mb] for ax in ("tp", "cp", "ep")}
-        links["dp"], links["pp"] = dp_link, pp_link
-        dp_share = dp_on_out(d, dp_link)
-        busy_st = link_busy_s(links, {**on_out, "dp": dp_share})
-        busiest = np.maximum(busy_st["scale_up"], busy_st["scale_out"])
-        if name == "middle":
-            total = np.where(pp > 2, total, 0.0)  # no middle stage
-            busiest = np.where(pp > 2, busiest, 0.0)
-        results[name] = dict(
-            t_mb=r["t_mb"],
-            opt=d["opt"],
-            total=total,
-            busiest_link=busiest,
-            hidden_dp=np.maximum(links["dp"] - dp_exp, 0.0),
-            dp_link=dp_link,
-            dp_exp=dp_exp,
-            dp_share=dp_share,
-        )
-
-    # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
-    t_mb_typ = np.where(pp > 2, results["middle"]["t_mb"], 0.5 * (results["first"]["t_mb"] + results["last"]["t_mb"]))
+    (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
+    on_out = {ax: shared["on_out_" + ax][inv] for ax in AXES}
+    pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))
+    pp_busy = link_busy_s({"pp": pp_link}, on_out, axes=("pp",))  # the stages' other axes: busy_<link>
     rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = rate * m * t_mb_typ + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
+    bubble = rate * m * shared["t_mb_typical"][inv] + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
 
     # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
     # own step-level overheads (contention of its hidden DP traffic, stragglers): the stage that is
     # slowest with them is the critical one, so adding work to any stage never shortens the step.
-    order = ("first", "middle", "last")
-    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     doublings = straggler_doublings(hw, ngpus)  # once: the four step_overhead_s calls share it
     bounded = []
-    for n_ in order:
-        b_ = np.maximum(results[n_]["total"] + bubble + pp_exp, results[n_]["busiest_link"])
-        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, results[n_]["hidden_dp"], doublings))
+    for name in STAGES:
+        t = stages[name]
+        busiest = np.maximum(
+            t["busy_scale_up"][inv] + pp_busy["scale_up"], t["busy_scale_out"][inv] + pp_busy["scale_out"]
+        )
+        b_ = np.maximum(t["total"][inv] + bubble + pp_exp, busiest)
+        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, t["hidden_dp"][inv], doublings))
     bounded[1] = np.where(pp > 2, bounded[1], 0.0)  # the middle stage exists only when pp > 2
     crit = argmax3(*bounded)
-    at_mb = crit * K_mb + inv_mb  # the critical stage's entry in stacked(mb, K_mb, name, STAGES)
-    at_dp = crit * K_dp + inv_dp
+    at = crit * K + inv  # the critical stage's entry in stacked(stages, K, name, STAGES)
 
-    def pick_mb(name):
-        return stacked(mb, K_mb, name, STAGES)[at_mb]
+    def pick(name):
+        """The critical stage's per-row value of a stage term (_stage_terms)."""
+        return stacked(stages, K, name, STAGES)[at]
 
-    def pick_dp(name):
-        return stacked(dpt, K_dp, name, STAGES)[at_dp]
-
-    def pick_stage(name):
-        """The critical stage's per-row value of a per-stage result (computed above, not again)."""
-        return np.choose(crit, [results[st][name] for st in STAGES])
-
-    # The critical stage's terms (its per-stage total above, term by term).
-    rc_ = {k: pick_mb(k) for k in ("compute_mb", "t_mb")}
-    dc_ = {k: pick_dp(k) for k in ("opt", "opt_bytes")}
-    dp_link_c, dp_exp_c = pick_stage("dp_link"), pick_stage("dp_exp")
     if wl.dp_shard_size is not None:  # hybrid sharding: the DP axis's NIC share differs by stage
-        on_out = {**on_out, "dp": pick_stage("dp_share")}
-    step = m * rc_["t_mb"] + dp_exp_c + dc_["opt"] + bubble + pp_exp
-
-    compute = m * rc_["compute_mb"] + dc_["opt"]
-    comm = {ax: m * pick_mb(ax) for ax in ("tp", "cp", "ep")}
-    comm_exp = {ax: m * pick_mb(ax + "_exp") for ax in ("tp", "cp", "ep")}
-    comm["dp"], comm_exp["dp"] = dp_link_c, dp_exp_c
+        on_out = {**on_out, "dp": pick("dp_share")}
+    step = pick("total") + bubble + pp_exp
+    compute = pick("compute")
+    comm = {ax: pick(ax) for ax in ("tp", "cp", "ep", "dp")}
+    comm_exp = {ax: pick(ax + "_exp") for ax in ("tp", "cp", "ep", "dp")}
     comm["pp"], comm_exp["pp"] = pp_link, pp_exp
-    comm = {ax: _column(v, tp.shape) for ax, v in comm.items()}
-    busy = link_busy_s(comm, on_out)
+    comm = {ax: _column(comm[ax], shape) for ax in AXES}
+    busy = {link: pick("busy_" + link) + pp_busy[link] for link in ("scale_up", "scale_out")}
     step, comm_exp = bind_to_links(step, comm, comm_exp, on_out, busy)  # step >= its busiest link (links.py)
     exposed = sum(comm_exp.values())
     step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"], doublings)
     step = step + step_extra
-    overhead = m * pick_mb("overhead_mb") + step_extra
+    overhead = pick("overhead") + step_extra
 
     B = wl.global_batch
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
     f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
     peak = hw.peak_flops("bf16")
     peak_precision = hw.peak_flops(wl.precision)  # fp8/fp4: that dtype's own peak (checked in Rates)
-    flops_gpu = m * pick_mb("flops")
-    bytes_gpu = m * pick_mb("bytes") + dc_["opt_bytes"]
-    cbound = m * pick_mb("cbound")
-    mbound = m * pick_mb("mbound") + dc_["opt"]
-    bound = argmax4(cbound, mbound, exposed, bubble)  # argument order = Bound codes (specs/codes.py)
+    flops_gpu = pick("flops")
+    bytes_gpu = pick("bytes")
+    bound = argmax4(pick("cbound"), pick("mbound"), exposed, bubble)  # argument order = Bound codes (specs/codes.py)
 
     out = {
         "time_step_s": step,
         "time_compute_s": compute,
         "time_bubble_s": bubble,
         "time_comm_exposed_s": exposed,
-        "time_overhead_s": _column(overhead, tp.shape),
+        "time_overhead_s": _column(overhead, shape),
     }
     for ax in AXES:
         out[f"time_comm_{ax}_s"] = comm[ax]
     for ax in AXES:
-        out[f"time_comm_{ax}_exposed_s"] = _column(comm_exp[ax], tp.shape)
+        out[f"time_comm_{ax}_exposed_s"] = _column(comm_exp[ax], shape)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update(
@@ -485,4 +503,4 @@ def _training_time(cols, model, hw, wl):
             "bound": bound,
         }
     )
-    return out, dict(results=results, crit=crit, rates=rates, bubble=bubble, on_out=on_out)
+    return out, dict(pick=pick, crit=crit, rates=rates, bubble=bubble, on_out=on_out)
