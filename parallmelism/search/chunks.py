@@ -3,7 +3,9 @@
 Small partitions are evaluated together: the layouts of consecutive partitions are gathered
 until `chunk_rows` rows are waiting, then go through the cost model in one call (the model is
 row-wise, so a row's numbers do not depend on its neighbours); each row keeps its partition and
-position, so row numbers and output order are those of one partition at a time.
+position, so row numbers and output order are those of one partition at a time. The chunks of
+consecutive tasks (search/driver.py) share cost-model calls as well, up to EVALUATE_ROWS rows,
+and are cut back apart afterwards: the chunks, and so what a sink writes, stay the same.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ import numpy as np
 from ..grid import DROP_REASONS, add_drop_counts
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 262,144 rows: ~130 MB of float64 temporaries in the cost model
+# Rows of consecutive chunks evaluated in one cost-model call (`evaluated_tasks`; never more than
+# chunk_rows): enough that the model's fixed cost per call (~5 ms) is a few percent of it, few
+# enough that a call's temporaries (~800 bytes per row at their peak, ~50 MB) are reused by the
+# allocator from call to call; a 200k-row call maps its memory in afresh (~35k page faults), which
+# costs more than the batching saves.
+EVALUATE_ROWS = 1 << 16
 
 
 @dataclass
@@ -88,22 +96,15 @@ def _evaluate(run, chunk: dict, stats: RunStats, prune_unfit: bool, derive: bool
     return (derive_columns(cols, run) if derive else cols), keep
 
 
-def iter_chunks(
-    run,
-    partitions: Sequence[tuple[int, object]],
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    stats: RunStats | None = None,
-    prune_unfit: bool = False,
-    derive: bool = True,
+def layout_chunks(
+    run, partitions: Sequence[tuple[int, object]], chunk_rows: int, stats: RunStats
 ) -> Iterator[tuple[dict, np.ndarray]]:
-    """Yield (columns, row numbers) for the partitions [(index, sub-grid), ...] of one run, in order.
+    """Yield (layout columns, row numbers) for the partitions [(index, sub-grid), ...] of one run,
+    in order, in chunks of at most `chunk_rows` rows (not evaluated yet).
 
     Row number = (partition index << 32) + position in the partition (search/partitions.py).
-    prune_unfit: evaluate the memory model on every row, the full cost model only on rows that
-    fit (for searches that keep fitting rows only). derive: add `derive_columns`.
     """
-    stats = stats if stats is not None else RunStats()
-    waiting: list[tuple[dict, np.ndarray]] = []  # layout columns and row numbers not evaluated yet
+    waiting: list[tuple[dict, np.ndarray]] = []  # layout columns and row numbers not in a chunk yet
     rows = 0
     for index, sub_grid in partitions:
         cols = _enumerate(run, sub_grid, stats)
@@ -114,10 +115,73 @@ def iter_chunks(
         rows += n
         while rows >= chunk_rows:
             chunk, numbers, waiting, rows = _take_first(waiting, chunk_rows)
-            yield from _evaluated(run, chunk, numbers, stats, prune_unfit, derive)
+            yield chunk, numbers
     if rows:
         chunk, numbers, waiting, rows = _take_first(waiting, rows)
-        yield from _evaluated(run, chunk, numbers, stats, prune_unfit, derive)
+        yield chunk, numbers
+
+
+def evaluate_chunks(run, chunks: list, stats: RunStats, prune_unfit: bool, derive: bool) -> list:
+    """The layout chunks [(columns, row numbers), ...] of one run through the cost model in one
+    call, cut back into the same chunks: (columns, row numbers) per chunk, None for a chunk that
+    pruning left with no row. The model is row-wise, so each chunk's numbers are those of a call
+    of its own; the call's fixed cost (a few ms of per-call work in the cost terms) is paid once."""
+    if len(chunks) == 1:
+        layout = chunks[0][0]
+    else:
+        layout = {c: np.concatenate([cols[c] for cols, _ in chunks]) for c in chunks[0][0]}
+    cols, keep = _evaluate(run, layout, stats, prune_unfit, derive)
+    starts = np.cumsum([0] + [len(numbers) for _, numbers in chunks])
+    ends = starts if keep is None else np.searchsorted(keep, starts)  # the chunks' bounds in the kept rows
+    out: list[tuple[dict, np.ndarray] | None] = []
+    for i, (_, numbers) in enumerate(chunks):
+        lo, hi = int(ends[i]), int(ends[i + 1])
+        if hi == lo:
+            out.append(None)
+            continue
+        part = cols if len(chunks) == 1 else {k: v[lo:hi] for k, v in cols.items()}
+        out.append((part, numbers if keep is None else numbers[keep[lo:hi] - starts[i]]))
+    return out
+
+
+def evaluated_tasks(
+    run,
+    tasks: Sequence[Sequence[tuple[int, object]]],
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    stats: RunStats | None = None,
+    prune_unfit: bool = False,
+    derive: bool = True,
+) -> Iterator[tuple[int, tuple[dict, np.ndarray] | None]]:
+    """Evaluate consecutive tasks of one run (each a list of partitions [(index, sub-grid), ...]):
+    yield (task position, (columns, row numbers)) for each evaluated chunk, in order, and
+    (task position, None) once all of a task's chunks are yielded.
+
+    A task's chunks are those of `layout_chunks` on its partitions. The chunks of consecutive
+    tasks go through the cost model together (`evaluate_chunks`) while they add up to at most
+    EVALUATE_ROWS rows (and chunk_rows), so small partitions share the model's fixed cost.
+    prune_unfit: evaluate the memory model on every row, the full cost model only on rows that
+    fit (for searches that keep fitting rows only). derive: add `derive_columns`.
+    """
+    stats = stats if stats is not None else RunStats()
+    pending: list[tuple[int, tuple]] = []  # (task position, layout chunk), not evaluated yet
+    batch_rows = min(chunk_rows, EVALUATE_ROWS)
+    finished = 0  # tasks reported finished
+
+    def evaluated():
+        chunks = evaluate_chunks(run, [c for _, c in pending], stats, prune_unfit, derive)
+        return [(t, c) for (t, _), c in zip(pending, chunks) if c is not None]
+
+    for t, partitions in enumerate(tasks):
+        for chunk in layout_chunks(run, partitions, chunk_rows, stats):
+            if pending and sum(len(c[1]) for _, c in pending) + len(chunk[1]) > batch_rows:
+                yield from evaluated()
+                pending = []
+                yield from ((u, None) for u in range(finished, t))  # their chunks are all out
+                finished = t
+            pending.append((t, chunk))
+    if pending:
+        yield from evaluated()
+    yield from ((u, None) for u in range(finished, len(tasks)))
 
 
 def _take_first(waiting: list, count: int):
@@ -140,9 +204,3 @@ def _take_first(waiting: list, count: int):
     chunk = parts[0] if len(parts) == 1 else {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     nums = numbers[0] if len(numbers) == 1 else np.concatenate(numbers)
     return chunk, nums, left, sum(len(n) for _, n in left)
-
-
-def _evaluated(run, chunk, numbers, stats, prune_unfit, derive):
-    cols, keep = _evaluate(run, chunk, stats, prune_unfit, derive)
-    if cols:
-        yield cols, (numbers if keep is None else numbers[keep])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from ..grid import LayoutGrid, add_drop_counts
-from .chunks import DEFAULT_CHUNK_ROWS, RunStats, iter_chunks
+from .chunks import DEFAULT_CHUNK_ROWS, RunStats, evaluated_tasks
 from .collectors import Collector, RowsCollector
 from .frames import frame_of_kept
 from .partitions import run_partitions
@@ -84,8 +84,9 @@ def _tag(cols: dict, r: int, numbers) -> dict:
 
 
 # Partitions evaluated together in one task: their layouts share cost-model calls (small
-# partitions cost ~6 ms each in per-call overhead alone). A constant, never the worker count, so
-# the chunks, and the bytes a Parquet sink writes, are the same for any number of workers.
+# partitions cost ~6 ms each in per-call overhead alone; in one process consecutive tasks share
+# them too, `evaluated_tasks`). A constant, never the worker count, so the chunks, and the bytes a
+# Parquet sink writes, are the same for any number of workers.
 PARTITIONS_PER_TASK = 4
 
 
@@ -108,9 +109,15 @@ class _Job:
             for lo in range(0, len(parts), PARTITIONS_PER_TASK)
         ]
 
-    def evaluate(self, r: int, indices: range, collectors: Sequence[Collector], stats: RunStats) -> None:
-        parts = [(p, self.parts[r][p]) for p in indices]
-        for cols, numbers in iter_chunks(self.runs[r], parts, self.chunk_rows, stats, self.prune, self.derive):
+    def evaluate(self, r: int, tasks: Sequence[range], collectors: Sequence[Collector], stats: RunStats):
+        """Feed the chunks of consecutive tasks of run r to the collectors, in order; yield each
+        task's position once its chunks are all fed (their evaluation is shared: `evaluated_tasks`)."""
+        parts = [[(p, self.parts[r][p]) for p in indices] for indices in tasks]
+        for t, chunk in evaluated_tasks(self.runs[r], parts, self.chunk_rows, stats, self.prune, self.derive):
+            if chunk is None:
+                yield t
+                continue
+            cols, numbers = chunk
             _tag(cols, r, numbers)
             for c in collectors:
                 c.update(cols)
@@ -125,7 +132,8 @@ def _worker_task(task):
     job = _WORKER_JOB[0]
     local = [c.spawn() for c in job.collectors]
     stats = RunStats()
-    job.evaluate(r, indices, local, stats)
+    for _ in job.evaluate(r, [indices], local, stats):
+        pass
     return r, len(indices), [c.result() for c in local], stats
 
 
@@ -176,11 +184,13 @@ def stream_runs(
 def _stream_serial(job: _Job, tasks, stats, progress) -> None:
     if progress is not None:
         progress.start(sum(len(i) for _, i in tasks))
-    for r, indices in tasks:
+    for r in range(len(job.runs)):  # a run's tasks in one go: their chunks share cost-model calls
+        run_tasks = [indices for run, indices in tasks if run == r]
         before = stats[r].evaluated
-        job.evaluate(r, indices, job.collectors, stats[r])
-        if progress is not None:
-            progress.advance(len(indices), stats[r].evaluated - before)
+        for t in job.evaluate(r, run_tasks, job.collectors, stats[r]):
+            if progress is not None:
+                progress.advance(len(run_tasks[t]), stats[r].evaluated - before)
+                before = stats[r].evaluated
 
 
 def _stream_parallel(job: _Job, tasks, workers: int, stats, progress) -> None:
