@@ -82,29 +82,76 @@ class LayoutGrid:
         return f"all {self.considered:,} layouts were dropped: {parts}"
 
 
+class _Columns:
+    """A growing table's columns at its current rows, each built when read: a column of `base`
+    (the table before the latest crossing) is gathered through `rows` (each current row's row
+    in base), so a filter moves `rows` and the columns set since (`own`), not every column."""
+
+    def __init__(self, base: dict[str, np.ndarray]):
+        self.base = base
+        self.rows: np.ndarray | None = None  # None: the base rows themselves
+        self.own: dict[str, np.ndarray] = {}  # columns set or crossed in at the current rows
+        self.read: dict[str, np.ndarray] = {}  # base columns gathered at the current rows
+        self.n = len(next(iter(base.values())))
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self.own:
+            return self.own[name]
+        if self.rows is None:
+            return self.base[name]
+        if name not in self.read:
+            self.read[name] = self.base[name][self.rows]
+        return self.read[name]
+
+    def __setitem__(self, name: str, values: np.ndarray) -> None:
+        self.own[name] = values
+
+    def items(self):
+        return [(k, self[k]) for k in dict.fromkeys([*self.base, *self.own])]
+
+    def repeat(self, times: int) -> None:
+        """Each row `times` times in a row (np.repeat): the columns at the current rows become the
+        base (built on the smaller table), the repeats are an index."""
+        self.base = dict(self.items())
+        self.rows = np.repeat(np.arange(self.n), times)
+        self.own, self.read = {}, {}
+        self.n *= times
+
+    def keep(self, mask: np.ndarray) -> None:
+        """The rows where mask holds."""
+        self.rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
+        self.own = {k: v[mask] for k, v in self.own.items()}
+        self.read = {}
+        self.n = len(self.rows)
+
+
 class _Crosser:
     """Crosses axes into a growing table and counts rule failures with their multiplicity."""
 
     def __init__(self, cols: dict[str, np.ndarray], remaining: int):
-        self.cols = cols
+        self.cols = _Columns(cols)
         self.remaining = remaining  # product of the sizes of axes not crossed yet
         self.dropped = {r: 0 for r in DROP_REASONS}
 
     def cross(self, name: str, values) -> None:
-        values = np.asarray(values)
-        n = len(next(iter(self.cols.values())))
-        self.cols = {k: np.repeat(v, len(values)) for k, v in self.cols.items()}
-        self.cols[name] = np.tile(values, n)
-        self.remaining //= len(values)
+        self.cross_all({name: values})
+
+    def cross_all(self, axes: dict) -> None:
+        """Cross several axes at once: the same rows as crossing them one after the other."""
+        values = [np.asarray(v) for v in axes.values()]
+        n, sizes = self.cols.n, [len(v) for v in values]
+        self.cols.repeat(int(np.prod(sizes)))
+        for i, (name, v) in enumerate(zip(axes, values)):
+            self.cols[name] = np.tile(np.repeat(v, int(np.prod(sizes[i + 1 :]))), n * int(np.prod(sizes[:i])))
+        self.remaining //= int(np.prod(sizes))
 
     def rule(self, reason: str, bad: np.ndarray | bool) -> None:
         bad = np.asarray(bad, dtype=bool)
         if bad.ndim == 0:
-            bad = np.full(len(next(iter(self.cols.values()))), bool(bad))
+            bad = np.full(self.cols.n, bool(bad))
         if bad.any():
             self.dropped[reason] += int(bad.sum()) * self.remaining
-            keep = ~bad
-            self.cols = {k: v[keep] for k, v in self.cols.items()}
+            self.cols.keep(~bad)
 
 
 def _candidates(pinned, default) -> np.ndarray:
@@ -127,8 +174,7 @@ def replica_factorizations(
     if pinned:
         x.rule(reason, n % product != 0)
     else:
-        keep = n % product == 0
-        x.cols = {k: v[keep] for k, v in x.cols.items()}
+        x.cols.keep(n % product == 0)
     considered = len(x.cols[names[0]]) * later + x.dropped[reason]
     product = x.cols[names[0]] * x.cols[names[1]] * x.cols[names[2]]
     x.cols["ngpus"] = np.full(len(product), n, dtype=np.int64)
@@ -176,7 +222,7 @@ def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutG
         parts.append(g.columns)
         considered += g.considered
         add_drop_counts(dropped, g.dropped)
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return LayoutGrid(cols, dropped, considered)
 
 
@@ -241,9 +287,12 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     c = x.cols
     x.rule("micro_batches_not_divisible_by_pp", (c["vpp"] > 1) & (c["num_micro_batches"] % c["pp"] != 0))
 
-    x.cross("dp_sharding", sh_c)
-    x.cross("recompute", rc_c)
-    x.cross("sequence_parallel", sp_c)
+    # columns that are functions of the axes crossed so far: built on the smaller table
+    c = x.cols
+    c["kv_replication"] = kv_replication(c["tp"], g)
+    c["layers_first_stage"], c["layers_per_stage"], c["layers_last_stage"] = stage_layer_split(L, c["pp"])
+
+    x.cross_all({"dp_sharding": sh_c, "recompute": rc_c, "sequence_parallel": sp_c})
     c = x.cols
     x.rule("sequence_parallel_needs_tp", c["sequence_parallel"] & (c["tp"] == 1))
     c = x.cols
@@ -256,8 +305,6 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
         )
 
     c = x.cols
-    c["kv_replication"] = kv_replication(c["tp"], g)
-    c["layers_first_stage"], c["layers_per_stage"], c["layers_last_stage"] = stage_layer_split(L, c["pp"])
     order = [
         "ngpus",
         "tp",
