@@ -178,6 +178,23 @@ def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
     return out
 
 
+# An op set's sums over one micro-batch (`ops_time`) depend on its ops' shapes and the recompute
+# choice alone: evaluated once per distinct OPS_KEY and gathered.
+OPS_KEY = SHAPE_KEY + ("recompute",)
+
+
+def _ops_sums(cols, model, hw, wl, rates, edge: int) -> dict[str, dict]:
+    """`ops_time` of each op set of `_op_times_of_sets` (OPS_KEY columns); the head and the
+    embedding are not recomputed."""
+    rc = np.asarray(cols["recompute"])
+    by_shape, K, at = per_key(_op_times_of_sets, SHAPE_KEY, cols, model, hw, wl, rates, edge)
+    times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
+    sets = _op_sets(cols, model, wl)
+    sets["dense16"] = sets["dense"]  # the same ops, in bf16 (when `edge`)
+    never = np.zeros_like(rc)
+    return {name: ops_time(sets[name], t, never if name in ("head", "emb") else rc) for name, t in times.items()}
+
+
 def _micro_batch_terms(cols, model, hw, wl, rates):
     """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
     tp, pp, cp, ep = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep"))
@@ -190,13 +207,9 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
     # --first-last-layers-bf16); they are dense layers on the first and last stage.
     edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
-    by_shape, K, at = per_key(_op_times_of_sets, SHAPE_KEY, cols, model, hw, wl, rates, edge)
-    times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
-    sets = _op_sets(cols, model, wl)
-    dense = ops_time(sets["dense"], times["dense"], rc)
-    moe = ops_time(sets["moe"], times["moe"], rc) if model.is_moe else None
-    head = ops_time(sets["head"], times["head"], np.zeros_like(rc))
-    emb = ops_time(sets["emb"], times["emb"], np.zeros_like(rc))
+    by_ops, _, at = per_key(_ops_sums, OPS_KEY, cols, model, hw, wl, rates, edge)
+    sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
+    dense, head, emb, moe = sums["dense"], sums["head"], sums["emb"], sums.get("moe")
 
     def layer_comm(acc, is_moe):
         tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
@@ -219,7 +232,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
     if edge:
-        dense16 = ops_time(sets["dense"], times["dense16"], rc)
+        dense16 = sums["dense16"]
         dense16_comm = layer_comm(dense16, False)
     out = {}
     for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
