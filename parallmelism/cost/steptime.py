@@ -99,13 +99,18 @@ def ops_time(ops, times, recompute):
     return acc
 
 
-def _combine(parts):
-    """Σ count·acc over (count, acc) pairs."""
+def _combine(parts, keys=None):
+    """Σ count·acc over (count, acc) pairs, for `keys` (default: every key of the accs)."""
     out: dict[str, np.ndarray | float] = {}
     for count, acc in parts:
-        for k, v in acc.items():
-            out[k] = out.get(k, 0.0) + count * v
+        for k in acc if keys is None else keys:
+            out[k] = out.get(k, 0.0) + count * acc[k]
     return out
+
+
+# the sums a stage needs from its ops (`ops_time`): the GEMM and attention-core sums only size
+# each layer's overlap windows (`layer_comm`)
+STAGE_OP_SUMS = ("fwd", "bwd", "rc", "cbound", "mbound", "flops", "bytes")
 
 
 def training_time(cols: dict[str, np.ndarray], model, hw, wl) -> dict[str, np.ndarray]:
@@ -247,7 +252,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         if moe is not None:
             parts.append((n_moe, moe))
             comm_parts.append((n_moe, moe_comm))
-        c = _combine(parts)
+        c = _combine(parts, STAGE_OP_SUMS)
         k = _combine(comm_parts)
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
         hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
