@@ -15,6 +15,14 @@ def table():
     return run_validation([CASES], [], None).set_index("case")
 
 
+def _row(case):
+    """A shipped case row as the validator reads it (blank cells None), `case` included."""
+    ours = pd.read_csv(CASES, dtype=str, keep_default_na=False).replace({"": None}).set_index("case")
+    row = ours.loc[case].to_dict()
+    row["case"] = case
+    return row
+
+
 def test_korthikanti_eight_within_target(table):
     k = table.loc[[c for c in table.index if c.startswith("korthikanti") and "dp8" not in c], "error_pct"].abs()
     assert len(k) == 8
@@ -54,10 +62,8 @@ def test_llama3_rows_read_the_stated_interleaving(table):
     from parallmelism.validate.runner import _context
     from parallmelism.validate.steptime import fill_blanks
 
-    ours = pd.read_csv(CASES, dtype=str, keep_default_na=False).replace({"": None}).set_index("case")
     models = _context([], None)[0]
-    row = ours.loc["llama3-405b-8k-16384gpu"].to_dict()
-    assert fill_blanks(row, models["llama3.1-405b"])["vpp"] == "8"
+    assert fill_blanks(_row("llama3-405b-8k-16384gpu"), models["llama3.1-405b"])["vpp"] == "8"
     assert abs(table.loc["llama3-405b-8k-16384gpu", "error_pct"]) <= 15.0
 
 
@@ -107,18 +113,12 @@ def test_case_columns_build_a_moe_of_the_row_architecture():
     """DGX Cloud's Grok-1 ran with the Llama 3 tokenizer (vocab 128256, not the shipped grok-1's
     131072): the row's own architecture with `experts` = 8, `top_k` = 2 (every layer routed)."""
     from parallmelism.validate.runner import _context
-
-    ours = pd.read_csv(CASES, dtype=str, keep_default_na=False).replace({"": None}).set_index("case")
-    row = ours.loc["dgxc-grok1-1024gpu-bf16"].to_dict()
-    row["case"] = "dgxc-grok1-1024gpu-bf16"
     from parallmelism.validate.steptime import step_time_run_of
 
-    run = step_time_run_of(row, _context([], None))
+    run = step_time_run_of(_row("dgxc-grok1-1024gpu-bf16"), _context([], None))
     moe = run.model.require_moe()
     assert (moe.num_experts, moe.top_k, moe.ffn_hidden, run.model.vocab) == (8, 2, 32768, 128256)
-    ds = ours.loc["mbridge2509-deepseekv3-1024gpu-fp8"].to_dict()
-    ds["case"] = "mbridge2509-deepseekv3-1024gpu-fp8"
-    run = step_time_run_of(ds, _context([], None))
+    run = step_time_run_of(_row("mbridge2509-deepseekv3-1024gpu-fp8"), _context([], None))
     assert run.model.name == "deepseek-v3" and run.workload.moe_dispatcher == "flex" and run.workload.overlap_ep_comm
 
 
@@ -134,13 +134,6 @@ def test_a_bad_stated_workload_value_is_one_sentence(tmp_path):
     code, out = invoke("validate", "--cases", str(path))
     assert code == 2 and "dgxc-grok1-1024gpu-bf16" in out and "moe_dispatcher" in out, out
     assert "Traceback" not in out
-
-
-def _row(case):
-    ours = pd.read_csv(CASES, dtype=str, keep_default_na=False).replace({"": None}).set_index("case")
-    row = ours.loc[case].to_dict()
-    row["case"] = case
-    return row
 
 
 def test_narayanan_rows_take_their_scripts_micro_batches():
