@@ -234,6 +234,19 @@ def dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params):
     return buckets, np.where(np.asarray(sharding) == FS, fsdp_units, buckets)
 
 
+def _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep):
+    """one(P, n, stride) over the dense parameters' DP group (n_dense ranks, stride tp) plus the
+    expert parameters' (n_exp ranks, stride tp·ep), term by term for a tuple; a dense model's
+    expert terms are 0 (x + 0 == x) and not computed."""
+    dense = one(dense_params, n_dense, tp)
+    if not np.any(expert_params):
+        return dense
+    experts = one(expert_params, n_exp, tp * ep)
+    if isinstance(dense, tuple):
+        return tuple(x + y for x, y in zip(dense, experts))
+    return dense + experts
+
+
 def dp_step_times_s(
     hw,
     dense_params,
@@ -276,11 +289,7 @@ def dp_step_times_s(
         fsdp = np.where(sharding == FS, ag_fsdp * m * passes, 0.0)
         return reduce, zero_gather, fsdp
 
-    d = one(dense_params, n_dense, tp)
-    if not np.any(expert_params):  # a dense model: every expert term is 0 (x + 0 == x)
-        return d
-    e = one(expert_params, n_exp, tp * ep)
-    return tuple(x + y for x, y in zip(d, e))
+    return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep)
 
 
 def hsdp_replica_reduce_s(
@@ -314,11 +323,8 @@ def hsdp_replica_reduce_s(
         shard_bytes = grad_bytes * P / n_shard
         return chunked_collective_time_s(hw, "all_reduce", shard_bytes, replicas, stride * n_shard, calls)
 
-    tp = np.asarray(tp, dtype=np.float64)
-    dense = one(dense_params, dense_dp_size(dp_shard, cp), tp)
-    if not np.any(expert_params):  # a dense model: every expert term is 0, as in dp_step_times_s
-        return dense
-    return dense + one(expert_params, expert_dp_size(dp_shard, cp, ep), tp * ep)
+    n_dense, n_exp = dense_dp_size(dp_shard, cp), expert_dp_size(dp_shard, cp, ep)
+    return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, np.asarray(tp, dtype=np.float64), ep)
 
 
 def pp_hop_bytes(model, T, t):
