@@ -351,12 +351,16 @@ DP_KEY = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
 STAGE_KEY = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp", "dp", "dp_sharding")
 
 
-def _dp_link_exposed(d, r, m, overlap: bool):
+def _dp_reductions(d, m):
+    """Gradient reductions per step: m where each micro-batch's gradients are reduced, else 1."""
+    return np.where(d["reduce_per_mb"] > 0, m, 1.0)
+
+
+def _dp_link_exposed(d, r, m, reductions, overlap: bool):
     """A stage's per-step DP link seconds (all roles) and exposed seconds from its DP terms `d`
     and micro-batch terms `r`. The gradient reduce hides under the backward of the micro-batches
     that issue it: the last one (per step), or each one (per micro-batch, m reductions)."""
     fsdp = d["fsdp_per_mb"] * m
-    reductions = np.where(d["reduce_per_mb"] > 0, m, 1.0)
     reduce = d["reduce"] * reductions
     link = reduce + d["zero_gather"] + fsdp
     if not overlap:
@@ -371,13 +375,13 @@ def _dp_link_exposed(d, r, m, overlap: bool):
     return link, np.maximum(dp_exp, link - m * r["compute_mb"])
 
 
-def _dp_nic_share(d, m, link, on_out_dp, hybrid: bool):
+def _dp_nic_share(d, reductions, link, on_out_dp, hybrid: bool):
     """The DP axis's share on the NIC (cost/links.py): all of it when its group, or under hybrid
     sharding its shard group, leaves the domain; else the replica all-reduce's share when the
     replicas do; else none."""
     if not hybrid:
         return on_out_dp
-    replica = d["replica"] * np.where(d["reduce_per_mb"] > 0, m, 1.0)
+    replica = d["replica"] * reductions
     split = np.where(link > 0, replica / np.where(link > 0, link, 1.0), 0.0)
     return np.where(d["shard_out"] > 0, 1.0, np.where(on_out_dp > 0, split, 0.0))
 
@@ -403,10 +407,11 @@ def _stage_terms(cols, model, hw, wl, rates):
     for name in STAGES:
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in STAGE_MB_KEYS}
         d = {k: np.asarray(dpt[name][k])[inv_dp] for k in dp_keys}
-        dp_link, dp_exp = _dp_link_exposed(d, r, m, wl.hides("dp"))
+        reductions = _dp_reductions(d, m)
+        dp_link, dp_exp = _dp_link_exposed(d, r, m, reductions, wl.hides("dp"))
         comm = {ax: m * r[ax] for ax in ("tp", "cp", "ep")}
         comm["dp"] = dp_link
-        dp_share = _dp_nic_share(d, m, dp_link, on_out["dp"], hybrid)
+        dp_share = _dp_nic_share(d, reductions, dp_link, on_out["dp"], hybrid)
         busy = link_busy_s(comm, {**on_out, "dp": dp_share}, axes=("tp", "cp", "ep", "dp"))  # PP: per row
         t = {
             "t_mb": r["t_mb"],

@@ -166,6 +166,7 @@ def evaluated_tasks(
     """
     stats = stats if stats is not None else RunStats()
     pending: list[tuple[int, tuple]] = []  # (task position, layout chunk), not evaluated yet
+    pending_rows = 0  # rows in `pending`
     batch_rows = min(chunk_rows, EVALUATE_ROWS)
     finished = 0  # tasks reported finished
 
@@ -175,12 +176,13 @@ def evaluated_tasks(
 
     for t, partitions in enumerate(tasks):
         for chunk in layout_chunks(run, partitions, chunk_rows, stats):
-            if pending and sum(len(c[1]) for _, c in pending) + len(chunk[1]) > batch_rows:
+            if pending and pending_rows + len(chunk[1]) > batch_rows:
                 yield from evaluated()
-                pending = []
+                pending, pending_rows = [], 0
                 yield from ((u, None) for u in range(finished, t))  # their chunks are all out
                 finished = t
             pending.append((t, chunk))
+            pending_rows += len(chunk[1])
     if pending:
         yield from evaluated()
     yield from ((u, None) for u in range(finished, len(tasks)))
