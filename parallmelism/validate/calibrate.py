@@ -1,6 +1,7 @@
 """Fit the named overhead terms (cost/overheads.py) once per accelerator on the shipped step times.
 
     python -m parallmelism.validate.calibrate            # prints the fit and the validation table
+    python -m parallmelism.validate.calibrate --holdout  # leave one source out: held-out errors
 
 For every accelerator with rows in parallmelism/cases/training_measured.csv: the model's step times
 with all overheads at zero, and their sensitivity to each term (finite differences) give a linear
@@ -68,13 +69,20 @@ def _with(hw, **terms):
     return hw.model_copy(update={"overheads": hw.overheads.model_copy(update=terms)})
 
 
-def fit(cases, runs, measured):
-    """(terms, predicted) for one accelerator's rows (module docstring)."""
+def linearise(runs):
+    """(p0, J): the step times with every overhead at zero, and their sensitivity to each term
+    (rows x terms, finite differences of STEPS)."""
     zero = {t: 0.0 for t in TERMS}
     p0 = _predict(runs, zero)
-    jac = {t: (_predict(runs, {**zero, t: STEPS[t]}) - p0) / STEPS[t] for t in TERMS}
+    J = np.stack([(_predict(runs, {**zero, t: STEPS[t]}) - p0) / STEPS[t] for t in TERMS], axis=1)
+    return p0, J
+
+
+def fit(cases, runs, measured, linear=None):
+    """(terms, p0, predicted) for one accelerator's rows (module docstring); linear: `linearise`'s
+    result for these rows when the caller has it."""
+    p0, J = linearise(runs) if linear is None else linear
     mesh = [g.ravel() for g in np.meshgrid(*(GRID[t] for t in TERMS), indexing="ij")]
-    J = np.stack([jac[t] for t in TERMS], axis=1)  # rows x terms
     pred = p0[:, None] + J @ np.stack(mesh, axis=0)
     kor = np.array([c_.startswith("korthikanti") and "dp8" not in c_ for c_ in cases])  # the paper's 8 rows
 
@@ -91,10 +99,10 @@ def fit(cases, runs, measured):
             score = score + 100.0 * over  # held: it outweighs any row count
         return score
 
-    linear = score_of(pred, sizes)
+    ranked = score_of(pred, sizes)
     # the linear model ranks the grid; the full model (overheads move link bounds and the critical
     # stage) decides among the best few
-    shortlist = np.argsort(linear, kind="stable")[:SHORTLIST]
+    shortlist = np.argsort(ranked, kind="stable")[:SHORTLIST]
     full = []
     for i in shortlist:
         terms = {t: float(mesh[j][i]) for j, t in enumerate(TERMS)}
@@ -103,17 +111,72 @@ def fit(cases, runs, measured):
     return terms, p0, _predict(runs, terms)
 
 
-def main(argv=None) -> int:
-    rows = _rows()
+def source_of(case: str) -> str:
+    """The publication a case row comes from: its name up to the first '-' (korthikanti, narayanan,
+    mcore, llama3, dgxc, ...); the rows of one source share its settings and its reporting."""
+    return case.split("-", 1)[0]
+
+
+def holdout(cases, runs, measured):
+    """Leave one source out: for each source, fit on the accelerator's other sources and predict
+    the left-out rows. Returns {source: (in-sample |error|s, held-out |error|s)} in %. A term
+    that only fits the rows it saw shows as held-out errors far above in-sample ones."""
+    p0, J = linearise(runs)
+    terms_all, _, pred_all = fit(cases, runs, measured, (p0, J))
+    sources = np.array([source_of(c) for c in cases])
+    out = {}
+    for src in dict.fromkeys(sources):
+        keep = sources != src
+        if not keep.any():
+            continue
+        sub = [i for i in range(len(cases)) if keep[i]]
+        terms, _, _ = fit([cases[i] for i in sub], [runs[i] for i in sub], measured[keep], (p0[keep], J[keep]))
+        held = [runs[i] for i in range(len(cases)) if not keep[i]]
+        pred = _predict(held, terms)
+        out[src] = (
+            np.abs(pred_all[~keep] / measured[~keep] - 1) * 100,
+            np.abs(pred / measured[~keep] - 1) * 100,
+            terms,
+        )
+    return terms_all, out
+
+
+def _by_accelerator():
     by_hw: dict[str, list] = {}
-    for case, meas, run in rows:
+    for case, meas, run in _rows():
         by_hw.setdefault(run.hardware.name, []).append((case, meas, run))
     for name, items in by_hw.items():
-        cases = [i[0] for i in items]
-        measured = np.array([i[1] for i in items])
-        runs = [i[2] for i in items]
+        yield name, [i[0] for i in items], [i[2] for i in items], np.array([i[1] for i in items])
+
+
+def main_holdout() -> int:
+    """`--holdout`: the leave-one-source-out table per accelerator (holdout())."""
+    for name, cases, runs, measured in _by_accelerator():
+        terms_all, out = holdout(cases, runs, measured)
+        print(f"\n== {name}: leave one source out ({len(cases)} rows; all-rows fit {_terms_text(terms_all)})")
+        print(f"{'left out':12s} {'rows':>4s} {'in-sample mean/max %':>21s} {'held-out mean/max %':>20s}  fit without it")
+        for src, (e_in, e_out, terms) in out.items():
+            print(
+                f"{src:12s} {len(e_in):4d} {e_in.mean():10.2f} {e_in.max():10.2f} "
+                f"{e_out.mean():9.2f} {e_out.max():10.2f}  {_terms_text(terms)}"
+            )
+    return 0
+
+
+def _terms_text(terms) -> str:
+    return ", ".join(f"{t} {terms[t]:g}" for t in TERMS)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--holdout"]:
+        return main_holdout()
+    if argv:
+        print("usage: python -m parallmelism.validate.calibrate [--holdout]", file=sys.stderr)
+        return 2
+    for name, cases, runs, measured in _by_accelerator():
         terms, p0, pred = fit(cases, runs, measured)
-        print(f"\n== {name}: {len(items)} rows; fitted overheads (paste into hardware/{name}.yaml):")
+        print(f"\n== {name}: {len(cases)} rows; fitted overheads (paste into hardware/{name}.yaml):")
         print("overheads:")
         for t in TERMS:
             print(f"  {t}: {terms[t]:g}")
