@@ -30,6 +30,12 @@ values follow one rule each (stated here, applied to every row, never per case):
   source states a network other than the accelerator file's; blank keeps the file's. BLOOM's
   Jean Zay nodes have "four Omni-Path 100 Gbps links" each (BLOOM paper §3.4.1, 2211.05100):
   400 Gb/s per 8 GPUs = 6.25 GB/s per GPU, where a100-sxm-80gb describes Selene's 8 x HDR 200.
+- grad_reduce_dtype (optional): blank means fp32 (Megatron's main gradients for bf16, and
+  workload.grad_reduce_dtype's default). NVIDIA's DGX Cloud recipes state bf16: the NeMo 1 configs
+  of tag v25.01 (llama3.1_8b/70b.yaml, gpt3_175b_hydra.yaml, nemotron4-340b-synth.yaml,
+  grok1_314b.yaml) set `optim.grad_sync_dtype: bf16` for bf16 and fp8 runs alike, and v25.04's
+  llama3.1/pretrain_llama31.py sets `grad_reduce_in_fp32 = False` for fp8 only (its bf16 runs keep
+  bf16_mixed's fp32 default).
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
   gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
@@ -113,6 +119,7 @@ STATED_WORKLOAD_COLUMNS = (
     "dp_shard_size",
     "cp_comm_type",
     "launch_blocking",
+    "grad_reduce_dtype",
 )
 
 
