@@ -154,7 +154,9 @@ def main_holdout() -> int:
     for name, cases, runs, measured in _by_accelerator():
         terms_all, out = holdout(cases, runs, measured)
         print(f"\n== {name}: leave one source out ({len(cases)} rows; all-rows fit {_terms_text(terms_all)})")
-        print(f"{'left out':12s} {'rows':>4s} {'in-sample mean/max %':>21s} {'held-out mean/max %':>20s}  fit without it")
+        print(
+            f"{'left out':12s} {'rows':>4s} {'in-sample mean/max %':>21s} {'held-out mean/max %':>20s}  fit without it"
+        )
         for src, (e_in, e_out, terms) in out.items():
             print(
                 f"{src:12s} {len(e_in):4d} {e_in.mean():10.2f} {e_in.max():10.2f} "
