@@ -3,7 +3,10 @@
 Each row predicts `step_time_s` (seconds per optimizer step) with the training cost model. Blank
 values follow one rule each (stated here, applied to every row, never per case):
 - micro_batch: the optional column `micro_batch_stated` (a micro-batch the authors' own scripts
-  give where the reference file leaves it blank); else 1 (Megatron's default `--micro-batch-size`).
+  give where the reference file leaves it blank); else 1. Megatron has no default (it requires
+  `--micro-batch-size`); 1 is what the published recipes of these families state where they do
+  (NeMo's performance configs, Llama 3, Narayanan et al.'s largest models), and the assumption is
+  a known gap's cause (mcore-h100-32b, tests/test_validate_steptime.py KNOWN_GAPS).
 - vpp: the optional column `vpp_stated` (chunks the source states or implies where the reference
   file leaves vpp blank); else 1, unless `notes` say "interleaved" (chunks not given): the
   smallest number of chunks > 1 that divides the layers per stage and the micro-batches per
