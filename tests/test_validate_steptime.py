@@ -127,6 +127,33 @@ def test_dgxc_rows_state_their_gradient_sync_dtype():
     assert float(r16["mem_grads_gib"]) == pytest.approx(float(r32["mem_grads_gib"]) / 2, rel=1e-9)
 
 
+def test_megatron_fp16_rows_reduce_fp16_gradients():
+    """Narayanan et al.'s scripts (examples/sc21/CONFIG.sh: --fp16, no
+    --accumulate-allreduce-grads-in-fp32) all-reduce fp16 gradients: the DP link time of a
+    NO_OP (DDP) row is half the fp32 one, and `show` names the dtype it reduces."""
+    from parallmelism.validate.runner import _context, _evaluate_one
+    from parallmelism.validate.steptime import step_time_run_of
+
+    run = step_time_run_of(_row("narayanan-39.1b"), _context([], None))
+    assert run.workload.grad_reduce_dtype == "fp16"
+    fp32 = run.model_copy(update={"workload": run.workload.model_copy(update={"grad_reduce_dtype": "fp32"})})
+    dp16, dp32 = (float(_evaluate_one(r)["time_comm_dp_s"]) for r in (run, fp32))
+    # ring all-reduce time = latency + bytes/bandwidth: the bytes half, the latency steps stay
+    assert 0.5 * dp32 < dp16 < 0.52 * dp32
+    code, out = invoke(
+        "show",
+        "model=gpt3-175b",
+        "hardware=a100-sxm-80gb",
+        "grid.ngpus=[64]",
+        "grid.tp=[8]",
+        "grid.pp=[4]",
+        "grid.dp_sharding=[NO_OP]",
+        "workload.grad_reduce_dtype=fp16",
+        "workload.precision=fp16",
+    )
+    assert code == 0 and "all_reduce (fp16 grads)" in out, out
+
+
 def test_fsdp_and_moe_rows_within_the_bar(table):
     """The published FSDP/HSDP (MaxText, NeMo AutoModel FSDP2) and MoE (Grok-1 alltoall, DeepSeek-V3
     over DeepEP with node-limited routing) rows."""

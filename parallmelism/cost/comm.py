@@ -273,7 +273,7 @@ def dp_step_times_s(
     (the caller multiplies by the reductions per step: `states.reduces_every_micro_batch`). Without
     reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
     gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
-    grads, 2 with grad_reduce_dtype=bf16)."""
+    grads, 2 with grad_reduce_dtype=bf16 or fp16)."""
     sharding = np.asarray(sharding)
     n_dense, n_exp = dense_dp_size(dp, cp), expert_dp_size(dp, cp, ep)
 

@@ -8,7 +8,9 @@ Bytes per parameter (`formulas.md`; Rajbhandari et al. 2020, ZeRO), n = sharding
                               shard is the parameter; bf16 units are gathered when used)
 Optimizer = fp32 master copy (4) + Adam m and v (8); grads are fp32 main grads (Megatron), or bf16
 (2 bytes) with workload.grad_reduce_dtype=bf16 (Megatron-Core `grad_reduce_in_fp32=False`, as
-NVIDIA's performance recipes set it: the gradient buffer and its reduction are bf16).
+NVIDIA's performance recipes set it: the gradient buffer and its reduction are bf16), or fp16
+(2 bytes: Megatron's fp16 runs without `--accumulate-allreduce-grads-in-fp32`, its default before
+bf16, and ZeRO's 16 B/param mixed-precision Adam).
 FP8 (FP4) training keeps the bf16 weight and adds Transformer Engine's low-precision copies: a
 row-wise and a column-wise (transposed, for dgrad/wgrad) copy, 2 bytes per parameter (fp4: 1).
 Dense parameters shard over the DP×CP group (Megatron's distributed optimizer); expert
@@ -41,7 +43,7 @@ NO_OP, OS, OSG, FS = (
 
 
 LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp4": 1.0}  # row-wise + column-wise copies per parameter
-GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
+GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 
 
 def low_precision_copy_bytes(precision: str) -> float:

@@ -27,8 +27,10 @@ class TrainWorkload(BaseModel):
         ge=0,
         description="with fp8/fp4: first and last N layers kept in bf16 (Megatron-Core --first-last-layers-bf16)",
     )
-    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32)"
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32",
+        description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32; "
+        "fp16: Megatron fp16 runs without --accumulate-allreduce-grads-in-fp32)",
     )
     schedule: Literal["1f1b", "gpipe", "zero_bubble"] = Field(
         "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B"

@@ -38,7 +38,10 @@ values follow one rule each (stated here, applied to every row, never per case):
   of tag v25.01 (llama3.1_8b/70b.yaml, gpt3_175b_hydra.yaml, nemotron4-340b-synth.yaml,
   grok1_314b.yaml) set `optim.grad_sync_dtype: bf16` for bf16 and fp8 runs alike, and v25.04's
   llama3.1/pretrain_llama31.py sets `grad_reduce_in_fp32 = False` for fp8 only (its bf16 runs keep
-  bf16_mixed's fp32 default).
+  bf16_mixed's fp32 default). The fp16 rows of Narayanan et al. and Korthikanti et al. state fp16:
+  Megatron-LM reduced fp16 gradients unless `--accumulate-allreduce-grads-in-fp32` was given
+  (arguments.py of 2021-22 forces fp32 only for bf16; examples/sc21/CONFIG.sh does not give it, and
+  `--DDP-impl torch` could not take it).
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
   gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
