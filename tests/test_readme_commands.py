@@ -43,7 +43,7 @@ def test_readme_command_runs_as_written(line, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = []
     for a in shlex.split(line)[1:]:
-        for rel in ("tests/golden/", "conf/compare/"):
+        for rel in ("tests/golden/", "conf/compare/", "parallmelism/cases/"):
             a = a.replace(rel, f"{REPO}/{rel}") if a.startswith(rel) else a
         args.append(a.replace("../shared/", f"{REPO.parent}/shared/"))
     if "compare" in args[:1]:  # its baseline is the golden; its new file comes from the sweep just before
