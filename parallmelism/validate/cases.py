@@ -3,7 +3,8 @@
 One row is one published case: configuration columns, then measured values. How a row becomes
 a configuration, stated once:
 - model: the `model` column names a shipped model; else `model_desc` matching a shipped model's
-  display name (e.g. "Llama 3.1 405B"); else the architecture columns (hidden, layers, heads,
+  display name (e.g. "Llama 3.1 405B") when the architecture columns the row gives agree with
+  it; else the architecture columns (hidden, layers, heads,
   kv_heads [= heads], ffn, mlp [gelu when ffn = 4·hidden, the GPT convention, else swiglu],
   vocab). GELU models are built GPT-style: LayerNorm, biases, learned positions, dropout, tied.
   With `experts` (and `top_k`, default 1) every layer's MLP is a dropless MoE of that many
@@ -88,7 +89,7 @@ ARCHITECTURE_COLUMNS = {
     "hidden": "hidden",
     "layers": "layers",
     "heads": "heads",
-    "kv_heads": "kv_heads",
+    "kv_heads": "g",  # the spec's KV heads, heads where it leaves them out (MHA, MLA)
     "ffn": "ffn_hidden",
     "vocab": "vocab",
 }
@@ -119,7 +120,9 @@ def model_of(row, shipped_models: dict):
         return shipped_models[name]
     desc = str(get(row, "model_desc", "")).strip().lower()
     for spec in shipped_models.values():
-        if spec.display_name and spec.display_name.lower() == desc:
+        # the name, unless the row's own architecture columns say otherwise (a 405B "proxy" with
+        # 8 of its layers is not the shipped 126-layer model)
+        if spec.display_name and spec.display_name.lower() == desc and _architecture_agrees(row, spec):
             return spec
     # an alias: the shipped name or display name at the start of the description ("Grok-1 314B" is
     # grok-1), accepted when the row's architecture columns, where given, agree with that model
