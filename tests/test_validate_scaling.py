@@ -34,10 +34,19 @@ def _series(table):
             yield name, rows.sort_values("gpus")
 
 
+MAXTEXT_FP8 = "dgxc-maxtext-llama2-70b-fp8"
+
+
+def _growth(s):
+    """(measured, predicted) step at the largest GPU count over the smallest."""
+    return s["measured"].iloc[-1] / s["measured"].iloc[0], s["predicted"].iloc[-1] / s["predicted"].iloc[0]
+
+
 def test_every_series_is_read(table):
     names = [n for n, _ in _series(table)]
-    assert len(names) == 14, names  # v25.01: 8 (8B, 70B, GPT-3, Nemotron-4 x bf16/fp8); v25.04: 6
-    assert len(table) == 42 + 34
+    # v25.01: 8B, 70B, GPT-3, Nemotron-4, MaxText Llama 2 70B x bf16/fp8; v25.04: 8B, 70B, 405B x bf16/fp8
+    assert len(names) == 16, names
+    assert len(table) == 54 + 34
 
 
 def test_step_growth_from_the_smallest_to_the_largest_count(table):
@@ -45,25 +54,39 @@ def test_step_growth_from_the_smallest_to_the_largest_count(table):
     v25.01, +0.0 % at v25.04); the model never shrinks the step as DP grows, and its growth is at
     most 5 points steeper than measured, and never shallower by more than 2: its straggler term
     (0.8 % per doubling, set by the Llama 3 rows at 8-16k GPUs) runs 1-5 points steeper than these
-    clusters at 1-2k GPUs."""
+    clusters at 1-2k GPUs. MaxText's fp8 FSDP is the exception (the xfail below)."""
     diffs = {}
     for name, s in _series(table):
-        measured = s["measured"].iloc[-1] / s["measured"].iloc[0]
-        predicted = s["predicted"].iloc[-1] / s["predicted"].iloc[0]
+        measured, predicted = _growth(s)
         assert predicted >= 1.0, name
-        diffs[name] = predicted - measured
+        if name != MAXTEXT_FP8:
+            diffs[name] = predicted - measured
     assert all(-0.02 <= d <= 0.05 for d in diffs.values()), diffs
 
 
-def test_every_point_off_the_gpt3_recipe_within_8_percent(table):
-    """The Llama 3.1 and Nemotron-4 points at every published GPU count (8-2,048 GPUs) and the 405B
-    proxies. GPT-3's points sit 13-22 % fast like its shipped pair (tests/test_validate_steptime.py
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: MaxText's fp8 Llama 2 70B under XLA FSDP slows 4.32 -> 4.96 s from 64 to 256 "
+    "GPUs (+15 %; bf16 +2 %) where the model, with the FSDP gathers hidden under the shorter fp8 "
+    "compute, grows 4 %: what XLA's fp8 adds per FSDP rank at scale is not modelled",
+)
+def test_maxtext_fp8_fsdp_growth(table):
+    s = dict(_series(table))[MAXTEXT_FP8]
+    measured, predicted = _growth(s[s["gpus"] <= 256])
+    assert abs(predicted - measured) <= 0.05, (measured, predicted)
+
+
+def test_every_point_of_the_nemo_llama_and_nemotron_recipes_within_8_percent(table):
+    """The NeMo Llama 3.1 and Nemotron-4 points at every published GPU count (8-2,048 GPUs) and the
+    405B proxies. GPT-3's points sit 13-22 % fast like its shipped pair (tests/test_validate_steptime.py
     KNOWN_GAPS), the 512- and 1,024-GPU fp8 points most (6.44 and 6.72 s measured between 5.96 s
-    at 256 GPUs and 6.24 s at 2,048)."""
-    rest = table[~table.index.str.contains("gpt3")]
+    at 256 GPUs and 6.24 s at 2,048); MaxText's sit 2-13 % fast, as its shipped rows do."""
+    rest = table[~table.index.str.contains("gpt3|maxtext")]
     assert len(rest) == 32 + 34
     e = rest["error_pct"].abs()
     assert (e <= 8.0).all(), e[e > 8.0].to_dict()
+    maxtext = table[table.index.str.contains("maxtext")]
+    assert len(maxtext) == 12 and (maxtext["error_pct"].abs() <= 15.0).all()
 
 
 def test_proxies_of_fewer_layers_are_built_from_their_own_columns(table):
@@ -80,6 +103,6 @@ def test_the_smallest_counts_are_the_shipped_rows():
     ours = pd.read_csv(REPO / "parallmelism" / "cases" / "training_measured.csv", dtype=str).set_index("case")
     scaling = pd.read_csv(V2501, dtype=str).set_index("case")
     shared = [c for c in scaling.index if c in ours.index]
-    assert len(shared) == 8
+    assert len(shared) == 12  # the 8 NeMo rows' smallest counts and MaxText's 64- and 512-GPU rows
     for case in shared:
         assert scaling.loc[case].equals(ours.loc[case, scaling.columns]), case
