@@ -104,6 +104,18 @@ def test_fp8_weight_copies_and_bf16_grad_reduce():
     assert g16["time_comm_dp_s"] < 0.75 * bf["time_comm_dp_s"]
 
 
+def test_fp8_parameters_replace_the_bf16_weights_and_halve_the_gather():
+    """fp8 parameters (workload.fp8_param_gather: Megatron --fp8-param-gather, NeMo fp8_params) are
+    the fp8 row-wise + transposed copies alone: 2 B/param where bf16 + copies are 4 B; the ZeRO-1
+    parameter all-gather moves 1 B/param instead of 2, and FSDP's gathered units shrink alike."""
+    f8 = one(precision="fp8")
+    f8p = one(precision="fp8", fp8_param_gather=True)
+    assert f8p["mem_weights_gib"] == pytest.approx(f8["mem_weights_gib"] / 2)
+    assert f8p["time_comm_dp_s"] < f8["time_comm_dp_s"]
+    code, out = invoke("show", "model=llama3.1-8b", "grid.ngpus=[8]", "workload.fp8_param_gather=true")
+    assert code == 2 and "fp8_param_gather" in out and "precision=fp8" in out and "Traceback" not in out
+
+
 def test_low_precision_needs_its_peak():
     with pytest.raises(UserError, match="fp8"):
         Rates(A100, "fp8")

@@ -82,7 +82,7 @@ def test_every_point_within_the_bar_but_the_v2501_gpt3_recipe(table):
     v25.01's GPT-3 points sit 13-22 % fast like its shipped pair (tests/test_validate_steptime.py
     KNOWN_GAPS), the 512- and 1,024-GPU fp8 points most (6.44 and 6.72 s measured between 5.96 s
     at 256 GPUs and 6.24 s at 2,048); the same recipe at v25.04 (NeMo 24.12, VP 6) ran 7 % faster
-    and is predicted within 11 %."""
+    and is predicted within 12 %."""
     old_gpt3 = table.index.str.startswith("dgxc-gpt3")
     assert old_gpt3.sum() == 10
     e = table.loc[~old_gpt3, "error_pct"].abs()

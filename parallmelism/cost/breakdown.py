@@ -131,11 +131,12 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         bw_, _ = link(dp_group, tp)
         sh = DPSharding(int(cols["dp_sharding"][0]))
         g = f"{wl.grad_reduce_dtype} grads"
+        w = "fp8 params" if wl.fp8_param_gather else "bf16 params"
         names = {
             DPSharding.NO_OP: f"all_reduce ({g})",
-            DPSharding.OPTIMIZER_STATES: f"reduce_scatter ({g}) + all_gather (bf16 params)",
-            DPSharding.OPTIMIZER_STATES_AND_GRADS: f"reduce_scatter ({g}) + all_gather (bf16 params)",
-            DPSharding.FULLY_SHARD: f"all_gather (bf16 params) fwd + bwd per micro-batch, reduce_scatter ({g})",
+            DPSharding.OPTIMIZER_STATES: f"reduce_scatter ({g}) + all_gather ({w})",
+            DPSharding.OPTIMIZER_STATES_AND_GRADS: f"reduce_scatter ({g}) + all_gather ({w})",
+            DPSharding.FULLY_SHARD: f"all_gather ({w}) fwd + bwd per micro-batch, reduce_scatter ({g})",
         }
         per_mb = bool(reduces_every_micro_batch(np.asarray([int(sh)]), wl.dp_grad_reduce)[0])
         when = "; grads reduced every micro-batch" if per_mb else "; grads reduced once, last micro-batch"

@@ -262,6 +262,7 @@ def dp_step_times_s(
     bucket_params=None,
     reshard_after_forward: bool = True,
     grad_bytes=4.0,
+    param_bytes=2.0,
 ):
     """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
 
@@ -273,7 +274,8 @@ def dp_step_times_s(
     (the caller multiplies by the reductions per step: `states.reduces_every_micro_batch`). Without
     reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
     gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
-    grads, 2 with grad_reduce_dtype=bf16 or fp16)."""
+    grads, 2 with grad_reduce_dtype=bf16 or fp16); param_bytes: bytes per parameter gathered (2 bf16,
+    1 with fp8 parameters: `states.param_gather_bytes`)."""
     sharding = np.asarray(sharding)
     n_dense, n_exp = dense_dp_size(dp, cp), expert_dp_size(dp, cp, ep)
 
@@ -281,8 +283,8 @@ def dp_step_times_s(
         buckets, reduce_calls = dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params)
         ar = chunked_collective_time_s(hw, "all_reduce", grad_bytes * P, n, stride, reduce_calls)
         rs = chunked_collective_time_s(hw, "reduce_scatter", grad_bytes * P, n, stride, reduce_calls)
-        ag_zero = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, buckets)
-        ag_fsdp = chunked_collective_time_s(hw, "all_gather", 2.0 * P, n, stride, fsdp_units)
+        ag_zero = chunked_collective_time_s(hw, "all_gather", param_bytes * P, n, stride, buckets)
+        ag_fsdp = chunked_collective_time_s(hw, "all_gather", param_bytes * P, n, stride, fsdp_units)
         reduce = np.where(sharding == NO_OP, ar, rs)
         zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
         passes = np.where(full_recompute, 3.0, 2.0) if reshard_after_forward else 1.0

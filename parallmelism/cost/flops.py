@@ -294,11 +294,12 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
 
 
-def optimizer_bytes_per_param(lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0) -> float:
+def optimizer_bytes_per_param(weight_bytes: float = 2.0, grad_bytes: float = 4.0) -> float:
     """Adam step over a parameter shard: read fp32 param, m, v (12 B) and the main grad (4 B fp32,
-    2 B bf16), write fp32 param, m, v (12 B), the bf16 weight (2 B) and the low-precision copies
-    (fp8: row-wise + transposed, 2 B; cost.states): 30 B (32 with fp8). FLOPs are negligible."""
-    return 26.0 + grad_bytes + lowp_copy_bytes
+    2 B bf16), write fp32 param, m, v (12 B) and the working weights (`states.working_weight_bytes`:
+    bf16 2 B, + fp8 row-wise and transposed copies 2 B; fp8 parameters alone 2 B): 30 B (32 with
+    fp8). FLOPs are negligible."""
+    return 24.0 + grad_bytes + weight_bytes
 
 
 # ---- closed forms ------------------------------------------------------------------------------

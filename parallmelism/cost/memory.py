@@ -17,7 +17,14 @@ from .params import params_per_gpu
 from .keys import per_key, stacked
 from .select import argmax3
 from .shapes import dp_shard_ranks
-from .states import GRAD_BYTES, fsdp_gather_bytes, group_bytes_per_param, low_precision_copy_bytes, model_states_bytes
+from .states import (
+    GRAD_BYTES,
+    fsdp_gather_bytes,
+    group_bytes_per_param,
+    model_states_bytes,
+    param_gather_bytes,
+    working_weight_bytes,
+)
 
 
 MEM_STAGES = labels(MemStage)  # ["first", "second", "last"]: the `mem_stage` column's codes
@@ -87,14 +94,20 @@ def _stage_states(model, wl, c, stage: str, per_param) -> dict[str, np.ndarray]:
     (STATE_KEY columns); `states_gather` = states + gather bytes, the stage's total without
     activations."""
     tp, cp, ep, dp, sh = c["tp"], c["cp"], c["ep"], c["dp"], c["dp_sharding"]
-    fp8 = low_precision_copy_bytes(wl.precision)
+    weight_bytes = working_weight_bytes(wl)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
     _, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
     p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head)
-    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, fp8, per_param, grad_bytes)
-    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, fp8, per_param, grad_bytes)
+    st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, weight_bytes, per_param, grad_bytes)
+    emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, weight_bytes, per_param, grad_bytes)
     layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
-    gather = fsdp_gather_bytes(layer_params, sh, layers=n_layers, reshard_after_forward=wl.fsdp_reshard_after_forward)
+    gather = fsdp_gather_bytes(
+        layer_params,
+        sh,
+        layers=n_layers,
+        reshard_after_forward=wl.fsdp_reshard_after_forward,
+        gather_bytes=param_gather_bytes(wl),
+    )
     states = st["weights"] + st["grads"] + st["optimizer"]
     return {
         "params_per_gpu": p["total"],
@@ -147,7 +160,7 @@ def _states_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
         dp_shard_ranks(c["dp"], c["dp_sharding"], wl.dp_shard_size),
         c["cp"],
         c["ep"],
-        low_precision_copy_bytes(wl.precision),
+        working_weight_bytes(wl),
         GRAD_BYTES[wl.grad_reduce_dtype],
         wl.dp_grad_reduce,
     )

@@ -13,6 +13,8 @@ NVIDIA's performance recipes set it: the gradient buffer and its reduction are b
 bf16, and ZeRO's 16 B/param mixed-precision Adam).
 FP8 (FP4) training keeps the bf16 weight and adds Transformer Engine's low-precision copies: a
 row-wise and a column-wise (transposed, for dgrad/wgrad) copy, 2 bytes per parameter (fp4: 1).
+With fp8 parameters (workload.fp8_param_gather) those copies are the weights (no bf16 copy) and
+the parameter all-gathers move 1 byte per parameter.
 Dense parameters shard over the DP×CP group (Megatron's distributed optimizer); expert
 parameters over the expert-data-parallel group dp·cp/ep.
 
@@ -51,6 +53,20 @@ def low_precision_copy_bytes(precision: str) -> float:
     return LOW_PRECISION_COPY_BYTES.get(precision, 0.0)
 
 
+def working_weight_bytes(wl) -> float:
+    """Bytes per parameter of the weights a rank computes with where it keeps them whole (all but
+    FULLY_SHARD): bf16 (2) plus the low-precision copies; with fp8 parameters
+    (workload.fp8_param_gather) the fp8 row-wise and transposed copies are the weights, 2 B."""
+    lowp = low_precision_copy_bytes(wl.precision)
+    return lowp if wl.fp8_param_gather else 2.0 + lowp
+
+
+def param_gather_bytes(wl) -> float:
+    """Bytes per parameter of a parameter all-gather (distributed optimizer, FSDP): bf16, or fp8
+    with workload.fp8_param_gather."""
+    return 1.0 if wl.fp8_param_gather else 2.0
+
+
 def reduces_every_micro_batch(sharding, policy: str = "auto"):
     """True where the DP gradient reduction runs once per micro-batch (module docstring):
     policy per_micro_batch / per_step as stated, auto where the gradients are sharded."""
@@ -61,15 +77,15 @@ def reduces_every_micro_batch(sharding, policy: str = "auto"):
 
 
 def bytes_per_param(
-    sharding, n, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
+    sharding, n, weight_bytes: float = 2.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
 ) -> dict[str, np.ndarray]:
     """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks
-    (lowp_copy_bytes: `low_precision_copy_bytes`; grad_bytes: GRAD_BYTES[grad_reduce_dtype];
+    (weight_bytes: `working_weight_bytes`, bf16 = 2; grad_bytes: GRAD_BYTES[grad_reduce_dtype];
     grad_policy: workload.dp_grad_reduce, per_step keeps the full gradient buffer)."""
     sharding = np.asarray(sharding)
     n = np.asarray(n, dtype=np.float64)
     fully = sharding == FS
-    weights = np.where(fully, 4.0 / n, 2.0 + float(lowp_copy_bytes))
+    weights = np.where(fully, 4.0 / n, float(weight_bytes))
     # only the 1/n shard is kept where each micro-batch's gradients are reduced as they come
     sharded_grads = ((sharding == OSG) | fully) & reduces_every_micro_batch(sharding, grad_policy)
     grads = np.where(sharded_grads, grad_bytes / n, grad_bytes)
@@ -78,14 +94,14 @@ def bytes_per_param(
 
 
 def group_bytes_per_param(
-    sharding, dp, cp, ep, lowp_copy_bytes: float = 0.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
+    sharding, dp, cp, ep, weight_bytes: float = 2.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
 ):
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = dense_dp_size(dp, cp)
     expert_group = expert_dp_size(dp, cp, ep)
     return (
-        bytes_per_param(sharding, dense_group, lowp_copy_bytes, grad_bytes, grad_policy),
-        bytes_per_param(sharding, expert_group, lowp_copy_bytes, grad_bytes, grad_policy),
+        bytes_per_param(sharding, dense_group, weight_bytes, grad_bytes, grad_policy),
+        bytes_per_param(sharding, expert_group, weight_bytes, grad_bytes, grad_policy),
     )
 
 
@@ -96,7 +112,7 @@ def model_states_bytes(
     dp,
     cp,
     ep,
-    lowp_copy_bytes: float = 0.0,
+    weight_bytes: float = 2.0,
     per_param=None,
     grad_bytes: float = 4.0,
 ):
@@ -105,18 +121,21 @@ def model_states_bytes(
     per_param: `group_bytes_per_param(...)` for the same rows, when the caller already has it.
     """
     bd, be = (
-        per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, lowp_copy_bytes, grad_bytes)
+        per_param if per_param is not None else group_bytes_per_param(sharding, dp, cp, ep, weight_bytes, grad_bytes)
     )
     if np.ndim(expert_params) == 0 and expert_params == 0:
         return {k: dense_params * bd[k] for k in bd}  # no expert shard (x + 0·y == x)
     return {k: dense_params * bd[k] + expert_params * be[k] for k in bd}
 
 
-def fsdp_gather_bytes(layer_params_per_gpu, sharding, prefetch_units: int = 2, layers=1, reshard_after_forward=True):
-    """FULLY_SHARD gathers each layer's bf16 weights before use: the current unit and one prefetched.
+def fsdp_gather_bytes(
+    layer_params_per_gpu, sharding, prefetch_units: int = 2, layers=1, reshard_after_forward=True, gather_bytes=2.0
+):
+    """FULLY_SHARD gathers each layer's weights before use (bf16, or fp8: `param_gather_bytes`): the
+    current unit and one prefetched.
     Without reshard_after_forward every layer of the stage stays gathered from its forward to its
     backward: all `layers` units (the prefetch then adds nothing: the next unit is one of them)."""
     units = (
         prefetch_units if reshard_after_forward else np.maximum(np.asarray(layers, dtype=np.float64), prefetch_units)
     )
-    return np.where(np.asarray(sharding) == FS, units * 2.0 * layer_params_per_gpu, 0.0)
+    return np.where(np.asarray(sharding) == FS, units * gather_bytes * layer_params_per_gpu, 0.0)

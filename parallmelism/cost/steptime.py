@@ -52,7 +52,7 @@ from .roofline import Rates, ops_times
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, tokens_per_rank
-from .states import GRAD_BYTES, NO_OP, low_precision_copy_bytes, reduces_every_micro_batch
+from .states import GRAD_BYTES, NO_OP, param_gather_bytes, reduces_every_micro_batch, working_weight_bytes
 from ..specs import Recompute
 
 FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
@@ -302,6 +302,7 @@ def _dp_terms(cols, model, hw, wl, rates):
         bucket_params=wl.dp_bucket_params,
         reshard_after_forward=wl.fsdp_reshard_after_forward,
         grad_bytes=grad_bytes,
+        param_bytes=param_gather_bytes(wl),
     )
     replica = (
         np.zeros_like(reduce)
@@ -312,7 +313,7 @@ def _dp_terms(cols, model, hw, wl, rates):
     )
     shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp_s, cp))
     shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep))
-    opt_bytes = optimizer_bytes_per_param(low_precision_copy_bytes(wl.precision), grad_bytes) * (
+    opt_bytes = optimizer_bytes_per_param(working_weight_bytes(wl), grad_bytes) * (
         p["dense"] / shard_d + p["experts"] / shard_e
     )
     # gradient reductions per step: m where each micro-batch's gradients are reduced (cost/states.py)

@@ -27,6 +27,12 @@ class TrainWorkload(BaseModel):
         ge=0,
         description="with fp8/fp4: first and last N layers kept in bf16 (Megatron-Core --first-last-layers-bf16)",
     )
+    fp8_param_gather: bool = Field(
+        False,
+        description="with fp8: the parameters are fp8 (Transformer Engine Float8Tensor), so the distributed "
+        "optimizer's / FSDP's parameter all-gather moves 1 byte per parameter and no bf16 weight copy is "
+        "kept (Megatron --fp8-param-gather, NeMo fp8_params, torchtitan enable_fsdp_float8_all_gather)",
+    )
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32",
         description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32; "
@@ -105,6 +111,15 @@ class TrainWorkload(BaseModel):
         "completes before the next is launched, so no communication hides under compute, whatever "
         "the overlap_* options say",
     )
+
+    @model_validator(mode="after")
+    def _fp8_param_gather_needs_fp8(self):
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise ValueError(
+                f"fp8_param_gather=true needs workload.precision=fp8 (it is {self.precision}): only fp8 "
+                "parameters are gathered in fp8"
+            )
+        return self
 
     def hides(self, axis: str) -> bool:
         """Whether axis ('dp', 'tp', 'pp', 'ep')'s communication may hide under compute: its

@@ -44,6 +44,10 @@ values follow one rule each (stated here, applied to every row, never per case):
   Megatron-LM reduced fp16 gradients unless `--accumulate-allreduce-grads-in-fp32` was given
   (arguments.py of 2021-22 forces fp32 only for bf16; examples/sc21/CONFIG.sh does not give it, and
   `--DDP-impl torch` could not take it).
+- fp8_param_gather (optional): blank means false. NVIDIA's NeMo fp8 recipes gather fp8 parameters:
+  the v25.01 configure.sh files pass `model.fp8_params=true` (Llama 3.1, Nemotron-4; GPT-3's hydra
+  config sets `fp8_params: true`; Grok-1's sets false), and NeMo 2's `bf16_with_fp8_mixed()` sets
+  `fp8_param_gather=True` (the v25.04 rows).
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
   gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
@@ -128,6 +132,7 @@ STATED_WORKLOAD_COLUMNS = (
     "cp_comm_type",
     "launch_blocking",
     "grad_reduce_dtype",
+    "fp8_param_gather",
 )
 
 
