@@ -27,7 +27,10 @@ SCENARIOS = [
 UNCHANGEABLE = {("TrainWorkload", "kind"), ("InferenceWorkload", "kind")}
 # Fields valid only together with another's value (a draft model needs spec_method=draft): tried in a
 # batch of their own with the companion values.
-COMPANIONS = {"workload.draft_model": {"workload.spec_method": "draft"}}
+COMPANIONS = {
+    "workload.draft_model": {"workload.spec_method": "draft"},
+    "workload.fp8_param_gather": {"workload.precision": "fp8"},
+}
 
 
 def _strip(ann):
