@@ -40,8 +40,8 @@ values follow one rule each (stated here, applied to every row, never per case):
   llama3.1/pretrain_llama31.py sets `grad_reduce_in_fp32 = False` for fp8 only (its bf16 runs keep
   bf16_mixed's fp32 default). Megatron-Bridge's performance configs of the 25.09 container
   (v0.1.0rc3/rc4, scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml) set
-  `mixed_precision.grad_reduce_in_fp32: false`: the mbridge2509 row states bf16. The fp16 rows of Narayanan et al. and Korthikanti et al. state fp16:
-  Megatron-LM reduced fp16 gradients unless `--accumulate-allreduce-grads-in-fp32` was given
+  `mixed_precision.grad_reduce_in_fp32: false`: the mbridge2509 row states bf16. The fp16 rows of
+  Narayanan et al. and Korthikanti et al. state fp16: Megatron-LM reduced fp16 gradients unless `--accumulate-allreduce-grads-in-fp32` was given
   (arguments.py of 2021-22 forces fp32 only for bf16; examples/sc21/CONFIG.sh does not give it, and
   `--DDP-impl torch` could not take it).
 - fp8_param_gather (optional): blank means false. NVIDIA's NeMo fp8 recipes gather fp8 parameters:
