@@ -1,6 +1,6 @@
-"""The overhead fit's leave-one-source-out check (validate/calibrate.py --holdout), on a stand-in
-model whose step time is linear in the four terms (the real model takes a minute; this checks the
-bookkeeping: which rows each fit sees and which it predicts)."""
+"""The overhead fit's leave-one-source-out check (validate/calibrate.py --holdout) and its use of the
+scaling series' growth, on a stand-in model whose step time is linear in the four terms (the real
+model takes a minute; this checks the bookkeeping: which rows each fit sees and which it predicts)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,33 @@ def test_a_source_the_others_do_not_explain_shows_only_when_left_out(linear_mode
     assert e_out.mean() == pytest.approx(100 * (1 - 1 / 1.3), abs=1.0)
     assert e_out.mean() > e_in.mean()
     assert out["alpha"][1].mean() > out["alpha"][0].mean() - 1e-9  # held-out never beats in-sample here
+
+
+def test_growth_series_pin_the_straggler_term_the_levels_cannot(linear_model):
+    """Rows whose straggler and fixed-time coefficients are proportional fit every (fixed,
+    straggler) pair on one line equally well; the scaling series' growth from their smallest to
+    their largest GPU count is what tells them apart (calibrate module docstring)."""
+    rng = np.random.default_rng(2)
+    cases, runs = _linear_rows(6, rng)
+    for r in runs:  # 0.004 per doubling costs what 10 ms per step costs, on every row
+        r.coef["straggler_per_doubling"] = 2.5
+    measured = _fake_predict(runs, TRUE)
+    series = []
+    for k in range(4):
+        base = rng.uniform(1.0, 5.0)
+        ends = []
+        for doublings in (3.0, 8.0):  # 64 and 2,048 GPUs of an 8-GPU domain
+            coef = {**runs[0].coef, "straggler_per_doubling": doublings * base}
+            run = SimpleNamespace(base=base, coef=coef)
+            ends.append((f"s{k}-{doublings}", float(_fake_predict([run], TRUE)[0]), run))
+        series.append((f"s{k}", ends))
+    growth = calibrate.growth_terms(series)
+    terms, _, _ = calibrate.fit(cases, runs, measured, growth=growth)
+    assert terms["straggler_per_doubling"] == pytest.approx(TRUE["straggler_per_doubling"])
+    assert terms["step_fixed_ms"] == pytest.approx(TRUE["step_fixed_ms"])
+    # without the series the levels alone pick another point of the line (parsimony: less fixed time)
+    alone, _, _ = calibrate.fit(cases, runs, measured)
+    assert alone["straggler_per_doubling"] != pytest.approx(TRUE["straggler_per_doubling"])
 
 
 def test_calibrate_refuses_an_unknown_flag(capsys):
