@@ -62,6 +62,13 @@ the first and last stages: one layer per chunk, 128/16 = 8 chunks, so vpp_stated
 (§3.3.4) "we use FP32 gradient accumulation during backward computation over multiple
 micro-batches and also reduce-scatter gradients in FP32 across data parallel workers in FSDP":
 gradients accumulate locally and are reduced once per step, so dp_grad_reduce = per_step.
+The Megatron-Core rows with a pipeline (mcore-h100-70b to 462b) take vpp_stated from what their
+README states: "pipeline-parallel communication (enabled by default)" overlapped with compute.
+Megatron-Core r0.8.0's arguments.py turns `overlap_p2p_comm` off unless the interleaved schedule is
+used ("non-interleaved schedule does not support overlapping p2p communication"), so those runs
+were interleaved. The chunk count is not given: vpp_stated is the least interleaving Megatron
+accepts, the rule for "interleaved" above (2, 23, 2, 2 and 7 chunks for 42, 23, 16, 12 and 7
+layers per stage; m = 4·pp micro-batches in every row divides by pp).
 Narayanan et al.'s Table 1 rows take micro_batch_stated and overlap_dp_comm from the authors'
 reproduction script (NVIDIA/Megatron-LM examples/sc21/run_table_1.sh): MBS 16, 16, 16, 8, 4, 2, 2,
 1, 1, 1 from 1.7B to 1T, and `--DDP-impl torch` (PyTorch DDP: the all-reduce overlaps backward)
