@@ -37,7 +37,7 @@ TRAINING_COLUMNS: dict[str, str] = {
     "params_experts_per_gpu": "routed-expert parameters on that GPU",
     "mem_weights_gib": "weights per GPU, GiB",
     "mem_grads_gib": "gradients per GPU, GiB",
-    "mem_optimizer_gib": "fp32 master weights and Adam moments per GPU, GiB",
+    "mem_optimizer_gib": "fp32 master weights and Adam moments (workload.optimizer_moments_dtype) per GPU, GiB",
     "mem_states_gib": "weights + grads + optimizer per GPU, GiB",
     "mem_states_embedding_gib": "part of mem_states_gib held for embedding/output head, GiB",
     "mem_fsdp_gather_gib": "FULLY_SHARD gathered bf16 layer buffers (current + prefetch), GiB",

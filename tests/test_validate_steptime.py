@@ -114,6 +114,17 @@ def test_fp8_speedup_of_published_pairs(table, pair):
     assert predicted < 1.0  # fp8 is faster on every one of these layouts
 
 
+def test_megatron_bridge_deepseek_keeps_bf16_adam_moments():
+    """Megatron-Bridge's DeepSeek-V3 recipe (25.09 container) runs the precision-aware optimizer
+    with bf16 exp_avg and exp_avg_sq; the other rows keep fp32 moments."""
+    from parallmelism.validate.runner import _context
+    from parallmelism.validate.steptime import step_time_run_of
+
+    ctx = _context([], None)
+    assert step_time_run_of(_row("mbridge2509-deepseekv3-1024gpu-fp8"), ctx).workload.optimizer_moments_dtype == "bf16"
+    assert step_time_run_of(_row("dgxc-grok1-1024gpu-fp8"), ctx).workload.optimizer_moments_dtype == "fp32"
+
+
 def test_dgxc_rows_state_their_gradient_sync_dtype():
     """NVIDIA's DGX Cloud recipes reduce gradients in bf16 where their configs say so: tag v25.01's
     NeMo 1 configs (`optim.grad_sync_dtype: bf16`, bf16 and fp8 runs alike) and v25.04's Llama 3.1

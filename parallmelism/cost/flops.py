@@ -294,12 +294,13 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
 
 
-def optimizer_bytes_per_param(weight_bytes: float = 2.0, grad_bytes: float = 4.0) -> float:
-    """Adam step over a parameter shard: read fp32 param, m, v (12 B) and the main grad (4 B fp32,
-    2 B bf16), write fp32 param, m, v (12 B) and the working weights (`states.working_weight_bytes`:
-    bf16 2 B, + fp8 row-wise and transposed copies 2 B; fp8 parameters alone 2 B): 30 B (32 with
-    fp8). FLOPs are negligible."""
-    return 24.0 + grad_bytes + weight_bytes
+def optimizer_bytes_per_param(weight_bytes: float = 2.0, grad_bytes: float = 4.0, moment_bytes: float = 8.0) -> float:
+    """Adam step over a parameter shard: read fp32 param, m, v (12 B; m and v in bf16 8 B:
+    `states.MOMENT_BYTES`) and the main grad (4 B fp32, 2 B bf16), write fp32 param, m, v (12 B,
+    or 8) and the working weights (`states.working_weight_bytes`: bf16 2 B, + fp8 row-wise and
+    transposed copies 2 B; fp8 parameters alone 2 B): 30 B (32 with fp8; 22 with bf16 moments).
+    FLOPs are negligible."""
+    return 2.0 * (4.0 + moment_bytes) + grad_bytes + weight_bytes
 
 
 # ---- closed forms ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .select import argmax3
 from .shapes import dp_shard_ranks
 from .states import (
     GRAD_BYTES,
+    MOMENT_BYTES,
     fsdp_gather_bytes,
     group_bytes_per_param,
     model_states_bytes,
@@ -163,6 +164,7 @@ def _states_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
         working_weight_bytes(wl),
         GRAD_BYTES[wl.grad_reduce_dtype],
         wl.dp_grad_reduce,
+        MOMENT_BYTES[wl.optimizer_moments_dtype],
     )
     return {st: _stage_states(model, wl, c, st, per_param) for st in MEM_STAGES}
 

@@ -6,7 +6,10 @@ Bytes per parameter (`formulas.md`; Rajbhandari et al. 2020, ZeRO), n = sharding
   OPTIMIZER_STATES_AND_GRADS  weights 2, grads 4/n, optimizer 12/n      (ZeRO-2)
   FULLY_SHARD                 weights 4/n, grads 4/n, optimizer 8/n     (ZeRO-3/FSDP: the fp32
                               shard is the parameter; bf16 units are gathered when used)
-Optimizer = fp32 master copy (4) + Adam m and v (8); grads are fp32 main grads (Megatron), or bf16
+Optimizer = fp32 master copy (4) + Adam m and v (8; 4 with workload.optimizer_moments_dtype=bf16:
+Megatron-Core's precision-aware optimizer, `--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`, which
+DeepSeek-V3 trained with, report §3.3.3, and Megatron-Bridge's DeepSeek-V3 recipe sets; under
+FULLY_SHARD the moments alone, 8/n or 4/n); grads are fp32 main grads (Megatron), or bf16
 (2 bytes) with workload.grad_reduce_dtype=bf16 (Megatron-Core `grad_reduce_in_fp32=False`, as
 NVIDIA's performance recipes set it: the gradient buffer and its reduction are bf16), or fp16
 (2 bytes: Megatron's fp16 runs without `--accumulate-allreduce-grads-in-fp32`, its default before
@@ -46,6 +49,7 @@ NO_OP, OS, OSG, FS = (
 
 LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp4": 1.0}  # row-wise + column-wise copies per parameter
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+MOMENT_BYTES = {"fp32": 8.0, "bf16": 4.0}  # Adam m and v per parameter, by workload.optimizer_moments_dtype
 
 
 def low_precision_copy_bytes(precision: str) -> float:
@@ -77,11 +81,17 @@ def reduces_every_micro_batch(sharding, policy: str = "auto"):
 
 
 def bytes_per_param(
-    sharding, n, weight_bytes: float = 2.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
+    sharding,
+    n,
+    weight_bytes: float = 2.0,
+    grad_bytes: float = 4.0,
+    grad_policy: str = "auto",
+    moment_bytes: float = 8.0,
 ) -> dict[str, np.ndarray]:
     """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks
     (weight_bytes: `working_weight_bytes`, bf16 = 2; grad_bytes: GRAD_BYTES[grad_reduce_dtype];
-    grad_policy: workload.dp_grad_reduce, per_step keeps the full gradient buffer)."""
+    grad_policy: workload.dp_grad_reduce, per_step keeps the full gradient buffer; moment_bytes:
+    MOMENT_BYTES[optimizer_moments_dtype], Adam m + v)."""
     sharding = np.asarray(sharding)
     n = np.asarray(n, dtype=np.float64)
     fully = sharding == FS
@@ -89,19 +99,27 @@ def bytes_per_param(
     # only the 1/n shard is kept where each micro-batch's gradients are reduced as they come
     sharded_grads = ((sharding == OSG) | fully) & reduces_every_micro_batch(sharding, grad_policy)
     grads = np.where(sharded_grads, grad_bytes / n, grad_bytes)
-    optimizer = np.where(sharding == NO_OP, 12.0, np.where(fully, 8.0 / n, 12.0 / n))
+    master = 4.0 + moment_bytes  # the fp32 master copy and the moments (FULLY_SHARD: the moments only)
+    optimizer = np.where(sharding == NO_OP, master, np.where(fully, moment_bytes / n, master / n))
     return {"weights": weights, "grads": grads, "optimizer": optimizer}
 
 
 def group_bytes_per_param(
-    sharding, dp, cp, ep, weight_bytes: float = 2.0, grad_bytes: float = 4.0, grad_policy: str = "auto"
+    sharding,
+    dp,
+    cp,
+    ep,
+    weight_bytes: float = 2.0,
+    grad_bytes: float = 4.0,
+    grad_policy: str = "auto",
+    moment_bytes: float = 8.0,
 ):
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = dense_dp_size(dp, cp)
     expert_group = expert_dp_size(dp, cp, ep)
     return (
-        bytes_per_param(sharding, dense_group, weight_bytes, grad_bytes, grad_policy),
-        bytes_per_param(sharding, expert_group, weight_bytes, grad_bytes, grad_policy),
+        bytes_per_param(sharding, dense_group, weight_bytes, grad_bytes, grad_policy, moment_bytes),
+        bytes_per_param(sharding, expert_group, weight_bytes, grad_bytes, grad_policy, moment_bytes),
     )
 
 

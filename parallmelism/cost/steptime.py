@@ -52,7 +52,7 @@ from .roofline import Rates, ops_times
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, tokens_per_rank
-from .states import GRAD_BYTES, NO_OP, param_gather_bytes, reduces_every_micro_batch, working_weight_bytes
+from .states import GRAD_BYTES, MOMENT_BYTES, NO_OP, param_gather_bytes, reduces_every_micro_batch, working_weight_bytes
 from ..specs import Recompute
 
 FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
@@ -313,9 +313,9 @@ def _dp_terms(cols, model, hw, wl, rates):
     )
     shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp_s, cp))
     shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep))
-    opt_bytes = optimizer_bytes_per_param(working_weight_bytes(wl), grad_bytes) * (
-        p["dense"] / shard_d + p["experts"] / shard_e
-    )
+    opt_bytes = optimizer_bytes_per_param(
+        working_weight_bytes(wl), grad_bytes, MOMENT_BYTES[wl.optimizer_moments_dtype]
+    ) * (p["dense"] / shard_d + p["experts"] / shard_e)
     # gradient reductions per step: m where each micro-batch's gradients are reduced (cost/states.py)
     per_mb = reduces_every_micro_batch(sh, wl.dp_grad_reduce).astype(np.float64)
     terms = {

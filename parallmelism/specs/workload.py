@@ -38,6 +38,11 @@ class TrainWorkload(BaseModel):
         description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32; "
         "fp16: Megatron fp16 runs without --accumulate-allreduce-grads-in-fp32)",
     )
+    optimizer_moments_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="Adam first and second moments (Megatron-Core --use-precision-aware-optimizer "
+        "--exp-avg-dtype/--exp-avg-sq-dtype bf16, as DeepSeek-V3 trained); the master weights stay fp32",
+    )
     schedule: Literal["1f1b", "gpipe", "zero_bubble"] = Field(
         "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B"
     )

@@ -44,6 +44,10 @@ values follow one rule each (stated here, applied to every row, never per case):
   Narayanan et al. and Korthikanti et al. state fp16: Megatron-LM reduced fp16 gradients unless `--accumulate-allreduce-grads-in-fp32` was given
   (arguments.py of 2021-22 forces fp32 only for bf16; examples/sc21/CONFIG.sh does not give it, and
   `--DDP-impl torch` could not take it).
+- optimizer_moments_dtype (optional): blank means fp32. Megatron-Bridge's DeepSeek-V3 recipe
+  (src/megatron/bridge/recipes/deepseek/deepseek_v3.py, v0.1.0rc3/rc4 of the 25.09 container) sets
+  `use_precision_aware_optimizer = True` with `exp_avg_dtype` and `exp_avg_sq_dtype` bf16, which
+  the performance scripts keep: the mbridge2509 row states bf16.
 - fp8_param_gather (optional): blank means false. NVIDIA's NeMo fp8 recipes gather fp8 parameters:
   the v25.01 configure.sh files pass `model.fp8_params=true` (Llama 3.1, Nemotron-4; GPT-3's hydra
   config sets `fp8_params: true`; Grok-1's sets false), and NeMo 2's `bf16_with_fp8_mixed()` sets
@@ -140,6 +144,7 @@ STATED_WORKLOAD_COLUMNS = (
     "launch_blocking",
     "grad_reduce_dtype",
     "fp8_param_gather",
+    "optimizer_moments_dtype",
 )
 
 
