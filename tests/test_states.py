@@ -40,14 +40,15 @@ def test_seed_405b_on_dp8():
     assert round(p * total_bytes("FULLY_SHARD", 8) / GIB, 2) == 755.95
 
 
-def test_seed_405b_through_the_engine():
+def _seed_405b_on_dp8(shardings, **workload):
+    """The seed PoC's 405B on 8 GPUs (DP 8, no model parallelism), one row per sharding."""
     from parallmelism.engine import evaluate
     from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
 
     run = RunConfig(
         model=load_option("model", "llama3.1-405b"),
         hardware=load_option("hardware", "h100-sxm-80gb"),
-        workload=TrainWorkload(seq_len=8192, global_batch=4096),
+        workload=TrainWorkload(seq_len=8192, global_batch=4096, **workload),
         grid=GridSpec(
             ngpus=[8],
             tp=[1],
@@ -55,13 +56,18 @@ def test_seed_405b_through_the_engine():
             cp=[1],
             micro_batch=[1],
             vpp=[1],
-            dp_sharding=["NO_OP", "FULLY_SHARD"],
+            dp_sharding=list(shardings),
             recompute=["none"],
             sequence_parallel=[False],
         ),
     )
     df, _ = evaluate(run)
-    states = dict(zip(df["dp_sharding"].astype(str), df["mem_states_gib"]))
+    return df.set_index(df["dp_sharding"].astype(str))
+
+
+def test_seed_405b_through_the_engine():
+    df = _seed_405b_on_dp8(["NO_OP", "FULLY_SHARD"])
+    states = df["mem_states_gib"].to_dict()
     # ours counts the 4.1M norm weights the seed left out: 0.001 % more
     assert states["NO_OP"] == pytest.approx(6803.58, rel=2e-5)
     assert states["FULLY_SHARD"] == pytest.approx(755.95, rel=2e-5)
@@ -107,28 +113,9 @@ def test_bf16_adam_moments(strategy, n, expected):
 def test_bf16_moments_through_the_engine():
     """The seed's 405B on DP 8 (6803.58 GiB of states at 18 B/param, NO_OP) takes 14 B/param with
     bf16 moments: 5291.67 GiB; under ZeRO-1 the optimizer shard is 8/12 of the fp32 one."""
-    from parallmelism.engine import evaluate
-    from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
 
     def states(moments):
-        run = RunConfig(
-            model=load_option("model", "llama3.1-405b"),
-            hardware=load_option("hardware", "h100-sxm-80gb"),
-            workload=TrainWorkload(seq_len=8192, global_batch=4096, optimizer_moments_dtype=moments),
-            grid=GridSpec(
-                ngpus=[8],
-                tp=[1],
-                pp=[1],
-                cp=[1],
-                micro_batch=[1],
-                vpp=[1],
-                dp_sharding=["NO_OP", "OPTIMIZER_STATES"],
-                recompute=["none"],
-                sequence_parallel=[False],
-            ),
-        )
-        df, _ = evaluate(run)
-        return df.set_index(df["dp_sharding"].astype(str))
+        return _seed_405b_on_dp8(["NO_OP", "OPTIMIZER_STATES"], optimizer_moments_dtype=moments)
 
     fp32, bf16 = states("fp32"), states("bf16")
     assert bf16.loc["NO_OP", "mem_states_gib"] == pytest.approx(6803.58 * 14 / 18, rel=2e-5)
