@@ -31,14 +31,16 @@ def test_korthikanti_eight_within_target(table):
 
 # Known gaps with kernel times from kernel measurements and the named overheads fitted once per
 # accelerator (python -m parallmelism.validate.calibrate: fewest rows over 15 %, then the mean).
-# H100: mcore-h100-32b +44 % and mcore-h100-70b +16 % (+9 % and -1 % with kernels alone: the
-# Megatron-Core README gives no micro-batch; at the rule's b = 1 the fp32 DP reduce-scatter over one
-# NIC per GPU hides under only the last micro-batch's backward, and the overheads the other H100
-# rows need come on top); llama3-405b-128k -21 % (-29 % with kernels alone; its all-gather context
-# parallelism is modelled, its document masks are not, and the step is derived with a non-causal
-# FLOP count Meta does not publish). The DGX Cloud GPT-3 pair at tag v25.01 sits at the bar from the
-# other side (-14.9 % bf16, -14.1 % fp8, fast by the same amount in both precisions): the same recipe
-# at v25.04 (NeMo 24.12, VP 6) ran 7 % faster (parallmelism/cases/scaling/dgxc_v2504.csv).
+# H100: mcore-h100-32b +44 % (+9 % with kernels alone: the Megatron-Core README gives no
+# micro-batch; at the rule's b = 1 its DP traffic over one NIC per GPU hides under only the first
+# micro-batch's forward and the last one's backward, and the overheads the other H100 rows need
+# come on top; test_mcore_32b_gap_is_its_micro_batch_not_the_overheads); llama3-405b-128k -21 %
+# (-29 % with kernels alone; its all-gather context parallelism is modelled, its document masks are
+# not, and the step is derived with the non-causal FLOP count of PaLM's MFU, which the Llama 3 paper
+# cites: a causal count would put the row at +11 %). The DGX Cloud GPT-3 pair at tag v25.01 sits
+# at the bar from the other side (-14.5 % bf16, -13.5 % fp8, fast by the same amount in both
+# precisions): the same recipe at v25.04 (NeMo 24.12, VP 6) ran 7 % faster
+# (parallmelism/cases/scaling/dgxc_v2504.csv).
 # A100: none since bloom-176b states its cluster (Omni-Path, 6.25 GB/s per GPU) and its script's
 # CUDA_LAUNCH_BLOCKING=1, and Narayanan's rows their scripts' micro-batches (validate/steptime.py).
 KNOWN_GAPS = (
