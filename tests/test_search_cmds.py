@@ -124,6 +124,7 @@ def test_plan_train_cli_matches_fastest_fitting_layout(small_table, tmp_path):
         assert row["energy_mwh"] == pytest.approx(row["ngpus"] * hw.tdp_w * days * 24 * 1.2 / 1e6)
     summary = (tmp_path / "plan.summary.md").read_text()
     assert "utilization (goodput) 90%" in summary and "PUE 1.2" in summary
+    assert "kernel table" in summary and "named overheads" in summary  # what the training step is made of
 
 
 def test_plan_train_errors_are_one_sentence_and_write_nothing(tmp_path):

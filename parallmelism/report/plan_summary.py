@@ -57,8 +57,9 @@ def train_summary(table, run, plan) -> str:
         f" hosts, network and cooling enter through PUE {plan.pue:g}.",
         f"- price: ${hw.cost_per_gpu_hour_usd:g} per GPU-hour (hardware/{hw.name}.yaml; override with"
         " hardware.cost_per_gpu_hour_usd=...).",
-        "- step time: the analytical time model with the accelerator's efficiency block (achievable fractions"
-        " of peak FLOP/s, HBM and link bandwidth), one layout for the whole run.",
+        "- step time: the analytical time model: per-op kernel times from the accelerator's kernel table"
+        " (measured, or a measured one scaled to it), collectives at its link bandwidths, plus its named"
+        f" overheads (hardware/{hw.name}.yaml `overheads:`), one layout for the whole run.",
         "- each GPU count uses its fastest layout that fits in memory.",
         "",
     ]

@@ -4,8 +4,9 @@ memory     stacked bars of per-GPU memory (weights, grads, optimizer, FSDP buffe
            logits) for the best layouts, with the usable-HBM line
 roofline   arithmetic intensity (FLOPs / HBM byte) vs attainable FLOP/s: the peak roof, the
            achievable roof (efficiency block), and one layer's ops of the best layout placed at
-           min(achievable FLOP/s, AI · achievable HBM bandwidth) (Williams et al. 2009; JAX
-           scaling book); forward ops of one micro-batch on one GPU (cost.flops.layer_ops)
+           the FLOP/s the training model gives them, FLOPs / kernel time (`roofline_points`: the
+           kernel tables, cost.kernels, as `show` prints them) (Williams et al. 2009; JAX scaling
+           book); forward ops of one micro-batch on one GPU (cost.flops.layer_ops)
 pareto     every fitting layout (GPUs vs step time) and the non-dominated front
 scaling    GPUs vs training throughput (tokens/s) of the fastest layout per GPU count, with the
            linear-scaling line through the smallest count
@@ -221,28 +222,34 @@ def plot_step_time(run, out: Path, top: int) -> Path:
     return _save(fig, out)
 
 
+def roofline_points(model, hw, wl, micro_batch: int, tp: int, cp: int, sp: bool):
+    """[(op name, op kind, arithmetic intensity FLOPs/B, FLOP/s)] of one layer's forward ops on one
+    GPU of a layout: FLOPs over the op's forward kernel time (cost.roofline.op_times, the numbers
+    `show` prints), so each point sits where the training model runs it, at or under its roofs.
+    Ops without FLOPs (norms, residual adds, activations) come with FLOP/s 0."""
+    from ..cost import flops as F
+    from ..cost.roofline import Rates, op_times
+
+    rates = Rates(hw, wl.precision)
+    out = []
+    for op in F.layer_ops(model, wl.seq_len, micro_batch, tp, cp, sp, wl.flash_attention):
+        fl, by = float(np.asarray(op.flops)), float(np.asarray(op.bytes))
+        if by <= 0:
+            continue
+        fwd = float(np.asarray(op_times(op, rates)[0]))
+        out.append((op.name, op.kind, fl / by, fl / fwd if fl > 0 and fwd > 0 else 0.0))
+    return out
+
+
 def plot_roofline(run, out: Path, top: int) -> Path:
-    try:
-        from ..cost import flops as F
-        from ..cost.ops import OpKind
-        from ..cost.roofline import Rates
-    except ImportError:
-        raise UserError(
-            "the roofline plot needs the per-op FLOPs inventory (cost.flops), not in this version"
-        ) from None
+    from ..cost import flops as F
+    from ..cost.ops import OpKind
+    from ..cost.roofline import Rates, op_times
+
     plt = _plt()
     df = _evaluate(run)
     r = _best_rows(df, 1).iloc[0]
     hw, wl, model = run.hardware, run.workload, run.model
-    ops = F.layer_ops(
-        model,
-        wl.seq_len,
-        int(r["micro_batch"]),
-        int(r["tp"]),
-        int(r["cp"]),
-        bool(r["sequence_parallel"]),
-        wl.flash_attention,
-    )
     rates = Rates(hw, wl.precision)
     peak = hw.peak_flops(wl.precision)
     bw = hw.hbm_bandwidth_gbps * 1e9
@@ -260,32 +267,23 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     ridge = peak / bw
     ax.axvline(ridge, color="gray", linewidth=0.5, linestyle=":")
     ax.text(ridge, peak / 1e12 * 1.1, f"ridge {ridge:.0f} FLOP/B", fontsize=7, ha="center")
-    markers = {OpKind.MATMUL: ("o", "GEMM (this layout)"), OpKind.ATTENTION: ("s", "attention core (this layout)")}
-
-    def place(fl, by, rate):
-        ai_ = fl / by
-        return ai_, min(rate, ai_ * rates.hbm)
-
+    markers = {OpKind.MATMUL: "o", OpKind.ATTENTION: "s"}
+    points = roofline_points(
+        model, hw, wl, int(r["micro_batch"]), int(r["tp"]), int(r["cp"]), bool(r["sequence_parallel"])
+    )
     elementwise = []
-    for i, op in enumerate(ops):
-        fl, by = float(np.asarray(op.flops)), float(np.asarray(op.bytes))
-        if by <= 0:
+    for i, (name, kind, x, rate) in enumerate(points):
+        if rate <= 0 or kind not in markers:
+            elementwise.append(name)
             continue
-        if fl <= 0 or op.kind not in markers:
-            elementwise.append(op.name)
-            continue
-        rate = rates.flops_rate(op)
-        rate = float(np.asarray(rate)) if np.all(np.isfinite(rate)) else peak
-        x, y = place(fl, by, rate)
-        mk, kind = markers[op.kind]
         ax.scatter(
             [x],
-            [y / 1e12],
-            marker=mk,
+            [rate / 1e12],
+            marker=markers[kind],
             s=45,
             color=COLORS[i % len(COLORS)],
             zorder=3,
-            label=f"{op.name}",
+            label=f"{name} (kernel model)",
             edgecolor="black",
             linewidth=0.4,
         )
@@ -305,7 +303,8 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     tp = int(r["tp"])
     for j, tokens in enumerate((1, 16, 256)):
         op = F._gemm("decode_mlp", float(tokens), float(h), float(model.ffn_hidden) / tp)
-        x, y = place(float(op.flops), float(op.bytes), rates.gemm_peak)
+        fl = float(op.flops)
+        x, y = fl / float(op.bytes), fl / float(np.asarray(op_times(op, rates)[0]))
         ax.scatter(
             [x],
             [y / 1e12],
