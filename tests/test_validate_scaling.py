@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from parallmelism.validate.calibrate import series_name
+from parallmelism.validate.calibrate import is_growth_series, series_name
 
 FOLDER = REPO / "parallmelism" / "cases" / "scaling"
 V2501, V2504 = FOLDER / "dgxc_v2501.csv", FOLDER / "dgxc_v2504.csv"
@@ -29,9 +29,9 @@ def table():
 
 
 def _series(table):
-    """(name, rows by GPU count) of every series with at least three GPU counts."""
+    """(name, rows by GPU count) of every series whose growth the overhead fit scores."""
     for name, rows in table.groupby("series"):
-        if len(rows) >= 3 and "proxy" not in name:
+        if is_growth_series(name, len(rows)):
             yield name, rows.sort_values("gpus")
 
 

@@ -60,6 +60,7 @@ def test_mcore_32b_gap_is_its_micro_batch_not_the_overheads():
     one NIC per GPU hides only under the first micro-batch's forward and the last one's backward,
     so kernels and exposed DP alone, with every named overhead at zero, exceed the measured step;
     with the whole per-replica batch in one micro-batch (b = 4) the DP traffic hides."""
+    from parallmelism.validate.calibrate import TERMS, _with
     from parallmelism.validate.runner import _context, _evaluate_one
     from parallmelism.validate.steptime import step_time_run_of
 
@@ -68,10 +69,8 @@ def test_mcore_32b_gap_is_its_micro_batch_not_the_overheads():
 
     def kernels_only(b):
         run = step_time_run_of({**row, "micro_batch": str(b)}, _context([], None))
-        zero = run.hardware.overheads.model_copy(
-            update=dict(layer_launch_us=0.0, comm_contention=0.0, step_fixed_ms=0.0, straggler_per_doubling=0.0)
-        )
-        return _evaluate_one(run.model_copy(update={"hardware": run.hardware.model_copy(update={"overheads": zero})}))
+        zero = _with(run.hardware, **{t: 0.0 for t in TERMS})  # every named overhead at zero
+        return _evaluate_one(run.model_copy(update={"hardware": zero}))
 
     b1, b4 = kernels_only(1), kernels_only(4)
     assert float(b1["time_step_s"]) > measured  # 0.970 s against 0.892

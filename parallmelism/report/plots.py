@@ -222,29 +222,33 @@ def plot_step_time(run, out: Path, top: int) -> Path:
     return _save(fig, out)
 
 
+def _roofline_point(op, rates):
+    """(arithmetic intensity FLOPs/B, FLOP/s) of one op: FLOPs over its forward kernel time
+    (cost.roofline.op_times); FLOP/s 0 for an op without FLOPs."""
+    from ..cost.roofline import op_times
+
+    fl, by = float(np.asarray(op.flops)), float(np.asarray(op.bytes))
+    fwd = float(np.asarray(op_times(op, rates)[0]))
+    return fl / by, (fl / fwd if fl > 0 and fwd > 0 else 0.0)
+
+
 def roofline_points(model, hw, wl, micro_batch: int, tp: int, cp: int, sp: bool):
     """[(op name, op kind, arithmetic intensity FLOPs/B, FLOP/s)] of one layer's forward ops on one
     GPU of a layout: FLOPs over the op's forward kernel time (cost.roofline.op_times, the numbers
     `show` prints), so each point sits where the training model runs it, at or under its roofs.
     Ops without FLOPs (norms, residual adds, activations) come with FLOP/s 0."""
     from ..cost import flops as F
-    from ..cost.roofline import Rates, op_times
+    from ..cost.roofline import Rates
 
     rates = Rates(hw, wl.precision)
-    out = []
-    for op in F.layer_ops(model, wl.seq_len, micro_batch, tp, cp, sp, wl.flash_attention):
-        fl, by = float(np.asarray(op.flops)), float(np.asarray(op.bytes))
-        if by <= 0:
-            continue
-        fwd = float(np.asarray(op_times(op, rates)[0]))
-        out.append((op.name, op.kind, fl / by, fl / fwd if fl > 0 and fwd > 0 else 0.0))
-    return out
+    ops = F.layer_ops(model, wl.seq_len, micro_batch, tp, cp, sp, wl.flash_attention)
+    return [(op.name, op.kind, *_roofline_point(op, rates)) for op in ops if float(np.asarray(op.bytes)) > 0]
 
 
 def plot_roofline(run, out: Path, top: int) -> Path:
     from ..cost import flops as F
     from ..cost.ops import OpKind
-    from ..cost.roofline import Rates, op_times
+    from ..cost.roofline import Rates
 
     plt = _plt()
     df = _evaluate(run)
@@ -303,8 +307,7 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     tp = int(r["tp"])
     for j, tokens in enumerate((1, 16, 256)):
         op = F._gemm("decode_mlp", float(tokens), float(h), float(model.ffn_hidden) / tp)
-        fl = float(op.flops)
-        x, y = fl / float(op.bytes), fl / float(np.asarray(op_times(op, rates)[0]))
+        x, y = _roofline_point(op, rates)
         ax.scatter(
             [x],
             [y / 1e12],

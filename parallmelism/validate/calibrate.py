@@ -71,10 +71,16 @@ def series_name(case: str) -> str:
     return re.sub(r"-\d+gpu-", "-", case)
 
 
+def is_growth_series(name: str, points: int) -> bool:
+    """Whether a scaling series' growth is scored: three GPU counts or more, and not a proxy (fewer
+    layers of a named model: their layer count changes with the GPU count, so their step is not a
+    growth)."""
+    return points >= 3 and "proxy" not in name
+
+
 def scaling_series():
     """{accelerator: [(series, [(case, measured s, run) by rising GPU count])]}: the series of
-    parallmelism/cases/scaling/ with at least three GPU counts, but the proxies (fewer layers of a
-    named model: their layer count changes with the GPU count, so their step is not a growth)."""
+    parallmelism/cases/scaling/ whose growth is scored (`is_growth_series`)."""
     folder = resources.files("parallmelism") / "cases" / "scaling"
     seen: dict[str, tuple] = {}
     for f in sorted(folder.iterdir(), key=lambda x: x.name):
@@ -86,7 +92,7 @@ def scaling_series():
         groups.setdefault(series_name(item[0]), []).append(item)
     out: dict[str, list] = {}
     for name, items in groups.items():
-        if len(items) >= 3 and "proxy" not in name:
+        if is_growth_series(name, len(items)):
             items.sort(key=lambda i: i[2].grid.ngpus[0])
             out.setdefault(items[0][2].hardware.name, []).append((name, items))
     return out
@@ -98,6 +104,14 @@ def growth_terms(series):
     ends = [item for _, items in series for item in (items[0], items[-1])]
     measured = np.array([items[-1][1] / items[0][1] for _, items in series])
     return linearise([i[2] for i in ends]), measured
+
+
+def growth_mismatch(growth, terms):
+    """Predicted minus measured growth (fractions) of each series (rows) at each column of `terms`
+    (terms x columns: the grid, or one set of terms), from `growth_terms`' linear model."""
+    (g0, gJ), measured = growth
+    ends = g0[:, None] + gJ @ terms
+    return ends[1::2] / ends[0::2] - measured[:, None]
 
 
 def _predict(runs, terms):
@@ -140,9 +154,7 @@ def fit(cases, runs, measured, linear=None, growth=None):
     # growth mismatch of the scaling series (module docstring)
     penalty = PARSIMONY * sum(mesh[j] / GRID[t][-1] for j, t in enumerate(TERMS))
     if growth is not None:
-        (g0, gJ), g_measured = growth
-        ends = g0[:, None] + gJ @ grid
-        penalty = penalty + np.abs(ends[1::2] / ends[0::2] - g_measured[:, None]).mean(axis=0)
+        penalty = penalty + np.abs(growth_mismatch(growth, grid)).mean(axis=0)
 
     def score_of(pred, extra):
         """Rows outside the bar first, then the mean |error| plus `extra` (parsimony, growth);
@@ -253,9 +265,7 @@ def main(argv=None) -> int:
             f"with overheads: mean {e.mean():.2f} % median {np.median(e):.2f} % max {e.max():.2f} %"
         )
         if growth is not None:
-            (g0, gJ), g_measured = growth
-            ends = g0 + gJ @ np.array([terms[t] for t in TERMS])
-            d = (ends[1::2] / ends[0::2] - g_measured) * 100
+            d = growth_mismatch(growth, np.array([[terms[t]] for t in TERMS]))[:, 0] * 100
             print(
                 f"growth over {len(d)} scaling series (largest / smallest GPU count), predicted - measured: "
                 f"mean |.| {np.abs(d).mean():.2f} points, median {np.median(d):+.2f}, from {d.min():+.2f} to {d.max():+.2f}"
