@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from parallmelism.config import load_option, load_run_configs
@@ -31,6 +31,8 @@ LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "re
 SETTINGS = settings(
     max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
+# A strict xfail needs its first counterexample, not the smallest one: shrinking it took a minute.
+SETTINGS_KNOWN_GAP = settings(SETTINGS, phases=[Phase.explicit, Phase.generate])
 REL = 1e-9
 
 
@@ -121,6 +123,18 @@ def _fp8_vs_bf16(overrides):
     return _paired(fp8, bf16) if len(fp8) else None
 
 
+# How much slower fp8 may come out than bf16 on the same layout: the known gap below stays within it.
+FP8_KNOWN_GAP = 0.02
+
+
+@SETTINGS
+@given(runs())
+def test_fp8_step_at_most_the_known_gap_slower_than_bf16(overrides):
+    m = _fp8_vs_bf16(overrides)
+    if m is not None:
+        assert (m["time_step_s_a"] <= m["time_step_s_b"] * (1 + FP8_KNOWN_GAP)).all()
+
+
 @pytest.mark.xfail(
     reason="known gap (issue 10/11): Transformer Engine's casts (input and output-gradient amax, "
     "cast and transpose per GEMM) and the fp8 weight copies written after every optimizer step "
@@ -130,7 +144,7 @@ def _fp8_vs_bf16(overrides):
     "(e.g. a per-GEMM bf16 fallback as recipes do for small layers), this reports XPASS",
     strict=True,
 )
-@SETTINGS
+@SETTINGS_KNOWN_GAP
 @given(runs())
 def test_fp8_step_never_slower_than_bf16(overrides):
     m = _fp8_vs_bf16(overrides)

@@ -8,6 +8,9 @@ to prove the exit code and stderr of the installed entry point.
 
 from __future__ import annotations
 
+import json
+import os
+
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -49,6 +52,21 @@ def files(tmp_path_factory):
     (d / "tol.yaml").write_text("mem_total_gib: {rtol: -1}\n")
     (d / "tol_bad.yaml").write_text("mem_total_gib: [1, 2\n")
     (d / "afile").write_text("x")
+    os.mkfifo(d / "pipe.csv")  # stands in for /dev/full and other devices: never replaced
+    (d / "header_only.csv").write_text(pd.read_csv(GOLDEN, nrows=0).to_csv(index=False))
+    (d / "hf.json").write_text(
+        json.dumps(
+            dict(
+                model_type="llama",
+                hidden_size=4096,
+                intermediate_size=14336,
+                num_hidden_layers=32,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                vocab_size=128256,
+            )
+        )
+    )
     return d
 
 
@@ -154,6 +172,27 @@ CORPUS = [
     ("compare-negative-rtol", ["compare", str(GOLDEN), str(GOLDEN), "--rtol", "-1"]),
     ("compare-negative-tolerance-file", ["compare", str(GOLDEN), str(GOLDEN), "--tolerances", "{d}/tol.yaml"]),
     ("compare-malformed-tolerance-file", ["compare", str(GOLDEN), str(GOLDEN), "--tolerances", "{d}/tol_bad.yaml"]),
+    # hostile output paths: never replaced, never a traceback, checked before the computation
+    ("output-is-a-pipe", [S, "output.path={d}/pipe.csv"]),
+    ("output-name-too-long", [S, "output.path={d}/" + "x" * 300 + ".csv"]),
+    ("output-name-leaves-no-room-for-the-temporary", [S, "output.path={d}/" + "x" * 240 + ".csv"]),
+    ("full-output-is-a-file", ["best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/afile"]),
+    ("full-output-is-a-pipe", ["pareto", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/pipe.csv"]),
+    ("full-output-foreign-folder", ["best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/brokenyaml"]),
+    ("merge-out-not-a-table", ["merge", str(GOLDEN), "--out", "{d}/merged.txt"]),
+    ("merge-out-is-a-pipe", ["merge", str(GOLDEN), "--out", "{d}/pipe.csv"]),
+    ("merge-out-and-output-path-disagree", ["merge", str(GOLDEN), "--out", "{out}", "output.path={d}/other.csv"]),
+    ("merge-no-rows", ["merge", "{d}/header_only.csv", "--out", "{out}"]),
+    ("validate-out-not-a-table", ["validate", "--cases", "{d}/cases_missing.csv", "--out", "{d}/v.txt"]),
+    ("import-hf-name-is-a-path", ["import-hf", "{d}/hf.json", "--name", "../../evil", "--out", "{out}"]),
+    ("import-hf-name-empty", ["import-hf", "{d}/hf.json", "--name", "", "--out", "{out}"]),
+    ("import-hf-out-not-yaml", ["import-hf", "{d}/hf.json", "--out", "{d}/model.txt"]),
+    ("profile-out-is-a-file", ["profile", "--device", "cpu", "--quick", "-q", "--out", "{d}/afile"]),
+    ("pareto-front-empty", ["pareto", GOOD_MODEL, "grid.ngpus=[8]", "--front", ""]),
+    ("multirun-with-out", [S, "-m", GOOD_MODEL, "grid.ngpus=[8]", "--out", "{out}"]),
+    ("multirun-output-path-not-a-table", [S, "-m", GOOD_MODEL, "grid.ngpus=[8]", "output.path={d}/part.txt"]),
+    ("multirun-empty-grid", [S, "-m", GOOD_MODEL, "grid.ngpus=[8]", "grid.tp=[3]", "hydra.sweep.dir={d}/mr"]),
+    ("multirun-sweep-dir-uncreatable", [S, "-m", GOOD_MODEL, "grid.ngpus=[8]", "hydra.sweep.dir={d}/afile/mr"]),
 ]
 
 # One real subprocess per kind of failure (the rest run in-process).
@@ -171,7 +210,8 @@ SUBPROCESS_SAMPLE = {
 
 def _args(args, d, out):
     args = [a.replace("{d}", str(d)).replace("{out}", str(out)) for a in args]
-    if args[0] in ("sweep", "show") and not any(a.startswith("output.path") for a in args):
+    multirun = "-m" in args
+    if args[0] in ("sweep", "show") and not multirun and not any(a.startswith("output.path") for a in args):
         args.append(f"output.path={out}")
     return args
 
@@ -184,6 +224,11 @@ def _check(code, stderr, stdout, out, d):
     assert len(lines[0]) > len("error: ") + 15  # a sentence, not a bare code
     assert not out.exists()
     assert not list(out.parent.glob(".*.tmp")), "partial temporary file left behind"
+    # the hostile targets are as they were, and nothing new appeared beside them
+    assert (d / "pipe.csv").is_fifo() and (d / "afile").read_text() == "x"
+    assert sorted(p.name for p in (d / "brokenyaml").iterdir()) == ["models"]
+    new = {"merged.txt", "other.csv", "v.txt", "model.txt", "part.txt", "mr", "evil"}
+    assert not new & {p.name for p in d.iterdir()}
 
 
 def test_corpus_is_large_enough():
@@ -210,6 +255,23 @@ def test_bad_input_real_process(name, args, files, tmp_path):
     _check(r.returncode, r.stderr, r.stdout, out, files)
 
 
+# Mistakes the command-line parser finds: the installed entry point makes them one sentence too
+# (the in-process runner above is click's standalone mode, which prints a usage box).
+USAGE_ERRORS = [
+    ("option-not-a-number", ["sweep", "--top", "abc"]),
+    ("option-out-of-range", ["best", "--top", "0"]),
+    ("argument-missing", ["list"]),
+    ("subcommand-unknown", ["plan", "bogus"]),
+]
+
+
+@pytest.mark.parametrize("name,args", USAGE_ERRORS, ids=[c[0] for c in USAGE_ERRORS])
+def test_usage_errors_are_one_sentence(name, args, files, tmp_path):
+    r = run_cli(*args)
+    _check(r.returncode, r.stderr, r.stdout, tmp_path / "out.csv", files)
+    assert "--help" in r.stderr  # names where to look
+
+
 def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
     """A crash in the middle of writing leaves neither the target nor the temporary file."""
     import pyarrow.csv as pacsv
@@ -232,3 +294,27 @@ def test_existing_output_survives_a_failed_run(tmp_path):
     r = CliRunner().invoke(app, ["sweep", "model=nosuch", f"output.path={out}"])
     assert r.exit_code == 2
     assert out.read_text() == "previous results\n"
+
+
+def test_files_written_together_are_all_or_nothing(tmp_path, monkeypatch):
+    """A plan and its summary, an accelerator file and its kernel table: when the second cannot be
+    written, the first is not left behind either (and an existing pair stays as it was)."""
+    from pathlib import Path
+
+    from parallmelism.report.writer import write_table_and_text, write_texts
+
+    (tmp_path / "a.yaml").write_text("old")
+    real = Path.write_text
+
+    def full_disk(self, text, *a, **k):
+        if self.name.startswith(".b."):
+            raise OSError(28, "No space left on device")
+        return real(self, text, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(Exception, match="no space left"):
+        write_texts({tmp_path / "a.yaml": "new", tmp_path / "b.csv": "x"})
+    with pytest.raises(Exception, match="no space left"):
+        write_table_and_text(pd.DataFrame({"tp": [1]}), tmp_path / "plan.csv", "summary", tmp_path / "b.md")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml"]
+    assert (tmp_path / "a.yaml").read_text() == "old"

@@ -81,18 +81,37 @@ def _raise_on_termination() -> None:
 
 
 def main():
-    """Console entry: typer app; any UserError escaping a command is one line and exit 2."""
+    """Console entry: the typer app, every error one sentence. A UserError escaping a command,
+    a command-line mistake click finds (bad option value, unknown option, missing argument) and an
+    OS error no command anticipated (a name too long, a read-only folder) are one line and exit 2;
+    Ctrl-C is exit 130 after the writers have removed their temporaries."""
     from ..errors import UserError
-    from .common import console, fail
+    from .common import console, print_error
 
     _raise_on_termination()
     try:
-        app()
-    except KeyboardInterrupt:  # Ctrl-C: the writers have removed their temporaries on the way out
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's command-line errors, as typer exposes them
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:  # a bare command or group
+            typer.echo(ctx.get_help())
+            raise SystemExit(2) from None
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print_error(f"{exc.format_message().rstrip('.')}{where}")
+        raise SystemExit(2) from None
+    except (KeyboardInterrupt, typer.Abort):  # the writers have removed their temporaries
         console(stderr=True).print("interrupted; nothing was written", markup=False)
         raise SystemExit(130) from None
     except UserError as exc:  # pragma: no cover - commands catch their own
-        fail(str(exc))
+        print_error(str(exc))
+        raise SystemExit(2) from None
+    except OSError as exc:  # what no check foresaw: still one sentence, and nothing half-written
+        from ..report.writer import write_error_reason
+
+        where = f" ({str(exc.filename)[:80]!r})" if exc.filename else ""
+        print_error(f"{write_error_reason(exc)}{where}")
+        raise SystemExit(2) from None
+    raise SystemExit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def best(
 
     try:
         if multirun:
-            from .hydra_entry import run_multirun_best
+            from .hydra_entry import refuse_single_outputs, run_multirun_best
+
+            refuse_single_outputs(out=out, full_output=full_output)
 
             return run_multirun_best(list(overrides or []), config_dir, top)
         runs = load_runs(overrides, config_dir)

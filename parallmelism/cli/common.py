@@ -39,9 +39,26 @@ WORKERS = typer.Option(
     help="processes evaluating the grid (default: every core when the grid has enough partitions; "
     "the output is the same for any count)",
 )
+
+
+def check_full_output(value: Optional[Path]) -> Optional[Path]:
+    """--full-output is checked when the command line is read: a new, empty or dataset folder."""
+    if value is None:
+        return None
+    from ..errors import UserError
+    from ..report.writer import check_dataset_folder
+
+    try:
+        return check_dataset_folder(value)
+    except UserError as exc:
+        fail(str(exc))
+    return None  # pragma: no cover - fail() raises
+
+
 FULL = typer.Option(
     None,
     "--full-output",
+    callback=check_full_output,
     help="also stream EVERY evaluated row to this folder as a "
     "partitioned Parquet dataset (model=/hardware=/workload=/part-*.parquet)",
 )
@@ -56,10 +73,15 @@ def console(stderr: bool = False):
     return out
 
 
-def fail(message: str, code: int = 2):
+def print_error(message: str) -> None:
+    """`error: <one sentence>` on stderr."""
     from rich.markup import escape
 
     console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2):
+    print_error(message)
     raise typer.Exit(code)
 
 
@@ -75,6 +97,17 @@ def check_out(value: Optional[Path]) -> Optional[Path]:
     except UserError as exc:
         fail(str(exc))
     return None  # pragma: no cover - fail() raises
+
+
+def check_yaml_out(path: Path) -> Path:
+    """A config file to write (import-hf --out): a .yaml name whose folder we may write."""
+    from ..errors import UserError
+    from ..report.writer import check_writable_target
+
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise UserError(f"--out {str(path)!r} must end in .yaml (a model config file)")
+    check_writable_target(path)
+    return path
 
 
 OUT = typer.Option(None, "--out", "-o", callback=check_out, help="write the table here (.csv or .parquet)")
@@ -165,6 +198,15 @@ def out_of(out: Optional[Path], runs) -> Optional[Path]:
     from ..report.writer import check_output_path
 
     paths = {r.output.path for r in runs if r.output.path}
+    check_one_output_path(out, paths)
+    return check_output_path(paths.pop())[0] if paths else out
+
+
+def out_of_path_overrides(out: Optional[Path], overrides: list[str]) -> Optional[Path]:
+    """`out_of` for commands without a Hydra config (merge): their `output.path=FILE` arguments."""
+    from ..report.writer import check_output_path
+
+    paths = {o.split("=", 1)[1] for o in overrides}
     check_one_output_path(out, paths)
     return check_output_path(paths.pop())[0] if paths else out
 

@@ -26,7 +26,7 @@ def compare(
         "--key",
         help="comma-separated columns that identify a row (default: the configuration columns present in both files)",
     ),
-    max_rows: int = typer.Option(40, "--max-rows", help="moved values listed (largest relative change first)"),
+    max_rows: int = typer.Option(40, "--max-rows", help="moved values listed (largest relative change first)", min=0),
 ):
     """Compare two result tables; exit 0 within tolerance, 1 when something moved, 2 on bad input."""
     from ..errors import UserError

@@ -58,9 +58,13 @@ def _check_points(overrides: list[str], config_dirs) -> None:
     """Compose and validate the sweep before Hydra starts, so any failure is one sentence and exit 2.
 
     Every value of every swept key is tried once (on the first value of the other keys): unknown
-    options, launchers that are not installed and bad values surface here, not as a Hydra traceback.
+    options, launchers that are not installed, bad values and a grid with no valid layout (heads
+    not divisible by a pinned tp, ...) surface here, not as a Hydra traceback or a failed job.
     """
     from ..config.compose import compose, expand_sweeps, to_run_config
+    from ..errors import UserError
+    from ..report.writer import check_output_path
+    from ..search.chunks import layout_grid
 
     jobs = expand_sweeps(overrides)
     base = jobs[0]
@@ -71,7 +75,49 @@ def _check_points(overrides: list[str], config_dirs) -> None:
                 continue
             seen.add(item)
             point = base[:i] + [item] + base[i + 1 :]
-            to_run_config(compose(point, config_dirs))
+            run = to_run_config(compose(point, config_dirs))
+            if run.output.path:  # a job's own output.path: the rules every output path keeps
+                check_output_path(run.output.path, run.output.format)
+            grid = layout_grid(run)
+            if len(grid) == 0:
+                raise UserError(f"{' '.join(point)}: {grid.explain_empty()}")
+
+
+def refuse_single_outputs(**given) -> None:
+    """Options that name one file (--out, --full-output) do not combine with -m: every job writes
+    its own part in its job folder (or at its own output.path), and `merge` joins them."""
+    from ..errors import UserError
+
+    for option, value in given.items():
+        if value is not None:
+            flag = "--" + option.replace("_", "-")
+            raise UserError(
+                f"{flag} names one file and -m runs one job per point, each writing its own part; "
+                "leave it out and join the parts with `parallmelism merge`"
+            )
+
+
+def _check_launch(overrides: list[str]) -> None:
+    """What Hydra would otherwise find only while launching, with a traceback and a job folder
+    left behind: a sweep folder that cannot be written, and SLURM's launcher off a SLURM machine."""
+    import shutil
+
+    from ..errors import UserError
+    from ..report.writer import check_writable_target, write_error_reason
+
+    given = dict(o.split("=", 1) for o in overrides if "=" in o)
+    sweep_dir = given.get("hydra.sweep.dir")
+    if sweep_dir and "${" not in sweep_dir:
+        check_writable_target(Path(sweep_dir), folder_target=True)
+        try:  # Hydra creates it next, unchecked
+            Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create hydra.sweep.dir {sweep_dir!r}: {write_error_reason(exc)}") from None
+    if given.get("hydra/launcher") == "submitit_slurm" and shutil.which("srun") is None:
+        raise UserError(
+            "hydra/launcher=submitit_slurm submits through SLURM, and this machine has no srun; "
+            "run it on a SLURM login node, or use submitit_local or joblib here"
+        )
 
 
 def _hydra_main(flags: list[str], overrides: list[str], config_dirs, task=None) -> None:
@@ -94,12 +140,14 @@ def _hydra_main(flags: list[str], overrides: list[str], config_dirs, task=None) 
 def run_multirun(overrides: list[str], config_dirs=None) -> None:
     """`sweep -m`: validate every point (one sentence, exit 2), then Hydra multirun and its launcher."""
     _check_points(overrides, config_dirs)
+    _check_launch(overrides)
     _hydra_main(["--multirun"], overrides, config_dirs)
 
 
 def run_multirun_best(overrides: list[str], config_dirs, top: int) -> None:
     """`best -m`: validate every point (one sentence, exit 2), then one best search per job."""
     _check_points(overrides, config_dirs)
+    _check_launch(overrides)
 
     def best_task(cfg) -> None:  # a function (Hydra reads its module and code), pickled by the launchers
         _best_task(cfg, top)

@@ -19,11 +19,16 @@ def import_hf(
 ):
     """Turn a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2/3 incl. MoE) into a model YAML."""
     from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml, write_text_atomic
+    from ..config.paths import check_option_name
     from ..errors import UserError
-    from .common import console, fail
+    from .common import check_yaml_out, console, fail
 
     try:
         cfg = read_hf_config(config)
+        if name is not None:
+            check_option_name(name)
+        if out is not None:
+            check_yaml_out(out)
         model_name = name or (out.stem if out is not None else default_name(cfg, config))
         fields = model_from_hf_config(cfg, model_name, str(config))
         text = to_yaml(fields, str(config))
@@ -36,7 +41,7 @@ def import_hf(
 
         n = total_params(ModelSpec.model_validate(fields))
         console().print(
-            f"wrote {out} ({n:,} parameters); use it with `-c {out.parent.parent} model={model_name}`"
+            f"wrote {out} ({n:,} parameters); use it with `--config-dir {out.parent.parent} model={model_name}`"
             if out.parent.name == "models"
             else f"wrote {out} ({n:,} parameters)"
         )

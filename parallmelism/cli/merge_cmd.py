@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
-from .common import QUIET
+from .common import QUIET, check_out
 
 
 def merge(
-    parts: List[Path] = typer.Argument(..., help="part files (.csv, .parquet) or Parquet dataset folders"),
-    out: Path = typer.Option(..., "--out", "-o", help="merged table (.csv or .parquet)"),
+    parts: List[str] = typer.Argument(
+        ..., help="part files (.csv, .parquet) or Parquet dataset folders; output.path=FILE is --out"
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=check_out, help="merged table (.csv or .parquet)"),
     quiet: bool = QUIET,
 ):
     """Concatenate the parts written by a multirun (one per model x hardware x workload shard) into one table."""
     from ..errors import UserError
     from ..report.merge import merge_tables
-    from .common import console, fail, write_frame
+    from .common import console, fail, out_of_path_overrides, write_frame
 
     try:
-        merged = merge_tables(list(parts))
-        write_frame(merged, out, console(stderr=quiet), f"rows from {len(parts)} parts")
+        out = out_of_path_overrides(out, [p for p in parts if p.startswith("output.path=")])
+        files = [Path(p) for p in parts if not p.startswith("output.path=")]
+        if out is None:
+            raise UserError("merge needs --out FILE (or output.path=FILE): the merged table's .csv or .parquet path")
+        if not files:
+            raise UserError("merge needs at least one part file or dataset folder")
+        merged = merge_tables(files)
+        if len(merged) == 0:
+            raise UserError(f"the {len(files)} part(s) hold no rows; nothing was written")
+        write_frame(merged, out, console(stderr=quiet), f"rows from {len(files)} parts")
     except UserError as exc:
         fail(str(exc))

@@ -42,6 +42,8 @@ def pareto(
         if len(kinds) > 1:
             raise UserError("pareto compares one workload kind at a time; sweep train and inference separately")
         kind = kinds.pop()
+        if front is not None and not front.strip():
+            raise UserError("--front is empty; leave it out for the default or choose one by name")
         front = front or ("gpus-time" if kind == "train" else "latency-throughput")
         if front not in FRONTS:
             raise UserError(f"unknown --front {front!r}; choose {', '.join(FRONTS)}")

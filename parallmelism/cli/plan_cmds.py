@@ -28,11 +28,11 @@ def plan_train(
     from ..errors import UserError
     from ..report.table import frame_table
     from ..config.plan_shorthands import rewrite_plan_overrides
-    from ..report.plan_summary import summary_path, train_summary, write_summary
+    from ..report.plan_summary import train_summary, write_plan
     from ..schema import LAYOUT_AXES
     from ..search import TopKCollector, frame_of_kept
     from ..search.plan import train_plan_failure, train_plan_table
-    from .common import console, fail, load_runs, out_of, stream, write_frame
+    from .common import console, fail, load_runs, out_of, stream
 
     overrides = rewrite_plan_overrides(list(overrides or []))
     try:
@@ -93,11 +93,10 @@ def plan_train(
             )
         if failure:  # the table above shows why; nothing is written for a plan that failed
             raise UserError(failure)
-        write_frame(table, out, to, "plan rows")
         text = train_summary(table, run, plan)
         if not quiet:
             to.print(text, markup=False)
-        write_summary(text, summary_path(out), to)
+        write_plan(table, out, text, to)
     except UserError as exc:
         fail(str(exc))
 
@@ -114,11 +113,11 @@ def plan_serve(
     from ..errors import UserError
     from ..report.table import frame_table
     from ..config.plan_shorthands import rewrite_plan_overrides
-    from ..report.plan_summary import serve_summary, summary_path, write_summary
+    from ..report.plan_summary import serve_summary, write_plan
     from ..search import RowsCollector, frame_of_kept
     from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
     from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
-    from .common import console, fail, load_runs, out_of, stream, write_frame
+    from .common import console, fail, load_runs, out_of, stream
 
     overrides = rewrite_plan_overrides(list(overrides or []))
     if not any(o.split("=", 1)[0] in ("workload", "+workload") for o in overrides):
@@ -181,10 +180,9 @@ def plan_serve(
                     title="cheapest serving layouts",
                 )
             )
-        write_frame(table, out, to, "plan rows")
         text = serve_summary(table, run, run.plan, binding)
         if not quiet:
             to.print(text, markup=False)
-        write_summary(text, summary_path(out), to)
+        write_plan(table, out, text, to)
     except UserError as exc:
         fail(str(exc))

@@ -73,12 +73,18 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     import re
 
     from ..config.compose import load_option
-    from ..config.import_hf import write_text_atomic
+    from ..config.paths import check_option_name
+    from ..report.writer import check_writable_target, write_texts
     from ..errors import UserError
     from ..profiling import collectives
     from ..profiling.bench import device_facts, tasks
     from ..profiling.writer import accelerator_yaml, collectives_table_text, kernel_table_text
 
+    # the output folder and the name are checked before minutes of benchmarking
+    out = Path(out).expanduser().resolve()
+    check_writable_target(out, folder_target=True)
+    if name is not None:
+        check_option_name(name)
     if device not in ("cuda", "cpu"):
         raise UserError(f"--device {device!r}: use cuda or cpu")
     try:
@@ -91,8 +97,7 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     base = load_option("hardware", base_name)
     facts = device_facts(torch, device)
     name = name or re.sub(r"[^a-z0-9]+", "-", facts["name"].lower()).strip("-") + "-profiled"
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
-        raise UserError(f"--name {name!r}: use letters, digits, '-', '_' or '.'")
+    check_option_name(name)
     todo = tasks(torch, device, quick)
     skip_collectives = _why_no_collectives(torch, device, n_ranks, base_name)
     points = [] if skip_collectives else collectives.point_labels(device, quick)
@@ -153,21 +158,20 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
             [r["message_bytes"] for r in measured.rows],
             [r["time_s"] for r in measured.rows],
         )
-    out = Path(out).expanduser().resolve()
     table = out / "hardware" / "kernels" / f"{name}.csv"
     coll_table = out / "hardware" / "kernels" / f"{name}.collectives.csv"
     yaml_path = out / "hardware" / f"{name}.yaml"
     backends = [r["backend"] for r in rows if r["family"] == "attention"]
     backend = "cudnn" if "cudnn" in backends else (backends[0] if backends else "cudnn")
     link = (fit, measured) if fit is not None else None
-    write_text_atomic(kernel_table_text(rows, facts), table)
-    written = [yaml_path, table]
+    texts = {table: kernel_table_text(rows, facts)}
     if measured is not None and measured.rows:
-        write_text_atomic(collectives_table_text(name, measured, facts), coll_table)
-        written.append(coll_table)
-    elif coll_table.is_file():  # an earlier run's points would sit beside links that now come from --base
-        coll_table.unlink()
-    write_text_atomic(accelerator_yaml(name, rows, facts, base, table, backend, link), yaml_path)
+        texts[coll_table] = collectives_table_text(name, measured, facts)
+    texts[yaml_path] = accelerator_yaml(name, rows, facts, base, table, backend, link)
+    write_texts(texts)  # all of them or none
+    if coll_table not in texts and coll_table.is_file():
+        coll_table.unlink()  # an earlier run's points would sit beside links that now come from --base
+    written = [yaml_path, table] + ([coll_table] if coll_table in texts else [])
     _summary(console(), rows, written, out, name, measured, fit)
 
 

@@ -96,7 +96,7 @@ def sweep(
         False, "--multirun", "-m", help="hand the sweep to Hydra multirun (launcher plugins, one job per point)"
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no tables, just where it wrote"),
-    top: Optional[int] = typer.Option(None, "--top", help="rows in the terminal table"),
+    top: Optional[int] = typer.Option(None, "--top", help="rows in the terminal table", min=1),
     wide: bool = WIDE,
     out_path: Optional[Path] = typer.Option(
         None,
@@ -117,8 +117,9 @@ def sweep(
         if config_flags(cfg, resolve, info, overrides, config_dir):
             return
         if multirun:
-            from .hydra_entry import run_multirun
+            from .hydra_entry import refuse_single_outputs, run_multirun
 
+            refuse_single_outputs(out=out_path)
             return run_multirun(overrides, config_dir)
         run_sweep(overrides, config_dir, quiet, top, wide, out_path, workers, chunk_rows)
     except UserError as exc:

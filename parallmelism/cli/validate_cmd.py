@@ -7,15 +7,17 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR, OVERRIDES
+from .common import CONFIG_DIR, OVERRIDES, check_out
 
 
 def validate(
     cases: Optional[List[Path]] = typer.Option(
         None, "--cases", help="case file(s) in the format of shared/reference/*_measured.csv (default: the shipped set)"
     ),
-    out: Optional[Path] = typer.Option(None, "--out", help="write the per-case table here (CSV)"),
-    max_error: Optional[float] = typer.Option(None, "--max-error", help="exit 1 if any |error| exceeds PCT"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", callback=check_out, help="write the per-case table here (.csv or .parquet)"
+    ),
+    max_error: Optional[float] = typer.Option(None, "--max-error", help="exit 1 if any |error| exceeds PCT", min=0.0),
     overrides: Optional[List[str]] = OVERRIDES,
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
@@ -29,7 +31,7 @@ def validate(
     try:
         table = run_validation(cases, list(overrides or []), config_dir)
         if out is not None:  # first, so an unwritable path fails before anything is printed
-            write_table(table, out, "csv")
+            write_table(table, out)
         to = console()
         to.print(
             frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"], title="validation")

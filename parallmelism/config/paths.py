@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 ENV_CONFIG_PATH = "PARALLMELISM_CONFIG_PATH"
 GROUP_DIRS = {"model": "models", "hardware": "hardware", "workload": "workload", "grid": "grid"}
 # Shipped workload/ and grid/ options live under conf/; models/ and hardware/ at the top (users `ls models/`).
 SHIPPED_UNDER = {"model": "", "hardware": "", "workload": "conf", "grid": "conf"}
+
+
+# A config option's name (models/NAME.yaml, hardware/NAME.yaml): one file name, never a path.
+OPTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_option_name(name: str, flag: str = "--name") -> str:
+    """`name` if it can name a config file, else one sentence (UserError)."""
+    from ..errors import UserError
+
+    if not OPTION_NAME.fullmatch(name):
+        raise UserError(f"{flag} {name!r}: use letters, digits, '-', '_' or '.' (a file name, not a path)")
+    return name
 
 
 def data_root() -> Path:

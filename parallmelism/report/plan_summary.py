@@ -6,17 +6,15 @@ from pathlib import Path
 from typing import Optional
 
 
-def summary_path(out: Optional[Path]) -> Optional[Path]:
-    return None if out is None else out.with_name(out.stem + ".summary.md")
-
-
-def write_summary(text: str, path: Optional[Path], console) -> None:
-    """The plan's Markdown summary, written atomically beside the plan table."""
-    if path is None:
+def write_plan(table, out: Optional[Path], text: str, console) -> None:
+    """The plan table and its Markdown summary beside it (NAME.summary.md), both or neither."""
+    if out is None:
         return
-    from .writer import write_text
+    from .writer import write_table_and_text
 
-    write_text(text, path)
+    path = out.with_name(out.stem + ".summary.md")
+    write_table_and_text(table, out, text, path)
+    console.print(f"wrote {len(table):,} plan rows to {out}")
     console.print(f"wrote the summary to {path}")
 
 

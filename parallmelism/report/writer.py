@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -72,8 +72,34 @@ def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, s
         raise UserError(
             f"output.format={fmt} disagrees with the output path {str(path)!r}; the extension sets the format"
         )
-    if path.is_dir():
-        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
+    check_writable_target(path)
+    return path, TABLE_SUFFIXES[suffix]
+
+
+# What a temporary beside a target adds to its name (temp_beside): "." + ".<pid>.<8 hex>.tmp".
+TEMP_NAME_EXTRA = 1 + 1 + 10 + 1 + 8 + 4
+
+
+def check_writable_target(path: Path, folder_target: bool = False) -> None:
+    """A target we may write (a file, or a folder when `folder_target`), checked before any
+    computation: every name in the path, and the temporary's beside it, fits the file system's
+    limit; an existing target is of that kind, never a device, pipe or socket (a rename onto it
+    would replace it); the nearest existing folder is a writable folder."""
+    name_max = 255  # NAME_MAX of Linux, macOS and Windows file systems
+    short = f"{str(path)[:60]!r}" + ("..." if len(str(path)) > 60 else "")
+    if any(len(os.fsencode(part)) > name_max for part in path.parts):
+        raise UserError(f"cannot write {short}: a name in the path is longer than {name_max} bytes")
+    if len(os.fsencode(path.name)) + TEMP_NAME_EXTRA > name_max:
+        raise UserError(
+            f"cannot write {short}: its name must be at most {name_max - TEMP_NAME_EXTRA} bytes "
+            "(the temporary written beside it adds a prefix and a suffix)"
+        )
+    if path.exists() or path.is_symlink():
+        kind_ok = path.is_dir() if folder_target else path.is_file()
+        if not kind_ok:
+            what = "folder" if folder_target else "file"
+            found = "a file" if path.is_file() else "a folder" if path.is_dir() else "a device, pipe or socket"
+            raise UserError(f"output path {str(path)!r} is {found}; give a {what} name")
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -81,7 +107,21 @@ def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, s
         raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is not writable")
-    return path, TABLE_SUFFIXES[suffix]
+
+
+def check_dataset_folder(path: str | Path) -> Path:
+    """--full-output: a folder we may replace. It is new, empty, or a dataset this tool wrote
+    (only `model=NAME` folders in it): replacing it never deletes anything else."""
+    path = Path(path)
+    check_writable_target(path, folder_target=True)
+    if path.is_dir():
+        entries = list(path.iterdir())
+        if any(not (e.is_dir() and e.name.startswith("model=")) for e in entries):
+            raise UserError(
+                f"--full-output {str(path)!r} is a folder that holds other files; give a new folder "
+                "(an existing one is replaced only when it is empty or a dataset this tool wrote)"
+            )
+    return path
 
 
 def temp_beside(path: Path) -> Path:
@@ -102,10 +142,13 @@ def create_temp(tmp: Path, folder: bool = False) -> None:
 
 def remove_temp(tmp: Path) -> None:
     """Remove a temporary file or folder, if it is there."""
-    if tmp.is_dir():
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        tmp.unlink(missing_ok=True)
+    try:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+    except OSError:  # a read-only folder, where it could not have been created anyway
+        pass
 
 
 @contextmanager
@@ -114,6 +157,7 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
     any failure or interrupt (SIGINT, and SIGTERM/SIGHUP raised as SystemExit by the CLI) it is
     removed and `path` is left as it was. A failed write is one sentence (UserError)."""
     path = Path(path)
+    check_writable_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -125,8 +169,7 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
         raise UserError(
             f"cannot write {str(path)!r}: cannot create the folder {str(path.parent)!r}: {write_error_reason(exc)}"
         ) from None
-    if path.is_dir() and what == "file":
-        raise UserError(f"output path {str(path)!r} is a folder; give a file name")
+    check_writable_target(path)
     tmp = temp_beside(path)
     try:
         try:
@@ -146,21 +189,47 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
         raise
 
 
+@contextmanager
+def atomic_writes(paths: list) -> Iterator[list[Path]]:
+    """`atomic_write` for files that belong together (a table and its summary, an accelerator file
+    and its kernel table): every temporary is written before any is renamed, so a failure leaves
+    none of the targets changed, never one new file beside an old or missing other."""
+    with ExitStack() as stack:
+        temps = [stack.enter_context(atomic_write(p)) for p in paths]
+        yield temps
+    # each atomic_write renamed its temporary on the way out, after every one had been written
+
+
 def write_table(df, path: str | Path, fmt: str | None = None) -> Path:
     """Write df to path (csv or parquet, from fmt or the suffix) atomically. Returns the path."""
     path = Path(path)
-    fmt = fmt or ("parquet" if path.suffix == ".parquet" else "csv")
     with atomic_write(path) as tmp:
-        table = arrow_table(df)
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, tmp)
-        else:
-            import pyarrow.csv as pacsv
-
-            pacsv.write_csv(plain_strings(table), tmp)
+        _write_table_into(df, tmp, fmt or _format_of(path))
     return path
+
+
+def write_table_and_text(df, path: str | Path, text: str, text_path: str | Path) -> None:
+    """A table and the text that goes with it (a plan and its summary), both or neither."""
+    path = Path(path)
+    with atomic_writes([path, Path(text_path)]) as (tmp, text_tmp):
+        _write_table_into(df, tmp, _format_of(path))
+        text_tmp.write_text(text, encoding="utf-8")
+
+
+def _format_of(path: Path) -> str:
+    return "parquet" if path.suffix == ".parquet" else "csv"
+
+
+def _write_table_into(df, tmp: Path, fmt: str) -> None:
+    table = arrow_table(df)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp)
+    else:
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(plain_strings(table), tmp)
 
 
 def write_text(text: str, path: str | Path) -> Path:
@@ -168,6 +237,14 @@ def write_text(text: str, path: str | Path) -> Path:
     with atomic_write(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def write_texts(texts: dict) -> None:
+    """Text files (path -> text) that belong together, all or none (`atomic_writes`)."""
+    paths = list(texts)
+    with atomic_writes(paths) as temps:
+        for path, tmp in zip(paths, temps):
+            tmp.write_text(texts[path], encoding="utf-8")
 
 
 def write_error_reason(exc: OSError) -> str:

@@ -54,15 +54,20 @@ def derive_columns(cols: dict, run) -> dict:
     return cols
 
 
-def _enumerate(run, sub_grid, stats: RunStats) -> dict:
+def layout_grid(run, grid=None):
+    """The valid layouts of `run` (of `grid`, default the run's own), training or serving."""
+    grid = run.grid if grid is None else grid
     if run.workload.kind == "train":
         from ..grid.layouts import enumerate_training_layouts
 
-        g = enumerate_training_layouts(run.model, run.hardware, run.workload, sub_grid)
-    else:
-        from ..grid.inference import enumerate_inference_layouts
+        return enumerate_training_layouts(run.model, run.hardware, run.workload, grid)
+    from ..grid.inference import enumerate_inference_layouts
 
-        g = enumerate_inference_layouts(run.model, run.hardware, run.workload, sub_grid)
+    return enumerate_inference_layouts(run.model, run.hardware, run.workload, grid)
+
+
+def _enumerate(run, sub_grid, stats: RunStats) -> dict:
+    g = layout_grid(run, sub_grid)
     stats.considered += g.considered
     add_drop_counts(stats.dropped, g.dropped)
     return g.columns
