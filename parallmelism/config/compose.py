@@ -313,6 +313,7 @@ def to_run_config(cfg):
         raise UserError(f"bad configuration: the top level is a {type(data).__name__}, not a mapping of sections")
     data.pop("hydra", None)
     _check_magnitudes(data)
+    _check_no_bool_numbers(RunConfig, data)
     try:
         run = RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -357,6 +358,39 @@ def _check_magnitudes(data, prefix: str = "") -> None:
             _check_magnitudes(v, key)
         elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= MAX_INT:
             raise UserError(f"{key}={v} is absurdly large (limit 2**53)")
+
+
+def _leaf_types(annotation) -> set:
+    """The types a field annotation admits, through Optional/Union, list/tuple/dict and Annotated."""
+    import typing
+
+    args = typing.get_args(annotation)
+    if not args:
+        return {annotation}
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _leaf_types(args[0])
+    if typing.get_origin(annotation) is typing.Literal:
+        return {type(a) for a in args}
+    return set().union(*(_leaf_types(a) for a in args))
+
+
+def _check_no_bool_numbers(spec, data, prefix: str = "") -> None:
+    """One sentence for true/false where a number belongs (grid.ngpus=[true]): pydantic would read
+    it as 1 or 0."""
+    from pydantic import BaseModel
+
+    if not isinstance(data, dict):
+        return
+    for name, field in spec.model_fields.items():
+        if name not in data:
+            continue
+        value, key = data[name], f"{prefix}{name}"
+        kinds = _leaf_types(field.annotation)
+        for sub in (t for t in kinds if isinstance(t, type) and issubclass(t, BaseModel)):
+            _check_no_bool_numbers(sub, value, key + ".")
+        values = value if isinstance(value, list) else [value]
+        if bool not in kinds and kinds & {int, float} and any(isinstance(v, bool) for v in values):
+            raise UserError(f"{key}={str(value).lower()}: a number belongs here, not true/false")
 
 
 def load_run_configs(overrides: list[str], config_dirs: list[str] | None = None):
