@@ -54,6 +54,9 @@ def files(tmp_path_factory):
     (d / "afile").write_text("x")
     os.mkfifo(d / "pipe.csv")  # stands in for /dev/full and other devices: never replaced
     (d / "header_only.csv").write_text(pd.read_csv(GOLDEN, nrows=0).to_csv(index=False))
+    edited = pd.read_csv(GOLDEN).astype({"mem_total_gib": object})
+    edited.loc[2, "mem_total_gib"] = "abc"
+    edited.to_csv(d / "text_in_numbers.csv", index=False)
     (d / "hf.json").write_text(
         json.dumps(
             dict(
@@ -186,6 +189,8 @@ CORPUS = [
     ("merge-out-is-a-pipe", ["merge", str(GOLDEN), "--out", "{d}/pipe.csv"]),
     ("merge-out-and-output-path-disagree", ["merge", str(GOLDEN), "--out", "{out}", "output.path={d}/other.csv"]),
     ("merge-no-rows", ["merge", "{d}/header_only.csv", "--out", "{out}"]),
+    ("merge-text-in-a-number-column", ["merge", "{d}/text_in_numbers.csv", "--out", "{out}"]),
+    ("compare-text-in-a-number-column", ["compare", "{d}/text_in_numbers.csv", str(GOLDEN)]),
     ("validate-out-not-a-table", ["validate", "--cases", "{d}/cases_missing.csv", "--out", "{d}/v.txt"]),
     ("import-hf-name-is-a-path", ["import-hf", "{d}/hf.json", "--name", "../../evil", "--out", "{out}"]),
     ("import-hf-name-empty", ["import-hf", "{d}/hf.json", "--name", "", "--out", "{out}"]),

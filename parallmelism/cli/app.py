@@ -111,7 +111,10 @@ def main():
         where = f" ({str(exc.filename)[:80]!r})" if exc.filename else ""
         print_error(f"{write_error_reason(exc)}{where}")
         raise SystemExit(2) from None
-    raise SystemExit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+    if code == 130:  # typer's answer to a Ctrl-C inside a command
+        console(stderr=True).print("interrupted; nothing was written", markup=False)
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

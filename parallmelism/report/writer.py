@@ -290,11 +290,33 @@ def read_table(path: str | Path):
     if path.suffix.lower() == ".csv":
         _check_csv_complete(path)
     try:
-        if path.suffix.lower() == ".parquet":
-            return pd.read_parquet(path)
-        return pd.read_csv(path)
+        df = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
     except Exception as exc:
         raise UserError(f"cannot read {str(path)!r}: {str(exc).splitlines()[0]}") from None
+    _check_numeric_columns(df, path)
+    return df
+
+
+# Columns whose names say they hold a quantity (a unit or a count): text there is an edited or
+# corrupt file, never a value to compare or merge.
+NUMERIC_PREFIXES = ("time_", "mem_", "params_", "link_", "flops_", "hbm_")
+TEXT_COLUMNS = {"mem_stage"}  # which pipeline stage the memory columns report: first | middle | last
+
+
+def _check_numeric_columns(df, path: Path) -> None:
+    import pandas as pd
+
+    for col in df.columns:
+        if col in TEXT_COLUMNS or not str(col).startswith(NUMERIC_PREFIXES):
+            continue
+        if not pd.api.types.is_numeric_dtype(df[col].dtype):
+            values = df[col]
+            bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
+            if len(bad):
+                raise UserError(
+                    f"{str(path)!r}: column {col} holds {bad.iloc[0]!r} (row {int(bad.index[0]) + 1}) where "
+                    "a number belongs"
+                )
 
 
 def _check_csv_complete(path: Path) -> None:

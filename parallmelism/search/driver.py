@@ -248,9 +248,12 @@ def _fork_pool(ctx, workers: int, job: _Job):
 
 
 def _set_worker_job(job: _Job, mask) -> None:
-    if mask is not None:
-        import signal
+    import signal
 
+    # Ctrl-C reaches the whole process group: the driver stops the pool, so a worker ignores it
+    # (else each prints its own KeyboardInterrupt traceback on the way out)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if mask is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     _WORKER_JOB[:] = [job]
 

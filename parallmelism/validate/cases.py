@@ -144,12 +144,16 @@ def model_of(row, shipped_models: dict):
     heads = as_int(row, "heads")
     mlp = get(row, "mlp") or ("gelu" if ffn == 4 * h else "swiglu")
     gpt = mlp == "gelu"
-    moe = None
-    if get(row, "experts") is not None:  # a MoE of the row's own architecture: every layer routed
-        from ..specs.model import MoESpec
+    from pydantic import ValidationError
 
-        moe = MoESpec(num_experts=as_int(row, "experts"), top_k=as_int(row, "top_k", 1), ffn_hidden=ffn)
+    from ..errors import format_validation_error
+
     try:
+        moe = None
+        if get(row, "experts") is not None:  # a MoE of the row's own architecture: every layer routed
+            from ..specs.model import MoESpec
+
+            moe = MoESpec(num_experts=as_int(row, "experts"), top_k=as_int(row, "top_k", 1), ffn_hidden=ffn)
         return ModelSpec(
             name=str(get(row, "case", "case")),
             display_name=get(row, "model_desc"),
@@ -168,7 +172,11 @@ def model_of(row, shipped_models: dict):
             max_position=as_int(row, "seq_len") if gpt else None,
             moe=moe,
         )
-    except Exception as exc:
+    except ValidationError as exc:
+        raise UserError(
+            f"case {row.get('case')!r}: bad architecture: {format_validation_error(exc, 'model')}"
+        ) from None
+    except (TypeError, ValueError) as exc:
         raise UserError(f"case {row.get('case')!r}: bad architecture ({str(exc).splitlines()[-1].strip()})") from None
 
 
