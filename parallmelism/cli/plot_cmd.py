@@ -23,13 +23,15 @@ def plot(
 ):
     """Draw a picture: memory, roofline, pareto, scaling or step-time (needs matplotlib: the plot extra)."""
     from ..errors import UserError
-    from .common import console, fail, load_runs
+    from ..report.writer import check_writable_target
+    from .common import check_one_output_path, console, fail, load_runs
 
     try:
         if kind not in PLOT_KINDS:
             raise UserError(f"unknown plot {kind!r}; choose {', '.join(PLOT_KINDS)}")
         if out.suffix.lower() not in (".png", ".svg"):
             raise UserError(f"--out {str(out)!r}: give a .png or .svg file")
+        check_writable_target(out)
         try:
             import matplotlib  # noqa: F401
         except ImportError:
@@ -37,6 +39,7 @@ def plot(
         from ..report import plots
 
         runs = load_runs(overrides, config_dir)
+        check_one_output_path(out, {r.output.path for r in runs if r.output.path})  # a table's path: not here
         path = plots.draw(kind, runs, out, top=top)
         console().print(f"wrote {path}")
     except UserError as exc:
