@@ -80,3 +80,21 @@ def test_tp_shards_split_flops_evenly():
     f1 = sum(float(np.asarray(o.flops)) for o in layer_ops(m, 8192, 1, 1, 1, False, flash=True))
     f8 = sum(float(np.asarray(o.flops)) for o in layer_ops(m, 8192, 1, 8, 1, True, flash=True))
     assert f8 == pytest.approx(f1 / 8)
+
+
+def test_grouped_expert_gemms_read_every_local_experts_weights():
+    """Megatron's grouped GEMM runs a rank's experts in one kernel: the FLOPs are the routed tokens',
+    and each of the num_experts/ep experts' weights is read (bf16) and its main gradient accumulated
+    (fp32 read + write, plus the bf16 weight read for dgrad). Mixtral 8x7B: gate_up is 4096 x
+    2·14336, so ep=1 reads 7 more experts' weights than ep=8 on the same tokens."""
+    mixtral = load_option("model", "mixtral-8x7b")
+
+    def experts(ep):
+        ops = layer_ops(mixtral, 4096, 1, 1, 1, False, True, moe_layer=True, ep=ep)
+        return next(op for op in ops if op.name == "experts_up")
+
+    one, eight = experts(1), experts(8)
+    w = 4096 * 2 * 14336
+    assert float(one.flops) == float(eight.flops)
+    assert float(one.other_bytes) - float(eight.other_bytes) == 2.0 * 7 * w
+    assert float(one.backward_bytes()) - float(eight.backward_bytes()) == 10.0 * 7 * w

@@ -47,7 +47,9 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         groups.append(
             (
                 n_moe,
-                layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True, moe_imbalance=wl.moe_imbalance),
+                layer_ops(
+                    model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep
+                ),
                 True,
             )
         )

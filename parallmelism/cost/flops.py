@@ -46,12 +46,15 @@ from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import heads_per_rank, kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 
-def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, column_parallel=False):
+def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, column_parallel=False, weight_copies=1.0):
     """C[M,N] = A[M,K]·W[K,N]: 2MKN FLOPs; bytes read A, W, write C (2 bytes each).
-    Backward: dgrad + wgrad = 4MKN; bytes 2·(activations) + W read 2 + main grad r/w 8."""
+    Backward: dgrad + wgrad = 4MKN; bytes 2·(activations) + W read 2 + main grad r/w 8.
+    A grouped GEMM (the experts of a rank, Megatron's --moe-grouped-gemm) splits the M rows among
+    `weight_copies` weight matrices [K,N]: the same FLOPs, and every expert's weights read and its
+    main gradient accumulated."""
     flops = 2.0 * M * K * N
     act = 2.0 * (M * K + M * N)
-    w = K * N
+    w = K * N * np.asarray(weight_copies, dtype=np.float64)
     fwd = act + 2.0 * w
     bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
     dim = np.minimum(np.minimum(K, N), M)
@@ -71,9 +74,19 @@ def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, colu
 
 
 def layer_ops(
-    model: ModelSpec, s: int, b, t, cp, sp, flash: bool, moe_layer: bool = False, moe_imbalance: float = 1.0
+    model: ModelSpec,
+    s: int,
+    b,
+    t,
+    cp,
+    sp,
+    flash: bool,
+    moe_layer: bool = False,
+    moe_imbalance: float = 1.0,
+    ep=1,
 ) -> list[Op]:
-    """Ops of one transformer layer, one micro-batch, on one GPU (module docstring)."""
+    """Ops of one transformer layer, one micro-batch, on one GPU (module docstring); a MoE layer's
+    experts are split over `ep` ranks (num_experts / ep on this one)."""
     h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
@@ -195,14 +208,15 @@ def layer_ops(
         E, k = moe.num_experts, moe.top_k
         load = moe_token_load(moe, moe_imbalance)
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
+        local = E / np.asarray(ep, dtype=np.float64)  # experts on this GPU
         I = moe.ffn_hidden
         up = model.mlp_up_matrices * I / t
         ops += [
             _gemm("router", T / r, h, np.asarray(float(E)), low_precision=False),
             Op("permute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
-            _gemm("experts_up", routed, h, up),
+            _gemm("experts_up", routed, h, up, weight_copies=local),
             Op("activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * routed * I / t),
-            _gemm("experts_down", routed, I / t, h),
+            _gemm("experts_down", routed, I / t, h, weight_copies=local),
             Op("unpermute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
         ]
         if moe.num_shared_experts:

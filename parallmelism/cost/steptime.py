@@ -155,6 +155,11 @@ def _stage_layout(cols, L):
 SHAPE_KEY = ("micro_batch", "tp", "cp", "sequence_parallel")
 
 
+def shape_key(model) -> tuple:
+    """SHAPE_KEY, and ep for a MoE model (its experts' weights per GPU)."""
+    return SHAPE_KEY + (("ep",) if model.is_moe else ())
+
+
 def _op_sets(cols, model, wl) -> dict[str, list]:
     """The ops of one micro-batch on these rows: a dense layer, a MoE layer, the head, the embedding."""
     tp, cp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "cp"))
@@ -168,12 +173,13 @@ def _op_sets(cols, model, wl) -> dict[str, list]:
         "emb": embedding_ops(model, s, b, tp, cp, sp),
     }
     if model.is_moe:
-        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
+        ep = np.asarray(cols["ep"], dtype=np.float64)
+        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep, **kw)
     return sets
 
 
 def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
-    """`op_times` of every op of `_op_sets` (SHAPE_KEY columns); "dense16": the dense layer in
+    """`op_times` of every op of `_op_sets` (shape_key columns); "dense16": the dense layer in
     bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
     sets = _op_sets(cols, model, wl)
     # one `ops_times` call for every set: the kernel model's fixed cost per call is paid once
@@ -186,15 +192,14 @@ def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
 
 
 # An op set's sums over one micro-batch (`ops_time`) depend on its ops' shapes and the recompute
-# choice alone: evaluated once per distinct OPS_KEY and gathered.
-OPS_KEY = SHAPE_KEY + ("recompute",)
+# choice alone: evaluated once per distinct ops key (shape_key + recompute) and gathered.
 
 
 def _ops_sums(cols, model, hw, wl, rates, edge: int) -> dict[str, dict]:
-    """`ops_time` of each op set of `_op_times_of_sets` (OPS_KEY columns); the head and the
+    """`ops_time` of each op set of `_op_times_of_sets` (ops key columns); the head and the
     embedding are not recomputed."""
     rc = np.asarray(cols["recompute"])
-    by_shape, K, at = per_key(_op_times_of_sets, SHAPE_KEY, cols, model, hw, wl, rates, edge)
+    by_shape, K, at = per_key(_op_times_of_sets, shape_key(model), cols, model, hw, wl, rates, edge)
     times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
     sets = _op_sets(cols, model, wl)
     sets["dense16"] = sets["dense"]  # the same ops, in bf16 (when `edge`)
@@ -214,7 +219,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
     # --first-last-layers-bf16); they are dense layers on the first and last stage.
     edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
-    by_ops, _, at = per_key(_ops_sums, OPS_KEY, cols, model, hw, wl, rates, edge)
+    by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
     sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
     dense, head, emb, moe = sums["dense"], sums["head"], sums["emb"], sums.get("moe")
 
