@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from ..schema import LAYOUT_AXES
-from .common import CHUNK, CONFIG_DIR, FULL, OUT, OVERRIDES, QUIET, WORKERS
+from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WORKERS
+from .outputs import FULL, OUT
 
 TABLE_COLUMNS = [
     "model",
@@ -44,7 +45,8 @@ def best(
     from ..errors import UserError
     from ..report.table import frame_table
     from ..search.best import search_best
-    from .common import console, fail, load_runs, out_of, stream, with_full_output, write_frame
+    from .common import console, fail, load_runs, stream
+    from .outputs import out_of, with_full_output, write_frame
 
     try:
         if multirun:

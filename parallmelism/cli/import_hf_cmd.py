@@ -21,7 +21,8 @@ def import_hf(
     from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml, write_text_atomic
     from ..config.paths import check_option_name
     from ..errors import UserError
-    from .common import check_yaml_out, console, fail
+    from .common import console, fail
+    from .outputs import check_yaml_out
 
     try:
         cfg = read_hf_config(config)

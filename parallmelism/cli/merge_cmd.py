@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import QUIET, check_out
+from .common import QUIET
+from .outputs import check_out
 
 
 def merge(
@@ -20,7 +21,8 @@ def merge(
     """Concatenate the parts written by a multirun (one per model x hardware x workload shard) into one table."""
     from ..errors import UserError
     from ..report.merge import merge_tables
-    from .common import console, fail, out_of_path_overrides, write_frame
+    from .common import console, fail
+    from .outputs import out_of_path_overrides, write_frame
 
     try:
         out = out_of_path_overrides(out, [p for p in parts if p.startswith("output.path=")])

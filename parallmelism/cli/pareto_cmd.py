@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import CHUNK, CONFIG_DIR, FULL, OUT, OVERRIDES, QUIET, WORKERS
+from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WORKERS
+from .outputs import FULL, OUT
 
 
 def pareto(
@@ -33,7 +34,8 @@ def pareto(
     from ..report.table import frame_table
     from ..search import ParetoCollector, frame_of_kept
     from ..search.pareto import FRONTS
-    from .common import console, fail, load_runs, out_of, stream, with_full_output, write_frame
+    from .common import console, fail, load_runs, stream
+    from .outputs import out_of, with_full_output, write_frame
 
     try:
         runs = load_runs(overrides, config_dir)

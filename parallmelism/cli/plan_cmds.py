@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import CHUNK, CONFIG_DIR, EXTRA, OUT, OVERRIDES, QUIET, WORKERS
+from .common import CHUNK, CONFIG_DIR, EXTRA, OVERRIDES, QUIET, WORKERS
+from .outputs import OUT
 
 plan_app = typer.Typer(
     no_args_is_help=True,
@@ -32,7 +33,8 @@ def plan_train(
     from ..schema import LAYOUT_AXES
     from ..search import TopKCollector, frame_of_kept
     from ..search.plan import train_plan_failure, train_plan_table
-    from .common import console, fail, load_runs, out_of, stream
+    from .common import console, fail, load_runs, stream
+    from .outputs import out_of
 
     overrides = rewrite_plan_overrides(list(overrides or []))
     try:
@@ -117,7 +119,8 @@ def plan_serve(
     from ..search import RowsCollector, frame_of_kept
     from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
     from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
-    from .common import console, fail, load_runs, out_of, stream
+    from .common import console, fail, load_runs, stream
+    from .outputs import out_of
 
     overrides = rewrite_plan_overrides(list(overrides or []))
     if not any(o.split("=", 1)[0] in ("workload", "+workload") for o in overrides):

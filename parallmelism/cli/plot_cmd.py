@@ -9,7 +9,6 @@ import typer
 
 from .common import CONFIG_DIR, OVERRIDES, QUIET
 
-
 PLOT_KINDS = ("memory", "roofline", "pareto", "scaling", "step-time")
 
 
@@ -24,7 +23,8 @@ def plot(
     """Draw a picture: memory, roofline, pareto, scaling or step-time (needs matplotlib: the plot extra)."""
     from ..errors import UserError
     from ..report.writer import check_writable_target
-    from .common import check_one_output_path, console, fail, load_runs
+    from .common import console, fail, load_runs
+    from .outputs import check_one_output_path
 
     try:
         if kind not in PLOT_KINDS:

@@ -23,7 +23,7 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
 def _output_of(runs, out_path: Optional[Path]):
     """(path, format) the sweep writes, or (None, None); checked before any computation."""
     from ..report.writer import check_output_path
-    from .common import check_one_output_path
+    from .outputs import check_one_output_path
 
     out = runs[0].output
     check_one_output_path(out_path, {r.output.path for r in runs})

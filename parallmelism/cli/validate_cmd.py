@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR, OVERRIDES, check_out
+from .common import CONFIG_DIR, OVERRIDES
+from .outputs import check_out
 
 
 def validate(
