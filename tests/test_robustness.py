@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from conftest import run_cli
 from parallmelism.cli.app import app
 from tests.golden.cases import golden_path
+from tests.test_import_hf import LLAMA
 
 GOLDEN = golden_path("mixtral-8x7b_h100_64")
 GOOD_MODEL = "model=llama3.1-8b"
@@ -57,19 +58,7 @@ def files(tmp_path_factory):
     edited = pd.read_csv(GOLDEN).astype({"mem_total_gib": object})
     edited.loc[2, "mem_total_gib"] = "abc"
     edited.to_csv(d / "text_in_numbers.csv", index=False)
-    (d / "hf.json").write_text(
-        json.dumps(
-            dict(
-                model_type="llama",
-                hidden_size=4096,
-                intermediate_size=14336,
-                num_hidden_layers=32,
-                num_attention_heads=32,
-                num_key_value_heads=8,
-                vocab_size=128256,
-            )
-        )
-    )
+    (d / "hf.json").write_text(json.dumps(dict(model_type="llama", **LLAMA["llama3.1-8b"])))
     return d
 
 
