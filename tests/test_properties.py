@@ -127,8 +127,8 @@ def test_weights_per_gpu_never_rise_when_tp_pp_grow(case):
 @settings(max_examples=8, deadline=None, derandomize=True)
 @given(
     model=st.sampled_from(["llama3.1-8b", "llama3.1-70b", "mixtral-8x7b"]),
-    ngpus=st.sampled_from([8, 16]),
-    batch=st.sampled_from([1, 8, 64]),
+    ngpus=st.sampled_from([8, 16, 64]),
+    batch=st.sampled_from([1, 8, 64, 256]),
 )
 def test_inference_invariants(model, ngpus, batch):
     df = _frame(["workload=inference", f"model={model}", f"grid.ngpus=[{ngpus}]", f"workload.batch={batch}"])
@@ -139,3 +139,11 @@ def test_inference_invariants(model, ngpus, batch):
         v = df[c].to_numpy()
         assert np.isfinite(v).all() and (v > 0).all(), c
     assert (df["e2e_latency_ms"] >= df["ttft_ms"] * (1 - 1e-12)).all()
+    # continuous batching: an iteration that carries a prompt chunk beside the other b-1 sequences'
+    # decode tokens is never shorter than a decode iteration of all b (its sp attention merge and
+    # every per-token cost included), and the mean ITL is their mix, (1-q)·t_dec + q·t_mix
+    if batch > 1:
+        assert (df["iteration_mixed_ms"] >= df["decode_step_ms"] * (1 - 1e-9)).all()
+    q = df["serving_load"]
+    mix = (1 - q) * df["decode_step_ms"] + q * df["iteration_mixed_ms"]
+    np.testing.assert_allclose(df["tpot_ms"], mix, rtol=1e-9)

@@ -14,7 +14,8 @@ Collectives per layer (times from `cost.collectives`, the training model's alpha
         layer, group ep (stride tp); inside the TP group (ep | tp): none (the TP all-reduce sums)
   SP    prefill: all-gather of the prompt's K and V (b·S·2·g_l·d·2 bytes) over sp, overlapped
         with the attention of the layer (only the excess is exposed); decode: all-gather of
-        the partial attention outputs and log-sum-exps (b·(q_l·2 + a_l·4) bytes per rank)
+        the partial attention outputs and log-sum-exps (b·(q_l·2 + a_l·4) bytes per rank), for
+        the decode tokens of a mixed iteration too
   PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
 
 Phases (per replica; dp replicas run independently, so throughput scales with dp):
@@ -159,8 +160,8 @@ def stage_terms(
         attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == OpKind.ATTENTION)
         ag = _collective(hw, "all_gather", kv_all, sp, tp)
         comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
-    else:
-        partial = T * (a_l * out_width * ACT_BYTES + a_l * 4) * sp
+    if decode_part is not None:  # decode tokens (a decode pass, or those riding in a mixed one)
+        partial = np.asarray(decode_part[0], dtype=np.float64) * (a_l * out_width * ACT_BYTES + a_l * 4) * sp
         comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
     hop = np.where(pp > 1, _collective(hw, "send_recv", act, 2, tp * sp * dp), 0.0)
     comm_s = sum(comm.values())
@@ -291,8 +292,9 @@ def continuous_terms(model, hw, wl, cols, draft=None):
     if wl.chunked_prefill:
         mix = mixed_stage_terms(stage_terms, model, hw, wl, cols, td_mix, n_p)
         # the micro-batch with the chunk replaces a decode micro-batch once per stage (pp = 1: the
-        # iteration is that one micro-batch)
-        t_mix = t_dec + (pp / m) * (mix["stage_s"] - dec["stage_s"])
+        # iteration is that one micro-batch); a chunk never shortens it, though its pass streams
+        # the weights at the prefill kernels' eff.hbm where the decode pass has eff.decode_hbm
+        t_mix = t_dec + (pp / m) * np.maximum(mix["stage_s"] - dec["stage_s"], 0.0)
     else:  # the chunk is a forward pass of its own through every stage
         mix = pre
         t_mix = pp * (pre["stage_s"] + pre["hop_s"]) + t_iter

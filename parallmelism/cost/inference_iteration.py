@@ -10,7 +10,8 @@ rest of the budget with a prefill chunk (chunked prefill). Two kinds of iteratio
   mixed iteration    the other b−1 sequences' decode tokens + a chunk of c = S/n_p prompt tokens,
                      n_p = ceil(S / max(C − (b−1), 1)) chunks per prompt:
                         t_mix = t_dec(b−1) + (pp/m)·(stage(decode + chunk) − stage(decode))
-                     (the chunk rides in one of the m decode micro-batches and passes every stage once)
+                     (the chunk rides in one of the m decode micro-batches and passes every stage once;
+                     its increment is at least 0, and the decode tokens' sp attention merge is in both)
 Stage times are the roofline of the ops (`cost.inference.stage_terms`: per op max(FLOPs/rate,
 bytes/bandwidth), summed, plus the layer collectives). The weights are read once per iteration
 for all its tokens; a mixed iteration streams at eff.hbm (prefill kernels), a decode iteration at
