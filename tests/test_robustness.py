@@ -91,6 +91,7 @@ CORPUS = [
     ("ngpus-bool", [S, "grid.ngpus=[true]"]),
     ("seq-bool", [S, "workload.seq_len=true"]),
     ("top-k-bool", [S, "model=mixtral-8x7b", "model.moe.top_k=true"]),
+    ("peak-bool", [S, "hardware.peak_tflops.bf16=true"]),
     ("tp-zero", [S, "grid.tp=[0]"]),
     ("tp-negative", [S, "grid.tp=[-2]"]),
     ("vpp-zero", [S, "grid.vpp=[0]"]),
@@ -174,6 +175,11 @@ CORPUS = [
     ("full-output-is-a-file", ["best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/afile"]),
     ("full-output-is-a-pipe", ["pareto", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/pipe.csv"]),
     ("full-output-foreign-folder", ["best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/brokenyaml"]),
+    (
+        "full-output-same-as-out",
+        ["best", GOOD_MODEL, "grid.ngpus=[8]", "--out", "{d}/same.csv", "--full-output", "{d}/same.csv"],
+    ),
+    ("plan-summary-name-too-long", ["plan", "train", GOOD_MODEL, "--out", "{d}/" + "p" * 215 + ".csv"]),
     ("merge-out-not-a-table", ["merge", str(GOLDEN), "--out", "{d}/merged.txt"]),
     ("merge-out-is-a-pipe", ["merge", str(GOLDEN), "--out", "{d}/pipe.csv"]),
     ("merge-out-and-output-path-disagree", ["merge", str(GOLDEN), "--out", "{out}", "output.path={d}/other.csv"]),
@@ -224,7 +230,7 @@ def _check(code, stderr, stdout, out, d):
     # the hostile targets are as they were, and nothing new appeared beside them
     assert (d / "pipe.csv").is_fifo() and (d / "afile").read_text() == "x"
     assert sorted(p.name for p in (d / "brokenyaml").iterdir()) == ["models"]
-    new = {"merged.txt", "other.csv", "v.txt", "model.txt", "part.txt", "mr", "evil"}
+    new = {"merged.txt", "other.csv", "v.txt", "model.txt", "part.txt", "mr", "evil", "same.csv", "p" * 215 + ".csv"}
     assert not new & {p.name for p in d.iterdir()}
 
 
@@ -315,3 +321,33 @@ def test_files_written_together_are_all_or_nothing(tmp_path, monkeypatch):
         write_table_and_text(pd.DataFrame({"tp": [1]}), tmp_path / "plan.csv", "summary", tmp_path / "b.md")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml"]
     assert (tmp_path / "a.yaml").read_text() == "old"
+
+
+def test_table_formats_follow_the_extension_in_any_case(tmp_path):
+    """best --out X.PARQUET writes Parquet (it wrote CSV text there), and a multirun job's
+    output.path=x.parquet writes Parquet though output.format keeps its csv default."""
+    from conftest import invoke
+
+    code, text = invoke("best", GOOD_MODEL, "grid.ngpus=[8]", "--out", tmp_path / "UP.PARQUET", "-q")
+    assert code == 0, text
+    assert len(pd.read_parquet(tmp_path / "UP.PARQUET")) > 0
+    part = tmp_path / "job.parquet"
+    code, text = invoke(
+        "sweep", "-m", GOOD_MODEL, "grid.ngpus=[8]", f"output.path={part}", f"hydra.sweep.dir={tmp_path}/mr"
+    )
+    assert code == 0, text
+    assert len(pd.read_parquet(part)) > 0
+
+
+def test_full_output_replaces_a_link_not_its_target(tmp_path):
+    from conftest import invoke
+
+    first = tmp_path / "ds"
+    assert invoke("best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", first, "-q")[0] == 0
+    before = sorted(p.relative_to(first) for p in first.rglob("*"))
+    link = tmp_path / "link"
+    link.symlink_to(first)
+    code, text = invoke("best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", link, "-q")
+    assert code == 0, text
+    assert link.is_dir() and not link.is_symlink()
+    assert sorted(p.relative_to(first) for p in first.rglob("*")) == before

@@ -93,8 +93,9 @@ def main():
         code = app(standalone_mode=False)
     except typer.TyperException as exc:  # click's command-line errors, as typer exposes them
         ctx = getattr(exc, "ctx", None)
-        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:  # a bare command or group
-            typer.echo(ctx.get_help())
+        # a bare command or group: typer has printed its help already (the class is not in typer's
+        # public namespace, hence its name)
+        if type(exc).__name__ == "NoArgsIsHelpError":
             raise SystemExit(2) from None
         where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         print_error(f"{exc.format_message().rstrip('.')}{where}")
@@ -111,6 +112,7 @@ def main():
         where = f" ({str(exc.filename)[:80]!r})" if exc.filename else ""
         print_error(f"{write_error_reason(exc)}{where}")
         raise SystemExit(2) from None
+    # typer hands back the code of a typer.Exit; commands themselves return None (never a count)
     code = code if isinstance(code, int) and not isinstance(code, bool) else 0
     if code == 130:  # typer's answer to a Ctrl-C inside a command
         console(stderr=True).print("interrupted; nothing was written", markup=False)

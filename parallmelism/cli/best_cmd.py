@@ -46,7 +46,7 @@ def best(
     from ..report.table import frame_table
     from ..search.best import search_best
     from .common import console, fail, load_runs, stream
-    from .outputs import out_of, with_full_output, write_frame
+    from .outputs import check_distinct_outputs, out_of, with_full_output, write_frame
 
     try:
         if multirun:
@@ -57,6 +57,7 @@ def best(
             return run_multirun_best(list(overrides or []), config_dir, top)
         runs = load_runs(overrides, config_dir)
         out = out_of(out, runs)
+        check_distinct_outputs(out, full_output)
         table, evaluated = search_best(
             runs,
             top,

@@ -18,12 +18,15 @@ def _task(cfg) -> None:
     from ..config.compose import to_run_config
     from ..errors import UserError
     from ..search import TableSink, stream_runs
+    from .outputs import output_target
 
     try:
         run = to_run_config(cfg)
         out_dir = Path(HydraConfig.get().runtime.output_dir)
-        path = Path(run.output.path) if run.output.path else out_dir / f"part.{run.output.format}"
-        sink = TableSink(path, run.output.format, [run])  # streamed: memory bounded by the chunk size
+        path, fmt = (
+            output_target(run.output) if run.output.path else (out_dir / f"part.{run.output.format}", run.output.format)
+        )
+        sink = TableSink(path, fmt, [run])  # streamed: memory bounded by the chunk size
         res = stream_runs([run], [sink], workers=1, derive=False)
         if res.evaluated == 0:
             raise UserError(res.explain_empty())
@@ -63,8 +66,8 @@ def _check_points(overrides: list[str], config_dirs) -> None:
     """
     from ..config.compose import compose, expand_sweeps, to_run_config
     from ..errors import UserError
-    from ..report.writer import check_output_path
     from ..search.chunks import layout_grid
+    from .outputs import output_target
 
     jobs = expand_sweeps(overrides)
     base = jobs[0]
@@ -77,7 +80,7 @@ def _check_points(overrides: list[str], config_dirs) -> None:
             point = base[:i] + [item] + base[i + 1 :]
             run = to_run_config(compose(point, config_dirs))
             if run.output.path:  # a job's own output.path: the rules every output path keeps
-                check_output_path(run.output.path, run.output.format)
+                output_target(run.output)
             grid = layout_grid(run)
             if len(grid) == 0:
                 raise UserError(f"{' '.join(point)}: {grid.explain_empty()}")

@@ -53,7 +53,7 @@ def check_yaml_out(path: Path) -> Path:
     from ..errors import UserError
     from ..report.writer import check_writable_target
 
-    if path.suffix.lower() not in (".yaml", ".yml"):
+    if path.suffix not in (".yaml", ".yml"):  # the config loader reads these two, lower case
         raise UserError(f"--out {str(path)!r} must end in .yaml (a model config file)")
     check_writable_target(path)
     return path
@@ -79,20 +79,43 @@ def check_one_output_path(out: Optional[Path], paths: set) -> None:
 
 def out_of(out: Optional[Path], runs) -> Optional[Path]:
     """--out, or the Hydra spelling output.path= (the two must agree when both are given)."""
-    from ..report.writer import check_output_path
-
-    paths = {r.output.path for r in runs if r.output.path}
-    check_one_output_path(out, paths)
-    return check_output_path(paths.pop())[0] if paths else out
+    return _one_output(out, {r.output.path for r in runs if r.output.path})
 
 
 def out_of_path_overrides(out: Optional[Path], overrides: list[str]) -> Optional[Path]:
-    """`out_of` for commands without a Hydra config (merge): their `output.path=FILE` arguments."""
+    """`out_of` for commands without a Hydra config (merge): their `output.path=FILE` arguments,
+    quotes around the value removed as Hydra does."""
+    from ..errors import UserError
+
+    paths = {o.split("=", 1)[1].strip().strip("'\"") for o in overrides}
+    if "" in paths:
+        raise UserError("output.path= is empty; give the merged table's .csv or .parquet path")
+    if len(paths) > 1:
+        raise UserError(f"output.path= is given {len(paths)} times with different values; give it once")
+    return _one_output(out, paths)
+
+
+def _one_output(out: Optional[Path], paths: set) -> Optional[Path]:
     from ..report.writer import check_output_path
 
-    paths = {o.split("=", 1)[1] for o in overrides}
     check_one_output_path(out, paths)
     return check_output_path(paths.pop())[0] if paths else out
+
+
+def output_target(output) -> tuple[Path, str]:
+    """(path, format) of a run's `output.path`: the format follows the extension; an
+    `output.format` other than the default csv must agree with it."""
+    from ..report.writer import check_output_path
+
+    return check_output_path(output.path, output.format if output.format != "csv" else None)
+
+
+def check_distinct_outputs(out: Optional[Path], full_output: Optional[Path]) -> None:
+    """--out (a table) and --full-output (a dataset folder) are two paths, never one."""
+    from ..errors import UserError
+
+    if out is not None and full_output is not None and Path(out).resolve() == Path(full_output).resolve():
+        raise UserError(f"--out and --full-output both name {str(out)!r}; give the table and the dataset two paths")
 
 
 def write_frame(df, out: Optional[Path], to, what: str = "rows") -> None:

@@ -35,11 +35,12 @@ def pareto(
     from ..search import ParetoCollector, frame_of_kept
     from ..search.pareto import FRONTS
     from .common import console, fail, load_runs, stream
-    from .outputs import out_of, with_full_output, write_frame
+    from .outputs import check_distinct_outputs, out_of, with_full_output, write_frame
 
     try:
         runs = load_runs(overrides, config_dir)
         out = out_of(out, runs)
+        check_distinct_outputs(out, full_output)
         kinds = {r.workload.kind for r in runs}
         if len(kinds) > 1:
             raise UserError("pareto compares one workload kind at a time; sweep train and inference separately")

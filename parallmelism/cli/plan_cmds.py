@@ -29,7 +29,7 @@ def plan_train(
     from ..errors import UserError
     from ..report.table import frame_table
     from ..config.plan_shorthands import rewrite_plan_overrides
-    from ..report.plan_summary import train_summary, write_plan
+    from ..report.plan_summary import check_plan_outputs, train_summary, write_plan
     from ..schema import LAYOUT_AXES
     from ..search import TopKCollector, frame_of_kept
     from ..search.plan import train_plan_failure, train_plan_table
@@ -40,6 +40,7 @@ def plan_train(
     try:
         runs = load_runs(overrides, config_dir)
         out = out_of(out, runs)
+        check_plan_outputs(out)
         if len(runs) != 1:
             raise UserError("plan train answers one question at a time; remove the sweep (a,b) from the overrides")
         run = runs[0]
@@ -115,7 +116,7 @@ def plan_serve(
     from ..errors import UserError
     from ..report.table import frame_table
     from ..config.plan_shorthands import rewrite_plan_overrides
-    from ..report.plan_summary import serve_summary, write_plan
+    from ..report.plan_summary import check_plan_outputs, serve_summary, write_plan
     from ..search import RowsCollector, frame_of_kept
     from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
     from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
@@ -129,6 +130,7 @@ def plan_serve(
     try:
         runs = load_runs(overrides, config_dir)
         out = out_of(out, runs)
+        check_plan_outputs(out)
         if not explicit_batch:  # plan.serve_batch: the batch sizes a serving plan considers
             runs = [
                 r.model_copy(update={"grid": r.grid.model_copy(update={"batch": list(r.plan.serve_batch)})})

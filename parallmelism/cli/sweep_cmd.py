@@ -22,8 +22,7 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
 
 def _output_of(runs, out_path: Optional[Path]):
     """(path, format) the sweep writes, or (None, None); checked before any computation."""
-    from ..report.writer import check_output_path
-    from .outputs import check_one_output_path
+    from .outputs import check_one_output_path, output_target
 
     out = runs[0].output
     check_one_output_path(out_path, {r.output.path for r in runs})
@@ -32,7 +31,7 @@ def _output_of(runs, out_path: Optional[Path]):
     if not out.write:
         return None, None
     if out.path:
-        return check_output_path(out.path, out.format if out.format != "csv" else None)
+        return output_target(out)
     return _default_output(runs, out.format, out.dir), out.format
 
 

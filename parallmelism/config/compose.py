@@ -388,7 +388,7 @@ def _check_no_bool_numbers(spec, data, prefix: str = "") -> None:
         kinds = _leaf_types(field.annotation)
         for sub in (t for t in kinds if isinstance(t, type) and issubclass(t, BaseModel)):
             _check_no_bool_numbers(sub, value, key + ".")
-        values = value if isinstance(value, list) else [value]
+        values = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
         if bool not in kinds and kinds & {int, float} and any(isinstance(v, bool) for v in values):
             raise UserError(f"{key}={str(value).lower()}: a number belongs here, not true/false")
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
 from .ops import ATTENTION, MATMUL, MEMORY, Op
-from .shapes import heads_per_rank, kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
+from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 
 def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, column_parallel=False, weight_copies=1.0):
@@ -208,7 +208,7 @@ def layer_ops(
         E, k = moe.num_experts, moe.top_k
         load = moe_token_load(moe, moe_imbalance)
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
-        local = E / np.asarray(ep, dtype=np.float64)  # experts on this GPU
+        local = experts_per_rank(E, ep)
         I = moe.ffn_hidden
         up = model.mlp_up_matrices * I / t
         ops += [

@@ -6,13 +6,30 @@ from pathlib import Path
 from typing import Optional
 
 
+def summary_path(out: Path) -> Path:
+    """Where the plan's Markdown summary goes: NAME.summary.md beside the plan table NAME.csv."""
+    return out.with_name(out.stem + ".summary.md")
+
+
+def check_plan_outputs(out: Optional[Path]) -> None:
+    """The summary's path passes the output checks too, before the plan is computed."""
+    if out is not None:
+        from ..errors import UserError
+        from .writer import check_writable_target
+
+        try:
+            check_writable_target(summary_path(out))
+        except UserError as exc:
+            raise UserError(f"the plan's summary beside --out (NAME.summary.md): {exc}") from None
+
+
 def write_plan(table, out: Optional[Path], text: str, console) -> None:
-    """The plan table and its Markdown summary beside it (NAME.summary.md), both or neither."""
+    """The plan table and its Markdown summary beside it (summary_path), both or neither."""
     if out is None:
         return
     from .writer import write_table_and_text
 
-    path = out.with_name(out.stem + ".summary.md")
+    path = summary_path(out)
     write_table_and_text(table, out, text, path)
     console.print(f"wrote {len(table):,} plan rows to {out}")
     console.print(f"wrote the summary to {path}")

@@ -76,8 +76,9 @@ def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, s
     return path, TABLE_SUFFIXES[suffix]
 
 
-# What a temporary beside a target adds to its name (temp_beside): "." + ".<pid>.<8 hex>.tmp".
-TEMP_NAME_EXTRA = 1 + 1 + 10 + 1 + 8 + 4
+# What a temporary beside a target adds to its name (temp_beside): "." + ".<pid>.<8 hex>.tmp", and
+# ".parts" for the parallel writers' folder beside it (search/sinks.py TableSink.parts).
+TEMP_NAME_EXTRA = 1 + 1 + 10 + 1 + 8 + 4 + 6
 
 
 def check_writable_target(path: Path, folder_target: bool = False) -> None:
@@ -94,7 +95,7 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
             f"cannot write {short}: its name must be at most {name_max - TEMP_NAME_EXTRA} bytes "
             "(the temporary written beside it adds a prefix and a suffix)"
         )
-    if path.exists() or path.is_symlink():
+    if path.exists():  # (a dangling link is replaced like a missing file; a link's target never)
         kind_ok = path.is_dir() if folder_target else path.is_file()
         if not kind_ok:
             what = "folder" if folder_target else "file"
@@ -161,11 +162,6 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        folder = path.parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if folder.exists() and not folder.is_dir():
-            raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is a file, not a folder") from None
         raise UserError(
             f"cannot write {str(path)!r}: cannot create the folder {str(path.parent)!r}: {write_error_reason(exc)}"
         ) from None
@@ -192,8 +188,9 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
 @contextmanager
 def atomic_writes(paths: list) -> Iterator[list[Path]]:
     """`atomic_write` for files that belong together (a table and its summary, an accelerator file
-    and its kernel table): every temporary is written before any is renamed, so a failure leaves
-    none of the targets changed, never one new file beside an old or missing other."""
+    and its kernel table): every temporary is written before any is renamed, so a failure or an
+    interrupt while writing leaves none of the targets changed (the renames follow one another
+    right after)."""
     with ExitStack() as stack:
         temps = [stack.enter_context(atomic_write(p)) for p in paths]
         yield temps
@@ -217,7 +214,7 @@ def write_table_and_text(df, path: str | Path, text: str, text_path: str | Path)
 
 
 def _format_of(path: Path) -> str:
-    return "parquet" if path.suffix == ".parquet" else "csv"
+    return TABLE_SUFFIXES.get(path.suffix.lower(), "csv")
 
 
 def _write_table_into(df, tmp: Path, fmt: str) -> None:

@@ -260,8 +260,10 @@ class ParquetDatasetSink(Collector):
         self.rows += int(result or 0)
 
     def close(self) -> Path:
-        if self.path.exists():
-            shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
+        if self.path.is_symlink() or self.path.is_file():  # a link is replaced, its target never
+            self.path.unlink()
+        elif self.path.exists():
+            shutil.rmtree(self.path)
         os.replace(self._temp(), self.path)
         return self.path
 

@@ -47,6 +47,8 @@ def as_int(row, key, default=None):
         raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is not a number") from None
     if not f.is_integer():
         raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is not a whole number")
+    if abs(f) >= 2**53:
+        raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is absurdly large (limit 2**53)")
     return int(f)
 
 
