@@ -133,6 +133,7 @@ def run(torch, device: str, quick: bool, ranks: int, on_point: Optional[Callable
     """Spawn `ranks` processes (NCCL, one GPU each; gloo on the CPU), time every collective over
     the plan's sizes, return rows. A child that fails raises RuntimeError with its last line."""
     import os
+    import signal
     import tempfile
 
     mp = torch.multiprocessing
@@ -144,9 +145,20 @@ def run(torch, device: str, quick: bool, ranks: int, on_point: Optional[Callable
     versions: dict = {}
     with tempfile.TemporaryDirectory(prefix="parallmelism-coll-") as tmp:
         store = os.path.join(tmp, "store")
-        procs = mp.spawn(
-            _worker, args=(ranks, device, quick, store, queue), nprocs=ranks, join=False, start_method="spawn"
-        )
+        # the ranks start with Ctrl-C ignored (an ignored signal stays ignored across exec): a Ctrl-C
+        # to the process group reaches this process, which stops them, instead of each rank
+        # printing a traceback from the middle of its start-up
+        try:
+            sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: signals are not ours to set
+            sigint = None
+        try:
+            procs = mp.spawn(
+                _worker, args=(ranks, device, quick, store, queue), nprocs=ranks, join=False, start_method="spawn"
+            )
+        finally:
+            if sigint is not None:
+                signal.signal(signal.SIGINT, sigint)
 
         def drain():
             while not queue.empty():
@@ -166,6 +178,13 @@ def run(torch, device: str, quick: bool, ranks: int, on_point: Optional[Callable
         except Exception as exc:  # ProcessRaisedException / ProcessExitedException: say why in one line
             lines = [ln for ln in str(exc).splitlines() if ln.strip()]
             raise RuntimeError(lines[-1] if lines else type(exc).__name__) from None
+        except BaseException:  # Ctrl-C, SIGTERM: the ranks stop before their files are removed
+            for proc in procs.processes:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in procs.processes:
+                proc.join(timeout=5)
+            raise
         drain()
     p = plan(device, quick)
     return Measured(rows, skipped, backend, ranks, versions, reps=p["reps"], warmup=p["warmup"])
