@@ -100,9 +100,8 @@ def main():
         where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         print_error(f"{exc.format_message().rstrip('.')}{where}")
         raise SystemExit(2) from None
-    except (KeyboardInterrupt, typer.Abort):  # the writers have removed their temporaries
-        console(stderr=True).print("interrupted; nothing was written", markup=False)
-        raise SystemExit(130) from None
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
     except UserError as exc:  # pragma: no cover - commands catch their own
         print_error(str(exc))
         raise SystemExit(2) from None
@@ -112,9 +111,10 @@ def main():
         where = f" ({str(exc.filename)[:80]!r})" if exc.filename else ""
         print_error(f"{write_error_reason(exc)}{where}")
         raise SystemExit(2) from None
-    # typer hands back the code of a typer.Exit; commands themselves return None (never a count)
+    # typer hands back the code of a typer.Exit (130: its answer to a Ctrl-C inside a command);
+    # commands themselves return None (never a count)
     code = code if isinstance(code, int) and not isinstance(code, bool) else 0
-    if code == 130:  # typer's answer to a Ctrl-C inside a command
+    if code == 130:  # Ctrl-C: the writers have removed their temporaries on the way out
         console(stderr=True).print("interrupted; nothing was written", markup=False)
     raise SystemExit(code)
 

@@ -165,7 +165,6 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
         raise UserError(
             f"cannot write {str(path)!r}: cannot create the folder {str(path.parent)!r}: {write_error_reason(exc)}"
         ) from None
-    check_writable_target(path)
     tmp = temp_beside(path)
     try:
         try:
@@ -297,7 +296,7 @@ def read_table(path: str | Path):
 # Columns whose names say they hold a quantity (a unit or a count): text there is an edited or
 # corrupt file, never a value to compare or merge.
 NUMERIC_PREFIXES = ("time_", "mem_", "params_", "link_", "flops_", "hbm_")
-TEXT_COLUMNS = {"mem_stage"}  # which pipeline stage the memory columns report: first | middle | last
+TEXT_COLUMNS = {"mem_stage"}  # which pipeline stage the memory columns report: first | second | last
 
 
 def _check_numeric_columns(df, path: Path) -> None:
