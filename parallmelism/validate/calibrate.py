@@ -10,12 +10,13 @@ takes the set with the fewest rows outside the validation bar (|error| > 15 %), 
 mean |error| (plus a small parsimony cost per term, PARSIMONY), over that accelerator's rows (Korthikanti's rows held to their bar, mean <= 3 %,
 max <= 6 %, where it can be), then the full model is re-run with it and the table printed. The
 objective is robust on purpose: a smallest-max fit let one row with unpublished settings
-(mcore-h100-32b, micro-batch not given) hold every other H100 row 10-20 % fast. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
+(mcore-h100-32b, micro-batch not given, when the blank rule read b = 1) hold every other H100 row
+10-20 % fast. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
 share that accelerator's calibration). Kernel efficiencies are not fitted here (cost/kernels.py).
 
 Growth with GPU count. A row's level cannot tell the per-doubling straggler term from the
-per-step and per-layer ones (the H100 rows fit 2 % per doubling with 40 us of launch time within
-0.3 points of mean |error| of 0.8 % with 280 us). What isolates it is how one recipe's step grows as DP grows
+per-step and per-layer ones (before the blank-micro-batch rule the H100 rows fit 2 % per doubling
+with 40 us of launch time within 0.3 points of mean |error| of 0.8 % with 280 us). What isolates it is how one recipe's step grows as DP grows
 at fixed work per GPU: the published scaling series of parallmelism/cases/scaling/ (NVIDIA's DGX
 Cloud tables, 8-2,048 GPUs; `scaling_series`). Where an accelerator has such series, the score adds
 the mean over series of |predicted - measured| growth from the smallest to the largest GPU count
