@@ -33,7 +33,9 @@ def test_korthikanti_eight_within_target(table):
 # accelerator (python -m parallmelism.validate.calibrate: fewest rows over 15 %, then the mean).
 # H100: llama3-405b-128k -20 % (-29 % with kernels alone; its all-gather context parallelism is
 # modelled, its document masks are not, and the step is derived with the non-causal FLOP count of
-# PaLM's MFU, which the Llama 3 paper cites: a causal count would put the row at +12 %). The
+# PaLM's MFU, which the Llama 3 paper cites: a causal count would put the row at +12 %; the paper
+# says only that its 8K stage ran without activation checkpointing, and full recompute at 128K
+# would put the row at +2.8 %, an unsourced reading the row does not take). The
 # Megatron-Core rows take the blank-micro-batch rule (the fastest that fits, validate/steptime.py):
 # at b = 1 the 32B row was +44 %, physically impossible (test below). The DGX Cloud GPT-3 pair at
 # tag v25.01 sits inside the bar from the other side (fast by the same amount in both precisions):
