@@ -48,6 +48,7 @@ def files(tmp_path_factory):
     mem.head(1).assign(tp="eight").to_csv(d / "cases_badint.csv", index=False)
     mem.head(1).assign(seq_len=-2048).to_csv(d / "cases_negative.csv", index=False)
     mem.head(1).assign(sequence_parallel="perhaps").to_csv(d / "cases_badbool.csv", index=False)
+    mem.head(1).assign(dp=0).to_csv(d / "cases_dp_disagrees.csv", index=False)  # gpus != tp·pp·cp·dp
     pd.read_csv(GOLDEN).assign(schema_version=999).to_csv(d / "other_schema.csv", index=False)
     (d / "garbage.parquet").write_bytes(b"not parquet at all")
     (d / "tol.yaml").write_text("mem_total_gib: {rtol: -1}\n")
@@ -149,6 +150,7 @@ CORPUS = [
     ("cases-non-integer", ["validate", "--cases", "{d}/cases_badint.csv"]),
     ("cases-negative", ["validate", "--cases", "{d}/cases_negative.csv"]),
     ("cases-bad-bool", ["validate", "--cases", "{d}/cases_badbool.csv"]),
+    ("cases-dp-disagrees-with-gpus", ["validate", "--cases", "{d}/cases_dp_disagrees.csv"]),
     ("validate-out-unwritable", ["validate", "--cases", "{d}/cases_missing.csv", "--out", "/proc/nope/o.csv"]),
     ("best-unknown-model", ["best", "model=nosuch"]),
     ("pareto-zero-gpus", ["pareto", "grid.ngpus=[0]"]),

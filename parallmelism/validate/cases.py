@@ -195,6 +195,10 @@ def train_run_of(row, shipped_models: dict, hardware_of, base_output):
     cp, ep, dp = as_int(row, "cp", 1), as_int(row, "ep", 1), as_int(row, "dp", 1)
     mb = as_int(row, "micro_batch", 1)
     gpus = as_int(row, "gpus", tp * pp * cp * dp)
+    if get(row, "dp") is not None and get(row, "gpus") is not None and gpus != tp * pp * cp * dp:
+        raise UserError(
+            f"case {row.get('case')!r}: gpus={gpus} is not tp·pp·cp·dp = {tp}·{pp}·{cp}·{dp} = {tp * pp * cp * dp}"
+        )
     rc = get(row, "recompute", "none")
     rc = "none" if str(rc).lower() == "any" else str(rc).lower()
     precision = str(get(row, "precision", "bf16")).lower()

@@ -177,9 +177,13 @@ def step_time_run_of(row: dict, ctx):
 
 
 def micro_batch_candidates(row: dict) -> list[int]:
-    """Micro-batches Megatron accepts for the row: divisors of its per-replica batch."""
-    dp = as_int(row, "dp", 1)
-    per_replica = as_int(row, "global_batch", dp) // dp
+    """Micro-batches Megatron accepts for the row: divisors of its per-replica batch, global_batch
+    over the DP size the grid takes (gpus / (tp·pp·cp), as train_run_of builds it); [1] where a
+    size is not positive: the row's own checks then name the bad value."""
+    tp, pp, cp = as_int(row, "tp", 1), as_int(row, "pp", 1), as_int(row, "cp", 1)
+    model_parallel = tp * pp * cp
+    dp = as_int(row, "gpus", model_parallel * as_int(row, "dp", 1)) // model_parallel if model_parallel >= 1 else 0
+    per_replica = as_int(row, "global_batch", dp) // dp if dp >= 1 else 0
     return [b for b in range(1, per_replica + 1) if per_replica % b == 0] or [1]
 
 
