@@ -92,27 +92,40 @@ def grid_fit(rows, ctx, values, field, grid, which):
     return min(scores)
 
 
+def fit_parts(hw_rows, models):
+    """(field, rows, grid, which) of each overhead, in fitting order, on one accelerator's rows:
+    disaggregated rows are reported, not fitted; dense-model ITL sets iteration_overhead_ms, MoE
+    ITL moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
+    fit_rows = [r for r in hw_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
+    dense = [r for r in fit_rows if model_of(r, models).moe is None]
+    moe = [r for r in fit_rows if model_of(r, models).moe is not None]
+    ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
+    return (
+        ("iteration_overhead_ms", dense, GRID_MS, 0),
+        ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
+        ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1),
+    )
+
+
+def rows_by_accelerator(files=None):
+    """Serving rows of the case files (default: the shipped parallmelism/cases/inference_*.csv) by
+    accelerator name."""
+    files = files or [f for f in shipped_case_files() if "inference" in f.name]
+    by_hw = {}
+    for row in load_rows(files):
+        by_hw.setdefault(get(row, "accelerator", "h100-sxm-80gb"), []).append(row)
+    return by_hw
+
+
 def main(argv):
-    files = [Path(a) for a in argv] or [f for f in shipped_case_files() if "inference" in f.name]
-    rows = load_rows(files)
+    by_hw = rows_by_accelerator([Path(a) for a in argv])
     ctx = _context([], [])
     models = ctx[0]
-    by_hw = {}
-    for row in rows:
-        by_hw.setdefault(get(row, "accelerator", "h100-sxm-80gb"), []).append(row)
     fitted = {}
     for hw_name, hw_rows in sorted(by_hw.items()):
         eff = ctx[1](hw_name).efficiency
         values = {f: getattr(eff, f) for f in FIELDS}
-        fit_rows = [r for r in hw_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
-        dense = [r for r in fit_rows if model_of(r, models).moe is None]
-        moe = [r for r in fit_rows if model_of(r, models).moe is not None]
-        ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
-        for field, part, grid, which in (
-            ("iteration_overhead_ms", dense, GRID_MS, 0),
-            ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
-            ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1),
-        ):
+        for field, part, grid, which in fit_parts(hw_rows, models):
             if not part:
                 print(f"{hw_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
                 continue

@@ -21,36 +21,22 @@ def fit():
     return mod
 
 
-def _rows_of(fit, hw_name, kind):
-    files = [f for f in fit.shipped_case_files() if "inference" in f.name]
-    ctx = fit._context([], [])
-    rows = [
-        r
-        for r in fit.load_rows(files)
-        if fit.get(r, "accelerator", "h100-sxm-80gb") == hw_name
-        and str(fit.get(r, "disaggregated", "false")).lower() != "true"
-    ]
-    models = ctx[0]
-    if kind == "moe":
-        rows = [r for r in rows if fit.model_of(r, models).moe is not None]
-    elif kind == "dense":
-        rows = [r for r in rows if fit.model_of(r, models).moe is None]
-    else:
-        rows = [r for r in rows if fit.get(r, "measured_ttft_ms") is not None]
-    return rows, ctx
-
-
 @pytest.mark.parametrize(
-    "hw_name, field, kind, step, which",
+    "hw_name, field",
     [
-        ("h200-sxm-141gb", "moe_layer_overhead_us", "moe", 2.5, 0),
-        ("h100-sxm-80gb", "iteration_overhead_ms", "dense", 0.05, 0),
-        ("h100-sxm-80gb", "request_overhead_ms", "ttft", 0.25, 1),
+        ("h200-sxm-141gb", "moe_layer_overhead_us"),
+        ("h100-sxm-80gb", "iteration_overhead_ms"),
+        ("h100-sxm-80gb", "request_overhead_ms"),
     ],
 )
-def test_shipped_serving_overhead_is_the_fit(fit, hw_name, field, kind, step, which):
-    rows, ctx = _rows_of(fit, hw_name, kind)
+def test_shipped_serving_overhead_is_the_fit(fit, hw_name, field):
+    ctx = fit._context([], [])
+    parts = {
+        f: (rows, grid, which) for f, rows, grid, which in fit.fit_parts(fit.rows_by_accelerator()[hw_name], ctx[0])
+    }
+    rows, grid, which = parts[field]
     assert rows
+    step = float(grid[1] - grid[0])
     eff = ctx[1](hw_name).efficiency
     values = {f: getattr(eff, f) for f in fit.FIELDS}
     shipped = values[field]

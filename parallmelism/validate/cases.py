@@ -182,6 +182,16 @@ def model_of(row, shipped_models: dict):
         raise UserError(f"case {row.get('case')!r}: bad architecture ({str(exc).splitlines()[-1].strip()})") from None
 
 
+def data_parallel_size(row) -> int:
+    """The row's DP size as its grid takes it: gpus / (tp·pp·cp) (Megatron's DP; EP lives inside
+    it), or the `dp` column where `gpus` is blank; 0 where a size is not positive (the row's own
+    checks then name the bad value)."""
+    model_parallel = as_int(row, "tp", 1) * as_int(row, "pp", 1) * as_int(row, "cp", 1)
+    if model_parallel < 1:
+        return 0
+    return as_int(row, "gpus", model_parallel * as_int(row, "dp", 1)) // model_parallel
+
+
 def train_run_of(row, shipped_models: dict, hardware_of, base_output):
     """RunConfig with a fully pinned training grid for one case row."""
     from pydantic import ValidationError
@@ -195,7 +205,8 @@ def train_run_of(row, shipped_models: dict, hardware_of, base_output):
     cp, ep, dp = as_int(row, "cp", 1), as_int(row, "ep", 1), as_int(row, "dp", 1)
     mb = as_int(row, "micro_batch", 1)
     gpus = as_int(row, "gpus", tp * pp * cp * dp)
-    if get(row, "dp") is not None and get(row, "gpus") is not None and gpus != tp * pp * cp * dp:
+    stated = get(row, "dp") is not None and get(row, "gpus") is not None
+    if stated and min(tp, pp, cp) >= 1 and gpus != tp * pp * cp * dp:  # tp, pp, cp < 1: GridSpec names them
         raise UserError(
             f"case {row.get('case')!r}: gpus={gpus} is not tp·pp·cp·dp = {tp}·{pp}·{cp}·{dp} = {tp * pp * cp * dp}"
         )

@@ -77,7 +77,8 @@ Megatron-Core r0.8.0's arguments.py turns `overlap_p2p_comm` off unless the inte
 used ("non-interleaved schedule does not support overlapping p2p communication"), so those runs
 were interleaved. The chunk count is not given: vpp_stated is the least interleaving Megatron
 accepts, the rule for "interleaved" above (2, 23, 2, 2 and 7 chunks for 42, 23, 16, 12 and 7
-layers per stage; m = 4·pp micro-batches in every row divides by pp).
+layers per stage; every row's per-replica batch is 4·pp sequences, so its micro-batch count at the
+blank-micro-batch rule's b, pp for 70B, 2·pp for 119B and 4·pp for the rest, divides by pp).
 Narayanan et al.'s Table 1 rows take micro_batch_stated and overlap_dp_comm from the authors'
 reproduction script (NVIDIA/Megatron-LM examples/sc21/run_table_1.sh): MBS 16, 16, 16, 8, 4, 2, 2,
 1, 1, 1 from 1.7B to 1T, and `--DDP-impl torch` (PyTorch DDP: the all-reduce overlaps backward)
@@ -101,7 +102,7 @@ from __future__ import annotations
 import re
 
 from ..errors import UserError
-from .cases import as_bool, as_int, get, train_run_of
+from .cases import as_bool, as_int, data_parallel_size, get, train_run_of
 from .runner import _evaluate_one, register_case_kind
 
 QUANTITY = "step_time_s"
@@ -119,16 +120,14 @@ def fill_blanks(row: dict, model) -> dict:
     """The documented rules for blank values (module docstring); returns a new row."""
     row = dict(row)
     notes = str(get(row, "notes", ""))
-    tp, pp, dp = as_int(row, "tp", 1), as_int(row, "pp", 1), as_int(row, "dp", 1)
-    if get(row, "micro_batch") is None:
-        row["micro_batch"] = get(row, "micro_batch_stated") or "1"
+    tp, pp, dp = as_int(row, "tp", 1), as_int(row, "pp", 1), max(data_parallel_size(row), 1)
     if get(row, "vpp") is None and get(row, "vpp_stated") is not None:
         row["vpp"] = row["vpp_stated"]
     if get(row, "vpp") is None:
         v = 1
         if pp > 1 and re.search(r"\binterleaved\b", notes, re.I):
-            gb = as_int(row, "global_batch", dp * as_int(row, "micro_batch", 1))
-            v = _interleave_chunks(model.layers, pp, gb // (dp * as_int(row, "micro_batch", 1)))
+            b = as_int(row, "micro_batch", 1)
+            v = _interleave_chunks(model.layers, pp, as_int(row, "global_batch", dp * b) // (dp * b))
         row["vpp"] = str(v)
     if get(row, "recompute") is None:
         row["recompute"] = "none"
@@ -170,33 +169,49 @@ def _workload_extras(row, hw) -> dict:
 
 
 def step_time_run_of(row: dict, ctx):
-    """RunConfig of a training_measured row after the blank rules."""
-    if get(row, "micro_batch") is None and get(row, "micro_batch_stated") is None:
-        row = {**row, "micro_batch": str(fastest_micro_batch(row, ctx))}
+    """RunConfig of a training_measured row after the blank rules (the micro-batch's first: the
+    stated one, else the fastest that fits; then fill_blanks)."""
+    if get(row, "micro_batch") is None:
+        stated = get(row, "micro_batch_stated")
+        row = {**row, "micro_batch": stated if stated is not None else str(fastest_micro_batch(row, ctx))}
     return _run_of(row, ctx)
 
 
+def _divisors(n: int) -> list[int]:
+    """Divisors of n in increasing order (trial division up to sqrt(n))."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
 def micro_batch_candidates(row: dict) -> list[int]:
-    """Micro-batches Megatron accepts for the row: divisors of its per-replica batch, global_batch
-    over the DP size the grid takes (gpus / (tp·pp·cp), as train_run_of builds it); [1] where a
-    size is not positive: the row's own checks then name the bad value."""
-    tp, pp, cp = as_int(row, "tp", 1), as_int(row, "pp", 1), as_int(row, "cp", 1)
-    model_parallel = tp * pp * cp
-    dp = as_int(row, "gpus", model_parallel * as_int(row, "dp", 1)) // model_parallel if model_parallel >= 1 else 0
-    per_replica = as_int(row, "global_batch", dp) // dp if dp >= 1 else 0
-    return [b for b in range(1, per_replica + 1) if per_replica % b == 0] or [1]
+    """Micro-batches Megatron accepts for the row, in increasing order: divisors of its per-replica
+    batch, global_batch over the DP size its grid takes (cases.data_parallel_size); [1] where a
+    size is not positive or DP does not divide the batch: the row's own checks then name it."""
+    dp = data_parallel_size(row)
+    batch = as_int(row, "global_batch", dp)
+    if dp < 1 or batch < 1 or batch % dp:
+        return [1]
+    return _divisors(batch // dp)
 
 
 def fastest_micro_batch(row: dict, ctx) -> int:
     """The blank-micro-batch rule (module docstring): the fastest candidate that is a valid layout
-    and fits in memory; 1 where none does (the row is then evaluated as stated, and does not fit)."""
+    and fits in memory (the engine's `fits`, what `best` keeps); 1 where none does (the row is then
+    evaluated at b = 1, and does not fit). Candidates go up in size and stop at the first valid one
+    that does not fit, since a larger micro-batch only holds more activations. A row that is not a
+    valid layout at b = 1 is one at no b (fewer micro-batches only tighten m % pp == 0): b = 1 then,
+    and the row's own error follows."""
     best_b, best_s = 1, float("inf")
     for b in micro_batch_candidates(row):
         try:
             r = _evaluate_one(_run_of({**row, "micro_batch": str(b)}, ctx))
         except UserError:  # not a valid layout at this micro-batch (e.g. interleaving needs m % pp == 0)
+            if b == 1:
+                return 1
             continue
-        if float(r["mem_headroom_gib"]) >= 0.0 and float(r["time_step_s"]) < best_s:
+        if not bool(r["fits"]):
+            break
+        if float(r["time_step_s"]) < best_s:
             best_b, best_s = b, float(r["time_step_s"])
     return best_b
 
