@@ -408,7 +408,8 @@ def test_published_layouts_fit_in_memory():
 
 def test_micro_batch_search_stays_small_on_a_huge_batch(monkeypatch):
     """A blank micro-batch with a huge per-replica batch (2**40 sequences) lists its 41 divisors
-    without counting to 2**40, and evaluates them only until the first that does not fit."""
+    without counting to 2**40, and the engine evaluates them all in one pass over the grid."""
+    import parallmelism.search as search
     from parallmelism.validate import steptime
     from parallmelism.validate.runner import _context
 
@@ -416,7 +417,8 @@ def test_micro_batch_search_stays_small_on_a_huge_batch(monkeypatch):
     assert steptime.micro_batch_candidates(row) == [2**i for i in range(41)]
     assert steptime._divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
     calls = []
-    evaluate = steptime._evaluate_one
-    monkeypatch.setattr(steptime, "_evaluate_one", lambda run: calls.append(run) or evaluate(run))
+    evaluate = search.evaluate_table
+    monkeypatch.setattr(search, "evaluate_table", lambda run: calls.append(run) or evaluate(run))
     b = steptime.fastest_micro_batch(row, _context([], None))
-    assert b in (1, 2, 4, 8) and len(calls) <= 6, (b, len(calls))
+    assert b in (1, 2, 4, 8) and len(calls) == 1, (b, len(calls))
+    assert calls[0].grid.micro_batch == [2**i for i in range(41)]

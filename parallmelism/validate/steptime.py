@@ -195,25 +195,19 @@ def micro_batch_candidates(row: dict) -> list[int]:
 
 
 def fastest_micro_batch(row: dict, ctx) -> int:
-    """The blank-micro-batch rule (module docstring): the fastest candidate that is a valid layout
-    and fits in memory (the engine's `fits`, what `best` keeps); 1 where none does (the row is then
-    evaluated at b = 1, and does not fit). Candidates go up in size and stop at the first valid one
-    that does not fit, since a larger micro-batch only holds more activations. A row that is not a
-    valid layout at b = 1 is one at no b (fewer micro-batches only tighten m % pp == 0): b = 1 then,
-    and the row's own error follows."""
-    best_b, best_s = 1, float("inf")
-    for b in micro_batch_candidates(row):
-        try:
-            r = _evaluate_one(_run_of({**row, "micro_batch": str(b)}, ctx))
-        except UserError:  # not a valid layout at this micro-batch (e.g. interleaving needs m % pp == 0)
-            if b == 1:
-                return 1
-            continue
-        if not bool(r["fits"]):
-            break
-        if float(r["time_step_s"]) < best_s:
-            best_b, best_s = b, float(r["time_step_s"])
-    return best_b
+    """The blank-micro-batch rule (module docstring): one run whose grid holds every candidate, as
+    `best` searches micro-batches; the engine drops the ones that make no valid layout, and of the
+    rows that fit (`fits`) the fastest wins, the smaller b on a tie. 1 where none fits or none is
+    valid (the row is then evaluated at b = 1, and its own error or its memory shows)."""
+    from ..search import evaluate_table
+
+    run = _run_of({**row, "micro_batch": "1"}, ctx)
+    grid = run.grid.model_copy(update={"micro_batch": micro_batch_candidates(row)})
+    df, _ = evaluate_table(run.model_copy(update={"grid": grid}))
+    fitting = df[df["fits"].astype(bool)] if len(df) else df
+    if len(fitting) == 0:
+        return 1
+    return int(fitting.sort_values(["time_step_s", "micro_batch"]).iloc[0]["micro_batch"])
 
 
 def _run_of(row: dict, ctx):
