@@ -18,9 +18,10 @@ def import_hf(
     ),
 ):
     """Turn a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2/3 incl. MoE) into a model YAML."""
-    from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml, write_text_atomic
+    from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml
     from ..config.paths import check_option_name
     from ..errors import UserError
+    from ..report.writer import write_text
     from .common import console, fail
     from .outputs import check_yaml_out
 
@@ -36,7 +37,7 @@ def import_hf(
         if out is None:
             typer.echo(text, nl=False)
             return
-        write_text_atomic(text, out)
+        write_text(text, out)
         from ..cost.params import total_params
         from ..specs import ModelSpec
 

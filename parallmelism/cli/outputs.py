@@ -11,18 +11,25 @@ import typer
 from .common import fail
 
 
-def check_full_output(value: Optional[Path]) -> Optional[Path]:
-    """--full-output is checked when the command line is read: a new, empty or dataset folder."""
+def _checked_when_read(check, value: Optional[Path]) -> Optional[Path]:
+    """An option's path through `check` as the command line is read, before any computation; a
+    refusal is the one-sentence error."""
     if value is None:
         return None
     from ..errors import UserError
-    from ..report.writer import check_dataset_folder
 
     try:
-        return check_dataset_folder(value)
+        return check(value)
     except UserError as exc:
         fail(str(exc))
     return None  # pragma: no cover - fail() raises
+
+
+def check_full_output(value: Optional[Path]) -> Optional[Path]:
+    """--full-output: a new, empty or dataset folder."""
+    from ..report.writer import check_dataset_folder
+
+    return _checked_when_read(check_dataset_folder, value)
 
 
 FULL = typer.Option(
@@ -35,17 +42,10 @@ FULL = typer.Option(
 
 
 def check_out(value: Optional[Path]) -> Optional[Path]:
-    """--out is checked when the command line is read, before any computation."""
-    if value is None:
-        return None
-    from ..errors import UserError
+    """--out: a table path (.csv or .parquet) we may write."""
     from ..report.writer import check_output_path
 
-    try:
-        return check_output_path(value)[0]
-    except UserError as exc:
-        fail(str(exc))
-    return None  # pragma: no cover - fail() raises
+    return _checked_when_read(lambda path: check_output_path(path)[0], value)
 
 
 def check_yaml_out(path: Path) -> Path:

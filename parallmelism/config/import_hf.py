@@ -223,10 +223,3 @@ def default_name(cfg: dict, path: Path) -> str:
     raw = cfg.get("_name_or_path") or (path.parent.name if path.parent.name else cfg.get("model_type", "model"))
     name = re.sub(r"[^a-z0-9.]+", "-", str(raw).split("/")[-1].lower()).strip("-")
     return name or "model"
-
-
-def write_text_atomic(text: str, path: str | Path) -> Path:
-    """Write text beside the target and rename, so a failure never leaves a partial file."""
-    from ..report.writer import write_text
-
-    return write_text(text, path)
