@@ -77,7 +77,7 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     from ..report.writer import check_writable_target, write_texts
     from ..errors import UserError
     from ..profiling import collectives
-    from ..profiling.bench import device_facts, tasks
+    from ..profiling.bench import device_facts, fastest_of_passes, tasks
     from ..profiling.writer import accelerator_yaml, collectives_table_text, kernel_table_text
 
     # the output folder and the name are checked before minutes of benchmarking
@@ -115,28 +115,29 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
             TimeElapsedColumn(),
             console=err,
             transient=True,
+            auto_refresh=False,  # redrawn between points only: no thread takes the GIL while one is timed
         )
         bar.start()
         task = bar.add_task("", total=len(todo) + len(points))
 
     def step(label: str) -> None:
         if bar is not None:
-            bar.update(task, description=label, advance=1)
+            bar.update(task, description=label, advance=1, refresh=True)
 
     measured = None
     try:
         for label, fn in todo:
             if bar is not None:
-                bar.update(task, description=label)
+                bar.update(task, description=label, refresh=True)
             try:
                 rows += fn()
             except RuntimeError as exc:  # e.g. out of memory at the largest size: skip the point, say so
                 err.print(f"skipped {label}: {str(exc).splitlines()[0]}")
             if bar is not None:
-                bar.advance(task)
+                bar.update(task, advance=1, refresh=True)
         if points:
             if bar is not None:
-                bar.update(task, description=f"collectives, {n_ranks} ranks: starting")
+                bar.update(task, description=f"collectives, {n_ranks} ranks: starting", refresh=True)
             try:
                 measured = collectives.run(torch, device, quick, n_ranks, on_point=step)
             except RuntimeError as exc:  # a rank failed (no NCCL, a rendezvous error): keep the kernels
@@ -148,6 +149,7 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
         err.print(f"note: {skip_collectives}", highlight=False)
     for line in measured.skipped if measured else []:
         err.print(f"skipped {line}", highlight=False)
+    rows = fastest_of_passes(rows)
     if not any(r["family"] == "gemm" for r in rows):
         raise UserError("no GEMM could be measured on this device")
     fit = None

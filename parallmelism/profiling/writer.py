@@ -41,6 +41,7 @@ def kernel_table_text(rows: list[dict], facts: dict) -> str:
         f"# Kernel table measured by `parallmelism profile` on {facts['name']} ({facts['gpus']} visible), "
         f"PyTorch {facts['torch']}"
         + (f", CUDA {facts['cuda']}" if facts.get("cuda") else "")
+        + (f", cuDNN {facts['cudnn']}" if facts.get("cudnn") else "")
         + f", {facts['date']}; median time, L2 flushed on GPUs (parallmelism/profiling/bench.py).",
         ",".join(COLUMNS),
     ]
@@ -116,7 +117,8 @@ def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path:
         name=name,
         display_name=f"{facts['name']} (profiled)",
         source=f"parallmelism profile, {facts['date']}, PyTorch {facts['torch']}"
-        + (f", CUDA {facts['cuda']}" if facts.get("cuda") else ""),
+        + (f", CUDA {facts['cuda']}" if facts.get("cuda") else "")
+        + (f", cuDNN {facts['cudnn']}" if facts.get("cudnn") else ""),
         confidence="measured kernels; peaks estimated",
         hbm_capacity_gib=round(facts["memory_gib"], 3),
         hbm_usable_gib=round(facts["memory_gib"], 3),
