@@ -213,6 +213,7 @@ H100 = dict(
 A100 = dict(H100, matmul=0.74, attention=0.25, hbm=0.9, scale_out=0.96)
 BEFORE_INHERITANCE = {
     "h100-sxm-80gb": dict(H100, matmul_fp8=0.65),
+    "h100-sxm-80gb-profiled": dict(H100, matmul_fp8=0.65),  # `profile` copies its --base efficiencies
     "a100-sxm-80gb": dict(A100, matmul_fp8=None),
     "a100-sxm-40gb": dict(A100, matmul_fp8=None),
     "h200-sxm-141gb": dict(H100, matmul_fp8=0.65),

@@ -1,0 +1,125 @@
+"""The H100 kernel model against a real H100 profile it was not built from.
+
+Two measurement files shipped with the project, taken on 2026-11-25 on one H100 SXM 80GB
+(PyTorch 2.11.0+cu130, CUDA 13.0, cuDNN 9.19.0; headers and rows say so):
+- hardware/kernels/h100-sxm-80gb-profiled.csv: `parallmelism profile` on that GPU (210 GEMMs:
+  fwd, dgrad and wgrad in bf16 and fp8; 60 causal attention kernels, cuDNN and FlashAttention-2;
+  6 HBM transfers), with its accelerator file hardware/h100-sxm-80gb-profiled.yaml;
+- parallmelism/cases/h100_layers_measured.csv: one Llama 3.1 layer shard (8B/70B/405B, TP 1-8,
+  2k-32k tokens), forward and forward+backward, eager and torch.compile'd
+  (benchmarks/gpu_layer.py).
+The reference H100 model (hardware/kernels/h100-sxm-80gb.csv, built from ../shared/reference)
+never saw either file, so these are out-of-sample checks of kernel times and of whole layers.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from parallmelism.config.compose import load_option
+from parallmelism.cost.flops import layer_ops
+from parallmelism.cost.kernels import KernelModel, causal_attention_flops
+from parallmelism.cost.roofline import Rates, ops_times
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = ROOT / "hardware" / "kernels" / "h100-sxm-80gb-profiled.csv"
+LAYERS = ROOT / "parallmelism" / "cases" / "h100_layers_measured.csv"
+REFERENCE = load_option("hardware", "h100-sxm-80gb")
+PROFILED = load_option("hardware", "h100-sxm-80gb-profiled")
+
+
+def _profile_errors() -> pd.DataFrame:
+    """Every profiled kernel with the reference model's relative error (model / measured - 1)."""
+    km = KernelModel(REFERENCE)
+    df = pd.read_csv(PROFILE, comment="#")
+    pred = []
+    for r in df.itertuples():
+        if r.family == "gemm":
+            pred.append(km.gemm_s(r.m, r.k, r.n, r.dtype, r.part))
+        elif r.family == "attention":
+            bwd = r.part == "bwd"
+            flops = causal_attention_flops(r.seq, r.heads, r.head_dim, bwd)
+            pred.append(km.attention_s(flops, r.seq, r.heads, bwd, r.backend))
+        else:
+            pred.append(km.memory_s(r.bytes))
+    df["err"] = np.array([float(p) for p in pred]) / df.measured_s - 1
+    return df
+
+
+def test_the_profile_is_a_real_h100_run_with_its_versions():
+    head = PROFILE.read_text().splitlines()[0]
+    for fact in ("NVIDIA H100 80GB HBM3", "PyTorch 2.11.0+cu130", "CUDA 13.0", "cuDNN 9.19.0", "2026-11-25"):
+        assert fact in head
+    df = pd.read_csv(PROFILE, comment="#")
+    assert df.family.value_counts().to_dict() == {"gemm": 210, "attention": 60, "hbm": 6}
+    assert set(df[df.family == "gemm"].part) == {"fwd", "dgrad", "wgrad"}
+    assert set(df[df.family == "attention"].backend) == {"cudnn", "flash2"}
+    assert PROFILED.kernels.table == "kernels/h100-sxm-80gb-profiled.csv" and KernelModel(PROFILED).own_table
+    # the peaks `profile` estimated from its fastest kernels land within 5 % of the datasheet
+    for dtype in ("bf16", "fp8"):
+        assert PROFILED.peak_tflops[dtype] == pytest.approx(REFERENCE.peak_tflops[dtype], rel=0.05)
+
+
+def test_reference_model_predicts_the_profiled_training_kernels():
+    """Training shapes (m >= 4096 tokens per micro-batch; k, n >= 4096; attention at 4k-16k tokens,
+    cuDNN as Transformer Engine runs it; transfers >= 32 MiB): the reference model, built from other
+    measurements, predicts the new ones. Measured on 2026-11-25: GEMMs (bf16 and fp8, fwd, dgrad,
+    wgrad) median 3.0 %, max 17.7 %; cuDNN attention median 1.9 %, max 11.7 %; HBM max 2.5 %.
+    Not in this bound: fp8 wgrad at 1,024 tokens runs 12-25 % slower than the model says (the
+    reference files have no fp8 dgrad/wgrad rows), which matters for fp8 with small micro-batches."""
+    df = _profile_errors()
+    e = df.err.abs()
+    gemm = (df.family == "gemm") & (df.m >= 4096) & (df.k >= 4096) & (df.n >= 4096)
+    att = (df.family == "attention") & (df.backend == "cudnn") & (df.seq >= 4096)
+    hbm = (df.family == "hbm") & (df.bytes >= 2**25)
+    assert gemm.sum() == 60 and att.sum() == 18 and hbm.sum() == 4
+    assert e[gemm].median() <= 0.05 and e[gemm].max() <= 0.20
+    assert e[att].median() <= 0.03 and e[att].max() <= 0.13
+    assert e[hbm].max() <= 0.03
+
+
+def test_reference_model_over_the_whole_profile():
+    """All 276 kernels, small and odd shapes too: median |error| within 6 % (measured 5.1 %). The
+    19 misses over 30 % are wgrad/dgrad of decode-sized or skinny GEMMs (m = 16-256 tokens, or
+    n = 1280) and attention backward at 1-2k tokens, where the reference file's cuDNN times carry
+    launch gaps that `profile` hides (1k tokens, 8 heads: 91 µs there, 58 µs here); none is a shape
+    of a shipped training run."""
+    df = _profile_errors()
+    assert df.err.abs().median() <= 0.06
+    big = df[df.err.abs() > 0.30]
+    skinny = (big.family == "gemm") & ((big.m <= 256) | (big.n <= 1280))
+    short_attention = (big.family == "attention") & (big.seq <= 2048)
+    assert len(big) <= 20 and (skinny | short_attention).all(), big
+
+
+def _layer_s(hw, r) -> tuple[float, float]:
+    """The model's (forward, backward) seconds of one layer shard (no SP, bf16, flash attention)."""
+    model = load_option("model", r.model)
+    one = np.array([1.0])
+    ops = layer_ops(model, r.seq, one * r.micro_batch, one * r.tp, one, np.array([False]), True)
+    times = ops_times(ops, Rates(hw, "bf16"))
+    fwd = sum(float(np.ravel(t[0])[0]) for t in times)
+    bwd = sum(float(np.ravel(t[1])[0]) for t in times)
+    return fwd, bwd
+
+
+@pytest.mark.parametrize("hw", [REFERENCE, PROFILED], ids=["reference-table", "profiled-table"])
+def test_summed_per_op_times_match_measured_layers(hw):
+    """A whole layer, forward + backward, is the sum of the per-op kernel times `show` prints: within
+    8 % of the torch.compile'd layer (fused norms, RoPE and SwiGLU, as Transformer Engine fuses them),
+    and up to 10 % below the eager one (which runs them unfused), never above it by more than 2 %.
+    Measured: reference table -6.6 … +4.7 % of compiled, -7.3 … -1.2 % of eager; profiled table
+    -7.5 … +1.8 % of compiled, -9.7 … -3.1 % of eager. No overhead term is in these sums."""
+    df = pd.read_csv(LAYERS)
+    assert len(df) == 18 and set(df["mode"]) == {"eager", "compiled"}
+    for r in df.itertuples():
+        fwd, bwd = _layer_s(hw, r)
+        ratio = (fwd + bwd) * 1e3 / r.fwd_bwd_ms
+        case = (r.model, r.tp, r.seq, r.mode, round(ratio, 3))
+        if r.mode == "compiled":
+            assert abs(ratio - 1) <= 0.08, case
+            assert fwd * 1e3 == pytest.approx(r.fwd_ms, rel=0.15), case
+        else:
+            assert 0.90 <= ratio <= 1.02, case
