@@ -17,7 +17,7 @@ layer (fused elementwise kernels, as Transformer Engine's fused norms and SwiGLU
 Each row is a measurement to compare with the cost model's per-op roofline of the same shard
 (`parallmelism show ... grid.tp=[TP] workload.sequence_parallel=false`, time_fwd_ms + time_bwd_ms of
 the layer ops): tests/test_profiled_h100.py does so against the shipped copy in
-parallmelism/cases/h100_layers_measured.csv.
+hardware/kernels/h100-sxm-80gb-profiled.layers.csv.
 """
 
 from __future__ import annotations

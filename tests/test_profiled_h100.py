@@ -5,7 +5,7 @@ Two measurement files shipped with the project, taken on 2026-11-25 on one H100 
 - hardware/kernels/h100-sxm-80gb-profiled.csv: `parallmelism profile` on that GPU (210 GEMMs:
   fwd, dgrad and wgrad in bf16 and fp8; 60 causal attention kernels, cuDNN and FlashAttention-2;
   6 HBM transfers), with its accelerator file hardware/h100-sxm-80gb-profiled.yaml;
-- parallmelism/cases/h100_layers_measured.csv: one Llama 3.1 layer shard (8B/70B/405B, TP 1-8,
+- hardware/kernels/h100-sxm-80gb-profiled.layers.csv: one Llama 3.1 layer shard (8B/70B/405B, TP 1-8,
   2k-32k tokens), forward and forward+backward, eager and torch.compile'd
   (benchmarks/gpu_layer.py).
 The reference H100 model (hardware/kernels/h100-sxm-80gb.csv, built from ../shared/reference)
@@ -25,7 +25,7 @@ from parallmelism.cost.roofline import Rates, ops_times
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "hardware" / "kernels" / "h100-sxm-80gb-profiled.csv"
-LAYERS = ROOT / "parallmelism" / "cases" / "h100_layers_measured.csv"
+LAYERS = ROOT / "hardware" / "kernels" / "h100-sxm-80gb-profiled.layers.csv"
 REFERENCE = load_option("hardware", "h100-sxm-80gb")
 PROFILED = load_option("hardware", "h100-sxm-80gb-profiled")
 
