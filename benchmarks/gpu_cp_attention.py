@@ -1,6 +1,7 @@
 """The attention kernels of one context-parallel rank, timed on the local GPU (cuDNN and FlashAttention-2).
 
-    python benchmarks/gpu_cp_attention.py > blocks.csv
+    python benchmarks/gpu_cp_attention.py > blocks.csv          # the ring kernels of a 405B rank (below)
+    python benchmarks/gpu_cp_attention.py --grid > grid.csv     # causal and non-causal over q, kv, heads
 
 Transformer Engine's load-balanced ring (cp_comm_type p2p) splits a sequence of s tokens into 2·cp
 chunks and gives rank r chunks r and 2·cp-1-r. Per layer a rank runs, forward and backward:
@@ -13,7 +14,9 @@ With chunks of 4,096 tokens (s = 8192·cp) every step is one of three measured k
 (parallmelism/profiling/bench.py Timer). Prints CSV: backend, q_len, kv_len, heads, kv_heads,
 causal, fwd_s, bwd_s (backward kernels alone). tests/test_profiled_h100.py compares the cost
 model's per-rank attention with the sums of these kernels
-(hardware/kernels/h100-sxm-80gb-profiled.cp-attention.csv).
+(hardware/kernels/h100-sxm-80gb-profiled.cp-attention.csv). --grid times causal kernels and
+non-causal blocks over q_len 1k-16k, kv_len q/2..2q and 8-64 query heads (GQA 8:1), the data a
+per-block attention model needs (hardware/kernels/h100-sxm-80gb-profiled.attention-grid.csv).
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ SHAPES = [  # (q_len, kv_len, causal)
 ]
 
 
-def main() -> int:
+GRID = [
+    (q, kv, False, h) for q in (1024, 2048, 4096, 8192, 16384) for kv in (q // 2, q, 2 * q) for h in (8, 16, 32, 64)
+] + [(q, q, True, h) for q in (1024, 2048, 4096, 8192, 16384) for h in (8, 16, 32, 64)]
+
+
+def main(argv=None) -> int:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -48,15 +56,18 @@ def main() -> int:
         return 2
     F = torch.nn.functional
     timer = Timer(torch, "cuda", 20, 5)
-    v = torch.backends.cudnn.version()
+    cudnn = torch.backends.cudnn.version()
     print(
-        f"# {torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {v}, "
+        f"# {torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {cudnn}, "
         f"{time.strftime('%Y-%m-%d', time.gmtime())}; benchmarks/gpu_cp_attention.py"
     )
     print("backend,q_len,kv_len,heads,kv_heads,causal,fwd_s,bwd_s")
-    heads, kv_heads, d = 16, 1, 128
+    grid = "--grid" in (sys.argv[1:] if argv is None else argv)
+    points = GRID if grid else [(q, kv, c, 16) for q, kv, c in SHAPES]
+    d = 128
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION)):
-        for q_len, kv_len, causal in SHAPES:
+        for q_len, kv_len, causal, heads in points:
+            kv_heads = max(1, heads // 8) if grid else 1
             q = torch.randn(1, heads, q_len, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k, v = (
                 torch.randn(1, kv_heads, kv_len, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -67,10 +78,14 @@ def main() -> int:
                 with sdpa_kernel(backend):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
 
-            o = fwd()
-            g = torch.randn_like(o)
-            t_f = timer(fwd)
-            t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+            try:
+                o = fwd()
+                g = torch.randn_like(o)
+                t_f = timer(fwd)
+                t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+            except RuntimeError as exc:  # a backend that refuses a shape: say so, go on
+                print(f"# skipped {name} {q_len}x{kv_len} heads {heads}: {str(exc).splitlines()[0]}", flush=True)
+                continue
             print(f"{name},{q_len},{kv_len},{heads},{kv_heads},{causal},{t_f:.6g},{t_b:.6g}", flush=True)
     return 0
 
