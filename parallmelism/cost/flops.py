@@ -25,6 +25,8 @@ Each op carries forward FLOPs and HBM bytes (read + written) and backward multip
   eager core   scores and ·V bmm 2·T·s·q/t each (full s×s, masked after), softmax (+dropout)
                over a·T·s/t elements; bwd 2× FLOPs and bytes
   elementwise  norms, residual adds, dropout, GELU/SwiGLU, RoPE, permute: bytes only; bwd ≈ 2×
+  cp_merge     with context parallelism (flash), the ring's merge of each of the c-1 later steps:
+               fwd 3·T·(width of V)/t reads + writes of 2 B, bwd 3·T·(q/t + K,V width) (dQ, dK,dV)
 MLA (model.mla; DeepSeek-V2/V3, training form without weight absorption): the projections are
   GEMMs q_down T×h×r_q and kv_down T×h×(r_kv+p) (replicated over TP: every rank computes them for
   all T tokens), latent RMSNorms (bytes only), q_up T×r_q×a(n+p)/t (or q_proj T×h×a(n+p)/t),
@@ -116,6 +118,7 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
+                cp=np.asarray(cp, dtype=np.float64),
                 heads=heads_per_rank(a, t) * b,
                 attention_core=True,
             )
@@ -132,6 +135,7 @@ def layer_ops(
                 selective=True,
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
+                cp=np.asarray(cp, dtype=np.float64),
                 heads=heads_per_rank(a, t) * b,
                 attention_core=True,
             )
@@ -198,6 +202,23 @@ def layer_ops(
                 attention_core=True,
             ),
         ]
+    if flash and np.any(cp > 1):
+        # Transformer Engine's ring merges each of the c-1 later steps into the output: forward reads
+        # the output and the step's partial output and writes the output (3 × T·vw/t, 2 B; the
+        # softmax statistics are 1/d of that); backward adds each step's dQ (3 × T·q/t) and dK,dV
+        # (3 × T·kv_l) into their accumulators.
+        kv_w = 2.0 * d * g_l if model.mla is None else kv_l
+        steps = np.maximum(cp - 1.0, 0.0)
+        ops.append(
+            Op(
+                "cp_merge",
+                MEMORY,
+                0.0,
+                steps * 6.0 * T * vw / t,
+                selective=True,
+                bwd_bytes_abs=steps * 6.0 * T * (q / t + kv_w),
+            )
+        )
     ops += [
         _gemm("out_proj", T, vw / t, h),
         Op("residual_attn", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r),
@@ -245,10 +266,12 @@ def layer_ops(
 
 
 def _cp_chunk(s, cp):
-    """Query length of one attention kernel: s without CP; with CP, Transformer Engine's load-balanced
-    ring splits a rank's s/cp tokens into two chunks and runs one kernel per chunk and ring step."""
+    """Query length of a rank's causal attention kernel: s, or s/cp with context parallelism.
+    Transformer Engine's load-balanced ring gives a rank chunks r and 2c-1-r of 2c; per layer it runs
+    one causal kernel over its s/c tokens and c-1 non-causal blocks (s/c queries × s/(2c) keys, or
+    the transpose), each executing 1/c of the rank's attention FLOPs (cost.roofline.op_kernel_times)."""
     cp = np.asarray(cp, dtype=np.float64)
-    return np.where(cp > 1, s / (2.0 * cp), float(s))
+    return s / np.maximum(cp, 1.0)
 
 
 def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:

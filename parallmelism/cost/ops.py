@@ -49,7 +49,8 @@ class Op:
     dim: Any = None  # smallest GEMM dimension (rows = tokens for serving GEMMs); efficiency falls below a tile
     bwd_bytes_abs: Any = None  # backward HBM bytes, when not a multiple of the forward's
     mkn: Any = None  # GEMM (m, k, n) of the layer shape, for the kernel model (cost/kernels.py)
-    seq: Any = None  # attention core: query length of one kernel on the rank
+    seq: Any = None  # attention core: query length of the rank's causal kernel (s/cp)
+    cp: Any = None  # attention core: context-parallel size c; the rank runs one causal kernel and c-1 non-causal blocks
     heads: Any = None  # attention core: heads on the rank × micro-batch (parallel CTAs)
     count: Any = 1.0  # serving: calls per pipeline stage (layers of this type, or 1)
     weight_bytes: Any = 0.0  # serving: weight bytes read per call (once per step, whatever the batch)

@@ -139,8 +139,15 @@ def op_kernel_times(op: Op, rates: Rates):
         return _gemm_kernel_times([op], rates.gemm_dtype(op), km, shape)[0]
     if op.kind == ATTENTION:
         flops = np.asarray(op.flops, dtype=np.float64)
-        fwd = km.attention_s(flops, op.seq, op.heads, backward=False)
-        bwd = km.attention_s(flops * op.bwd_flops, op.seq, op.heads, backward=True)
+        cp = np.asarray(1.0 if op.cp is None else op.cp, dtype=np.float64)
+        each = flops / cp  # a causal kernel of s/cp tokens and cp-1 blocks, each 1/cp of the FLOPs
+        fwd = km.attention_s(each, op.seq, op.heads, backward=False)
+        bwd = km.attention_s(each * op.bwd_flops, op.seq, op.heads, backward=True)
+        if np.any(cp > 1):
+            blocks = cp - 1.0
+            kv = np.asarray(op.seq, dtype=np.float64) / 2.0
+            fwd = fwd + blocks * km.attention_block_s(each, op.seq, kv, op.heads, backward=False)
+            bwd = bwd + blocks * km.attention_block_s(each * op.bwd_flops, op.seq, kv, op.heads, backward=True)
         return fwd, bwd
     return None
 

@@ -10,6 +10,7 @@ the launch rate of Python; CPU: wall clock):
              fp8 e4m3 through torch._scaled_mm with per-tensor scales where the GPU has fp8 tensor
              cores (compute capability >= 8.9); the cast of X is timed beside fwd.
   attention  F.scaled_dot_product_attention(is_causal=True), batch 1, head_dim 128 (CPU: 64),
+             and the non-causal block of a context-parallel ring step (seq queries, seq/2 keys),
              forward and backward, per backend available: cudnn, flash2 (FlashAttention-2 through
              SDPA); CPU: PyTorch's own kernel, labelled sdpa.
   hbm        y = x + 1 in bf16 over transfer sizes; bytes = read + write.
@@ -149,12 +150,13 @@ def _row(**kw):
         measured_s=None,
         cast_input_s=None,
         source="profile",
+        kv_seq=None,
     )
     base.update(kw)
     return base
 
 
-KEY = ("family", "dtype", "part", "m", "k", "n", "seq", "heads", "kv_heads", "head_dim", "backend", "bytes")
+KEY = ("family", "dtype", "part", "m", "k", "n", "seq", "kv_seq", "heads", "kv_heads", "head_dim", "backend", "bytes")
 
 
 def fastest_of_passes(rows: list[dict]) -> list[dict]:
@@ -222,20 +224,34 @@ def tasks(torch, device: str, quick: bool):
     backends = _attention_backends(torch, device)
 
     def attention(seq, heads, name, backend):
+        # the causal kernel of `seq` tokens, and the non-causal block of a context-parallel ring step
+        # (seq query rows against seq/2 keys: parts fwd_block, bwd_block)
         d = p["head_dim"]
-        q, k, v = (torch.randn(1, heads, seq, d, device=device, dtype=dt, requires_grad=True) for _ in range(3))
         F = torch.nn.functional
+        rows = []
+        for kv_len, causal in ((seq, True), (seq // 2, False)):
+            q = torch.randn(1, heads, seq, d, device=device, dtype=dt, requires_grad=True)
+            k, v = (torch.randn(1, heads, kv_len, d, device=device, dtype=dt, requires_grad=True) for _ in range(2))
 
-        def fwd():
-            with backend():
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            def fwd():
+                with backend():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        o = fwd()
-        g = torch.randn_like(o)
-        t_f = timer(fwd)
-        t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))  # the backward kernel alone
-        common = dict(family="attention", dtype=dname, seq=seq, heads=heads, kv_heads=heads, head_dim=d, backend=name)
-        return [_row(part="fwd", measured_s=t_f, **common), _row(part="bwd", measured_s=t_b, **common)]
+            o = fwd()
+            g = torch.randn_like(o)
+            t_f = timer(fwd)
+            t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))  # the backward kernel alone
+            common = dict(
+                family="attention", dtype=dname, seq=seq, heads=heads, kv_heads=heads, head_dim=d, backend=name
+            )
+            suffix = "" if causal else "_block"
+            if not causal:
+                common["kv_seq"] = kv_len
+            rows += [
+                _row(part="fwd" + suffix, measured_s=t_f, **common),
+                _row(part="bwd" + suffix, measured_s=t_b, **common),
+            ]
+        return rows
 
     for name, backend in backends:
         for seq in p["seq"]:

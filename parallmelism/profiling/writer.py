@@ -48,7 +48,7 @@ def kernel_table_text(rows: list[dict], facts: dict) -> str:
     for r in rows:
         lines.append(
             ",".join(
-                _num(r[c]) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
+                _num(r.get(c)) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
                 for c in COLUMNS
             )
         )

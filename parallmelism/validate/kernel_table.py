@@ -12,6 +12,9 @@ One row per measured kernel, in one format for every family (cost.kernels reads 
   m, k, n      GEMM C[m,n] = A[m,k]·B[k,n]
   seq, heads, kv_heads, head_dim, backend   causal attention, batch 1, heads per GPU; backend
                cudnn | flash2 (cuDNN SDPA as Transformer Engine runs it on Hopper; FlashAttention-2)
+  part         fwd_block | bwd_block (attention): a NON-causal block, seq query rows against
+               kv_seq keys (a context-parallel ring step); read from benchmarks/gpu_cp_attention.py
+               --grid files (rows_from_attention_grid; their causal rows are not taken)
   bytes        hbm rows: bytes read + written
   measured_s   median kernel time, seconds
   cast_input_s fp8 GEMM rows of the curves: unfused amax + scale + cast of A (upper bound on TE's fused cast)
@@ -43,8 +46,9 @@ COLUMNS = (
     "measured_s",
     "cast_input_s",
     "source",
+    "kv_seq",
 )
-BACKENDS = {"cudnn_attention": "cudnn", "flash_attention": "flash2", "cudnn": "cudnn"}
+BACKENDS = {"cudnn_attention": "cudnn", "flash_attention": "flash2", "cudnn": "cudnn", "flash2": "flash2"}
 
 
 def _header(path: Path) -> list[str]:
@@ -122,14 +126,37 @@ def rows_from_aiconfigurator(path: Path):
     return out
 
 
+def rows_from_attention_grid(df, src: str):
+    """Rows of a benchmarks/gpu_cp_attention.py file: its non-causal blocks, forward and backward
+    (parts fwd_block, bwd_block); its causal kernels are left to the causal rows of other files."""
+    out = []
+    for r in df[~df.causal.astype(str).str.lower().eq("true")].to_dict("records"):
+        common = {c: None for c in COLUMNS} | dict(
+            family="attention",
+            dtype="bf16",
+            seq=r["q_len"],
+            kv_seq=r["kv_len"],
+            heads=r["heads"],
+            kv_heads=r["kv_heads"],
+            head_dim=128,
+            backend=BACKENDS[r["backend"]],
+            source=src,
+        )
+        out.append({**common, "part": "fwd_block", "measured_s": r["fwd_s"]})
+        out.append({**common, "part": "bwd_block", "measured_s": r["bwd_s"]})
+    return out
+
+
 def rows_from(path: Path):
-    """Kernel-table rows (dicts of COLUMNS) of one measurement file (either shared format, or an
-    aiconfigurator parquet table)."""
+    """Kernel-table rows (dicts of COLUMNS) of one measurement file (either shared format, an
+    attention-block grid, or an aiconfigurator parquet table)."""
     import pandas as pd
 
     if path.suffix == ".parquet":
         return rows_from_aiconfigurator(path)
     df = pd.read_csv(path, comment="#")
+    if "q_len" in df.columns:
+        return rows_from_attention_grid(df, path.name)
     src = path.name
     out = []
     for r in df.to_dict("records"):
@@ -188,7 +215,8 @@ def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int
                 "Apache-2.0; see `source` per row) ---"
             )
         else:
-            lines.append(f"# --- from {p.name} (shared/reference; measured by the project on one H100 SXM) ---")
+            where = "shared/reference" if p.parent.name == "reference" else "this repository"
+            lines.append(f"# --- from {p.name} ({where}; measured by the project on one H100 SXM) ---")
             lines += _header(p)
     lines.append(",".join(COLUMNS))
     n = 0
@@ -196,7 +224,7 @@ def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int
         for r in rows_from(p):
             lines.append(
                 ",".join(
-                    _num(r[c]) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
+                    _num(r.get(c)) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
                     for c in COLUMNS
                 )
             )
