@@ -419,8 +419,13 @@ def _report(argv=None) -> int:
             pred[i] = km.gemm_s(r.m, r.k, r.n, r.dtype, r.part)
             phys[i] = gemm_physics_s(r.m, r.k, r.n, r.dtype, km.peak_flops(r.dtype), km.hbm_bps, km.sms)
         elif r.family == "attention":
-            fl = causal_attention_flops(r.seq, r.heads, r.head_dim, r.part == "bwd")
-            pred[i] = km.attention_s(fl, r.seq, r.heads, r.part == "bwd", r.backend)
+            bwd = r.part.startswith("bwd")
+            if r.part.endswith("_block"):
+                fl = block_attention_flops(r.seq, r.kv_seq, r.heads, r.head_dim, bwd)
+                pred[i] = km.attention_block_s(fl, r.seq, r.kv_seq, r.heads, bwd, r.backend)
+            else:
+                fl = causal_attention_flops(r.seq, r.heads, r.head_dim, bwd)
+                pred[i] = km.attention_s(fl, r.seq, r.heads, bwd, r.backend)
             phys[i] = attention_physics_s(fl, r.seq, r.heads, km.peak_flops("bf16"), km.sms)
         else:
             pred[i] = km.memory_s(r.bytes)
