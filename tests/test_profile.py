@@ -28,6 +28,8 @@ def test_cpu_profile_writes_a_yaml_and_a_kernel_table(profiled):
     df = pd.read_csv(table, comment="#")
     assert set(df.family) == {"gemm", "attention", "hbm"}
     assert set(df[df.family == "gemm"].part) == {"fwd", "dgrad", "wgrad"}  # the three GEMMs of a linear layer
+    blocks = df[df.part.str.endswith("_block")]  # the non-causal block of a ring step: seq/2 keys
+    assert set(blocks.part) == {"fwd_block", "bwd_block"} and (blocks.kv_seq == blocks.seq // 2).all()
     assert (df.measured_s > 0).all()
     head = table.read_text().splitlines()[0]
     assert "PyTorch" in head and "profile" in head
@@ -255,9 +257,3 @@ def test_passes_fold_into_the_fastest_time_per_kernel():
     assert [r["measured_s"] for r in rows] == [4e-6, 9e-6, 1e-6]
     assert rows[1]["cast_input_s"] == 1e-6
     assert first[0]["measured_s"] == 5e-6  # the input rows are not changed
-
-
-def test_gpu_plans_time_every_point_twice():
-    from parallmelism.profiling.bench import CPU, FULL, QUICK
-
-    assert FULL["passes"] == QUICK["passes"] == 2 and CPU["passes"] == 1

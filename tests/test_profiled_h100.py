@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from parallmelism.config.compose import load_option
+from parallmelism.config.paths import option_files
 from parallmelism.cost.flops import layer_ops
 from parallmelism.cost.kernels import KernelModel, block_attention_flops, causal_attention_flops
 from parallmelism.cost.roofline import Rates, ops_times
@@ -173,20 +174,21 @@ def test_context_parallel_attention_is_the_sum_of_the_ring_kernels(cp):
     assert fwd == pytest.approx(m_fwd, rel=0.03) and bwd == pytest.approx(m_bwd, rel=0.03)
 
 
-def test_block_model_reproduces_the_attention_grid():
-    """Every non-causal block of the H100 grid (q 1k-16k, kv q/2-2q, 8-64 heads, cuDNN and
-    FlashAttention-2) comes back from the kernel model within 1 % (they are its table rows), and a
-    block runs faster per FLOP than the causal kernel of its query length wherever q <= 4096."""
-    km = KernelModel(REFERENCE)
-    g = pd.read_csv(ROOT / "hardware" / "kernels" / "h100-sxm-80gb-profiled.attention-grid.csv", comment="#")
-    for r in g[~g.causal].itertuples():
-        for bwd, measured in ((False, r.fwd_s), (True, r.bwd_s)):
-            fl = block_attention_flops(r.q_len, r.kv_len, r.heads, 128, bwd)
-            pred = float(km.attention_block_s(fl, r.q_len, r.kv_len, r.heads, bwd, r.backend))
-            assert pred == pytest.approx(measured, rel=0.01), r
-    short = g[(g.backend == "cudnn") & (g.q_len <= 4096)]
-    causal = short[short.causal].set_index(["q_len", "heads"])
-    same = short[~short.causal & (short.kv_len == short.q_len)].set_index(["q_len", "heads"])
-    rate_block = 4 * same.index.get_level_values(0) ** 2 / same.fwd_s
-    rate_causal = 2 * causal.index.get_level_values(0) ** 2 / causal.fwd_s.loc[same.index]
-    assert (rate_block.to_numpy() > 1.05 * rate_causal.to_numpy()).all()
+@pytest.mark.parametrize("name", sorted(option_files("hardware", [])))
+def test_a_ring_block_runs_near_or_above_the_causal_rate(name):
+    """Per FLOP, a non-causal block (s/c queries against s/(2c) or s/c keys) runs at least 0.85x the
+    rate of the causal kernel of the same query length, at 4k-8k tokens and 8-32 heads, on every
+    shipped accelerator. On the H100 grid blocks run 1.3-2x faster at 1-4k tokens and within 10 % at
+    16k (both saturate); a table without block rows (the A100s', an older profile) takes its own
+    causal residual plus the H100's block-minus-causal one. Laying the H100's block residual on the
+    A100's own causal times made blocks 0.70x as fast, which this catches."""
+    km = KernelModel(load_option("hardware", name))
+    for bwd in (False, True):
+        for seq in (4096, 8192):
+            for heads in (8, 16, 32):
+                causal = causal_attention_flops(seq, heads, 128, bwd)
+                rate_causal = causal / float(km.attention_s(causal, seq, heads, bwd))
+                for kv in (seq // 2, seq):
+                    block = block_attention_flops(seq, kv, heads, 128, bwd)
+                    rate_block = block / float(km.attention_block_s(block, seq, kv, heads, bwd))
+                    assert rate_block >= 0.85 * rate_causal, (name, bwd, seq, heads, kv)

@@ -42,13 +42,23 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     n_dense, n_moe = (_f(x) for x in moe_layer_counts(model, lo, n_layers))
 
     # (count on the stage, ops, inside a transformer layer: only those are recomputed)
-    groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention), True)]
+    groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, cp_comm_type=wl.cp_comm_type), True)]
     if model.is_moe:
         groups.append(
             (
                 n_moe,
                 layer_ops(
-                    model, s, b, tp, cp, sp, wl.flash_attention, moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep
+                    model,
+                    s,
+                    b,
+                    tp,
+                    cp,
+                    sp,
+                    wl.flash_attention,
+                    moe_layer=True,
+                    moe_imbalance=wl.moe_imbalance,
+                    ep=ep,
+                    cp_comm_type=wl.cp_comm_type,
                 ),
                 True,
             )

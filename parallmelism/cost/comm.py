@@ -10,8 +10,9 @@ Per layer and micro-batch (`formulas.md`, Communication volume):
        hidden under the column-parallel dgrad/wgrad (`tp_layer_times_s`). Full recompute
        repeats the forward ones. With overlap_tp_comm: max(0, link − GEMM time of the layer).
   CP   ring attention: (c−1) send/recv hops of the local K and V chunk, 2·(s/c)·b·g_l·d·2 bytes,
-       forward; K,V and dK,dV (2×) backward. Each hop hides under 1/c of the attention core:
-       exposed = (c−1)·max(0, hop − core/c). Or (workload.cp_comm_type=all_gather) K,V of the
+       forward; K,V and dK,dV (2×) backward. Each hop hides under the mean ring step, 1/c of the
+       attention core (one causal kernel and c−1 blocks; the causal step is the longer one, the
+       blocks the shorter, not told apart here): exposed = (c−1)·max(0, hop − core/c). Or (workload.cp_comm_type=all_gather) K,V of the
        whole sequence all-gathered forward and backward, dK,dV reduce-scattered, all exposed.
   EP   dispatch + combine all-to-all of (T/r)·k·load·h·2 bytes (busiest rank) forward and
        backward, not overlapped (they sit between the router and the experts); with SP an
@@ -125,7 +126,8 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_
     """(link, exposed) seconds of one layer's CP communication for one micro-batch.
 
     p2p (Megatron --cp-comm-type p2p, Transformer Engine's ring): (cp−1) hops of the local K,V
-    chunk forward, K,V and dK,dV backward, each hidden under 1/cp of the attention core.
+    chunk forward, K,V and dK,dV backward, each hidden under the mean ring step (1/cp of the
+    attention core's kernels, cost.roofline.attention_kernels_s).
     all_gather (--cp-comm-type all_gather; Llama 3 §3.3.2): the K,V of the whole sequence,
     cp·chunk bytes, all-gathered over the CP group before the attention forward, gathered again
     for backward and dK,dV reduce-scattered after it; "the all-gather communication latency is

@@ -25,7 +25,7 @@ Each op carries forward FLOPs and HBM bytes (read + written) and backward multip
   eager core   scores and ·V bmm 2·T·s·q/t each (full s×s, masked after), softmax (+dropout)
                over a·T·s/t elements; bwd 2× FLOPs and bytes
   elementwise  norms, residual adds, dropout, GELU/SwiGLU, RoPE, permute: bytes only; bwd ≈ 2×
-  cp_merge     with context parallelism (flash), the ring's merge of each of the c-1 later steps:
+  cp_merge     with context parallelism (flash, p2p ring), the merge of each of the c-1 later steps:
                fwd 3·T·(width of V)/t reads + writes of 2 B, bwd 3·T·(q/t + K,V width) (dQ, dK,dV)
 MLA (model.mla; DeepSeek-V2/V3, training form without weight absorption): the projections are
   GEMMs q_down T×h×r_q and kv_down T×h×(r_kv+p) (replicated over TP: every rank computes them for
@@ -86,9 +86,11 @@ def layer_ops(
     moe_layer: bool = False,
     moe_imbalance: float = 1.0,
     ep=1,
+    cp_comm_type: str = "p2p",
 ) -> list[Op]:
     """Ops of one transformer layer, one micro-batch, on one GPU (module docstring); a MoE layer's
-    experts are split over `ep` ranks (num_experts / ep on this one)."""
+    experts are split over `ep` ranks (num_experts / ep on this one); `cp_comm_type` (p2p |
+    all_gather) says which attention kernels a context-parallel rank runs (cost.roofline)."""
     h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
@@ -119,6 +121,7 @@ def layer_ops(
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
                 cp=np.asarray(cp, dtype=np.float64),
+                cp_all_gather=cp_comm_type == "all_gather",
                 heads=heads_per_rank(a, t) * b,
                 attention_core=True,
             )
@@ -136,6 +139,7 @@ def layer_ops(
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
                 cp=np.asarray(cp, dtype=np.float64),
+                cp_all_gather=cp_comm_type == "all_gather",
                 heads=heads_per_rank(a, t) * b,
                 attention_core=True,
             )
@@ -202,11 +206,13 @@ def layer_ops(
                 attention_core=True,
             ),
         ]
-    if flash and np.any(cp > 1):
+    if flash and cp_comm_type == "p2p" and np.any(cp > 1):
         # Transformer Engine's ring merges each of the c-1 later steps into the output: forward reads
         # the output and the step's partial output and writes the output (3 × T·vw/t, 2 B; the
         # softmax statistics are 1/d of that); backward adds each step's dQ (3 × T·q/t) and dK,dV
-        # (3 × T·kv_l) into their accumulators.
+        # (3 × T·kv_l) into their accumulators. T tokens per step: a step's block touches half of
+        # them on one side (s/(2c) queries or keys), so this is the per-step maximum. The all-gather
+        # variant computes each chunk's attention in one kernel and merges nothing.
         kv_w = 2.0 * d * g_l if model.mla is None else kv_l
         steps = np.maximum(cp - 1.0, 0.0)
         ops.append(

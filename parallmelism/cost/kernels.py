@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -173,6 +174,19 @@ class _Residuals:
         return [out[i * rows : (i + 1) * rows].reshape(shape) for i in range(len(extras))]
 
 
+@dataclass(frozen=True)
+class _ShiftedResiduals:
+    """Block residual of a table without block rows (KernelModel._completed): the reference's block
+    residual minus its causal residual, plus the table's own causal residual, at (seq, kv_seq, heads)."""
+
+    block_ref: Any  # the reference's _Residuals over (seq, kv_seq, heads)
+    causal_ref: Any  # over (seq, heads)
+    causal_own: Any
+
+    def __call__(self, seq, kv_seq, heads):
+        return self.block_ref(seq, kv_seq, heads) - self.causal_ref(seq, heads) + self.causal_own(seq, heads)
+
+
 class KernelTable:
     """Measured kernels of one accelerator (a table file) as residuals over the reference physics
     of the accelerator they were measured on."""
@@ -201,7 +215,7 @@ class KernelTable:
             base = gemm_physics_s(m, k, n, dtype, peak.get(dtype, peak["bf16"]), bw, sms)
             coords = np.stack([_log2(m), _log2(k), _log2(n), GEMM_PART_DISTANCE * part], axis=1)
             self.gemm[dtype] = _Residuals(coords, _log_ratio(t, base))
-        self.attention = {}
+        self.attention: dict[tuple[str, str], Any] = {}  # _Residuals (measured) or _ShiftedResiduals
         for backend in sorted({r["backend"] for r in rows if r["family"] == "attention"}):
             for direction in ATTENTION_PARTS:
                 a = [
@@ -335,7 +349,10 @@ class KernelModel:
         """A table that lacks a family (e.g. aiconfigurator's A100 tables: no attention backward, no
         HBM transfers; a profile from before attention blocks were timed: no non-causal blocks)
         takes that family from the reference H100 table (the rule for accelerators without a
-        table), the rest from its own measurements."""
+        table), the rest from its own measurements. GEMMs come from the reference only when the
+        table has none. A missing non-causal block of a backend is that backend's own causal
+        residual plus the reference's block-minus-causal residual at the same shape (what the
+        block saves over a causal kernel, on this table's causal times)."""
         import copy
 
         ref_hw = _reference_accelerator()
@@ -346,15 +363,31 @@ class KernelModel:
             REFERENCE_SM_COUNT,
         )
         t = copy.copy(own)
-        t.gemm = {**ref.gemm, **own.gemm}
+        t.gemm = dict(own.gemm) if own.gemm else dict(ref.gemm)
         t.attention = dict(own.attention)
         own_parts = {p for _, p in own.attention}
         for (b, p), res in ref.attention.items():
-            if p not in own_parts:
+            if p in ("fwd", "bwd") and p not in own_parts:
                 t.attention[(b, p)] = res
+        for b in sorted({b for b, _ in t.attention}):
+            for causal, block in (("fwd", "fwd_block"), ("bwd", "bwd_block")):
+                if (b, block) in t.attention or (b, causal) not in t.attention:
+                    continue
+                rb = b if (b, block) in ref.attention and (b, causal) in ref.attention else "cudnn"
+                t.attention[(b, block)] = _ShiftedResiduals(
+                    ref.attention[(rb, block)], ref.attention[(rb, causal)], t.attention[(b, causal)]
+                )
         if not own.has_hbm:
             t.hbm_log_bytes, t.hbm_fraction, t.has_hbm = ref.hbm_log_bytes, ref.hbm_fraction, True
         return t
+
+    def _attention_residuals(self, part: str, backend):
+        """Residuals of an attention `part` for `backend` (flash3 reads cudnn's; a backend the table
+        lacks reads cudnn's, else any backend's)."""
+        backend = backend or self.backend
+        att = self.table.attention
+        key = ("cudnn" if backend == "flash3" else backend, part)
+        return att.get(key) or att.get(("cudnn", part)) or next(v for (b, p), v in att.items() if p == part)
 
     def peak_flops(self, dtype):
         return self.peak.get(dtype, self.peak["bf16"])
@@ -375,10 +408,7 @@ class KernelModel:
     def attention_s(self, flops, seq, heads, backward=False, backend=None):
         """Seconds of a causal fused attention executing `flops` (causal-halved, 2.5× in bwd), at
         query length `seq` with `heads` = heads per GPU × batch (module docstring)."""
-        backend = backend or self.backend
-        key = ("cudnn" if backend == "flash3" else backend, "bwd" if backward else "fwd")
-        att = self.table.attention
-        res = att.get(key) or att.get(("cudnn", key[1])) or next(v for (b, p), v in att.items() if p == key[1])
+        res = self._attention_residuals("bwd" if backward else "fwd", backend)
         base = attention_physics_s(flops, seq, heads, self.peak_flops("bf16"), self.sms)
         return base * np.exp(res(np.maximum(seq, 1.0), np.maximum(heads, 1.0)))
 
@@ -386,10 +416,7 @@ class KernelModel:
         """Seconds of a NON-causal fused attention block executing `flops` (2.5× in bwd): `seq`
         query rows against `kv_seq` keys, `heads` = heads per GPU × batch (a context-parallel ring
         step; module docstring)."""
-        backend = backend or self.backend
-        key = ("cudnn" if backend == "flash3" else backend, "bwd_block" if backward else "fwd_block")
-        att = self.table.attention
-        res = att.get(key) or att.get(("cudnn", key[1])) or next(v for (b, p), v in att.items() if p == key[1])
+        res = self._attention_residuals("bwd_block" if backward else "fwd_block", backend)
         base = attention_physics_s(flops, seq, heads, self.peak_flops("bf16"), self.sms)
         return base * np.exp(res(np.maximum(seq, 1.0), np.maximum(kv_seq, 1.0), np.maximum(heads, 1.0)))
 

@@ -50,7 +50,8 @@ class Op:
     bwd_bytes_abs: Any = None  # backward HBM bytes, when not a multiple of the forward's
     mkn: Any = None  # GEMM (m, k, n) of the layer shape, for the kernel model (cost/kernels.py)
     seq: Any = None  # attention core: query length of the rank's causal kernel (s/cp)
-    cp: Any = None  # attention core: context-parallel size c; the rank runs one causal kernel and c-1 non-causal blocks
+    cp: Any = None  # attention core: context-parallel size c (cost.roofline.op_kernel_times: the kernels a rank runs)
+    cp_all_gather: bool = False  # attention core: K,V all-gathered (Llama 3) instead of TE's p2p ring
     heads: Any = None  # attention core: heads on the rank × micro-batch (parallel CTAs)
     count: Any = 1.0  # serving: calls per pipeline stage (layers of this type, or 1)
     weight_bytes: Any = 0.0  # serving: weight bytes read per call (once per step, whatever the batch)

@@ -6,8 +6,14 @@ H100 rule for accelerators without one):
                the GEMM dtype: the workload precision, except the logits GEMM, which Transformer
                Engine keeps in bf16; eager attention's batched GEMMs run in bf16 as
                (T·heads, d, s) and (T·heads, s, d) GEMMs
-  attention    fused causal attention at (query length s/cp, heads on the rank × micro-batch),
-               forward and backward kernels of the accelerator's backend (cudnn | flash2 | flash3)
+  attention    fused attention, forward and backward kernels of the accelerator's backend (cudnn |
+               flash2 | flash3), heads on the rank × micro-batch. Without context parallelism one
+               causal kernel of s tokens. With c > 1 (`attention_kernels_s`), the p2p ring: one
+               causal kernel of s/c tokens and c-1 non-causal blocks, each 1/c of the FLOPs and each
+               as slow as the slower orientation (s/c queries × s/(2c) keys, or the transpose: ranks
+               run both in a step and the ring waits for the slowest); all_gather: a rank's two
+               chunks as two kernels, the first chunk's causal s/(2c) kernel and the last chunk's
+               s/(2c) queries against the whole sequence (1/(4c) and the rest of the FLOPs)
   memory ops   bytes ÷ (HBM bandwidth · measured fraction at that transfer size)
 and each is at least its HBM bytes ÷ that bandwidth (the fp32 main-gradient traffic of wgrad).
 
@@ -139,17 +145,31 @@ def op_kernel_times(op: Op, rates: Rates):
         return _gemm_kernel_times([op], rates.gemm_dtype(op), km, shape)[0]
     if op.kind == ATTENTION:
         flops = np.asarray(op.flops, dtype=np.float64)
-        cp = np.asarray(1.0 if op.cp is None else op.cp, dtype=np.float64)
-        each = flops / cp  # a causal kernel of s/cp tokens and cp-1 blocks, each 1/cp of the FLOPs
-        fwd = km.attention_s(each, op.seq, op.heads, backward=False)
-        bwd = km.attention_s(each * op.bwd_flops, op.seq, op.heads, backward=True)
-        if np.any(cp > 1):
-            blocks = cp - 1.0
-            kv = np.asarray(op.seq, dtype=np.float64) / 2.0
-            fwd = fwd + blocks * km.attention_block_s(each, op.seq, kv, op.heads, backward=False)
-            bwd = bwd + blocks * km.attention_block_s(each * op.bwd_flops, op.seq, kv, op.heads, backward=True)
+        fwd = attention_kernels_s(km, flops, op, backward=False)
+        bwd = attention_kernels_s(km, flops * op.bwd_flops, op, backward=True)
         return fwd, bwd
     return None
+
+
+def attention_kernels_s(km: KernelModel, flops, op: Op, backward: bool):
+    """Seconds of the fused attention kernels one rank runs for `flops` (module docstring)."""
+    seq = np.asarray(op.seq, dtype=np.float64)  # s/c: the rank's tokens
+    cp = np.asarray(1.0 if op.cp is None else op.cp, dtype=np.float64)
+    if not np.any(cp > 1):
+        return km.attention_s(flops, seq, op.heads, backward=backward)
+    if op.cp_all_gather:
+        q = np.where(cp > 1, seq / 2.0, seq)
+        first = np.where(cp > 1, flops / (4.0 * cp), flops)
+        t = km.attention_s(first, q, op.heads, backward=backward)
+        rest = km.attention_block_s(flops - first, q, seq * cp, op.heads, backward=backward)
+        return t + np.where(cp > 1, rest, 0.0)
+    each = flops / cp
+    causal = km.attention_s(each, seq, op.heads, backward=backward)
+    block = np.maximum(
+        km.attention_block_s(each, seq, seq / 2.0, op.heads, backward=backward),
+        km.attention_block_s(each, seq / 2.0, seq, op.heads, backward=backward),
+    )
+    return causal + (cp - 1.0) * block
 
 
 def op_times(op: Op, rates: Rates):

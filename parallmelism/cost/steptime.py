@@ -166,7 +166,7 @@ def _op_sets(cols, model, wl) -> dict[str, list]:
     b = np.asarray(cols["micro_batch"], dtype=np.float64)
     sp = np.asarray(cols["sequence_parallel"], dtype=bool)
     s = wl.seq_len
-    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention)
+    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention, cp_comm_type=wl.cp_comm_type)
     sets = {
         "dense": layer_ops(**kw),
         "head": head_ops(model, s, b, tp, cp, sp),

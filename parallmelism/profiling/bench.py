@@ -223,45 +223,44 @@ def tasks(torch, device: str, quick: bool):
 
     backends = _attention_backends(torch, device)
 
-    def attention(seq, heads, name, backend):
-        # the causal kernel of `seq` tokens, and the non-causal block of a context-parallel ring step
-        # (seq query rows against seq/2 keys: parts fwd_block, bwd_block)
+    def attention(seq, heads, name, backend, causal):
+        # the causal kernel of `seq` tokens, or the non-causal block of a context-parallel ring step
+        # (seq query rows against seq/2 keys: parts fwd_block, bwd_block); one task each, so a shape
+        # a backend refuses costs only its own rows
         d = p["head_dim"]
         F = torch.nn.functional
-        rows = []
-        for kv_len, causal in ((seq, True), (seq // 2, False)):
-            q = torch.randn(1, heads, seq, d, device=device, dtype=dt, requires_grad=True)
-            k, v = (torch.randn(1, heads, kv_len, d, device=device, dtype=dt, requires_grad=True) for _ in range(2))
+        kv_len = seq if causal else seq // 2
+        q = torch.randn(1, heads, seq, d, device=device, dtype=dt, requires_grad=True)
+        k, v = (torch.randn(1, heads, kv_len, d, device=device, dtype=dt, requires_grad=True) for _ in range(2))
 
-            def fwd():
-                with backend():
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        def fwd():
+            with backend():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-            o = fwd()
-            g = torch.randn_like(o)
-            t_f = timer(fwd)
-            t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))  # the backward kernel alone
-            common = dict(
-                family="attention", dtype=dname, seq=seq, heads=heads, kv_heads=heads, head_dim=d, backend=name
-            )
-            suffix = "" if causal else "_block"
-            if not causal:
-                common["kv_seq"] = kv_len
-            rows += [
-                _row(part="fwd" + suffix, measured_s=t_f, **common),
-                _row(part="bwd" + suffix, measured_s=t_b, **common),
-            ]
-        return rows
+        o = fwd()
+        g = torch.randn_like(o)
+        t_f = timer(fwd)
+        t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))  # the backward kernel alone
+        common = dict(family="attention", dtype=dname, seq=seq, heads=heads, kv_heads=heads, head_dim=d, backend=name)
+        suffix = "" if causal else "_block"
+        if not causal:
+            common["kv_seq"] = kv_len
+        return [
+            _row(part="fwd" + suffix, measured_s=t_f, **common),
+            _row(part="bwd" + suffix, measured_s=t_b, **common),
+        ]
 
     for name, backend in backends:
-        for seq in p["seq"]:
-            for heads in p["heads"]:
-                out.append(
-                    (
-                        f"attention {name} s={seq} heads={heads}",
-                        partial(attention, seq, heads, name, backend),
+        for causal in (True, False):
+            for seq in p["seq"]:
+                for heads in p["heads"]:
+                    what = "attention" if causal else "attention block"
+                    out.append(
+                        (
+                            f"{what} {name} s={seq} heads={heads}",
+                            partial(attention, seq, heads, name, backend, causal),
+                        )
                     )
-                )
 
     def hbm(nbytes):
         x = torch.empty(int(nbytes) // 4, device=device, dtype=torch.bfloat16)
