@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parallmelism.profiling.bench import Timer  # noqa: E402
+from parallmelism.profiling.bench import Timer, time_sdpa  # noqa: E402
 
 SHAPES = [  # (q_len, kv_len, causal)
     (4096, 4096, True),
@@ -54,7 +54,6 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device is visible to PyTorch", file=sys.stderr)
         return 2
-    F = torch.nn.functional
     timer = Timer(torch, "cuda", 20, 5)
     cudnn = torch.backends.cudnn.version()
     print(
@@ -74,15 +73,8 @@ def main(argv=None) -> int:
                 for _ in range(2)
             )
 
-            def fwd():
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-
             try:
-                o = fwd()
-                g = torch.randn_like(o)
-                t_f = timer(fwd)
-                t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+                t_f, t_b = time_sdpa(torch, timer, lambda: sdpa_kernel(backend), q, k, v, causal, enable_gqa=True)
             except RuntimeError as exc:  # a backend that refuses a shape: say so, go on
                 print(f"# skipped {name} {q_len}x{kv_len} heads {heads}: {str(exc).splitlines()[0]}", flush=True)
                 continue

@@ -93,7 +93,7 @@ def make_layer(torch, sh: dict, device: str, dtype):
         g, u = F.linear(F.rms_norm(x, (h,), params["norm2"]), params["gate_up"]).chunk(2, dim=-1)
         return x + F.linear(F.silu(g) * u, params["down"])
 
-    return layer, list(params.values())
+    return layer
 
 
 def measure(torch, model, tp, seq, b, mode, device, reps, warmup, tiny=False):
@@ -102,7 +102,7 @@ def measure(torch, model, tp, seq, b, mode, device, reps, warmup, tiny=False):
     if tiny:
         sh = dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512)
         seq, b = 128, 1
-    layer, params = make_layer(torch, sh, device, dtype)
+    layer = make_layer(torch, sh, device, dtype)
     x = torch.randn(b, seq, sh["hidden"], device=device, dtype=dtype, requires_grad=True)
     pos = torch.arange(seq, device=device, dtype=torch.float32)[:, None]
     inv = 1.0 / 500000.0 ** (torch.arange(0, sh["head_dim"], 2, device=device, dtype=torch.float32) / sh["head_dim"])

@@ -36,21 +36,7 @@ def _profile_errors() -> pd.DataFrame:
     """Every profiled kernel with the reference model's relative error (model / measured - 1)."""
     km = KernelModel(REFERENCE)
     df = pd.read_csv(PROFILE, comment="#")
-    pred = []
-    for r in df.itertuples():
-        if r.family == "gemm":
-            pred.append(km.gemm_s(r.m, r.k, r.n, r.dtype, r.part))
-        elif r.family == "attention" and r.part.endswith("_block"):  # a context-parallel ring step
-            bwd = r.part.startswith("bwd")
-            flops = block_attention_flops(r.seq, r.kv_seq, r.heads, r.head_dim, bwd)
-            pred.append(km.attention_block_s(flops, r.seq, r.kv_seq, r.heads, bwd, r.backend))
-        elif r.family == "attention":
-            bwd = r.part == "bwd"
-            flops = causal_attention_flops(r.seq, r.heads, r.head_dim, bwd)
-            pred.append(km.attention_s(flops, r.seq, r.heads, bwd, r.backend))
-        else:
-            pred.append(km.memory_s(r.bytes))
-    df["err"] = np.array([float(p) for p in pred]) / df.measured_s - 1
+    df["err"] = np.array([km.table_row_s(r) for r in df.itertuples()]) / df.measured_s - 1
     return df
 
 

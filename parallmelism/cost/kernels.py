@@ -420,6 +420,17 @@ class KernelModel:
         base = attention_physics_s(flops, seq, heads, self.peak_flops("bf16"), self.sms)
         return base * np.exp(res(np.maximum(seq, 1.0), np.maximum(kv_seq, 1.0), np.maximum(heads, 1.0)))
 
+    def table_row_s(self, r) -> float:
+        """The model's seconds for one kernel-table row (a row object with the table's columns)."""
+        if r.family == "gemm":
+            return float(self.gemm_s(r.m, r.k, r.n, r.dtype, r.part))
+        if r.family == "attention" and r.part.endswith("_block"):
+            fl = _table_row_flops(r)
+            return float(self.attention_block_s(fl, r.seq, r.kv_seq, r.heads, r.part.startswith("bwd"), r.backend))
+        if r.family == "attention":
+            return float(self.attention_s(_table_row_flops(r), r.seq, r.heads, r.part == "bwd", r.backend))
+        return float(self.memory_s(r.bytes))
+
     def hbm_fraction(self, nbytes):
         lb = np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))
         return np.interp(lb, self.table.hbm_log_bytes, self.table.hbm_fraction)
@@ -428,6 +439,14 @@ class KernelModel:
         """Seconds of a memory-bound kernel moving `nbytes` (read + write)."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         return nbytes / (self.hbm_bps * self.hbm_fraction(nbytes))
+
+
+def _table_row_flops(r):
+    """FLOPs of an attention row of a kernel table: a causal kernel, or a non-causal block."""
+    bwd = r.part.startswith("bwd")
+    if r.part.endswith("_block"):
+        return block_attention_flops(r.seq, r.kv_seq, r.heads, r.head_dim, bwd)
+    return causal_attention_flops(r.seq, r.heads, r.head_dim, bwd)
 
 
 def _report(argv=None) -> int:
@@ -442,20 +461,12 @@ def _report(argv=None) -> int:
     pred = np.empty(len(df))
     phys = np.empty(len(df))
     for i, r in enumerate(df.itertuples()):
+        pred[i] = km.table_row_s(r)
         if r.family == "gemm":
-            pred[i] = km.gemm_s(r.m, r.k, r.n, r.dtype, r.part)
             phys[i] = gemm_physics_s(r.m, r.k, r.n, r.dtype, km.peak_flops(r.dtype), km.hbm_bps, km.sms)
         elif r.family == "attention":
-            bwd = r.part.startswith("bwd")
-            if r.part.endswith("_block"):
-                fl = block_attention_flops(r.seq, r.kv_seq, r.heads, r.head_dim, bwd)
-                pred[i] = km.attention_block_s(fl, r.seq, r.kv_seq, r.heads, bwd, r.backend)
-            else:
-                fl = causal_attention_flops(r.seq, r.heads, r.head_dim, bwd)
-                pred[i] = km.attention_s(fl, r.seq, r.heads, bwd, r.backend)
-            phys[i] = attention_physics_s(fl, r.seq, r.heads, km.peak_flops("bf16"), km.sms)
+            phys[i] = attention_physics_s(_table_row_flops(r), r.seq, r.heads, km.peak_flops("bf16"), km.sms)
         else:
-            pred[i] = km.memory_s(r.bytes)
             phys[i] = r.bytes / km.hbm_bps / GEMM_HBM_FRACTION
     df["model_err_pct"] = 100 * (pred / df.measured_s - 1)
     df["physics_only_err_pct"] = 100 * (phys / df.measured_s - 1)

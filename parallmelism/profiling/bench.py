@@ -228,19 +228,10 @@ def tasks(torch, device: str, quick: bool):
         # (seq query rows against seq/2 keys: parts fwd_block, bwd_block); one task each, so a shape
         # a backend refuses costs only its own rows
         d = p["head_dim"]
-        F = torch.nn.functional
         kv_len = seq if causal else seq // 2
         q = torch.randn(1, heads, seq, d, device=device, dtype=dt, requires_grad=True)
         k, v = (torch.randn(1, heads, kv_len, d, device=device, dtype=dt, requires_grad=True) for _ in range(2))
-
-        def fwd():
-            with backend():
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-        o = fwd()
-        g = torch.randn_like(o)
-        t_f = timer(fwd)
-        t_b = timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))  # the backward kernel alone
+        t_f, t_b = time_sdpa(torch, timer, backend, q, k, v, causal)
         common = dict(family="attention", dtype=dname, seq=seq, heads=heads, kv_heads=heads, head_dim=d, backend=name)
         suffix = "" if causal else "_block"
         if not causal:
@@ -280,6 +271,21 @@ def tasks(torch, device: str, quick: bool):
     return [
         (f"{label} (pass {i + 1}/{passes})" if passes > 1 else label, fn) for i in range(passes) for label, fn in out
     ]
+
+
+def time_sdpa(torch, timer, backend, q, k, v, causal: bool, enable_gqa: bool = False) -> tuple[float, float]:
+    """(forward, backward) seconds of F.scaled_dot_product_attention(q, k, v) under the context
+    manager `backend()` makes; the backward is its kernels alone (autograd.grad of one saved output)."""
+    F = torch.nn.functional
+    gqa = {"enable_gqa": True} if enable_gqa else {}  # the keyword exists from PyTorch 2.5 (profile takes >= 2.4)
+
+    def fwd():
+        with backend():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)
+
+    o = fwd()
+    g = torch.randn_like(o)
+    return timer(fwd), timer(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
 
 
 def _attention_backends(torch, device):
