@@ -40,6 +40,9 @@ def test_readme_has_the_commands_we_run():
 
 @pytest.mark.parametrize("line", readme_commands())
 def test_readme_command_runs_as_written(line, tmp_path, monkeypatch):
+    shared = REPO.parent / "shared"
+    if "../shared/" in line and not shared.is_dir():
+        pytest.skip(f"{shared} (the reference data beside the checkout) is not present")
     monkeypatch.chdir(tmp_path)
     args = []
     for a in shlex.split(line)[1:]:
