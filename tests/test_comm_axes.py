@@ -254,9 +254,38 @@ def test_all_gather_context_parallelism_exposes_the_whole_sequence_kv():
     model = load_option("model", "llama3.1-405b")
     S = 131072 * 2 * 128 * 2
     one = 4 * 5e-6 + 15 / 16 * S / (50 * 0.94e9)
-    link, exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, 1.0, 2.5, False, "all_gather")
+    link, exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), False, "all_gather")
     assert float(link) == pytest.approx(3 * one, rel=1e-12) and float(exposed) == float(link)
-    ring_link, ring_exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, 1.0, 2.5, False)
+    ring_link, ring_exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), False)
     assert float(ring_exposed) == 0.0 < float(ring_link)  # each hop hides under 1/16 of a long attention
-    full_link, _ = cp_layer_times_s(H100, model, 131072, 1, 8, 16, 1.0, 2.5, True, "all_gather")
+    full_link, _ = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), True, "all_gather")
     assert float(full_link) == pytest.approx(4 * one, rel=1e-12)  # the recomputed forward gathers again
+
+
+def test_ring_hops_hide_step_by_step():
+    """Transformer Engine's p2p ring (AttnFuncWithCPAndKVP2P.forward) starts the send/recv of step
+    i+1's K,V chunk, then computes step i: hop 1 hides under the causal step 0, hops 2..c−1 under
+    one block each, and the last step sends nothing. At c = 4 with a 1.0 ms hop, a 1.6 ms causal
+    step and 0.6 ms blocks (3.4 ms in all): hop 1 hides, hops 2 and 3 show 0.4 ms each. The mean
+    step (0.85 ms) would have shown 3 × 0.15 = 0.45 ms."""
+    from parallmelism.cost.comm import ring_hops_exposed_s
+
+    assert float(ring_hops_exposed_s(1.0e-3, 3, 3.4e-3, 1.6e-3)) == pytest.approx(0.8e-3, rel=1e-12)
+    # at c = 2 the one hop has only the causal step to hide under
+    assert float(ring_hops_exposed_s(1.0e-3, 1, 1.5e-3, 0.8e-3)) == pytest.approx(0.2e-3, rel=1e-12)
+    assert float(ring_hops_exposed_s(1.0e-3, 0, 1.5e-3, 1.5e-3)) == 0.0  # no CP, no hop
+
+
+def test_selective_recompute_repeats_the_rings_forward_hops():
+    """Megatron's selective recompute checkpoints the core attention, and Transformer Engine's CP
+    communication runs inside it: the recomputed forward sends its K,V hops again (as full
+    recompute does). Llama 3.1 70B at 128k on tp 8 × cp 4, one micro-batch: the hop is a
+    32768-token K,V chunk of one KV head (32768 · 2 · 128 · 2 B = 16 MiB), forward 3 hops,
+    backward 3 double hops, and 3 more with recompute: 12 hop times instead of 9."""
+    from parallmelism.cost.comm import cp_layer_times_s
+
+    model = load_option("model", "llama3.1-70b")
+    core = (1.0, 0.25)  # long enough to hide every hop
+    plain, _ = cp_layer_times_s(H100, model, 131072, 1, 8, 4, core, core, False)
+    rerun, exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 4, core, core, True)
+    assert float(rerun) / float(plain) == pytest.approx(12 / 9, rel=1e-12) and float(exposed) == 0.0

@@ -39,6 +39,12 @@ CASES = {
     "layers_not_divisible_by_pp": (L70, H100, WL, grid(ngpus=[64], pp=[32], uneven_pipeline=False)),
     "pipeline_stage_empty": (L70, H100, WL, grid(ngpus=[64], pp=[64])),
     "seq_not_divisible_by_cp": (L70, H100, TrainWorkload(seq_len=8200, global_batch=512), grid(ngpus=[64], cp=[8])),
+    "cp_needs_fused_attention": (
+        L70,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=512, flash_attention=False),
+        grid(ngpus=[64], cp=[2]),
+    ),
     "ep_on_dense_model": (L70, H100, WL, grid(ngpus=[64], ep=[2])),
     "experts_not_divisible_by_ep": (MIX, H100, WL, grid(ngpus=[48], ep=[3])),
     "ep_not_dividing_dp_cp": (MIX, H100, WL, grid(ngpus=[64], tp=[8], pp=[4], cp=[1], ep=[8])),

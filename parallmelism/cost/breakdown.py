@@ -72,7 +72,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         if count == 0:
             continue
         for op in group:
-            f, bw, cb = op_times(op, rates)
+            f, bw, cb = op_times(op, rates)[:3]
             rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
             per_step = m * count
             ops.append(

@@ -122,17 +122,24 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
 
 
-def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_recompute, comm_type="p2p"):
+def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, comm_type="p2p"):
     """(link, exposed) seconds of one layer's CP communication for one micro-batch.
 
-    p2p (Megatron --cp-comm-type p2p, Transformer Engine's ring): (cp−1) hops of the local K,V
-    chunk forward, K,V and dK,dV backward, each hidden under the mean ring step (1/cp of the
-    attention core's kernels, cost.roofline.attention_kernels_s).
+    core_fwd, core_bwd: (attention core seconds, its first ring step's seconds) of one micro-batch
+    (cost.roofline.ring_steps_s); forward_rerun: the attention core's forward runs again in
+    backward (full or selective recompute: Megatron checkpoints the core attention, and Transformer
+    Engine's CP communication is inside it, so its forward communication repeats).
+
+    p2p (Megatron --cp-comm-type p2p, Transformer Engine's ring, AttnFuncWithCPAndKVP2P): step i
+    computes with the K,V chunk it holds while the chunk of step i+1 is in flight, so hop 1 hides
+    under step 0 (the causal kernel of the rank's own tokens) and hops 2..c−1 under one non-causal
+    block each; the last step sends nothing. Per hop exposed = max(0, hop − its step). Forward
+    hops carry K,V; backward hops K,V and dK,dV (2×).
     all_gather (--cp-comm-type all_gather; Llama 3 §3.3.2): the K,V of the whole sequence,
     cp·chunk bytes, all-gathered over the CP group before the attention forward, gathered again
     for backward and dK,dV reduce-scattered after it; "the all-gather communication latency is
-    exposed in the critical path" (Llama 3), so exposed = link. Full recompute repeats the forward."""
-    rc = np.where(full_recompute, 1.0, 0.0)
+    exposed in the critical path" (Llama 3), so exposed = link."""
+    rc = np.where(forward_rerun, 1.0, 0.0)
     if comm_type == "all_gather":
         full_kv = cp_chunk_bytes(model, s, b, t, cp) * np.asarray(cp, dtype=np.float64)
         ag = group_collective_time_s(hw, "all_gather", full_kv, cp, t)
@@ -142,11 +149,20 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_time_fwd, core_time_bwd, full_
     chunk = cp_chunk_bytes(model, s, b, t, cp)
     bw, lat = p2p_link(hw, cp * t)
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
-    hops = np.maximum(cp - 1.0, 0.0)
+    hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
     fwd_link, bwd_link = hops * hop, hops * 2.0 * hop
-    fwd_exp = hops * np.maximum(0.0, hop - core_time_fwd / cp)
-    bwd_exp = hops * np.maximum(0.0, 2.0 * hop - core_time_bwd / cp)
+    fwd_exp = ring_hops_exposed_s(hop, hops, *core_fwd)
+    bwd_exp = ring_hops_exposed_s(2.0 * hop, hops, *core_bwd)
     return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
+
+
+def ring_hops_exposed_s(hop_s, hops, core_s, first_step_s):
+    """Exposed seconds of `hops` ring hops of hop_s each: the first hides under the first step
+    (first_step_s), each later one under one of the other steps ((core_s − first_step_s)/hops)."""
+    hops = np.asarray(hops, dtype=np.float64)
+    later_step = (np.asarray(core_s) - np.asarray(first_step_s)) / np.maximum(hops, 1.0)
+    first = np.where(hops > 0, np.maximum(0.0, hop_s - first_step_s), 0.0)
+    return first + np.maximum(hops - 1.0, 0.0) * np.maximum(0.0, hop_s - later_step)
 
 
 def ep_distinct_nodes_per_token(top_k: int, nodes, max_nodes=None):

@@ -144,11 +144,18 @@ def op_kernel_times(op: Op, rates: Rates):
         shape = np.broadcast_shapes(*[np.shape(x) for x in op.mkn])
         return _gemm_kernel_times([op], rates.gemm_dtype(op), km, shape)[0]
     if op.kind == ATTENTION:
-        flops = np.asarray(op.flops, dtype=np.float64)
-        fwd = attention_kernels_s(km, flops, op, backward=False)
-        bwd = attention_kernels_s(km, flops * op.bwd_flops, op, backward=True)
-        return fwd, bwd
+        return attention_op_times(km, op)[:2]
     return None
+
+
+def attention_op_times(km: KernelModel, op: Op):
+    """(forward, backward, forward first ring step, backward first ring step) kernel seconds of an
+    attention op (`ring_steps_s`; without a p2p ring the first step is the whole kernel time)."""
+    flops = np.asarray(op.flops, dtype=np.float64)
+    later_steps = np.maximum(np.asarray(1.0 if op.cp is None else op.cp, dtype=np.float64) - 1.0, 0.0)
+    first_fwd, later_fwd = ring_steps_s(km, flops, op, backward=False)
+    first_bwd, later_bwd = ring_steps_s(km, flops * op.bwd_flops, op, backward=True)
+    return first_fwd + later_steps * later_fwd, first_bwd + later_steps * later_bwd, first_fwd, first_bwd
 
 
 def attention_kernels_s(km: KernelModel, flops, op: Op, backward: bool):
@@ -163,23 +170,38 @@ def attention_kernels_s(km: KernelModel, flops, op: Op, backward: bool):
         t = km.attention_s(first, q, op.heads, backward=backward)
         rest = km.attention_block_s(flops - first, q, seq * cp, op.heads, backward=backward)
         return t + np.where(cp > 1, rest, 0.0)
+    first, later = ring_steps_s(km, flops, op, backward)
+    return first + (cp - 1.0) * later
+
+
+def ring_steps_s(km: KernelModel, flops, op: Op, backward: bool):
+    """(first step, each later step) seconds of the p2p ring's kernels on one rank: step 0 is the
+    causal kernel over the rank's own s/c tokens, steps 1..c−1 the non-causal blocks, each 1/c of
+    the FLOPs and each as slow as its slower orientation (module docstring). Without a ring (c = 1,
+    or all_gather) the whole attention is the first step and there is no later one."""
+    seq = np.asarray(op.seq, dtype=np.float64)
+    cp = np.asarray(1.0 if op.cp is None else op.cp, dtype=np.float64)
+    if op.cp_all_gather or not np.any(cp > 1):
+        return attention_kernels_s(km, flops, op, backward), np.zeros(np.shape(flops))
     each = flops / cp
     causal = km.attention_s(each, seq, op.heads, backward=backward)
     block = np.maximum(
         km.attention_block_s(each, seq, seq / 2.0, op.heads, backward=backward),
         km.attention_block_s(each, seq / 2.0, seq, op.heads, backward=backward),
     )
-    return causal + (cp - 1.0) * block
+    return causal, np.where(cp > 1, block, 0.0)
 
 
 def op_times(op: Op, rates: Rates):
-    """(forward seconds, backward seconds, forward compute-bound?) of one op (module docstring)."""
+    """(forward seconds, backward seconds, forward compute-bound?, first ring step forward and
+    backward seconds) of one op (module docstring, `ops_times`)."""
     return ops_times([op], rates)[0]
 
 
 def ops_times(ops: list[Op], rates: Rates) -> list:
     """`op_times` of each of `ops` (arrays over the same rows), each its kernel time, at least
-    its HBM time. The kernel model is called once for all of them: one `memory_s` for every
+    its HBM time, followed by the forward and backward seconds of the op's first p2p ring step
+    (the whole op for anything but ring attention: `ring_steps_s`). The kernel model is called once for all of them: one `memory_s` for every
     HBM transfer, one lookup per GEMM dtype (every step is element-wise: the same numbers as
     one op at a time, in fewer calls)."""
     shape = np.broadcast_shapes(*[np.shape(x) for op in ops for x in (op.bytes, op.backward_bytes())])
@@ -198,10 +220,24 @@ def ops_times(ops: list[Op], rates: Rates) -> list:
     out = []
     for i, op in enumerate(ops):
         mem_f, mem_b = mem[i], mem[len(ops) + i]
-        k = kern[i] if i in kern else op_kernel_times(op, rates)  # attention; None: a memory op
-        if k is None:
-            out.append((mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool)))
+        if op.kind == ATTENTION:
+            fwd, bwd, first_f, first_b = attention_op_times(km, op)
+            f_s, b_s = np.maximum(fwd, mem_f), np.maximum(bwd, mem_b)
+            # the first ring step's share of the op, at the op's time (HBM floor included)
+            firsts = (f_s * _share(first_f, fwd), b_s * _share(first_b, bwd))
+            out.append((f_s, b_s, fwd >= mem_f) + firsts)
+            continue
+        k = kern.get(i)
+        if k is None:  # a memory op
+            out.append((mem_f, mem_b, np.zeros(np.shape(mem_f), dtype=bool), mem_f, mem_b))
             continue
         fwd, bwd = k
-        out.append((np.maximum(fwd, mem_f), np.maximum(bwd, mem_b), fwd >= mem_f))
+        f_s, b_s = np.maximum(fwd, mem_f), np.maximum(bwd, mem_b)
+        out.append((f_s, b_s, fwd >= mem_f, f_s, b_s))
     return out
+
+
+def _share(part, whole):
+    """part / whole, 1 where whole is 0."""
+    whole = np.asarray(whole, dtype=np.float64)
+    return np.where(whole > 0, np.asarray(part) / np.where(whole > 0, whole, 1.0), 1.0)

@@ -55,12 +55,13 @@ from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, tokens_per_ra
 from .states import GRAD_BYTES, MOMENT_BYTES, NO_OP, param_gather_bytes, reduces_every_micro_batch, working_weight_bytes
 from ..specs import Recompute
 
-FULL, SELECTIVE = int(Recompute.FULL), int(Recompute.SELECTIVE)
+NONE, FULL, SELECTIVE = int(Recompute.NONE), int(Recompute.FULL), int(Recompute.SELECTIVE)
 AXES = ("tp", "cp", "ep", "dp", "pp")
 
 
 def ops_time(ops, times, recompute):
-    """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need.
+    """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need
+    (core_first_*: the attention core's first p2p ring step, the window of the first hop).
     times: `op_times` of each op, on the same rows."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
@@ -72,12 +73,14 @@ def ops_time(ops, times, recompute):
         colpar_bwd=0.0,
         core_fwd=0.0,
         core_bwd=0.0,
+        core_first_fwd=0.0,
+        core_first_bwd=0.0,
         cbound=0.0,
         mbound=0.0,
         flops=0.0,
         bytes=0.0,
     )
-    for op, (f, b, cb) in zip(ops, times):
+    for op, (f, b, cb, first_f, first_b) in zip(ops, times):
         rc_on = full | sel if op.selective else full
         rc = np.where(rc_on, f, 0.0)
         tot = f + b + rc
@@ -87,6 +90,8 @@ def ops_time(ops, times, recompute):
         if op.attention_core:
             acc["core_fwd"] = acc["core_fwd"] + f
             acc["core_bwd"] = acc["core_bwd"] + b
+            acc["core_first_fwd"] = acc["core_first_fwd"] + first_f
+            acc["core_first_bwd"] = acc["core_first_bwd"] + first_b
         elif op.dim is not None:
             acc["gemm"] = acc["gemm"] + tot
             if op.column_parallel:  # its backward hides the TP input-grad collectives
@@ -226,7 +231,16 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     def layer_comm(acc, is_moe):
         tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
         cp_link, cp_exp = cp_layer_times_s(
-            hw, model, s, b, tp, cp, acc["core_fwd"], acc["core_bwd"], full, wl.cp_comm_type
+            hw,
+            model,
+            s,
+            b,
+            tp,
+            cp,
+            (acc["core_fwd"], acc["core_first_fwd"]),
+            (acc["core_bwd"], acc["core_first_bwd"]),
+            rc != NONE,
+            wl.cp_comm_type,
         )
         ep_link, ep_tp = (
             ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher)

@@ -264,6 +264,8 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
         x.rule("layers_not_divisible_by_pp", L % c["pp"] != 0)
     c = x.cols
     x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (2 * c["cp"]) != 0))
+    c = x.cols
+    x.rule("cp_needs_fused_attention", (c["cp"] > 1) & (not workload.flash_attention))
 
     x.cross("ep", ep_c)
     expert_rules(x, E)
