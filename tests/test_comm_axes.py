@@ -263,17 +263,31 @@ def test_all_gather_context_parallelism_exposes_the_whole_sequence_kv():
 
 
 def test_ring_hops_hide_step_by_step():
-    """Transformer Engine's p2p ring (AttnFuncWithCPAndKVP2P.forward) starts the send/recv of step
-    i+1's K,V chunk, then computes step i: hop 1 hides under the causal step 0, hops 2..c−1 under
-    one block each, and the last step sends nothing. At c = 4 with a 1.0 ms hop, a 1.6 ms causal
-    step and 0.6 ms blocks (3.4 ms in all): hop 1 hides, hops 2 and 3 show 0.4 ms each. The mean
-    step (0.85 ms) would have shown 3 × 0.15 = 0.45 ms."""
-    from parallmelism.cost.comm import ring_hops_exposed_s
+    """Transformer Engine's p2p ring (AttnFuncWithCPAndKVP2P) starts each send just before a step
+    computes. Forward: hop 1 under the causal step 0, hops 2..c−1 under one block each. Backward
+    (reverse order, causal step last): K,V under block 0, K,V + dK,dV under blocks 1..c−2, dK,dV
+    home under the causal step. Hand numbers at c = 4: a 1.0 ms hop; forward a 1.6 ms causal
+    step and 0.6 ms blocks (3.4 ms): hop 1 hides, hops 2, 3 show 0.4 ms each = 0.8 ms (the mean
+    step, 0.85 ms, would have shown 0.45 ms). Backward 3.0 ms causal and 1.5 ms blocks (7.5 ms):
+    K,V hides, the two double hops show 0.5 ms each, dK,dV hides = 1.0 ms."""
+    from parallmelism.cost.collectives import collective_time_s
+    from parallmelism.cost.comm import cp_chunk_bytes, cp_layer_times_s, p2p_link
 
-    assert float(ring_hops_exposed_s(1.0e-3, 3, 3.4e-3, 1.6e-3)) == pytest.approx(0.8e-3, rel=1e-12)
-    # at c = 2 the one hop has only the causal step to hide under
-    assert float(ring_hops_exposed_s(1.0e-3, 1, 1.5e-3, 0.8e-3)) == pytest.approx(0.2e-3, rel=1e-12)
-    assert float(ring_hops_exposed_s(1.0e-3, 0, 1.5e-3, 1.5e-3)) == 0.0  # no CP, no hop
+    model = load_option("model", "llama3.1-70b")
+    s, b, t, cp = 131072, 1, 8, 4
+    bw, lat = p2p_link(H100, cp * t)
+    hop = float(collective_time_s("send_recv", cp_chunk_bytes(model, s, b, t, cp), 2, bw, lat))
+    k = 1.0e-3 / hop  # scale the windows so that the hop is 1.0 ms in the docstring's units
+    link, exposed = cp_layer_times_s(
+        H100, model, s, b, t, cp, (3.4e-3 / k, 1.6e-3 / k), (7.5e-3 / k, 3.0e-3 / k), False
+    )
+    assert float(exposed) * k == pytest.approx(0.8e-3 + 1.0e-3, rel=1e-9)
+    assert float(link) == pytest.approx(9 * hop, rel=1e-12)  # 3 hops forward, 6 chunks backward
+    # c = 2: one hop each way, forward under the causal step, backward K,V under the block and
+    # dK,dV under the causal step
+    link2, exposed2 = cp_layer_times_s(H100, model, s, b, t, 2, (1.0, 0.9), (1.0, 0.3), False)
+    hop2 = float(link2) / 3
+    assert float(exposed2) == pytest.approx(max(0, hop2 - 0.9) + max(0, hop2 - 0.7) + max(0, hop2 - 0.3), abs=1e-15)
 
 
 def test_selective_recompute_repeats_the_rings_forward_hops():

@@ -130,11 +130,15 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     backward (full or selective recompute: Megatron checkpoints the core attention, and Transformer
     Engine's CP communication is inside it, so its forward communication repeats).
 
-    p2p (Megatron --cp-comm-type p2p, Transformer Engine's ring, AttnFuncWithCPAndKVP2P): step i
-    computes with the K,V chunk it holds while the chunk of step i+1 is in flight, so hop 1 hides
-    under step 0 (the causal kernel of the rank's own tokens) and hops 2..c−1 under one non-causal
-    block each; the last step sends nothing. Per hop exposed = max(0, hop − its step). Forward
-    hops carry K,V; backward hops K,V and dK,dV (2×).
+    p2p (Megatron --cp-comm-type p2p, Transformer Engine's ring, AttnFuncWithCPAndKVP2P), c − 1
+    hops of the local K,V chunk each way, every send started just before a step computes, so it
+    hides under that step (per hop exposed = max(0, hop − its step)):
+      forward   step i computes while the K,V of step i+1 is in flight: hop 1 under step 0 (the
+                causal kernel of the rank's own tokens), hops 2..c−1 under one block each; the last
+                step sends nothing.
+      backward  steps run in reverse (blocks first, the causal step last); step 0 sends K,V, steps
+                1..c−2 send K,V with the dK,dV accumulated so far (2 chunks), step c−1 sends the
+                dK,dV home (under the causal step): 2(c−1) chunks in all.
     all_gather (--cp-comm-type all_gather; Llama 3 §3.3.2): the K,V of the whole sequence,
     cp·chunk bytes, all-gathered over the CP group before the attention forward, gathered again
     for backward and dK,dV reduce-scattered after it; "the all-gather communication latency is
@@ -151,18 +155,26 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
     hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
     fwd_link, bwd_link = hops * hop, hops * 2.0 * hop
-    fwd_exp = ring_hops_exposed_s(hop, hops, *core_fwd)
-    bwd_exp = ring_hops_exposed_s(2.0 * hop, hops, *core_bwd)
+    causal_f, block_f = ring_step_windows_s(*core_fwd, hops)
+    causal_b, block_b = ring_step_windows_s(*core_bwd, hops)
+    ring = hops > 0
+    middle = np.maximum(hops - 1.0, 0.0)  # c − 2: forward hops 2..c−1, backward steps 1..c−2
+    fwd_exp = np.where(ring, np.maximum(0.0, hop - causal_f) + middle * np.maximum(0.0, hop - block_f), 0.0)
+    bwd_exp = np.where(
+        ring,
+        np.maximum(0.0, hop - block_b)
+        + middle * np.maximum(0.0, 2.0 * hop - block_b)
+        + np.maximum(0.0, hop - causal_b),
+        0.0,
+    )
     return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
 
 
-def ring_hops_exposed_s(hop_s, hops, core_s, first_step_s):
-    """Exposed seconds of `hops` ring hops of hop_s each: the first hides under the first step
-    (first_step_s), each later one under one of the other steps ((core_s − first_step_s)/hops)."""
-    hops = np.asarray(hops, dtype=np.float64)
-    later_step = (np.asarray(core_s) - np.asarray(first_step_s)) / np.maximum(hops, 1.0)
-    first = np.where(hops > 0, np.maximum(0.0, hop_s - first_step_s), 0.0)
-    return first + np.maximum(hops - 1.0, 0.0) * np.maximum(0.0, hop_s - later_step)
+def ring_step_windows_s(core_s, causal_step_s, hops):
+    """(causal step, each block step) seconds of a p2p ring's attention (cost.roofline.ring_steps_s):
+    the blocks share what the causal step leaves of core_s, one per hop."""
+    later = (np.asarray(core_s) - np.asarray(causal_step_s)) / np.maximum(np.asarray(hops, dtype=np.float64), 1.0)
+    return np.asarray(causal_step_s), later
 
 
 def ep_distinct_nodes_per_token(top_k: int, nodes, max_nodes=None):
@@ -378,6 +390,7 @@ __all__ = [
     "p2p_link",
     "tp_layer_times_s",
     "cp_layer_times_s",
+    "ring_step_windows_s",
     "ep_layer_time_s",
     "ep_all_to_all_time_s",
     "ep_distinct_nodes_per_token",
