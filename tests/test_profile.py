@@ -35,6 +35,21 @@ def test_cpu_profile_writes_a_yaml_and_a_kernel_table(profiled):
     assert "PyTorch" in head and "profile" in head
 
 
+def test_a_profiled_folder_works_after_it_moves(profiled, tmp_path):
+    """profile writes the table's path relative to the YAML (kernels/NAME.csv), and a relative
+    path is read from the YAML's own folder: a copy of the folder elsewhere runs as it is."""
+    import shutil
+
+    out, _ = profiled
+    assert "table: kernels/cpu-test.csv" in (out / "hardware" / "cpu-test.yaml").read_text()
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)
+    from parallmelism.config.compose import load_option
+
+    hw = load_option("hardware", "cpu-test", [str(moved)])
+    assert hw.kernels.table == str((moved / "hardware" / "kernels" / "cpu-test.csv").resolve())
+
+
 def test_profiled_accelerator_is_usable_at_once(profiled):
     """`--config-dir OUT hardware=NAME` evaluates with the new file, and the kernel model gives the
     profiled GEMMs back (they are its table)."""

@@ -169,7 +169,8 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     texts = {table: kernel_table_text(rows, facts)}
     if measured is not None and measured.rows:
         texts[coll_table] = collectives_table_text(name, measured, facts)
-    texts[yaml_path] = accelerator_yaml(name, rows, facts, base, table, backend, link)
+    # the table's path relative to the YAML's folder: the profiled folder works wherever it is moved
+    texts[yaml_path] = accelerator_yaml(name, rows, facts, base, table.relative_to(yaml_path.parent), backend, link)
     write_texts(texts)  # all of them or none
     if coll_table not in texts and coll_table.is_file():
         coll_table.unlink()  # an earlier run's points would sit beside links that now come from --base

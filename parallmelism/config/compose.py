@@ -93,11 +93,26 @@ def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, st
     if group in ("model", "hardware"):
         values.setdefault("name", name)
     if group == "hardware":
+        if "kernels" in values:
+            values["kernels"] = table_beside_file(values["kernels"], Path(where[name]))
         values["efficiency"] = resolve_efficiency(name, raw, where)
         overheads = resolve_overheads(name, raw, where)
         if overheads is not None:
             values["overheads"] = overheads
     return with_defaults(group, values)
+
+
+def table_beside_file(kernels, yaml_path: Path):
+    """`kernels:` of hardware/NAME.yaml with a relative `table` read from the YAML's own folder where
+    the file is there (as `profile` writes it: kernels/NAME.csv beside NAME.yaml, so a profiled
+    folder can be moved or shared); otherwise unchanged (cost.kernels.resolve_table's search)."""
+    if not isinstance(kernels, dict) or not isinstance(kernels.get("table"), str):
+        return kernels
+    table = Path(kernels["table"]).expanduser()
+    beside = yaml_path.parent / table
+    if table.is_absolute() or not beside.is_file():
+        return kernels
+    return {**kernels, "table": str(beside.resolve())}
 
 
 def _global_node(group: str, values: dict) -> dict:
