@@ -155,8 +155,8 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
     hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
     fwd_link, bwd_link = hops * hop, hops * 2.0 * hop
-    causal_f, block_f = ring_step_windows_s(*core_fwd, hops)
-    causal_b, block_b = ring_step_windows_s(*core_bwd, hops)
+    causal_f, block_f = ring_step_windows_s(core_fwd[0], core_fwd[1], hops)
+    causal_b, block_b = ring_step_windows_s(core_bwd[0], core_bwd[1], hops)
     ring = hops > 0
     middle = np.maximum(hops - 1.0, 0.0)  # c − 2: forward hops 2..c−1, backward steps 1..c−2
     fwd_exp = np.where(ring, np.maximum(0.0, hop - causal_f) + middle * np.maximum(0.0, hop - block_f), 0.0)
