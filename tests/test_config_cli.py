@@ -138,3 +138,18 @@ def test_checkout_edits_an_installed_copy_does_not_see_are_named(tmp_path):
     (checkout / "models" / "new.yaml").write_text("hidden: 8\n")  # a new model
     assert checkout_differences(checkout, installed) == ["models/new.yaml", "hardware/gpu.yaml"]
     assert checkout_differences(installed, installed) == []  # editable install / PYTHONPATH: nothing to say
+
+
+def test_a_learned_position_table_bounds_the_sequence():
+    """GPT-3's learned position table has 2048 rows (Brown et al. 2020: n_ctx = 2048): a longer
+    training sequence, or a prompt plus its output past 2048 tokens, has no position to sit at."""
+    code, text = invoke(
+        "show", "model=gpt3-175b", "grid.ngpus=[1024]", "workload.seq_len=4096", "grid.tp=8", "grid.pp=8"
+    )
+    assert code == 2 and "workload.seq_len=4096 is longer than model gpt3-175b's learned position table" in text
+    code, text = invoke(
+        "show", "workload=inference", "model=gpt3-175b", "grid.ngpus=[8]", "grid.tp=[8]", "workload.input_len=2000"
+    )
+    assert code == 2 and "input_len + workload.output_len = 2256" in text and "(max_position=2048)" in text
+    code, _ = invoke("show", "model=gpt3-175b", "grid.ngpus=[1024]", "workload.seq_len=2048", "grid.tp=8", "grid.pp=8")
+    assert code == 0

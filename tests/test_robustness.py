@@ -102,6 +102,8 @@ CORPUS = [
     ("cp-not-dividing", [S, "grid.cp=[3]", "grid.ngpus=[64]"]),
     ("tp-beyond-nvlink", [S, "grid.tp=[16]", "grid.ngpus=[64]"]),
     ("ep-on-dense", [S, GOOD_MODEL, "grid.ep=[2]", "grid.ngpus=[64]"]),
+    ("seq-past-learned-positions", [S, "model=gpt3-175b", "workload.seq_len=4096"]),
+    ("cp-with-eager-attention", [S, "grid.cp=[2]", "workload.flash_attention=false", "grid.ngpus=[64]"]),
     ("micro-batch-not-dividing", [S, "grid.micro_batch=[3]"]),
     (
         "empty-grid-heads",

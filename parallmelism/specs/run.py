@@ -40,3 +40,22 @@ class RunConfig(BaseModel):
                 f"overlap_ep_comm=true overlaps expert-parallel all-to-alls, but model {self.model.name} has no experts"
             )
         return self
+
+    @model_validator(mode="after")
+    def _sequence_fits_the_position_table(self):
+        """A learned position table has max_position rows: no token can sit past them (RoPE has no
+        such table and extrapolates)."""
+        if self.model.position_embedding != "learned":
+            return self
+        wl = self.workload
+        if isinstance(wl, TrainWorkload):
+            length, what = wl.seq_len, f"workload.seq_len={wl.seq_len}"
+        else:
+            length = wl.input_len + wl.output_len
+            what = f"workload.input_len + workload.output_len = {length}"
+        if length > self.model.require_max_position():
+            raise ValueError(
+                f"{what} is longer than model {self.model.name}'s learned position table "
+                f"(max_position={self.model.max_position})"
+            )
+        return self
