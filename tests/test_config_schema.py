@@ -30,6 +30,7 @@ UNCHANGEABLE = {("TrainWorkload", "kind"), ("InferenceWorkload", "kind")}
 COMPANIONS = {
     "workload.draft_model": {"workload.spec_method": "draft"},
     "workload.fp8_param_gather": {"workload.precision": "fp8"},
+    "model.position_embedding": {"model.max_position": 1 << 20},  # a learned table long enough for the run
 }
 
 

@@ -42,6 +42,7 @@ def runs(draw):
     hw = draw(st.sampled_from(HARDWARE))
     ngpus = draw(st.sampled_from([64, 256, 1024, 4096]))
     seq = draw(st.sampled_from([2048, 4096, 8192]))
+    seq = min(seq, load_option("model", model).max_position or seq)  # a learned position table bounds it
     batch = draw(st.sampled_from([64, 256, 1024]))
     # how the frameworks run DP, CP and MoE dispatch (each option keeps the invariants too)
     grad_reduce = draw(st.sampled_from(["auto", "per_micro_batch", "per_step"]))

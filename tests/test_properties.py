@@ -28,6 +28,7 @@ def runs(draw):
     model = draw(st.sampled_from(MODELS))
     ngpus = draw(st.sampled_from([8, 16, 32, 64]))
     seq = draw(st.sampled_from([1024, 2048, 4096]))
+    seq = min(seq, load_option("model", model).max_position or seq)  # a learned position table bounds it
     batch = draw(st.sampled_from([32, 64, 128]))
     hw = draw(st.sampled_from(["h100-sxm-80gb", "a100-sxm-80gb", "b200-180gb"]))
     overrides = [

@@ -12,6 +12,7 @@ from ..specs import Bound, DPSharding
 from .collectives import group_link
 from .comm import cp_chunk_bytes, ep_dispatch_bytes, p2p_link, pp_hop_bytes, tp_collective_bytes
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
+from .links import scale_up_port_share
 from .ops import OpKind
 from .roofline import Rates, op_times
 from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
@@ -183,7 +184,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
         c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
 
-    links = link_records(hw, out, ctx["on_out"])
+    links = link_records(hw, out, ctx["on_out"], scale_up_port_share(hw, tp, cp, dp, ep, pp))
 
     step = _f(out["time_step_s"])
     opt = _f(ctx["pick"]("opt"))
@@ -208,10 +209,11 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     return {"summary": summary, "ops": ops, "collectives": colls, "links": links}
 
 
-def link_records(hw, out, on_out) -> list[dict]:
+def link_records(hw, out, on_out, port_share=None) -> list[dict]:
     """Per physical link of one critical-stage GPU (cost/links.py): achievable bandwidth per
     direction, busy seconds per step, the part the overlap windows hide, the exposed part (an axis
-    split over both links, hybrid sharding's DP, counts its share on each), and the axes whose
+    split over both links, hybrid sharding's DP, counts its share on each; on a mesh scale-up each
+    axis counts its share of the port, port_share: `links.scale_up_port_share`), and the axes whose
     transfers it carries. on_out: the step time's NIC share per axis (its ctx["on_out"])."""
     recs = []
     tiers = [("scale_up", hw.scale_up.name or "scale-up", hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up)]
@@ -224,10 +226,11 @@ def link_records(hw, out, on_out) -> list[dict]:
             )
         )
     for key, name, bw in tiers:
+        port = {ax: 1.0 if key == "scale_out" else _f((port_share or {}).get(ax, 1.0)) for ax in AXES}
         share = {ax: _f(on_out[ax]) if key == "scale_out" else 1.0 - _f(on_out[ax]) for ax in AXES}
         axes = [ax for ax in AXES if share[ax] > 0 and _f(out[f"time_comm_{ax}_s"]) > 0]
         busy = _f(out[f"link_{key}_busy_s"])
-        exposed = sum(share[ax] * _f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
+        exposed = sum(share[ax] * port[ax] * _f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
         recs.append(
             {
                 "link": name,

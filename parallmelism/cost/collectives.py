@@ -83,11 +83,25 @@ def busbw_gbps(kind: str, nbytes, size, time_s):
     return np.asarray(nbytes, dtype=np.float64) / np.asarray(time_s, dtype=np.float64) / 1e9 * busbw_factor(kind, size)
 
 
+def scale_up_group_gbps(hw, members):
+    """Per-rank, per-direction scale-up bandwidth (efficiency applied) of a group with `members`
+    ranks in one domain. switch: the whole port. mesh (fully connected links): the m − 1 links to
+    the other members, (m − 1)/(domain_size − 1) of the port; a lone member (m <= 1) uses no
+    scale-up link and is not capped by one."""
+    up = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up
+    m = np.asarray(members, dtype=np.float64)
+    if hw.scale_up.topology == "switch":
+        return np.full(m.shape, up)
+    links = max(hw.scale_up.domain_size - 1, 1)
+    return np.where(m > 1, up * np.clip(m - 1.0, 1.0, links) / links, up)
+
+
 def group_link(hw, size, stride, kind: str = "ring"):
     """Achievable (bandwidth_gbps per rank per direction, latency_us per step) of a group.
 
     `size` ranks, `stride` ranks apart in Megatron order (TP 1, CP tp, DP tp·cp, PP tp·cp·dp);
-    arrays broadcast. Inside the domain (size·stride <= domain_size): scale_up · eff.scale_up.
+    arrays broadcast. Inside the domain (size·stride <= domain_size): scale_up · eff.scale_up
+    (a mesh: the share of its links the group uses, `scale_up_group_gbps`).
     Spanning domains: rings run one per NIC rail, min(scale_up·eff, k·scale_out·eff) with k =
     members per domain = clip(domain // stride, 1, size); pass kind="all_to_all" for the
     all-to-all bound, scale_out·eff·(n-1)/(n-k) (each rank's own NIC carries (n-k)/n of S).
@@ -96,19 +110,20 @@ def group_link(hw, size, stride, kind: str = "ring"):
     size = np.asarray(size, dtype=np.float64)
     stride = np.asarray(stride, dtype=np.float64)
     eff = hw.efficiency
-    up_bw = hw.scale_up.bandwidth_gbps * eff.scale_up
     up_lat = hw.scale_up.latency_us
     domain = hw.scale_up.domain_size
     inside = size * stride <= domain
+    up_bw = scale_up_group_gbps(hw, np.broadcast_to(size, inside.shape))  # all members in one domain
     if hw.scale_out is None:
         # No scale-out tier: the grid drops such layouts; keep the scale-up link for safety.
-        return np.broadcast_to(np.float64(up_bw), inside.shape).copy(), np.full(inside.shape, up_lat)
+        return up_bw, np.full(inside.shape, up_lat)
     out_bw = hw.scale_out.bandwidth_gbps * eff.scale_out
     k = np.clip(np.floor(domain / stride), 1.0, np.maximum(size, 1.0))
+    up_k = scale_up_group_gbps(hw, k)  # the k members of each domain
     if kind == "all_to_all":
-        spans = np.minimum(out_bw * (size - 1) / np.maximum(size - k, 1.0), up_bw)
+        spans = np.minimum(out_bw * (size - 1) / np.maximum(size - k, 1.0), up_k)
     else:
-        spans = np.minimum(up_bw, k * out_bw)
+        spans = np.minimum(up_k, k * out_bw)
     bw = np.where(inside, up_bw, spans)
     lat = np.where(inside, up_lat, hw.scale_out.latency_us)
     return bw, lat

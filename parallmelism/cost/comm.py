@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .collectives import collective_time_s, group_collective_time_s, group_link
+from .collectives import collective_time_s, group_collective_time_s, group_link, scale_up_group_gbps
 from .states import FS, NO_OP
 from .shapes import (
     dense_dp_size,
@@ -63,9 +63,10 @@ from .shapes import (
 
 def p2p_link(hw, span):
     """Point-to-point link of a ring or chain whose ranks extend over `span` consecutive ranks:
-    scale-up when span <= domain_size, else one NIC per rank (the boundary hop sets the pace)."""
+    scale-up when span <= domain_size (on a mesh the one link between the two GPUs), else one NIC
+    per rank (the boundary hop sets the pace)."""
     span = np.asarray(span, dtype=np.float64)
-    up = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up
+    up = scale_up_group_gbps(hw, np.full(span.shape, 2.0))  # two GPUs: one link of a mesh
     if hw.scale_out is None:
         return np.full(span.shape, up), np.full(span.shape, hw.scale_up.latency_us)
     inside = span <= hw.scale_up.domain_size
@@ -208,7 +209,7 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
     remote = ep_distinct_nodes_per_token(moe.top_k, nodes, moe.max_nodes_per_token) * (nodes - 1.0) / nodes
     S = np.asarray(S_a2a, dtype=np.float64)
     out_bw = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out * 1e9
-    up_bw = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up * 1e9
+    up_bw = scale_up_group_gbps(hw, k_loc) * 1e9
     nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * 1e-6
     nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * 1e-6
     return np.where(ep * t > domain, np.maximum(nic, nvl), a2a)

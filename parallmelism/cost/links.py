@@ -12,7 +12,11 @@ port iff the consecutive ranks it spans fit in one domain, else its transfers wa
   ep  all-to-all, stride t          span ep·t
   dp  dense DP×CP group, stride t   span dp·cp·t (the expert-DP group spans the same ranks)
   pp  neighbour stage t·cp·dp away  span 2·t·cp·dp
-Busy time of a link = Σ link seconds (`time_comm_<axis>_s`) of the axes placed on it.
+Busy time of a link = Σ link seconds (`time_comm_<axis>_s`) of the axes placed on it. On a mesh
+scale-up (fully connected links, `collectives.scale_up_group_gbps`) an axis whose group has m
+members in the domain runs on m − 1 of the domain_size − 1 links, so it keeps that share of the
+port busy (`scale_up_port_share`; 1 on a switch): the port's busy time is its bytes over its
+whole bandwidth, a bound the separate links can only raise.
 
 The bound: a GPU cannot finish a step before its busiest link has carried every transfer, so
   step >= max(busy_scale_up, busy_scale_out)   (and step >= compute, which the schedule gives).
@@ -49,6 +53,25 @@ def axes_on_scale_out(hw, tp, cp, dp, ep, pp):
     return {ax: (s > hw.scale_up.domain_size).astype(np.float64) for ax, s in spans.items()}
 
 
+def scale_up_port_share(hw, tp, cp, dp, ep, pp):
+    """{axis: share of the GPU's scale-up port its transfers occupy}: 1.0 on a switch; on a mesh
+    the group's links over the port's, with m members of the group in one domain (module
+    docstring; a pipeline hop is a pair of GPUs)."""
+    if hw.scale_up.topology == "switch":
+        return {ax: 1.0 for ax in AXES}
+    from .collectives import scale_up_group_gbps
+
+    tp, cp, dp, ep, pp = (np.asarray(x, dtype=np.float64) for x in (tp, cp, dp, ep, pp))
+    domain = hw.scale_up.domain_size
+    groups = {"tp": (tp, 1.0), "cp": (cp, tp), "ep": (ep, tp), "dp": (dp * cp, tp), "pp": (2.0, tp * cp * dp)}
+    port = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up
+    share = {}
+    for ax, (size, stride) in groups.items():
+        members = np.clip(np.floor(domain / stride), 1.0, np.maximum(size, 1.0))
+        share[ax] = scale_up_group_gbps(hw, members) / port
+    return share
+
+
 def out_share(on_out, ax):
     """The share of axis `ax`'s link seconds on the NIC: on_out holds a bool (the whole group on one
     link) or, for an axis split over both (hybrid sharding's DP: shard groups on NVLink, the replica
@@ -56,13 +79,16 @@ def out_share(on_out, ax):
     return np.asarray(on_out[ax], dtype=np.float64)
 
 
-def link_busy_s(comm, on_out, axes=AXES):
+def link_busy_s(comm, on_out, axes=AXES, port_share=None):
     """{link: busy seconds per step}: Σ of the link seconds of the axes each link carries (a split
-    axis contributes its share to each). axes: the axes counted (all of them unless a caller adds
-    the busy seconds of the others itself; AXES order, so the sums round the same)."""
+    axis contributes its share to each; on the scale-up port each axis counts its
+    `scale_up_port_share`, port_share, 1 where not given). axes: the axes counted (all of them
+    unless a caller adds the busy seconds of the others itself; AXES order, so the sums round the
+    same)."""
     share = {ax: out_share(on_out, ax) for ax in axes}
+    port = port_share or {}
     out = sum(share[ax] * comm[ax] for ax in axes)
-    up = sum((1.0 - share[ax]) * comm[ax] for ax in axes)
+    up = sum((1.0 - share[ax]) * comm[ax] * port.get(ax, 1.0) for ax in axes)
     return {"scale_up": up, "scale_out": out}
 
 
@@ -96,4 +122,12 @@ def bind_to_links(step, comm, comm_exp, on_out, busy=None):
     return step, exp
 
 
-__all__ = ["LINKS", "axis_spans", "axes_on_scale_out", "out_share", "link_busy_s", "bind_to_links"]
+__all__ = [
+    "LINKS",
+    "axis_spans",
+    "axes_on_scale_out",
+    "scale_up_port_share",
+    "out_share",
+    "link_busy_s",
+    "bind_to_links",
+]

@@ -35,7 +35,7 @@ from .comm import (
     pp_times_s,
     tp_layer_times_s,
 )
-from .links import axes_on_scale_out, axis_spans, bind_to_links, link_busy_s
+from .links import axes_on_scale_out, axis_spans, bind_to_links, link_busy_s, scale_up_port_share
 from .flops import (
     embedding_ops,
     hardware_flops_per_step,
@@ -421,6 +421,7 @@ def _stage_terms(cols, model, hw, wl, rates):
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
     on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
+    port = scale_up_port_share(hw, tp, cp, dp, ep, pp)
     hybrid = wl.dp_shard_size is not None
     dp_keys = DP_ROW_KEYS + HSDP_ROW_KEYS if hybrid else DP_ROW_KEYS
     stages = {}
@@ -432,7 +433,7 @@ def _stage_terms(cols, model, hw, wl, rates):
         comm = {ax: m * r[ax] for ax in ("tp", "cp", "ep")}
         comm["dp"] = dp_link
         dp_share = _dp_nic_share(d, reductions, dp_link, on_out["dp"], hybrid)
-        busy = link_busy_s(comm, {**on_out, "dp": dp_share}, axes=("tp", "cp", "ep", "dp"))  # PP: per row
+        busy = link_busy_s(comm, {**on_out, "dp": dp_share}, ("tp", "cp", "ep", "dp"), port)  # PP: per row
         t = {
             "t_mb": r["t_mb"],
             "total": m * r["t_mb"] + dp_exp + d["opt"],
@@ -472,7 +473,8 @@ def _training_time(cols, model, hw, wl):
     (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
     on_out = {ax: shared["on_out_" + ax][inv] for ax in AXES}
     pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))
-    pp_busy = link_busy_s({"pp": pp_link}, on_out, axes=("pp",))  # the stages' other axes: busy_<link>
+    pp_port = scale_up_port_share(hw, *(cols[k] for k in ("tp", "cp", "dp", "ep", "pp")))["pp"]
+    pp_busy = link_busy_s({"pp": pp_link}, on_out, ("pp",), {"pp": pp_port})  # the stages' other axes: busy_<link>
     rate = bubble_rate(pp, vpp, m, wl.schedule)
     bubble = rate * m * shared["t_mb_typical"][inv] + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
 

@@ -87,6 +87,12 @@ class ScaleUp(BaseModel):
     domain_size: PositiveInt = Field(description="GPUs that share the scale-up fabric (NVLink domain)")
     bandwidth_gbps: PositiveFloat = Field(description="per GPU, per direction, GB/s")
     latency_us: float = Field(2.0, ge=0)
+    topology: Literal["switch", "mesh"] = Field(
+        "switch",
+        description="switch: a GPU's whole port reaches any peer (NVSwitch); mesh: fully connected "
+        "point-to-point links, bandwidth_gbps summed over the domain_size - 1 links, so a group of m "
+        "GPUs in one domain reaches its peers over m - 1 of them (AMD Infinity Fabric xGMI)",
+    )
 
 
 class ScaleOut(BaseModel):
