@@ -137,3 +137,48 @@ def test_case_rows_find_shipped_models_by_alias_or_architecture():
     assert model_of(row, models) is grok
     other = dict(row, model_desc="Grok-1 custom", layers=str(grok.layers + 2), ffn=str(grok.ffn_hidden))
     assert model_of(other, models).name == "c"  # built from its own columns
+
+
+CASE_FILES = {
+    "memory": "memory_measured.csv",
+    "training": "training_measured.csv",
+    "inference": "inference_measured.csv",
+}
+
+
+@pytest.mark.parametrize(
+    "kind, column, value, words",
+    [
+        ("memory", "measured_gib", "", "is blank (row 1) where a number belongs"),  # was a TypeError traceback
+        ("memory", "measured_gib", "abc", "holds 'abc' (row 1) where a number belongs"),  # was a ValueError one
+        ("memory", "measured_gib", "0", "holds '0' (row 1) where a finite number > 0 belongs"),  # was "mean inf%"
+        ("memory", "measured_gib", "-45.5", "holds '-45.5' (row 1) where a finite number > 0 belongs"),
+        ("memory", "measured_gib", "inf", "holds 'inf' (row 1) where a finite number > 0 belongs"),
+        ("training", "step_time_s", "abc", "holds 'abc' (row 1) where a number belongs"),
+        ("inference", "measured_itl_ms", "abc", "holds 'abc' (row 1) where a number belongs"),
+    ],
+)
+def test_validate_names_a_bad_measured_value(tmp_path, kind, column, value, words):
+    from conftest import REPO
+
+    df = pd.read_csv(REPO / "parallmelism" / "cases" / CASE_FILES[kind], dtype=str, keep_default_na=False)
+    df = df.head(1).copy()
+    df.loc[0, column] = value
+    cases = tmp_path / "cases.csv"
+    df.to_csv(cases, index=False)
+    code, out = cli("validate", "--cases", cases)
+    assert code == 2, out
+    assert f"{str(cases)!r}: column {column} {words}" in out, out
+    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_validate_refuses_a_truncated_case_file(tmp_path):
+    """The check compare and merge make: a file cut mid-number was read and validated (exit 0)."""
+    from conftest import REPO
+
+    cases = tmp_path / "cases.csv"
+    cases.write_bytes((REPO / "parallmelism" / "cases" / "memory_measured.csv").read_bytes()[:-40])
+    code, out = cli("validate", "--cases", cases)
+    assert code == 2, out
+    assert "is truncated: line 15, its last, ends without a line break" in out, out
+    assert len(out.strip().splitlines()) == 1, out

@@ -284,7 +284,7 @@ def read_table(path: str | Path):
     if path.suffix.lower() not in TABLE_SUFFIXES:
         raise UserError(f"{str(path)!r} is neither .csv nor .parquet")
     if path.suffix.lower() == ".csv":
-        _check_csv_complete(path)
+        check_csv_complete(path)
     try:
         df = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
     except Exception as exc:
@@ -309,13 +309,32 @@ def _check_numeric_columns(df, path: Path) -> None:
             values = df[col]
             bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
             if len(bad):
-                raise UserError(
-                    f"{str(path)!r}: column {col} holds {bad.iloc[0]!r} (row {int(bad.index[0]) + 1}) where "
-                    "a number belongs"
-                )
+                raise not_a_number(path, col, bad.iloc[0], int(bad.index[0]) + 1)
 
 
-def _check_csv_complete(path: Path) -> None:
+def not_a_number(path: str | Path, col: str, value, row: int, what: str = "a number") -> UserError:
+    """The one sentence for a value that is not the number its column holds: file, column, value
+    and row (1 = the first row under the header)."""
+    holds = "is blank" if value is None or (isinstance(value, str) and not value.strip()) else f"holds {value!r}"
+    return UserError(f"{str(path)!r}: column {col} {holds} (row {row}) where {what} belongs")
+
+
+def positive_number(path: str | Path, col: str, value, row: int) -> float:
+    """value as a finite number > 0 (a measurement, a quantity), else not_a_number's sentence."""
+    import math
+
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise not_a_number(path, col, value, row) from None
+    if not (math.isfinite(number) and number > 0):
+        raise not_a_number(path, col, value, row, "a finite number > 0")
+    return number
+
+
+def check_csv_complete(path: Path) -> None:
+    """A CSV ends with a line break and its last row has the header's field count; else one
+    sentence naming the file and the line (a copy cut short, a run killed mid-write)."""
     import csv
 
     with open(path, "rb") as fh:

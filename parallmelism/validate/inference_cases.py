@@ -98,4 +98,4 @@ def _inference_rows(df, ctx):
     return rows
 
 
-register_case_kind("inference", REQUIRED, _inference_rows)
+register_case_kind("inference", REQUIRED, _inference_rows, list(QUANTITIES.values()), blank_ok=True)

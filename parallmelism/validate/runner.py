@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import UserError
+from ..report.writer import check_csv_complete
 
 # memory case quantity -> how to read it from an evaluated row
 MEMORY_QUANTITIES = {
@@ -57,15 +58,29 @@ def _memory_rows(df, ctx):
     return rows
 
 
-# kind name -> (required columns that identify it, handler)
+# kind name -> (required columns that identify it, handler, measured columns, measured may be blank)
 CASE_KINDS = {
-    "memory": (["case", "quantity", "measured_gib"], _memory_rows),
+    "memory": (["case", "quantity", "measured_gib"], _memory_rows, ["measured_gib"], False),
 }
 
 
-def register_case_kind(name: str, columns: list[str], handler) -> None:
-    """Later cost models (step time, inference) add their case kinds here."""
-    CASE_KINDS[name] = (columns, handler)
+def register_case_kind(name: str, columns: list[str], handler, measured: list[str], blank_ok: bool = False) -> None:
+    """Later cost models (step time, inference) add their case kinds here. `measured`: the columns
+    holding the published values (each a finite number > 0; blank allowed, and then skipped, where
+    blank_ok)."""
+    CASE_KINDS[name] = (columns, handler, measured, blank_ok)
+
+
+def _check_measured(row, path: Path, number: int, measured: list[str], blank_ok: bool) -> None:
+    """A measured value that is text, blank, NaN, inf or <= 0 is one sentence naming the file,
+    column, row and value (an error against it would be meaningless: inf %, a sign flip)."""
+    from ..report.writer import positive_number
+
+    for col in measured:
+        value = row[col].iloc[0]
+        if value is None and blank_ok:
+            continue
+        positive_number(path, col, value, number)
 
 
 def _context(overrides, config_dirs):
@@ -126,23 +141,25 @@ def run_validation(case_files, overrides, config_dirs):
         f = Path(f)
         if not f.is_file():
             raise UserError(f"case file {str(f)!r} does not exist")
+        check_csv_complete(f)  # a file cut short is refused as compare and merge refuse it
         try:
             df = pd.read_csv(f, dtype=str, keep_default_na=False)
         except Exception as exc:
             raise UserError(f"cannot read case file {str(f)!r}: {str(exc).splitlines()[0]}") from None
         df = df.replace({"": None})
-        for _, (cols, handler) in CASE_KINDS.items():
+        for _, (cols, handler, measured, blank_ok) in CASE_KINDS.items():
             if all(c in df.columns for c in cols):
                 for i in range(len(df)):  # every row: one that cannot be built is reported, not fatal
                     row = df.iloc[[i]].reset_index(drop=True)
                     try:
+                        _check_measured(row, f, i + 1, measured, blank_ok)
                         _check_finite(row)
                         out += handler(row, ctx)
                     except UserError as exc:
                         failed.append({"case": str(row["case"].iloc[0]), "file": f.name, "reason": str(exc)})
                 break
         else:
-            known = "; ".join(f"{k}: {', '.join(c)}" for k, (c, _) in CASE_KINDS.items())
+            known = "; ".join(f"{k}: {', '.join(c)}" for k, (c, *_) in CASE_KINDS.items())
             raise UserError(f"case file {str(f)!r} has none of the known column sets ({known})")
     table = pd.DataFrame(out)
     if len(table) == 0:

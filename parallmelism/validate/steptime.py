@@ -259,4 +259,4 @@ def _step_time_rows(df, ctx):
     return rows
 
 
-register_case_kind("step_time", ["case", "step_time_s", "tp", "pp", "dp"], _step_time_rows)
+register_case_kind("step_time", ["case", "step_time_s", "tp", "pp", "dp"], _step_time_rows, ["step_time_s"])
