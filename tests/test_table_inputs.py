@@ -182,3 +182,23 @@ def test_validate_refuses_a_truncated_case_file(tmp_path):
     assert code == 2, out
     assert "is truncated: line 15, its last, ends without a line break" in out, out
     assert len(out.strip().splitlines()) == 1, out
+
+
+def test_merge_refuses_a_configuration_twice(tmp_path):
+    """A part given twice was written twice ("wrote 6 rows from 2 parts"); compare's key finds it."""
+    a = _training(tmp_path / "a.csv")
+    code, out = cli("merge", a, a, "--out", tmp_path / "m.csv")
+    assert code == 2, out
+    assert "has 6 rows with duplicate keys (e.g. ngpus=8 tp=1)" in out and "nothing was written" in out, out
+    assert len(out.strip().splitlines()) == 1, out
+    assert not (tmp_path / "m.csv").exists()
+
+
+@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf")])
+def test_merge_refuses_non_finite_quantities(tmp_path, value, shown):
+    df = pd.DataFrame({"ngpus": [8, 8], "tp": [1, 2], "time_step_s": [1.0, value]})
+    part = write_table(df, tmp_path / "a.csv")
+    code, out = cli("merge", part, "--out", tmp_path / "m.csv")
+    assert code == 2, out
+    assert f"{str(part)!r}: column time_step_s holds {shown} (row 2) where a finite number belongs" in out, out
+    assert not (tmp_path / "m.csv").exists()

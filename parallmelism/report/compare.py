@@ -134,14 +134,18 @@ def _key_values(s):
     return s.astype(str)
 
 
-def _check_unique(df, key, name):
+def default_key(*frames) -> list[str]:
+    """The configuration columns (KEY_COLUMNS) present in every frame: what names one row."""
+    return [c for c in KEY_COLUMNS if all(c in df.columns for df in frames)]
+
+
+def check_unique(df, key, name, hint="give more key columns with --key"):
+    """One sentence when two rows of df share a key (compare could not align them; merge would
+    write a configuration twice)."""
     dup = df.duplicated(subset=key, keep=False)
     if dup.any():
         first = df.loc[dup, key].iloc[0].to_dict()
-        raise UserError(
-            f"{name} has {int(dup.sum()):,} rows with duplicate keys (e.g. {_fmt_key(first)}); "
-            f"give more key columns with --key"
-        )
+        raise UserError(f"{name} has {int(dup.sum()):,} rows with duplicate keys (e.g. {_fmt_key(first)}); {hint}")
 
 
 def _fmt_key(d: dict) -> str:
@@ -174,7 +178,7 @@ def compare_frames(
             f"{names[0]} has schema_version {vb} but {names[1]} has {vn}; regenerate the baseline with this version"
         )
     if key is None:
-        key = [c for c in KEY_COLUMNS if c in base.columns and c in new.columns]
+        key = default_key(base, new)
         if not key:
             raise UserError("no configuration column (model, tp, pp, ...) is common to both files; give --key")
     else:
@@ -182,8 +186,8 @@ def compare_frames(
             for df, name in ((base, names[0]), (new, names[1])):
                 if c not in df.columns:
                     raise UserError(f"key column {c!r} is not in {name}")
-    _check_unique(base, key, names[0])
-    _check_unique(new, key, names[1])
+    check_unique(base, key, names[0])
+    check_unique(new, key, names[1])
 
     skip = set(key) | set(NOT_COMPARED) | {"schema_version"}
     cols_b = [c for c in base.columns if c not in skip]

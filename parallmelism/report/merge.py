@@ -7,7 +7,8 @@ from pathlib import Path
 
 from .. import SCHEMA_VERSION, schema
 from ..errors import UserError
-from .writer import read_table, table_kind
+from .compare import check_unique, default_key
+from .writer import not_a_number, quantity_columns, read_table, table_kind
 
 
 def read_part(path: Path):
@@ -31,6 +32,7 @@ def merge_tables(parts: list[Path]):
         df = read_part(p)
         if "schema_version" in df.columns and len(df):
             versions[p] = str(df["schema_version"].iloc[0])
+        _check_finite(df, p)
         frames.append(df.drop(columns=[c for c in ("tool_version", "schema_version") if c in df.columns]))
     if len(set(versions.values())) > 1:
         (a, va), (b, vb) = list(versions.items())[:1] + [
@@ -53,7 +55,26 @@ def merge_tables(parts: list[Path]):
             if c in f.columns:
                 f[c] = f[c].astype(str)
     merged = pd.concat(frames, ignore_index=True, sort=False)
+    # compare's key: a configuration written twice (a part given twice, overlapping shards) is refused
+    check_unique(
+        merged,
+        default_key(merged),
+        f"the table merged from {len(parts)} part(s)",
+        "give each part once, and parts that do not overlap; nothing was written",
+    )
     known = [*schema.TRAINING_COLUMNS, *getattr(schema, "INFERENCE_COLUMNS", {})]
     order = [c for c in dict.fromkeys(known) if c in merged.columns]  # Parquet datasets put partition keys last
     merged = merged[order + [c for c in merged.columns if c not in order]]
     return merged
+
+
+def _check_finite(df, path: Path) -> None:
+    """NaN or inf in a quantity column is a broken part, never a number to pass on."""
+    import numpy as np
+    import pandas as pd
+
+    for col in quantity_columns(df):
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            raise not_a_number(path, col, df[col].iloc[bad[0]], int(bad[0]) + 1, "a finite number")

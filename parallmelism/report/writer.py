@@ -299,12 +299,15 @@ NUMERIC_PREFIXES = ("time_", "mem_", "params_", "link_", "flops_", "hbm_")
 TEXT_COLUMNS = {"mem_stage"}  # which pipeline stage the memory columns report: first | second | last
 
 
+def quantity_columns(df) -> list[str]:
+    """The columns of df whose names say they hold a quantity (NUMERIC_PREFIXES)."""
+    return [c for c in df.columns if c not in TEXT_COLUMNS and str(c).startswith(NUMERIC_PREFIXES)]
+
+
 def _check_numeric_columns(df, path: Path) -> None:
     import pandas as pd
 
-    for col in df.columns:
-        if col in TEXT_COLUMNS or not str(col).startswith(NUMERIC_PREFIXES):
-            continue
+    for col in quantity_columns(df):
         if not pd.api.types.is_numeric_dtype(df[col].dtype):
             values = df[col]
             bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
@@ -315,6 +318,7 @@ def _check_numeric_columns(df, path: Path) -> None:
 def not_a_number(path: str | Path, col: str, value, row: int, what: str = "a number") -> UserError:
     """The one sentence for a value that is not the number its column holds: file, column, value
     and row (1 = the first row under the header)."""
+    value = value.item() if hasattr(value, "item") else value  # numpy scalar: nan, not np.float64(nan)
     holds = "is blank" if value is None or (isinstance(value, str) and not value.strip()) else f"holds {value!r}"
     return UserError(f"{str(path)!r}: column {col} {holds} (row {row}) where {what} belongs")
 
