@@ -91,13 +91,16 @@ def test_korthikanti_figure1_memory_through_validate():
 
     table = run_validation([shared_reference("memory_measured.csv")], [], None)
     megatron = table[table["case"].str.startswith("korthikanti")]
-    states = megatron[megatron["quantity"] == "weights_grads_optimizer_per_gpu"]
+    states = megatron[megatron["quantity"] == "layer_weights_grads_optimizer_per_gpu"]
     acts = megatron[megatron["quantity"] == "activations_per_gpu"]
     assert len(states) == 4 and len(acts) == 8
     assert states["error_pct"].abs().max() <= 3.0
     assert acts["error_pct"].abs().mean() <= 5.0
     seed = table[table["case"].str.startswith("seed")]
-    assert seed["error_pct"].abs().max() <= 3.0
+    # whole-model states against whole-model states (was the layers' share: an artificial -1.03 %);
+    # the seed leaves the norm weights out, 0.001 % of the 405B's
+    assert (seed["quantity"] == "weights_grads_optimizer_per_gpu").all()
+    assert seed["error_pct"].abs().max() <= 0.002
 
 
 def test_moe_routed_expert_activations_split_by_tp_once_with_sp():
