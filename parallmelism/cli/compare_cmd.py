@@ -89,6 +89,9 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         console.print(f"columns only in new (added): {', '.join(comp.added_columns)}")
     if comp.removed_columns:
         console.print(f"columns only in baseline (removed): {', '.join(comp.removed_columns)}")
+    if comp.unmatched_tolerances:
+        names = ", ".join(repr(p) for p in comp.unmatched_tolerances)
+        console.print(f"note: the tolerance for {names} matches no compared column (is it spelt right?)")
     verdict = "within tolerance" if comp.ok else "DIFFERENT"
     console.print(
         f"{verdict}: {comp.rows_compared:,} rows x {comp.columns_compared} columns compared on key "

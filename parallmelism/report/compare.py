@@ -64,6 +64,7 @@ class Comparison:
     rows_compared: int = 0
     columns_compared: int = 0
     label_key: list[str] = field(default_factory=list)  # key columns that vary: enough to name a row
+    unmatched_tolerances: list[str] = field(default_factory=list)  # `unmatched_tolerances`
 
     @property
     def ok(self) -> bool:
@@ -112,6 +113,14 @@ def _tolerance_for(col: str, tolerances: dict, rtol: float, atol: float) -> tupl
         if fnmatch.fnmatchcase(col, pattern):
             return tol
     return rtol, atol
+
+
+def unmatched_tolerances(tolerances: dict, columns) -> list[str]:
+    """The tolerance names and globs that match none of `columns`: a misspelt name leaves its
+    column at the default tolerance (a CI gate looser or stricter than meant), so `compare` says
+    so; one tolerance file may serve training and serving tables, so it is a note, not an error."""
+    cols = sorted(columns)
+    return [p for p in tolerances if p not in columns and not fnmatch.filter(cols, p)]
 
 
 def _schema_version(df, name: str):
@@ -262,6 +271,7 @@ def compare_frames(
         rows_compared=len(both),
         columns_compared=len(common),
         label_key=[k for k in key if pd.concat([kb[k], kn[k]]).nunique(dropna=False) > 1],
+        unmatched_tolerances=unmatched_tolerances(tolerances, set(cols_b) | set(cols_n)),
     )
 
 
