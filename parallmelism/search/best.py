@@ -27,6 +27,16 @@ BEST_COLUMNS = [
 NEAR_MISS_MEMORY_MARGIN = 0.25
 
 
+def near_miss(cols):
+    """Rows that miss memory by at most the margin: mem_total <= (1 + margin) · usable HBM, with
+    usable = mem_total + mem_headroom. `cols` is a chunk's columns or a frame; a boolean array."""
+    import numpy as np
+
+    total = np.asarray(cols["mem_total_gib"], dtype=np.float64)
+    usable = total + np.asarray(cols["mem_headroom_gib"], dtype=np.float64)
+    return ~np.asarray(cols["fits"], dtype=bool) & (total <= (1.0 + NEAR_MISS_MEMORY_MARGIN) * usable)
+
+
 def search_best(runs, top: int, stream, extra_collectors=()):
     """(best table, layouts evaluated) of `runs`: the `top` fastest layouts that fit per GPU count
     and the faster near misses (`best_table`). `stream(runs, collectors)` is the evaluation driver
@@ -42,7 +52,8 @@ def search_best(runs, top: int, stream, extra_collectors=()):
             "or `parallmelism pareto workload=inference`"
         )
     fits = TopKCollector(top, "time_step_s", group_by=["ngpus"], where="fits")
-    near = TopKCollector(max(1, top // 2), "time_step_s", group_by=["ngpus"], where=None)
+    # the fastest near misses (not the fastest of all layouts: those need several times the memory)
+    near = TopKCollector(max(1, top // 2), "time_step_s", group_by=["ngpus"], where=near_miss)
     res = stream(runs, [fits, near, *extra_collectors])
     if res.evaluated == 0:
         raise UserError(res.explain_empty())
@@ -75,13 +86,11 @@ def best_table(res_fit, res_any, top: int):
             d["loses_on"], d["why"] = ("", "fastest that fits") if i == 0 else why_slower(winner, r, parts)[:2]
             rows.append(d)
         if res_any is not None and len(res_any):
-            usable = res_any["mem_total_gib"] + res_any["mem_headroom_gib"]
             faster = res_any[
                 (res_any["_run"] == winner["_run"])
                 & (res_any["ngpus"] == winner["ngpus"])
-                & (~res_any["fits"])
+                & near_miss(res_any)
                 & (res_any["time_step_s"] < winner["time_step_s"])
-                & (res_any["mem_total_gib"] <= (1.0 + NEAR_MISS_MEMORY_MARGIN) * usable)
             ]
             for _, r in faster.sort_values(["time_step_s", "_row"]).head(max(1, top // 2)).iterrows():
                 d = r.to_dict()

@@ -12,7 +12,7 @@ fronts of the parts' top-k and fronts).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
@@ -39,12 +39,24 @@ def require_columns(cols: dict, names: Sequence[str], why: str) -> None:
         )
 
 
+#: which rows a collector keeps: a boolean column's name, a module-level function of the chunk's
+#: columns returning a boolean mask (picklable, so worker processes can use it), or None for all
+Where = Union[str, Callable[[dict], np.ndarray], None]
+
+
+def where_mask(cols: dict, where: Where) -> np.ndarray:
+    """Indices of the rows of `cols` that `where` keeps."""
+    if where is None:
+        return np.arange(len(cols["_row"]))
+    return np.flatnonzero(cols[where] if isinstance(where, str) else where(cols))
+
+
 class Collector:
     """Interface: `update` with each chunk, `result` at the end; `spawn`/`merge` for workers."""
 
-    #: every kept row satisfies this boolean column (None: any row); the driver may skip the
-    #: time model for rows that do not fit when every collector keeps fitting rows only
-    where: str | None = None
+    #: every kept row satisfies this (see `Where`); the driver may skip the time model for rows
+    #: that do not fit when every collector keeps fitting rows only (where == "fits")
+    where: Where = None
 
     def spawn(self) -> "Collector":
         raise NotImplementedError
@@ -87,7 +99,8 @@ class TopKCollector(Collector):
     `by` is a column (smallest first; largest with descending=True) or [(column, "min"|"max"), ...]
     compared in turn. Groups are `group_by` within each run (per_run=True) or across the runs.
     Equals `df[where].sort_values(group + by, kind="stable").groupby(group).head(k)` on the
-    full table; `where` is a boolean column name (e.g. "fits") or None for every row.
+    full table; `where` is a boolean column name (e.g. "fits"), a mask function (see `Where`) or
+    None for every row.
     """
 
     def __init__(
@@ -95,7 +108,7 @@ class TopKCollector(Collector):
         k: int,
         by: str | Sequence[Key],
         group_by: Sequence[str] = ("ngpus",),
-        where: str | None = None,
+        where: Where = None,
         descending: bool = False,
         per_run: bool = True,
     ):
@@ -112,10 +125,11 @@ class TopKCollector(Collector):
         if not cols:
             return
         by_cols = [c for c, _ in self.by]
-        require_columns(cols, by_cols + self.group_by + ([self.where] if self.where else []), "this search")
+        where_col = [self.where] if isinstance(self.where, str) else []
+        require_columns(cols, by_cols + self.group_by + where_col, "this search")
         # Select on the key columns first, copy whole rows only for the few survivors.
         keys = list(dict.fromkeys(["_run", "_row", *by_cols, *self.group_by]))
-        idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
+        idx = where_mask(cols, self.where)
         if len(idx) == 0:
             return
         idx = self._shortlist({k: cols[k] for k in keys}, idx)
@@ -164,7 +178,7 @@ class TopKCollector(Collector):
 class ParetoCollector(Collector):
     """Non-dominated rows on `objectives` [(column, "min"|"max"), ...], per group (or global)."""
 
-    def __init__(self, objectives: Sequence[Key], group_by: Sequence[str] = ("_run",), where: str | None = "fits"):
+    def __init__(self, objectives: Sequence[Key], group_by: Sequence[str] = ("_run",), where: Where = "fits"):
         self.objectives, self.group_by, self.where = list(objectives), list(group_by), where
         self.kept: dict | None = None
 
@@ -190,9 +204,10 @@ class ParetoCollector(Collector):
     def update(self, cols: dict) -> None:
         if not cols:
             return
-        require_columns(cols, [c for c, _ in self.objectives] + ([self.where] if self.where else []), "a Pareto front")
+        where_col = [self.where] if isinstance(self.where, str) else []
+        require_columns(cols, [c for c, _ in self.objectives] + where_col, "a Pareto front")
         keys = ["_run", "_row", *[c for c, _ in self.objectives], *self.group_by]
-        idx = np.flatnonzero(cols[self.where]) if self.where is not None else np.arange(len(cols["_row"]))
+        idx = where_mask(cols, self.where)
         if len(idx) == 0:
             return
         small = {k: cols[k][idx] for k in dict.fromkeys(keys)}
@@ -210,7 +225,7 @@ class ParetoCollector(Collector):
 class RowsCollector(Collector):
     """Every row where `where` holds (None: every row), in the order fed."""
 
-    def __init__(self, where: str | None = None):
+    def __init__(self, where: Where = None):
         self.where = where
         self.parts: list[dict] = []
 
@@ -219,7 +234,7 @@ class RowsCollector(Collector):
 
     def update(self, cols: dict) -> None:
         if cols:
-            self.parts.append(take_rows(cols, np.flatnonzero(cols[self.where])) if self.where else cols)
+            self.parts.append(take_rows(cols, where_mask(cols, self.where)) if self.where is not None else cols)
 
     def result(self) -> dict:
         parts = [p for p in self.parts if len(p.get("_row", ()))]
