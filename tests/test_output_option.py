@@ -99,6 +99,33 @@ def test_tables_fit_the_terminal_without_cutting(width):
                     assert cell in text
 
 
+def test_narrow_tables_keep_the_answer_columns_and_let_layout_columns_go():
+    """At 80 columns the step time, MFU, memory and why (best), the plan's cost columns and a
+    serving sweep's TTFT/TPOT stay; layout columns give way (they used to push the answers out)."""
+    from parallmelism.cli.best_cmd import TABLE_COLUMNS
+    from parallmelism.config import load_run_configs
+    from parallmelism.engine import evaluate
+    from parallmelism.report.table import frame_table
+    from parallmelism.schema import LAYOUT_AXES
+
+    def shown(df, columns=None, answers=()):
+        return [c.header for c in frame_table(df, columns=columns, width=80, answers=answers).columns]
+
+    ((_, run),) = load_run_configs(SMALL)
+    df = evaluate(run)[0].head(5).assign(rank=range(1, 6), why="+84.3 ms per step, mostly time_bubble_s (+82.4 ms)")
+    cols = shown(df, TABLE_COLUMNS[2:])
+    for c in ("ngpus", "rank", "time_step_s", "mfu", "mem_total_gib", "why", "tp"):
+        assert c in cols, cols
+    assert len(cols) < len(TABLE_COLUMNS[2:])  # layout columns did give way
+    plan = df.assign(days=8044.61, gpu_hours=2.471e7, energy_mwh=20758.97, cost_usd=6.178e7, chosen=False)
+    answers = ["ngpus", "time_step_s", "days", "gpu_hours", "energy_mwh", "cost_usd", "chosen"]
+    assert set(answers) <= set(shown(plan, ["ngpus", *LAYOUT_AXES, *answers[1:]]))
+    assert "mem_states_gib" in shown(df, answers=["mem_states_gib"])  # a caller's objective comes first too
+    ((_, serve),) = load_run_configs(["workload=inference", "model=llama3.1-8b", "grid.ngpus=[1,2]"])
+    cols = shown(evaluate(serve)[0].head(5))
+    assert "ttft_ms" in cols and "tpot_ms" in cols, cols
+
+
 def test_show_puts_fit_first_and_warns_when_it_does_not_fit():
     code, out = cli(
         "show",

@@ -92,6 +92,7 @@ def pareto(
                     df,
                     columns=list(dict.fromkeys(show)),
                     width=to.width,
+                    answers=[c for c, _ in objectives],
                     title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)",
                 )
             )

@@ -49,12 +49,40 @@ INFERENCE_DEFAULT_COLUMNS = [
 ]
 
 
-def frame_table(df, columns=None, title: str | None = None, width: int | None = None) -> Table:
+# What a table answers (the row's identity, the objectives and metrics): when the terminal is too
+# narrow for every column these are fitted first and the layout columns share what is left, in
+# their listed order. Shown columns keep the caller's order either way.
+ANSWER_COLUMNS = frozenset(
+    {
+        "model",
+        "hardware",
+        "ngpus",
+        "rank",
+        "replica_gpus",
+        "time_step_s",
+        "mfu",
+        "mem_total_gib",
+        "why",
+        "days",
+        "gpu_hours",
+        "energy_mwh",
+        "cost_usd",
+        "chosen",
+        "ttft_ms",
+        "tpot_ms",
+        "usd_per_million_output_tokens",
+    }
+)
+
+
+def frame_table(df, columns=None, title: str | None = None, width: int | None = None, answers=()) -> Table:
     """A table of rows; with `width` (the terminal's columns) only the columns that fit, in order.
 
     Numbers and headers are never cut: a numeric column is as wide as its widest cell or header
     (no wrapping, no ellipsis); text columns may wrap. Columns that do not fit are left out and
-    named in the caption (every column is in the written file; `--wide` shows them all)."""
+    named in the caption (every column is in the written file; `--wide` shows them all); the
+    answer columns (ANSWER_COLUMNS and the caller's `answers`, e.g. a front's objectives) are
+    fitted before the others."""
     if columns is None and "tpot_ms" in df.columns:
         columns = INFERENCE_DEFAULT_COLUMNS
     columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
@@ -63,13 +91,16 @@ def frame_table(df, columns=None, title: str | None = None, width: int | None = 
     need = {c: max([len(c)] + [len(x) for x in cells[c]]) for c in columns}
     shown = columns
     if width is not None:
-        shown, used = [], 1  # the left border
-        for c in columns:
+        first = ANSWER_COLUMNS | set(answers)
+        fitted: set[str] = set()
+        used = 1  # the left border
+        for c in [c for c in columns if c in first] + [c for c in columns if c not in first]:
             w = (need[c] if numeric[c] else min(need[c], max(len(c), 12))) + 3  # padding + border
-            if shown and used + w > width:
+            if fitted and used + w > width:
                 continue
-            shown.append(c)
+            fitted.add(c)
             used += w
+        shown = [c for c in columns if c in fitted]
     left_out = [c for c in columns if c not in shown]
     caption = (
         (
