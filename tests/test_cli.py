@@ -24,6 +24,22 @@ def test_default_sweep_no_arguments(tmp_path):
     assert df["fits"].any() and not df["fits"].all()
 
 
+def test_a_sweep_of_several_models_names_the_model_of_each_row(tmp_path):
+    """Two models ranked in one table: a model column tells their rows apart (there was none); one
+    accelerator, so no hardware column. A one-model sweep names it in neither."""
+    out = tmp_path / "s.csv"
+    args = ["model=llama3.1-8b,mixtral-8x7b", "grid.ngpus=[8]", "workload.global_batch=64"]
+    code, text = invoke("sweep", *args, "--top", "3", "--out", out)
+    assert code == 0, text
+    header = next(line for line in text.splitlines() if "ngpus" in line)
+    assert "model" in header and "hardware" not in header, header
+    assert "│ llama3.1-8b" in text  # the faster model's rows, named
+    code, text = invoke("sweep", *SMALL, "--out", out)
+    assert code == 0, text
+    header = next(line for line in text.splitlines() if "ngpus" in line)
+    assert "model" not in header, header
+
+
 def test_sweep_output_path_and_parquet(tmp_path):
     code, out = invoke("sweep", *SMALL, f"output.path={tmp_path / 'a.csv'}", "--quiet")
     assert code == 0, out

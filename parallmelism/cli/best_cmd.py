@@ -12,8 +12,6 @@ from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WORKERS
 from .outputs import FULL, OUT
 
 TABLE_COLUMNS = [
-    "model",
-    "hardware",
     "ngpus",
     "rank",
     *LAYOUT_AXES,
@@ -43,7 +41,7 @@ def best(
 ):
     """Fastest layout that fits, per (model, hardware, ngpus, workload), with runner-ups and why they lose."""
     from ..errors import UserError
-    from ..report.table import frame_table
+    from ..report.table import frame_table, run_columns
     from ..search.best import search_best
     from .common import console, fail, load_runs, stream
     from .outputs import check_distinct_outputs, out_of, with_full_output, write_frame
@@ -66,11 +64,11 @@ def best(
         )
         to = console()
         if not quiet:
-            cols, where = TABLE_COLUMNS, ""
+            where = ""
             if len(runs) == 1:  # one model and accelerator: say it once, in the title
-                cols, where = cols[2:], f" of {runs[0].model.name} on {runs[0].hardware.name}"
+                where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
             title = f"fastest layouts that fit{where} ({evaluated:,} layouts evaluated)"
-            to.print(frame_table(table, columns=cols, width=to.width, title=title))
+            to.print(frame_table(table, columns=TABLE_COLUMNS, width=to.width, title=title, lead=run_columns(runs)))
         write_frame(table, out, to)
     except UserError as exc:
         fail(str(exc))

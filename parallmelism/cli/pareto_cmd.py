@@ -31,7 +31,7 @@ def pareto(
 ):
     """Pareto front of the layouts that fit: GPUs vs step time or cost (training), latency vs throughput."""
     from ..errors import UserError
-    from ..report.table import frame_table
+    from ..report.table import frame_table, run_columns
     from ..search import ParetoCollector, frame_of_kept
     from ..search.pareto import FRONTS
     from .common import console, fail, load_runs, stream
@@ -65,8 +65,6 @@ def pareto(
         if not quiet:
             show = (
                 [
-                    "model",
-                    "hardware",
                     "ngpus",
                     "tp",
                     "pp",
@@ -85,7 +83,6 @@ def pareto(
             )
             where = ""
             if len(runs) == 1:
-                show = show[2:]
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
             to.print(
                 frame_table(
@@ -93,6 +90,7 @@ def pareto(
                     columns=list(dict.fromkeys(show)),
                     width=to.width,
                     answers=[c for c, _ in objectives],
+                    lead=run_columns(runs),
                     title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)",
                 )
             )

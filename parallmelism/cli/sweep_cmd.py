@@ -50,7 +50,7 @@ def run_sweep(
     from ..errors import UserError
     from ..grid import DROP_REASONS
     from ..report.rank import rank_keys
-    from ..report.table import drop_table, frame_table
+    from ..report.table import drop_table, frame_table, run_columns
     from ..search import CountCollector, TableSink, TopKCollector
     from .common import console, load_runs, stream
 
@@ -78,6 +78,7 @@ def run_sweep(
                 res.frame(0),
                 title=f"best layouts ({fits:,} of {rows:,} fit in memory)",
                 width=None if wide else out.width,
+                lead=run_columns(runs),
             )
         )
     if path is not None:

@@ -75,17 +75,26 @@ ANSWER_COLUMNS = frozenset(
 )
 
 
-def frame_table(df, columns=None, title: str | None = None, width: int | None = None, answers=()) -> Table:
+def run_columns(runs) -> list[str]:
+    """The columns ("model", "hardware") whose value differs between `runs`: a table of several
+    runs' rows leads with them, so rows ranked together can be told apart (one run: the title
+    names them)."""
+    names = {"model": {r.model.name for r in runs}, "hardware": {r.hardware.name for r in runs}}
+    return [c for c, v in names.items() if len(v) > 1]
+
+
+def frame_table(df, columns=None, title: str | None = None, width: int | None = None, answers=(), lead=()) -> Table:
     """A table of rows; with `width` (the terminal's columns) only the columns that fit, in order.
 
     Numbers and headers are never cut: a numeric column is as wide as its widest cell or header
     (no wrapping, no ellipsis); text columns may wrap. Columns that do not fit are left out and
     named in the caption (every column is in the written file; `--wide` shows them all); the
     answer columns (ANSWER_COLUMNS and the caller's `answers`, e.g. a front's objectives) are
-    fitted before the others."""
+    fitted before the others. `lead`: columns put first (e.g. `run_columns(runs)`)."""
     if columns is None and "tpot_ms" in df.columns:
         columns = INFERENCE_DEFAULT_COLUMNS
     columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
+    columns = list(dict.fromkeys([c for c in lead if c in df.columns] + columns))
     cells = {c: [_fmt(v) for v in df[c].tolist()] for c in columns}
     numeric = {c: df[c].dtype.kind in "iufb" for c in columns}
     need = {c: max([len(c)] + [len(x) for x in cells[c]]) for c in columns}
