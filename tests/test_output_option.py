@@ -42,6 +42,9 @@ def test_version_and_short_help_on_every_command():
     [
         (["sweep", *SMALL, "output.path=x.xlsx"], "must end in .csv or .parquet"),
         (["sweep", *SMALL, "output.path=x.csv", "output.format=parquet"], "disagrees"),
+        (["sweep", *SMALL, "output.path=x.parquet", "output.format=csv"], "disagrees"),  # csv was the default
+        (["best", *SMALL, "--out", "x.parquet", "output.format=csv"], "disagrees"),
+        (["best", *SMALL, "--out", "x.csv", "output.format=parquet"], "disagrees"),
         (["sweep", *SMALL, "output.path=results/a,b.csv"], "quote"),
         (["best", *SMALL, "--out", "x.json"], "must end in .csv or .parquet"),
         (["best", *SMALL, "--out", "a.csv", "output.path=b.csv"], "disagree"),

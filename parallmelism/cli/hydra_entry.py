@@ -24,7 +24,9 @@ def _task(cfg) -> None:
         run = to_run_config(cfg)
         out_dir = Path(HydraConfig.get().runtime.output_dir)
         path, fmt = (
-            output_target(run.output) if run.output.path else (out_dir / f"part.{run.output.format}", run.output.format)
+            output_target(run.output)
+            if run.output.path
+            else (out_dir / f"part.{run.output.default_format}", run.output.default_format)
         )
         sink = TableSink(path, fmt, [run])  # streamed: memory bounded by the chunk size
         res = stream_runs([run], [sink], workers=1, derive=False)

@@ -78,8 +78,15 @@ def check_one_output_path(out: Optional[Path], paths: set) -> None:
 
 
 def out_of(out: Optional[Path], runs) -> Optional[Path]:
-    """--out, or the Hydra spelling output.path= (the two must agree when both are given)."""
-    return _one_output(out, {r.output.path for r in runs if r.output.path})
+    """--out, or the Hydra spelling output.path= (the two must agree when both are given); an
+    output.format given must agree with its extension."""
+    from ..report.writer import check_output_path
+
+    path = _one_output(out, {r.output.path for r in runs if r.output.path})
+    for fmt in sorted({r.output.format for r in runs if r.output.format}):
+        if path is not None:
+            check_output_path(path, fmt)
+    return path
 
 
 def out_of_path_overrides(out: Optional[Path], overrides: list[str]) -> Optional[Path]:
@@ -104,10 +111,10 @@ def _one_output(out: Optional[Path], paths: set) -> Optional[Path]:
 
 def output_target(output) -> tuple[Path, str]:
     """(path, format) of a run's `output.path`: the format follows the extension; an
-    `output.format` other than the default csv must agree with it."""
+    `output.format`, when given, must agree with it."""
     from ..report.writer import check_output_path
 
-    return check_output_path(output.path, output.format if output.format != "csv" else None)
+    return check_output_path(output.path, output.format)
 
 
 def check_distinct_outputs(out: Optional[Path], full_output: Optional[Path]) -> None:

@@ -32,7 +32,7 @@ def _output_of(runs, out_path: Optional[Path]):
         return None, None
     if out.path:
         return output_target(out)
-    return _default_output(runs, out.format, out.dir), out.format
+    return _default_output(runs, out.default_format, out.dir), out.default_format
 
 
 def run_sweep(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .paths import data_root
 
-FORMAT = 1
+FORMAT = 2  # 2: output.format defaults to None (the extension), no longer csv
 USER_SUBFOLDERS = ("models", "model", "hardware", "workload", "grid")
 MAX_ENTRIES = 256
 MAX_ENTRY_BYTES = 8 << 20  # a sweep of thousands of points is composed, not cached

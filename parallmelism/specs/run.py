@@ -17,10 +17,17 @@ class OutputSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     path: Optional[str] = Field(None, description="file to write; default results/<model>_<hardware>_<workload>.<fmt>")
-    format: Literal["csv", "parquet"] = "csv"
+    # None: the path's extension sets it (csv for the default name); given, it must agree with the
+    # path either way (report.writer.check_output_path)
+    format: Optional[Literal["csv", "parquet"]] = None
     dir: str = "results"
     top: PositiveInt = Field(10, description="rows in the terminal table")
     write: bool = True
+
+    @property
+    def default_format(self) -> str:
+        """The format of a file named by default (no `path`): `format`, else csv."""
+        return self.format or "csv"
 
 
 class RunConfig(BaseModel):
