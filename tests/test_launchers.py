@@ -101,3 +101,19 @@ def test_best_multirun_bad_option_is_one_sentence(tmp_path):
     r = run_cli("best", "-m", "model=llama3.1-8b,nope", "grid.ngpus=[8]", cwd=tmp_path)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_refused_slurm_launch_leaves_no_sweep_folder(tmp_path):
+    """submitit_slurm off a SLURM machine is refused (exit 2) before hydra.sweep.dir is made: the
+    refusal used to come after creating it, leaving an empty folder tree behind."""
+    import shutil
+
+    _plugin("hydra_plugins.hydra_submitit_launcher")
+    if shutil.which("srun") is not None:
+        pytest.skip("this machine has srun: the launch would not be refused")
+    sweep_dir = tmp_path / "sub" / "dir"
+    r = run_cli(
+        "sweep", "-m", "model=llama3.1-8b", *COMMON, "hydra/launcher=submitit_slurm", f"hydra.sweep.dir={sweep_dir}"
+    )
+    assert r.returncode == 2 and "no srun" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []

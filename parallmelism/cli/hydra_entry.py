@@ -114,15 +114,17 @@ def _check_launch(overrides: list[str]) -> None:
     sweep_dir = given.get("hydra.sweep.dir")
     if sweep_dir and "${" not in sweep_dir:
         check_writable_target(Path(sweep_dir), folder_target=True)
-        try:  # Hydra creates it next, unchecked
-            Path(sweep_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot create hydra.sweep.dir {sweep_dir!r}: {write_error_reason(exc)}") from None
     if given.get("hydra/launcher") == "submitit_slurm" and shutil.which("srun") is None:
         raise UserError(
             "hydra/launcher=submitit_slurm submits through SLURM, and this machine has no srun; "
             "run it on a SLURM login node, or use submitit_local or joblib here"
         )
+    # the last check, so a refused launch leaves no folder behind
+    if sweep_dir and "${" not in sweep_dir:
+        try:  # Hydra creates it next, unchecked
+            Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create hydra.sweep.dir {sweep_dir!r}: {write_error_reason(exc)}") from None
 
 
 def _hydra_main(flags: list[str], overrides: list[str], config_dirs, task=None) -> None:
