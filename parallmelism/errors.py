@@ -1,10 +1,42 @@
 """User-facing errors: one sentence, exit code 2. Internal bugs raise anything else."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 class UserError(Exception):
     """A problem with what the user asked for. The message is one sentence naming the key and value."""
 
     exit_code = 2
+
+
+def require_file(path, what: str) -> Path:
+    """`path` as a Path if it is a readable file, else one sentence naming `what` it should be
+    (a folder or a missing path are told apart)."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{what} {str(p)!r} is a folder; give a file")
+    if not p.is_file():
+        raise UserError(f"{what} {str(p)!r} does not exist" if not p.exists() else f"{what} {str(p)!r} is not a file")
+    return p
+
+
+def require_dir(path, what: str) -> Path:
+    """`path` as a Path if it is a folder, else one sentence (a file where a folder belongs, or missing)."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_dir():
+        raise UserError(
+            f"{what} {str(p)!r} is a file; give a folder" if p.exists() else f"{what} {str(p)!r} does not exist"
+        )
+    return p
 
 
 def format_validation_error(exc, prefix: str = "") -> str:

@@ -153,3 +153,19 @@ def test_a_learned_position_table_bounds_the_sequence():
     assert code == 2 and "input_len + workload.output_len = 2256" in text and "(max_position=2048)" in text
     code, _ = invoke("show", "model=gpt3-175b", "grid.ngpus=[1024]", "workload.seq_len=2048", "grid.tp=8", "grid.pp=8")
     assert code == 0
+
+
+def test_an_option_given_as_a_path_and_a_folder_given_as_a_file(tmp_path):
+    """`model=../models/x` picks an option by name, not by path: one sentence pointing at -cd (Hydra
+    would report an unknown group 'model/../models'). A folder where a file belongs, or a file
+    where a folder belongs, is named as such, not as missing."""
+    code, text = invoke("show", "model=../models/llama3.1-8b")
+    assert code == 2 and "model='../models/llama3.1-8b' is a path; give an option name" in text
+    code, text = invoke("sweep", "model=llama3.1-8b,sub/x", "grid.ngpus=[8]")
+    assert code == 2 and "model='sub/x' is a path" in text
+    code, text = invoke("validate", "--cases", str(tmp_path))
+    assert code == 2 and f"case file {str(tmp_path)!r} is a folder; give a file" in text
+    f = tmp_path / "f.txt"
+    f.write_text("x")
+    code, text = invoke("show", "-cd", str(f))
+    assert code == 2 and f"config dir {str(f)!r} is a file; give a folder" in text

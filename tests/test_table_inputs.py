@@ -44,7 +44,7 @@ def test_truncated_csv_is_named_with_its_line(tmp_path):
 def test_merge_refuses_mixed_kinds(tmp_path):
     a, b = _training(tmp_path / "a.csv"), _serving(tmp_path / "b.csv")
     code, out = cli("merge", a, b, "--out", tmp_path / "m.csv")
-    assert code == 2 and "serving table" in out and "training table" in out, out
+    assert code == 2 and "kind serving" in out and "kind training" in out, out
 
 
 def test_compare_refuses_mixed_kinds_and_folders(tmp_path):
@@ -53,6 +53,10 @@ def test_compare_refuses_mixed_kinds_and_folders(tmp_path):
     assert code == 2 and "compare like with like" in out, out
     code, out = cli("compare", a, tmp_path)
     assert code == 2 and "is a folder" in out, out
+    other = tmp_path / "other.csv"
+    other.write_text("x,y\n1,2\n")
+    code, out = cli("compare", a, other)
+    assert code == 2 and "of kind unrecognised" in out, out
 
 
 def test_merge_refuses_another_schema_version(tmp_path):

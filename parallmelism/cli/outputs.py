@@ -131,7 +131,7 @@ def write_frame(df, out: Optional[Path], to, what: str = "rows") -> None:
     from ..report.writer import write_table
 
     write_table(df, out)
-    to.print(f"wrote {len(df):,} {what} to {out}")
+    to.print(f"wrote {len(df):,} {what.removesuffix('s') if len(df) == 1 else what} to {out}")
 
 
 def with_full_output(collectors: list, runs, full_output: Optional[Path]) -> list:

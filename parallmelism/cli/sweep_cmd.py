@@ -82,7 +82,7 @@ def run_sweep(
             )
         )
     if path is not None:
-        out.print(f"wrote {res.kept[2]:,} rows to {path}")
+        out.print(f"wrote {res.kept[2]:,} row{'' if res.kept[2] == 1 else 's'} to {path}")
     return path
 
 

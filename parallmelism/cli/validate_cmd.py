@@ -40,7 +40,7 @@ def validate(
         for line in summary(table):
             to.print(line)
         if out is not None:
-            to.print(f"wrote {len(table)} rows to {out}")
+            to.print(f"wrote {len(table)} row{'' if len(table) == 1 else 's'} to {out}")
         failed = table.attrs.get("failed", [])
         if failed:
             err = console(stderr=True)

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, format_validation_error
-from .paths import data_root, option_files, user_config_dirs
+from ..errors import UserError, format_validation_error, require_dir
+from .paths import GROUP_DIRS, data_root, option_files, user_config_dirs
 from .schema import resolve_efficiency, resolve_overheads, with_defaults
 
 GROUPS = ("model", "hardware", "workload", "grid")
@@ -162,8 +162,7 @@ def _first_line(exc: Exception) -> str:
 
 def _check_dirs(user_dirs: list[Path]) -> None:
     for d in user_dirs:
-        if not d.is_dir():
-            raise UserError(f"config dir {str(d)!r} does not exist")
+        require_dir(d, "config dir")
 
 
 def compose(overrides: list[str], config_dirs: list[str] | None = None):
@@ -301,6 +300,7 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     choices: dict[str, list[str]] = {}
     for override in parsed:
         key = override.get_key_element()
+        _check_group_choice(override)
         if override.is_sweep_override():
             if not override.is_discrete_sweep():
                 raise UserError(
@@ -311,6 +311,23 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
         else:
             choices[key] = [f"{key}={override.get_value_element_as_str()}"]
     return [list(job) for job in itertools.product(*choices.values())] or [[]]
+
+
+def _check_group_choice(override) -> None:
+    """`model=NAME` (hardware, workload, grid) picks an option by name: a path there is refused in
+    one sentence (Hydra would read it as a group `model/../x` and name a group that does not exist)."""
+    key = override.get_key_element().lstrip("+~")
+    if key not in GROUPS:
+        return
+    values = list(override.sweep_string_iterator()) if override.is_discrete_sweep() else []
+    if not override.is_sweep_override():
+        values = [override.get_value_element_as_str()]
+    for value in values:
+        if "/" in value or "\\" in value:
+            raise UserError(
+                f"{key}={value!r} is a path; give an option name ({key} files go in a folder of your "
+                f"own: -cd DIR with {GROUP_DIRS[key]}/NAME.yaml inside, then {key}=NAME)"
+            )
 
 
 def to_run_config(cfg):

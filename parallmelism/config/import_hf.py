@@ -38,7 +38,7 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import UserError, format_validation_error
+from ..errors import UserError, format_validation_error, require_file
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
@@ -205,9 +205,7 @@ def to_yaml(fields: dict, origin: str) -> str:
 
 
 def read_hf_config(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"config file {str(path)!r} does not exist")
+    path = require_file(path, "config file")
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):

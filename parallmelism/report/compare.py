@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, require_file
 
 # Configuration columns, training and inference; the default key is those present in both files.
 KEY_COLUMNS: tuple[str, ...] = (
@@ -81,9 +81,7 @@ def load_tolerances(path: str | Path) -> dict[str, tuple[float, float]]:
     """Per-column tolerances from YAML/JSON: `column_or_glob: {rtol: R, atol: A}` or `column: R`."""
     import yaml
 
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"tolerances file {str(path)!r} does not exist")
+    path = require_file(path, "tolerances file")
     try:
         data = yaml.safe_load(path.read_text())
     except Exception as exc:
@@ -292,7 +290,9 @@ def compare_files(
 
     kb, kn = table_kind(base_df), table_kind(new_df)
     if kb != kn:
-        raise UserError(f"{str(baseline)!r} is a {kb} table but {str(new)!r} is a {kn} table; compare like with like")
+        raise UserError(
+            f"{str(baseline)!r} holds a table of kind {kb} but {str(new)!r} one of kind {kn}; compare like with like"
+        )
     return compare_frames(
         base_df,
         new_df,

@@ -49,7 +49,9 @@ def merge_tables(parts: list[Path]):
     if len(set(kinds.values())) > 1:
         a = next(iter(kinds))
         b = next(p for p, k in kinds.items() if k != kinds[a])
-        raise UserError(f"{b} is a {kinds[b]} table but {a} is a {kinds[a]} table; merge one kind at a time")
+        raise UserError(
+            f"{b} holds a table of kind {kinds[b]} but {a} one of kind {kinds[a]}; merge one kind at a time"
+        )
     for c in ("model", "hardware", "workload", "dp_sharding", "recompute", "mem_stage"):
         for f in frames:
             if c in f.columns:

@@ -370,9 +370,9 @@ def _line_count(path: Path) -> int:
 
 
 def table_kind(df) -> str:
-    """training | serving | other: which cost model wrote a table (by its defining columns)."""
+    """training | serving | unrecognised: which cost model wrote a table (by its defining columns)."""
     if "tpot_ms" in df.columns:
         return "serving"
     if "time_step_s" in df.columns or "mem_activations_gib" in df.columns:
         return "training"
-    return "other"
+    return "unrecognised"

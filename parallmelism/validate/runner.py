@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import UserError, require_file
 from ..report.writer import check_csv_complete
 
 # memory case quantity -> how to read it from an evaluated row
@@ -155,9 +155,7 @@ def run_validation(case_files, overrides, config_dirs):
     ctx = _context(overrides, config_dirs)
     out, failed = [], []
     for f in files:
-        f = Path(f)
-        if not f.is_file():
-            raise UserError(f"case file {str(f)!r} does not exist")
+        f = require_file(f, "case file")
         check_csv_complete(f)  # a file cut short is refused as compare and merge refuse it
         try:
             df = pd.read_csv(f, dtype=str, keep_default_na=False)
