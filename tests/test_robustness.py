@@ -175,6 +175,8 @@ CORPUS = [
     # hostile output paths: never replaced, never a traceback, checked before the computation
     ("output-is-a-pipe", [S, "output.path={d}/pipe.csv"]),
     ("output-name-too-long", [S, "output.path={d}/" + "x" * 300 + ".csv"]),
+    ("output-name-with-a-newline", [S, "--out", "{d}/a\nb.csv"]),
+    ("output-name-with-a-tab", ["best", GOOD_MODEL, "grid.ngpus=[8]", "--out", "{d}/a\tb.csv"]),
     ("output-name-leaves-no-room-for-the-temporary", [S, "output.path={d}/" + "x" * 240 + ".csv"]),
     ("full-output-is-a-file", ["best", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/afile"]),
     ("full-output-is-a-pipe", ["pareto", GOOD_MODEL, "grid.ngpus=[8]", "--full-output", "{d}/pipe.csv"]),

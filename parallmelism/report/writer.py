@@ -88,6 +88,8 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
     would replace it); the nearest existing folder is a writable folder."""
     name_max = 255  # NAME_MAX of Linux, macOS and Windows file systems
     short = f"{str(path)[:60]!r}" + ("..." if len(str(path)) > 60 else "")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in str(path)):  # a newline, tab or escape in a name
+        raise UserError(f"output path {short} holds a control character (newline, tab, ...); give a plain name")
     if any(len(os.fsencode(part)) > name_max for part in path.parts):
         raise UserError(f"cannot write {short}: a name in the path is longer than {name_max} bytes")
     if len(os.fsencode(path.name)) + TEMP_NAME_EXTRA > name_max:
