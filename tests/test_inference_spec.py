@@ -24,8 +24,11 @@ def test_expected_tokens_per_step(a, k, e):
 
 
 def row(model="llama3.1-8b", **wl):
+    spec = load_option("model", model)
+    if wl.get("spec_method") == "mtp":  # the verify-pass arithmetic on an 8B model given one MTP module
+        spec = spec.model_copy(update={"mtp_layers": 1})
     run = RunConfig(
-        model=load_option("model", model),
+        model=spec,
         hardware=load_option("hardware", "h100-sxm-80gb"),
         workload=InferenceWorkload(**wl),
         grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]),
@@ -77,6 +80,7 @@ def test_prefix_cache_hit_shortens_prefill_by_the_closed_form():
         (["workload.spec_method=draft", "workload.draft_model=llama3.1-405b"], "not smaller"),
         (["workload.spec_method=draft"], "needs draft_model"),
         (["workload.prefix_cache_hit=1"], "prefix_cache_hit"),
+        (["workload.spec_method=mtp"], "model llama3.1-70b has none (model.mtp_layers=0)"),
     ],
 )
 def test_bad_speculation_input_is_one_sentence(args, text):

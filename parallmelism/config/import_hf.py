@@ -27,7 +27,7 @@ Not modelled (shapes and parameter counts are exact; these only change attention
 context or routing, not sizes): Mistral's sliding_window, rope scaling, DeepSeek's routing
 score-correction bias (a buffer, not a parameter);
 DeepSeek-V3's multi-token-prediction layer (num_nextn_predict_layers) is not part of the
-transformers model class and is not counted.
+transformers model class and is not counted; it becomes `mtp_layers` (spec_method=mtp drafts with it).
 Refused with one sentence: DeepSeek-V2 and Kimi-K2 model_types (MLA too, but their configs and
 module layouts are not checked against transformers here) and any other model_type.
 """
@@ -147,6 +147,8 @@ def _deepseek_v3(cfg: dict, out: dict, path: str) -> None:
         )
     del out["kv_heads"]
     q_lora = cfg.get("q_lora_rank")
+    if cfg.get("num_nextn_predict_layers"):  # the MTP module(s) spec_method=mtp drafts with
+        out["mtp_layers"] = _int(cfg, "num_nextn_predict_layers", path)
     out["mla"] = {
         "q_lora_rank": None if q_lora is None else _int(cfg, "q_lora_rank", path),
         "kv_lora_rank": _int(cfg, "kv_lora_rank", path),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
 
 class MoESpec(BaseModel):
@@ -100,6 +100,11 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned"] = "rope"
     max_position: Optional[PositiveInt] = Field(None, description="rows of a learned position table")
     dropout: bool = Field(False, description="dropout after attention/MLP/embedding (GPT-3 era)")
+    mtp_layers: NonNegativeInt = Field(
+        0,
+        description="multi-token-prediction modules the checkpoint carries (DeepSeek-V3: "
+        "num_nextn_predict_layers = 1), the proposer of spec_method=mtp; not counted in the parameters",
+    )
     moe: Optional[MoESpec] = None
     mla: Optional[MLASpec] = Field(None, description="multi-head latent attention; None = GQA/MHA")
 

@@ -49,6 +49,15 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _mtp_needs_its_heads(self):
+        if getattr(self.workload, "spec_method", "none") == "mtp" and self.model.mtp_layers == 0:
+            raise ValueError(
+                f"spec_method=mtp drafts with the model's multi-token-prediction heads, but model "
+                f"{self.model.name} has none (model.mtp_layers=0); use spec_method=draft with a draft_model"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sequence_fits_the_position_table(self):
         """A learned position table has max_position rows: no token can sit past them (RoPE has no
         such table and extrapolates)."""
