@@ -140,8 +140,10 @@ def test_validate_memory_cases_and_max_error(tmp_path):
     df = pd.read_csv(out)
     assert {"case", "quantity", "measured", "predicted", "error_pct"} <= set(df.columns)
     assert len(df) == 14
-    code, _ = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")), "--max-error", "0.01")
-    assert code == 1
+    code, text = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")), "--max-error", "0.01")
+    over = df[df.error_pct.abs() > 0.01]
+    assert code == 1 and f"{len(over)} case rows are off by more than --max-error 0.01%" in text
+    assert all(case in text for case in over.case)  # every one named, not only the worst
 
 
 # (overrides, fragment of the one-line message). Each must exit 2, print no traceback, write nothing.

@@ -44,7 +44,7 @@ def best(
     from ..report.table import frame_table, run_columns
     from ..search.best import search_best
     from .common import console, fail, load_runs, stream
-    from .outputs import check_distinct_outputs, out_of, with_full_output, write_frame
+    from .outputs import check_distinct_outputs, out_of, say_full_output, with_full_output, write_frame
 
     try:
         if multirun:
@@ -70,5 +70,6 @@ def best(
             title = f"fastest layouts that fit{where} ({evaluated:,} layouts evaluated)"
             to.print(frame_table(table, columns=TABLE_COLUMNS, width=to.width, title=title, lead=run_columns(runs)))
         write_frame(table, out, to)
+        say_full_output(full_output, evaluated, to)
     except UserError as exc:
         fail(str(exc))

@@ -134,6 +134,12 @@ def write_frame(df, out: Optional[Path], to, what: str = "rows") -> None:
     to.print(f"wrote {len(df):,} {what.removesuffix('s') if len(df) == 1 else what} to {out}")
 
 
+def say_full_output(full_output: Optional[Path], evaluated: int, to) -> None:
+    """Where --full-output put every evaluated row (the dataset folder), once the search is done."""
+    if full_output is not None:
+        to.print(f"wrote all {evaluated:,} evaluated rows to {full_output} (Parquet dataset)")
+
+
 def with_full_output(collectors: list, runs, full_output: Optional[Path]) -> list:
     """--full-output: a ParquetDatasetSink after the search's own collectors."""
     if full_output is None:

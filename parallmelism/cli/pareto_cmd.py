@@ -35,7 +35,7 @@ def pareto(
     from ..search import ParetoCollector, frame_of_kept
     from ..search.pareto import FRONTS
     from .common import console, fail, load_runs, stream
-    from .outputs import check_distinct_outputs, out_of, with_full_output, write_frame
+    from .outputs import check_distinct_outputs, out_of, say_full_output, with_full_output, write_frame
 
     try:
         runs = load_runs(overrides, config_dir)
@@ -95,5 +95,6 @@ def pareto(
                 )
             )
         write_frame(df, out, to)
+        say_full_output(full_output, res.evaluated, to)
     except UserError as exc:
         fail(str(exc))

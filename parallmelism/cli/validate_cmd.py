@@ -53,10 +53,13 @@ def validate(
             )
             raise typer.Exit(2)
         if max_error is not None and (table["error_pct"].abs() > max_error).any():
-            worst = table.loc[table["error_pct"].abs().idxmax()]
+            over = table[table["error_pct"].abs() > max_error]
+            over = over.iloc[over["error_pct"].abs().to_numpy().argsort()[::-1]]
+            named = ", ".join(f"{r.case} ({r.quantity}) {r.error_pct:+.2f}%" for r in over.itertuples())
             console(stderr=True).print(
-                f"case {worst['case']} ({worst['quantity']}) is off by "
-                f"{worst['error_pct']:+.2f}%, above --max-error {max_error}%"
+                f"{len(over)} case row{'s are' if len(over) > 1 else ' is'} off by more than "
+                f"--max-error {max_error}%: {named}",
+                markup=False,
             )
             raise typer.Exit(1)
     except UserError as exc:
