@@ -74,6 +74,24 @@ def test_plan_train_names_the_gpu_count_as_the_sweep_does(tmp_path):
     assert "ngpus" in cols and "gpus" not in cols
 
 
+def test_wide_prints_every_column_whole_past_the_terminal():
+    """--wide: every column at its natural width even on an 80-column terminal (rich would squeeze
+    the text columns to nothing to fit 80); the terminal or a pager scrolls sideways."""
+    from rich.console import Console
+
+    from parallmelism.config import load_run_configs
+    from parallmelism.engine import evaluate
+    from parallmelism.report.table import frame_table, print_whole
+
+    ((_, run),) = load_run_configs(SMALL)
+    df = evaluate(run)[0].head(3).assign(model=run.model.name)
+    console = Console(width=80, record=True, highlight=False)
+    print_whole(console, frame_table(df, lead=["model"]))
+    text = console.export_text()
+    assert run.model.name in text and "dp_sharding" in text and "…" not in text
+    assert max(len(line) for line in text.splitlines()) > 80 and console.width == 80
+
+
 @pytest.mark.parametrize("width", [80, 120])
 def test_tables_fit_the_terminal_without_cutting(width):
     """Full headers and untruncated numbers at 80 and 120 columns; what does not fit is named."""

@@ -50,7 +50,7 @@ def run_sweep(
     from ..errors import UserError
     from ..grid import DROP_REASONS
     from ..report.rank import rank_keys
-    from ..report.table import drop_table, frame_table, run_columns
+    from ..report.table import drop_table, frame_table, print_whole, run_columns
     from ..search import CountCollector, TableSink, TopKCollector
     from .common import console, load_runs, stream
 
@@ -73,14 +73,16 @@ def run_sweep(
     if not quiet:
         out.print(drop_table(res.dropped(), DROP_REASONS, res.evaluated))
         rows, fits = res.kept[1]
-        out.print(
-            frame_table(
-                res.frame(0),
-                title=f"best layouts ({fits:,} of {rows:,} fit in memory)",
-                width=None if wide else out.width,
-                lead=run_columns(runs),
-            )
+        table = frame_table(
+            res.frame(0),
+            title=f"best layouts ({fits:,} of {rows:,} fit in memory)",
+            width=None if wide else out.width,
+            lead=run_columns(runs),
         )
+        if wide:
+            print_whole(out, table)
+        else:
+            out.print(table)
     if path is not None:
         out.print(f"wrote {res.kept[2]:,} row{'' if res.kept[2] == 1 else 's'} to {path}")
     return path

@@ -130,6 +130,20 @@ def frame_table(df, columns=None, title: str | None = None, width: int | None = 
     return table
 
 
+def print_whole(console, table: Table) -> None:
+    """Print `table` at its natural width even past the terminal's (`--wide`: every column, none
+    squeezed; the terminal or a pager scrolls sideways)."""
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update(max_width=1 << 16), table).maximum
+    width = console.width
+    console.width = max(width, natural)  # rich caps print(width=) at the console's own width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width
+
+
 def record_table(record: dict, title: str | None = None, descriptions: dict | None = None) -> Table:
     """One layout shown vertically: column, value, meaning."""
     table = Table(title=title)
