@@ -156,3 +156,23 @@ def test_plot_into_a_file_where_a_folder_should_be_is_one_sentence(tmp_path):
     )
     assert res.exit_code == 2, res.output
     assert "cannot write" in res.output and "Traceback" not in res.output
+
+
+def test_a_swallowed_stop_still_stops_the_commit(tmp_path, monkeypatch):
+    """Python ignores an exception raised while it runs a weakref callback ("Exception ignored in
+    <function _get_module_lock.<locals>.cb>", seen when SIGHUP landed during an import): the stop
+    is recorded as well, and the writer checks it before renaming its temporary into place, so
+    the run still ends with the signal's code and writes nothing."""
+    import pandas as pd
+
+    from parallmelism import stop
+    from parallmelism.report.writer import write_table
+
+    monkeypatch.setattr(stop, "_pending_exit", None)
+    try:
+        stop.request_stop(129)  # what the handler does; here its SystemExit is "lost"
+    except SystemExit:
+        pass
+    with pytest.raises(SystemExit) as exc:
+        write_table(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
+    assert exc.value.code == 129 and list(tmp_path.iterdir()) == []

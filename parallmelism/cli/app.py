@@ -72,8 +72,10 @@ def _raise_on_termination() -> None:
     removed and the target path is left as it was."""
     import signal
 
+    from ..stop import request_stop
+
     def stop(signum, _frame):
-        raise SystemExit(128 + signum)
+        request_stop(128 + signum)  # recorded too: writers check it before committing (parallmelism/stop.py)
 
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):

@@ -18,6 +18,7 @@ from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__
 from ..errors import UserError
+from ..stop import raise_if_stopped
 
 
 def arrow_table(df):
@@ -174,6 +175,7 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
         except OSError as exc:
             raise UserError(f"cannot write to {str(path.parent)!r}: {write_error_reason(exc)}") from None
         yield tmp
+        raise_if_stopped()  # a stop signal whose exception Python swallowed still stops the commit
         os.replace(tmp, path)
     except OSError as exc:  # disk full, quota, read-only target, ...: the old file stays as it was
         remove_temp(tmp)

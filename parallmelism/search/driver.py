@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from ..grid import LayoutGrid, add_drop_counts
+from ..stop import raise_if_stopped
 from .chunks import DEFAULT_CHUNK_ROWS, RunStats, evaluated_tasks
 from .collectors import Collector, RowsCollector
 from .frames import frame_of_kept
@@ -169,6 +170,7 @@ def stream_runs(
             _stream_parallel(job, tasks, workers, stats, progress)
         else:
             _stream_serial(job, tasks, stats, progress)
+        raise_if_stopped()  # before the first output is committed (parallmelism/stop.py)
         for c in collectors:
             c.close()
     except BaseException:

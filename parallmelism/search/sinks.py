@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..stop import raise_if_stopped
 from ..report.writer import arrow_table, create_temp, plain_strings, remove_temp, temp_beside, write_error_reason
 from .collectors import Collector
 from .frames import frame_of_run
@@ -176,6 +177,7 @@ class TableSink(Collector):
             self._writer.close()
             self._writer = None
         shutil.rmtree(self.parts, ignore_errors=True)
+        raise_if_stopped()
         os.replace(self._temp(), self.path)
         return self.path
 
@@ -260,6 +262,7 @@ class ParquetDatasetSink(Collector):
         self.rows += int(result or 0)
 
     def close(self) -> Path:
+        raise_if_stopped()
         if self.path.is_symlink() or self.path.is_file():  # a link is replaced, its target never
             self.path.unlink()
         elif self.path.exists():
