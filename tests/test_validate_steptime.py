@@ -241,6 +241,7 @@ def test_megatron_fp16_rows_reduce_fp16_gradients():
         "grid.dp_sharding=[NO_OP]",
         "workload.grad_reduce_dtype=fp16",
         "workload.precision=fp16",
+        "workload.seq_len=2048",  # GPT-3's learned position table
     )
     assert code == 0 and "all_reduce (fp16 grads)" in out, out
 
