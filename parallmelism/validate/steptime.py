@@ -38,6 +38,21 @@ values follow one rule each (stated here, applied to every row, never per case):
   source states a network other than the accelerator file's; blank keeps the file's. BLOOM's
   Jean Zay nodes have "four Omni-Path 100 Gbps links" each (BLOOM paper §3.4.1, 2211.05100):
   400 Gb/s per 8 GPUs = 6.25 GB/s per GPU, where a100-sxm-80gb describes Selene's 8 x HDR 200.
+- attention_backend (optional): the fused attention kernel the row's framework ran (cudnn |
+  flash2 | flash3), where it is not the accelerator file's `kernels.attention_backend` (cuDNN on
+  the H100: what Transformer Engine runs on Hopper, the kernel of every NVIDIA recipe here); blank
+  keeps the file's. The three Llama 3 rows state flash2. Meta's stack is PyTorch, not Transformer
+  Engine (Llama 3 paper §3.3.2 sets TORCH_NCCL_AVOID_RECORD_STREAMS; §3.3.4 uses "PyTorch's
+  built-in NCCL flight recorder"), and its attention takes document masks (§3.3.2: the all-gather
+  CP was chosen because "it is easier and more flexible to support different types of attention
+  masks ... such as the document mask"). While it pre-trained (the paper, July 2024, reports a
+  54-day snapshot of the run), PyTorch's fused attention on H100 was FlashAttention-2 (SDPA's
+  flash backend since PyTorch 2.2, and flash-attn's varlen kernels for document masks): SDPA's
+  cuDNN backend became the H100 default only in PyTorch 2.5 (October 2024; its release blog: "up
+  to 75% speed-up over FlashAttentionV2"), and FlashAttention-3 was released in July 2024. The
+  paper does not name its kernel; this is the kernel its software had. Read with cuDNN's kernels
+  the rows are -11.0, -8.0 and -29.6 % (the 128k row, whose attention is half its compute, the
+  most).
 - grad_reduce_dtype (optional): blank means fp32 (Megatron's main gradients for bf16, and
   workload.grad_reduce_dtype's default). NVIDIA's DGX Cloud recipes state bf16: the NeMo 1 configs
   of tag v25.01 (llama3.1_8b/70b.yaml, gpt3_175b_hydra.yaml, nemotron4-340b-synth.yaml,
@@ -222,22 +237,27 @@ def _run_of(row: dict, ctx):
     run = train_run_of(fill_blanks(row, model), *ctx)
     try:
         wl = TrainWorkload.model_validate({**run.workload.model_dump(), **_workload_extras(row, run.hardware)})
-        hw = _cluster_network(row, run.hardware)
+        hw = _row_hardware(row, run.hardware)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
     return run.model_copy(update={"workload": wl, "hardware": hw})
 
 
-def _cluster_network(row, hw):
-    """The accelerator with the row's `scale_out_gbps` (the cluster's NIC bandwidth per GPU per
-    direction, GB/s, where the source states a network other than the accelerator file's)."""
-    gbps = get(row, "scale_out_gbps")
-    if gbps is None:
+def _row_hardware(row, hw):
+    """The accelerator as the row's run had it: its `scale_out_gbps` (the cluster's NIC bandwidth
+    per GPU per direction, GB/s, where the source states a network other than the accelerator
+    file's) and its `attention_backend` (the fused attention kernel its framework ran, where that
+    is not the accelerator file's); blank cells keep the file's values."""
+    gbps, backend = get(row, "scale_out_gbps"), get(row, "attention_backend")
+    if gbps is None and backend is None:
         return hw
     from ..specs.accelerator import AcceleratorSpec
 
     data = hw.model_dump()
-    data["scale_out"] = {**(data.get("scale_out") or {}), "bandwidth_gbps": gbps}
+    if gbps is not None:
+        data["scale_out"] = {**(data.get("scale_out") or {}), "bandwidth_gbps": gbps}
+    if backend is not None:
+        data["kernels"] = {**(data.get("kernels") or {}), "attention_backend": backend}
     return AcceleratorSpec.model_validate(data)
 
 
