@@ -12,7 +12,7 @@ from parallmelism.cost.flops import head_ops, layer_ops
 from parallmelism.cost.roofline import Rates, low_precision_cast_bytes, op_times
 from parallmelism.engine import evaluate
 from parallmelism.errors import UserError
-from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+from parallmelism.specs import DPSharding, GridSpec, RunConfig, TrainWorkload
 
 H100 = load_option("hardware", "h100-sxm-80gb")
 A100 = load_option("hardware", "a100-sxm-80gb")
@@ -151,6 +151,8 @@ def test_bf16_edge_layers_cost_bf16_time():
         "layers_first_stage": np.array([40]),
         "layers_per_stage": np.array([40]),
         "layers_last_stage": np.array([40]),
+        "num_micro_batches": np.array([32]),
+        "dp_sharding": np.array([int(DPSharding.OPTIMIZER_STATES)]),
     }
     terms = {}
     for name, wl in (
@@ -164,3 +166,68 @@ def test_bf16_edge_layers_cost_bf16_time():
         extra = terms["edge"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]
         assert per_layer_gap[0] > 0
         assert extra[0] == pytest.approx(2 * per_layer_gap[0], rel=1e-6)
+
+
+def test_weight_casts_once_per_step_or_per_use():
+    """Transformer Engine casts a kept weight once per step (Megatron's is_first_microbatch: 1/m of
+    a cast per micro-batch); FULLY_SHARD gathers bf16 weights for every use, so each forward casts,
+    and each backward too when the weights are resharded after forward; fp8 parameters cast
+    nothing. One cast of qkv reads its bf16 weight (2 B) and writes its fp8 row-wise and transposed
+    copies (2 B): 4 B per parameter at the HBM bandwidth measured for that size."""
+    from parallmelism.cost.kernels import KernelModel
+    from parallmelism.cost.roofline import training_ops_times
+    from parallmelism.cost.steptime import weight_casts_per_micro_batch
+
+    cols = {
+        "dp_sharding": np.array([int(DPSharding.OPTIMIZER_STATES), int(DPSharding.FULLY_SHARD)]),
+        "num_micro_batches": np.array([32, 32]),
+    }
+    f, b = weight_casts_per_micro_batch(cols, TrainWorkload(seq_len=4096, global_batch=256, precision="fp8"))
+    assert list(f) == [1 / 32, 1.0] and list(b) == [0.0, 1.0]
+    keep = TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fsdp_reshard_after_forward=False)
+    assert list(weight_casts_per_micro_batch(cols, keep)[1]) == [0.0, 0.0]
+    fp8p = TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_param_gather=True)
+    assert weight_casts_per_micro_batch(cols, fp8p) is None
+    assert weight_casts_per_micro_batch(cols, TrainWorkload(seq_len=4096, global_batch=256)) is None
+
+    ops = layer_ops(MODEL, 4096, 1, 8, 1, True, True)
+    wl = TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")
+    qkv = [t for op, t in zip(ops, training_ops_times(ops, Rates(H100, "fp8"), wl)) if op.name == "qkv"][0]
+    params = 8192 * (8192 + 2 * 128 * 8) / 8
+    assert float(qkv[6]) == pytest.approx(4.0 * params)
+    assert float(qkv[5]) == pytest.approx(float(KernelModel(H100).memory_s(4.0 * params)))
+    assert bool(qkv[7])
+
+
+def test_gemms_too_small_for_fp8_stay_bf16():
+    """torchtitan's auto_filter_small_kn as workload.low_precision_gemms=where_faster (the default):
+    DeepSeek-V3's experts split 64 ways by tp have k = 2048/64 = 32 rows of weights per expert GEMM
+    (down projection), where fp8's casts of the input and of the 7168-wide output gradient cost
+    more than fp8 saves: those GEMMs run in bf16, at bf16's kernel times and with no weight cast,
+    while Llama-3.1-70B's layer GEMMs at tp 8 all run in fp8. With `all` (Transformer Engine's
+    fp8_autocast over the model) every GEMM is fp8, and slower there."""
+    from parallmelism.cost.roofline import ops_times, training_ops_times
+
+    dsv3 = load_option("model", "deepseek-v3")
+    ops = layer_ops(dsv3, 4096, 16, 64, 1, False, True, moe_layer=True, ep=1)
+    wl = TrainWorkload(seq_len=4096, global_batch=1024, precision="fp8")
+    rates = Rates(H100, "fp8")
+    picked = {op.name: t for op, t in zip(ops, training_ops_times(ops, rates, wl))}
+    bf16 = {op.name: t for op, t in zip(ops, ops_times(ops, Rates(H100, "bf16")))}
+    fp8 = {op.name: t for op, t in zip(ops, ops_times(ops, rates))}
+    down = "experts_down"
+    assert not bool(picked[down][7]) and float(picked[down][5]) == 0.0
+    assert float(picked[down][0]) == float(bf16[down][0]) and float(picked[down][1]) == float(bf16[down][1])
+    assert float(fp8[down][0] + fp8[down][1]) > float(bf16[down][0] + bf16[down][1])  # fp8 would be slower
+    everything = training_ops_times(ops, rates, wl.model_copy(update={"low_precision_gemms": "all"}))
+    gemms = [op.name for op in ops if op.mkn is not None and rates.gemm_dtype(op) == "fp8"]
+    assert {"experts_up", "experts_down"} <= set(gemms)
+    assert all(bool(t[7]) for op, t in zip(ops, everything) if op.name in gemms)
+    llama = layer_ops(MODEL, 4096, 1, 8, 1, True, True)
+    runs = {op.name: bool(t[7]) for op, t in zip(llama, training_ops_times(llama, rates, wl))}
+    assert all(runs[n] for n in ("qkv", "out_proj", "gate_up", "down"))
+    # where FULLY_SHARD casts the weights again in backward, out_proj (k = 8192/8 = 1024) saves
+    # less in its backward (0.1835 -> 0.178 ms, its 8192-wide output gradient cast and transposed)
+    # than the recast of its 8.4 M weights costs: it stays bf16 there
+    recast = {op.name: bool(t[7]) for op, t in zip(llama, training_ops_times(llama, rates, wl, True))}
+    assert not recast["out_proj"] and all(recast[n] for n in ("qkv", "gate_up", "down"))

@@ -14,10 +14,18 @@ from .comm import cp_chunk_bytes, ep_dispatch_bytes, p2p_link, pp_hop_bytes, tp_
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .links import scale_up_port_share
 from .ops import OpKind
-from .roofline import Rates, op_times
-from .steptime import AXES, FULL, SELECTIVE, _stage_layout, _training_time
+from .roofline import Rates, training_ops_times
+from .steptime import (
+    AXES,
+    FULL,
+    SELECTIVE,
+    _stage_layout,
+    _training_time,
+    recasts_in_backward,
+    weight_casts_per_micro_batch,
+)
 from .shapes import dense_dp_size, dp_shard_ranks, tokens_per_rank
-from .states import reduces_every_micro_batch
+from .states import FS, reduces_every_micro_batch
 
 STAGES = ("first", "middle", "last")
 
@@ -69,24 +77,29 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
         (float(has_head[0]), head_ops(model, s, b, tp, cp, sp), False),
     ]
     ops = []
+    # fp8/fp4 weight casts per micro-batch, in the forward and backward (steptime; none in bf16)
+    casts = weight_casts_per_micro_batch(cols, wl)
+    cast_f, cast_b = (0.0, 0.0) if casts is None else (_f(casts[0]), _f(casts[1]))
+    recast = recasts_in_backward(wl) and int(cols["dp_sharding"][0]) == FS
     for count, group, in_layer in groups:
         if count == 0:
             continue
-        for op in group:
-            f, bw, cb = op_times(op, rates)[:3]
+        for op, (f, bw, cb, _, _, cast, _, low) in zip(group, training_ops_times(group, rates, wl, recast)):
             rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
             per_step = m * count
+            f_mb, b_mb = _f(f) + _f(cast) * cast_f, _f(bw) + _f(cast) * cast_b
             ops.append(
                 {
                     "op": op.name,
                     "kind": OpKind(op.kind).label,
+                    "dtype": wl.precision if bool(np.asarray(low).reshape(-1)[0]) else "bf16",
                     "count": int(count) if float(count).is_integer() else count,
                     "flops_fwd": _f(op.flops),
                     "bytes_fwd": _f(op.bytes),
-                    "time_fwd_ms": _f(f) * 1e3,
-                    "time_bwd_ms": _f(bw) * 1e3,
+                    "time_fwd_ms": f_mb * 1e3,
+                    "time_bwd_ms": b_mb * 1e3,
                     "time_recompute_ms": _f(f) * 1e3 if rerun else 0.0,
-                    "time_step_s": per_step * (_f(f) * (2 if rerun else 1) + _f(bw)),
+                    "time_step_s": per_step * (f_mb + b_mb + (_f(f) if rerun else 0.0)),
                     "bound": (Bound.COMPUTE if bool(np.asarray(cb).reshape(-1)[0]) else Bound.MEMORY).label,
                 }
             )

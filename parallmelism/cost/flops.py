@@ -69,6 +69,7 @@ def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, colu
         dim=dim,
         bwd_bytes_abs=bwd,
         mkn=(M, K, N),
+        weight_params=w if weight else 0.0,
         low_precision=low_precision,
         norm_fused=norm_fused,
         column_parallel=column_parallel,
@@ -340,9 +341,10 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
 def optimizer_bytes_per_param(weight_bytes: float = 2.0, grad_bytes: float = 4.0, moment_bytes: float = 8.0) -> float:
     """Adam step over a parameter shard: read fp32 param, m, v (12 B; m and v in bf16 8 B:
     `states.MOMENT_BYTES`) and the main grad (4 B fp32, 2 B bf16), write fp32 param, m, v (12 B,
-    or 8) and the working weights (`states.working_weight_bytes`: bf16 2 B, + fp8 row-wise and
-    transposed copies 2 B; fp8 parameters alone 2 B): 30 B (32 with fp8; 22 with bf16 moments).
-    FLOPs are negligible."""
+    or 8) and the working weights (`states.optimizer_weight_bytes`: bf16 2 B; fp8 parameters,
+    row-wise and transposed, 2 B): 30 B (22 with bf16 moments). The fp8 copies of bf16 weights
+    are not written here: Transformer Engine casts them in the step's first micro-batch
+    (`roofline.weight_cast_bytes`). FLOPs are negligible."""
     return 2.0 * (4.0 + moment_bytes) + grad_bytes + weight_bytes
 
 

@@ -55,6 +55,7 @@ class Op:
     heads: Any = None  # attention core: heads on the rank × micro-batch (parallel CTAs)
     count: Any = 1.0  # serving: calls per pipeline stage (layers of this type, or 1)
     weight_bytes: Any = 0.0  # serving: weight bytes read per call (once per step, whatever the batch)
+    weight_params: Any = 0.0  # training GEMM: parameters of its weight matrices on the GPU (K·N per matrix)
     low_precision: bool = True
     attention_core: bool = False
     norm_fused: bool = False

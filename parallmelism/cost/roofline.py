@@ -78,6 +78,12 @@ class Rates:
         self._hw = hw
         self._kernels: KernelModel | None = None
 
+    def at_precision(self, precision: str) -> "Rates":
+        """The same accelerator's rates at another precision, sharing its kernel model."""
+        other = Rates(self._hw, precision)
+        other._kernels = self._kernels
+        return other
+
     @property
     def kernels(self) -> KernelModel:
         """Kernel model of the accelerator (loaded on first use: serving does not need it)."""
@@ -106,6 +112,60 @@ class Rates:
         if op.kind == ATTENTION:
             return attention
         return np.inf
+
+
+def weight_cast_bytes(op: Op, dtype: str):
+    """HBM bytes of Transformer Engine's per-step weight cast of one fp8/fp4 GEMM: in the step's
+    first micro-batch (Megatron's `is_first_microbatch`) it reads the bf16 weights (2 B) and writes
+    their row-wise and column-wise low-precision copies (2·c B), cached for the other micro-batches."""
+    return (2.0 + 2.0 * LOW_PRECISION_BYTES[dtype]) * np.asarray(op.weight_params, dtype=np.float64)
+
+
+def training_ops_times(ops: list[Op], rates: Rates, wl, backward_cast: bool = False) -> list:
+    """`ops_times` of one micro-batch's training ops under the workload's low-precision recipe
+    (`training_ops_variants`, one variant)."""
+    return training_ops_variants(ops, rates, wl, (backward_cast,))[backward_cast]
+
+
+def training_ops_variants(ops: list[Op], rates: Rates, wl, backward_casts=(False,)) -> dict:
+    """{backward_cast: list}: `ops_times` of one micro-batch's training ops under the workload's
+    low-precision recipe, each followed by the seconds and HBM bytes of one cast of its weights (0
+    for ops in bf16, and with fp8 parameters, `workload.fp8_param_gather`, whose weights already
+    are fp8) and whether it runs in fp8/fp4. With `workload.low_precision_gemms=where_faster` a
+    GEMM runs in fp8/fp4 only where that is no slower than bf16 in its forward with a whole weight
+    cast and in its backward, with one too where the backward casts its weights again
+    (`backward_cast`: FULLY_SHARD resharding after forward; a micro-batch pays at most one cast
+    per phase, cost.steptime.weight_casts_per_micro_batch), else in bf16 with no cast:
+    torchtitan's auto_filter_small_kn, which keeps the layers too small to gain from float8 in
+    bf16. Deciding per phase keeps every phase, hence every window that hides communication, no
+    longer than in bf16, for any micro-batch count and recompute mode."""
+    times = ops_times(ops, rates)
+    zero, no = np.zeros(()), np.zeros((), dtype=bool)
+    low = [i for i, op in enumerate(ops) if op.kind == MATMUL and op.mkn is not None and rates.gemm_dtype(op) != "bf16"]
+    if not low:
+        return {v: [t + (zero, zero, no) for t in times] for v in backward_casts}
+    shape = np.broadcast_shapes(*[np.shape(x) for t in times for x in t[:2]])
+    if wl.fp8_param_gather:
+        nbytes = [np.zeros(shape) for _ in low]
+        cast = nbytes
+    else:
+        nbytes = [np.broadcast_to(weight_cast_bytes(ops[i], rates.precision), shape) for i in low]
+        cast = _split(rates.kernels.memory_s(_joined(nbytes, shape)), len(low), shape)
+    yes = np.ones(shape, dtype=bool)
+    every = {i: times[i] + (cast[j], nbytes[j], yes) for j, i in enumerate(low)}
+    if wl.low_precision_gemms == "all":
+        return {v: [every.get(i, t + (zero, zero, no)) for i, t in enumerate(times)] for v in backward_casts}
+    bf16 = ops_times([ops[i] for i in low], rates.at_precision("bf16"))
+    out = {}
+    for backward_cast in backward_casts:
+        chosen = {}
+        for j, i in enumerate(low):
+            (f8, b8), (f16, b16) = times[i][:2], bf16[j][:2]
+            use = (f8 + cast[j] <= f16) & (b8 + (cast[j] if backward_cast else 0.0) <= b16)
+            picked = tuple(np.where(use, x, y) for x, y in zip(times[i], bf16[j]))
+            chosen[i] = picked + (np.where(use, cast[j], 0.0), np.where(use, nbytes[j], 0.0), use)
+        out[backward_cast] = [chosen.get(i, t + (zero, zero, no)) for i, t in enumerate(times)]
+    return out
 
 
 def op_time_s(flops, nbytes, flops_rate, hbm_rate):

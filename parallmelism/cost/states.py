@@ -65,6 +65,14 @@ def working_weight_bytes(wl) -> float:
     return lowp if wl.fp8_param_gather else 2.0 + lowp
 
 
+def optimizer_weight_bytes(wl) -> float:
+    """Bytes per parameter of the working weights the optimizer step writes: bf16 (2), or with fp8
+    parameters (workload.fp8_param_gather) their row-wise and transposed fp8 copies (2). The fp8
+    copies of bf16 weights are cast by Transformer Engine in the step's first micro-batch, for the
+    GEMMs that run in fp8 (`roofline.weight_cast_bytes`), not by the optimizer."""
+    return low_precision_copy_bytes(wl.precision) if wl.fp8_param_gather else 2.0
+
+
 def param_gather_bytes(wl) -> float:
     """Bytes per parameter of a parameter all-gather (distributed optimizer, FSDP): bf16, or fp8
     with workload.fp8_param_gather."""

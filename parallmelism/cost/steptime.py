@@ -48,11 +48,19 @@ from .flops import (
 from .params import params_per_gpu
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate
-from .roofline import Rates, ops_times
+from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, tokens_per_rank
-from .states import GRAD_BYTES, MOMENT_BYTES, NO_OP, param_gather_bytes, reduces_every_micro_batch, working_weight_bytes
+from .states import (
+    FS,
+    GRAD_BYTES,
+    MOMENT_BYTES,
+    NO_OP,
+    optimizer_weight_bytes,
+    param_gather_bytes,
+    reduces_every_micro_batch,
+)
 from ..specs import Recompute
 
 NONE, FULL, SELECTIVE = int(Recompute.NONE), int(Recompute.FULL), int(Recompute.SELECTIVE)
@@ -61,8 +69,9 @@ AXES = ("tp", "cp", "ep", "dp", "pp")
 
 def ops_time(ops, times, recompute):
     """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need
-    (core_first_*: the attention core's first p2p ring step, the window of the first hop).
-    times: `op_times` of each op, on the same rows."""
+    (core_first_*: the attention core's first p2p ring step, the window of the first hop), and the
+    per-step fp8/fp4 weight casts (cast seconds and cast_bytes: once per step, not per micro-batch).
+    times: `roofline.training_ops_times` of each op, on the same rows."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
     acc: dict[str, np.ndarray | float] = dict(
@@ -79,8 +88,11 @@ def ops_time(ops, times, recompute):
         mbound=0.0,
         flops=0.0,
         bytes=0.0,
+        cast=0.0,
+        cast_bytes=0.0,
+        cast_colpar=0.0,
     )
-    for op, (f, b, cb, first_f, first_b) in zip(ops, times):
+    for op, (f, b, cb, first_f, first_b, cast, cast_bytes, _) in zip(ops, times):
         rc_on = full | sel if op.selective else full
         rc = np.where(rc_on, f, 0.0)
         tot = f + b + rc
@@ -101,7 +113,55 @@ def ops_time(ops, times, recompute):
         n_f = 1.0 + np.where(rc_on, 1.0, 0.0)
         acc["flops"] = acc["flops"] + np.asarray(op.flops) * (n_f + op.bwd_flops)
         acc["bytes"] = acc["bytes"] + np.asarray(op.bytes) * n_f + op.backward_bytes()
+        acc["cast"] = acc["cast"] + cast
+        acc["cast_bytes"] = acc["cast_bytes"] + cast_bytes
+        if op.column_parallel:
+            acc["cast_colpar"] = acc["cast_colpar"] + cast
     return acc
+
+
+def weight_casts_per_micro_batch(cols, wl):
+    """(forward, backward) fp8/fp4 weight casts per micro-batch, or None where there are none
+    (bf16, or fp8 parameters: `workload.fp8_param_gather`). A rank that keeps its weights casts
+    them once per step, in the first micro-batch (Transformer Engine caches the copies, Megatron's
+    `is_first_microbatch`): 1/m per micro-batch. Under FULLY_SHARD each use gathers bf16 weights
+    afresh: a cast in every forward, and in every backward too when they are resharded after
+    forward (`workload.fsdp_reshard_after_forward`)."""
+    if not casts_weights(wl):
+        return None
+    fully = np.asarray(cols["dp_sharding"]) == FS
+    m = np.asarray(cols["num_micro_batches"], dtype=np.float64)
+    return np.where(fully, 1.0, 1.0 / m), np.where(fully & wl.fsdp_reshard_after_forward, 1.0, 0.0)
+
+
+def casts_weights(wl) -> bool:
+    """Whether the workload's low-precision GEMMs cast their weights (`weight_casts_per_micro_batch`)."""
+    return wl.precision in LOW_PRECISION_BYTES and not wl.fp8_param_gather
+
+
+# The op sets chosen for a weight cast in backward as well (FULLY_SHARD rows), by this suffix.
+RECAST = "|recast"
+
+
+def recasts_in_backward(wl) -> bool:
+    """Whether FULLY_SHARD rows cast their weights in backward too, so the choice of fp8 GEMMs
+    (`roofline.training_ops_variants`) is made for that as well."""
+    return casts_weights(wl) and wl.fsdp_reshard_after_forward and wl.low_precision_gemms == "where_faster"
+
+
+def _with_weight_casts(acc, casts):
+    """A layer's micro-batch sums (`ops_time`) with its GEMMs' weight casts in their forward and
+    backward (`weight_casts_per_micro_batch`): in compute, in the GEMM windows that hide TP
+    collectives, and as memory-bound time."""
+    f, b = casts
+    out = dict(acc)
+    out["fwd"] = acc["fwd"] + acc["cast"] * f
+    out["bwd"] = acc["bwd"] + acc["cast"] * b
+    out["gemm"] = acc["gemm"] + acc["cast"] * (f + b)
+    out["colpar_bwd"] = acc["colpar_bwd"] + acc["cast_colpar"] * b
+    out["mbound"] = acc["mbound"] + acc["cast"] * (f + b)
+    out["bytes"] = acc["bytes"] + acc["cast_bytes"] * (f + b)
+    return out
 
 
 def _combine(parts, keys=None):
@@ -188,11 +248,14 @@ def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
     bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
     sets = _op_sets(cols, model, wl)
     # one `ops_times` call for every set: the kernel model's fixed cost per call is paid once
-    times = iter(ops_times([op for ops in sets.values() for op in ops], rates))
-    out = {name: [next(times) for _ in ops] for name, ops in sets.items()}
+    variants = (False, True) if recasts_in_backward(wl) else (False,)
+    every = training_ops_variants([op for ops in sets.values() for op in ops], rates, wl, variants)
+    out = {}
+    for variant in variants:
+        times = iter(every[variant])
+        out.update({name + (RECAST if variant else ""): [next(times) for _ in ops] for name, ops in sets.items()})
     if edge:
-        bf16 = Rates(hw, "bf16")
-        out["dense16"] = ops_times(sets["dense"], bf16)
+        out["dense16"] = training_ops_times(sets["dense"], rates.at_precision("bf16"), wl)
     return out
 
 
@@ -207,9 +270,13 @@ def _ops_sums(cols, model, hw, wl, rates, edge: int) -> dict[str, dict]:
     by_shape, K, at = per_key(_op_times_of_sets, shape_key(model), cols, model, hw, wl, rates, edge)
     times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
     sets = _op_sets(cols, model, wl)
+    sets.update({name + RECAST: ops for name, ops in list(sets.items())})  # the same ops (`recasts_in_backward`)
     sets["dense16"] = sets["dense"]  # the same ops, in bf16 (when `edge`)
     never = np.zeros_like(rc)
-    return {name: ops_time(sets[name], t, never if name in ("head", "emb") else rc) for name, t in times.items()}
+    return {
+        name: ops_time(sets[name], t, never if name.removesuffix(RECAST) in ("head", "emb") else rc)
+        for name, t in times.items()
+    }
 
 
 def _micro_batch_terms(cols, model, hw, wl, rates):
@@ -226,6 +293,18 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
     by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
     sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
+    if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
+        recast = np.asarray(cols["dp_sharding"]) == FS
+        sums = {
+            name: {k: np.where(recast, sums[name + RECAST][k], v) for k, v in acc.items()}
+            if name + RECAST in sums
+            else acc
+            for name, acc in sums.items()
+            if not name.endswith(RECAST)
+        }
+    casts = weight_casts_per_micro_batch(cols, wl)
+    if casts is not None:
+        sums = {name: _with_weight_casts(acc, casts) for name, acc in sums.items()}
     dense, head, emb, moe = sums["dense"], sums["head"], sums["emb"], sums.get("moe")
 
     def layer_comm(acc, is_moe):
@@ -251,8 +330,10 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
         if wl.launch_blocking:  # nothing runs beside a kernel: the async backward TP and the CP ring wait too
             tp_exp, cp_exp = tp_layer, cp_link
         ep_exp = ep_link
-        if wl.hides("ep"):  # hidden under the layer's compute of the other micro-batch in flight
-            ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"]))
+        if wl.hides("ep"):
+            # hidden under the other micro-batch in flight: its layer's compute and the TP and CP
+            # collectives it waits on (on their own links), so the window shrinks no more than the layer
+            ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"] + tp_exp + cp_exp))
         return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_exp}
 
     dense_comm = layer_comm(dense, False)
@@ -333,7 +414,7 @@ def _dp_terms(cols, model, hw, wl, rates):
     shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp_s, cp))
     shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep))
     opt_bytes = optimizer_bytes_per_param(
-        working_weight_bytes(wl), grad_bytes, MOMENT_BYTES[wl.optimizer_moments_dtype]
+        optimizer_weight_bytes(wl), grad_bytes, MOMENT_BYTES[wl.optimizer_moments_dtype]
     ) * (p["dense"] / shard_d + p["experts"] / shard_e)
     # gradient reductions per step: m where each micro-batch's gradients are reduced (cost/states.py)
     per_mb = reduces_every_micro_batch(sh, wl.dp_grad_reduce).astype(np.float64)
@@ -371,6 +452,12 @@ DP_KEY = ("tp", "pp", "cp", "dp", "ep", "dp_sharding", "recompute")
 STAGE_KEY = ("micro_batch", "tp", "cp", "sequence_parallel", "recompute", "ep", "pp", "dp", "dp_sharding")
 
 
+def layer_key(wl) -> tuple:
+    """LAYER_KEY, and the micro-batch count and DP sharding where GEMM weights are cast
+    (`weight_casts_per_micro_batch`): both are functions of STAGE_KEY."""
+    return LAYER_KEY + (("num_micro_batches", "dp_sharding") if casts_weights(wl) else ())
+
+
 def _dp_reductions(d, m):
     """Gradient reductions per step: m where each micro-batch's gradients are reduced, else 1."""
     return np.where(d["reduce_per_mb"] > 0, m, 1.0)
@@ -385,14 +472,18 @@ def _dp_link_exposed(d, r, m, reductions, overlap: bool):
     link = reduce + d["zero_gather"] + fsdp
     if not overlap:
         return link, link
-    # each role hides under its own window; together they share one link and the same
-    # compute, so at most m·compute_mb of DP traffic hides in all
+    # Each role hides under its own window; together they share one link and the stage's
+    # timeline, so at most m·T_mb of DP traffic hides in all. A window is compute plus what else
+    # holds the micro-batch (`other`: exposed TP/CP/EP on their own links, launch overheads),
+    # during which the NIC moves DP traffic too: a window shrinks by no more than the step does.
+    other = r["t_mb"] - r["compute_mb"]
+    timeline = m * r["t_mb"]
     dp_exp = (
-        np.maximum(0.0, reduce - reductions * r["bwd_rc"])
-        + np.maximum(0.0, d["zero_gather"] - r["fwd"])
-        + np.maximum(0.0, fsdp - m * r["compute_mb"])
+        np.maximum(0.0, reduce - reductions * (r["bwd_rc"] + other))
+        + np.maximum(0.0, d["zero_gather"] - (r["fwd"] + other))
+        + np.maximum(0.0, fsdp - timeline)
     )
-    return link, np.maximum(dp_exp, link - m * r["compute_mb"])
+    return link, np.maximum(dp_exp, link - timeline)
 
 
 def _dp_nic_share(d, reductions, link, on_out_dp, hybrid: bool):
@@ -410,13 +501,12 @@ def _stage_terms(cols, model, hw, wl, rates):
     """Per stage kind, per step, everything but the pipeline transfers (STAGE_KEY columns):
       total       m·T_mb + exposed DP + optimizer step
       busy_<link> link seconds of the TP, CP, EP and DP transfers on each link
-      hidden_dp   DP link seconds hidden under compute
     and the columns the critical stage gives the row (compute, link and exposed seconds per axis,
     overhead, FLOPs, bytes, compute- and memory-bound seconds). Also the terms common to the
     stages: one pipeline hop (`pp_hop_s`), each axis's NIC share, the T_mb of a typical stage."""
     pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
     m = np.asarray(cols["num_micro_batches"], dtype=np.float64)
-    mb, _, inv_mb = per_key(_micro_batch_terms, LAYER_KEY, cols, model, hw, wl, rates)
+    mb, _, inv_mb = per_key(_micro_batch_terms, layer_key(wl), cols, model, hw, wl, rates)
     dpt, _, inv_dp = per_key(_dp_terms, DP_KEY, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
@@ -439,7 +529,6 @@ def _stage_terms(cols, model, hw, wl, rates):
             "total": m * r["t_mb"] + dp_exp + d["opt"],
             "busy_scale_up": busy["scale_up"],
             "busy_scale_out": busy["scale_out"],
-            "hidden_dp": np.maximum(dp_link - dp_exp, 0.0),
             "compute": m * r["compute_mb"] + d["opt"],
             "opt": d["opt"],
             "overhead": m * r["overhead_mb"],
@@ -479,38 +568,45 @@ def _training_time(cols, model, hw, wl):
     bubble = rate * m * shared["t_mb_typical"][inv] + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
 
     # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
-    # own step-level overheads (contention of its hidden DP traffic, stragglers): the stage that is
-    # slowest with them is the critical one, so adding work to any stage never shortens the step.
-    doublings = straggler_doublings(hw, ngpus)  # once: the four step_overhead_s calls share it
-    bounded = []
+    # own step-level overheads (contention of the DP traffic it still hides, stragglers): each
+    # stage's step is what the row would report were it critical, and the slowest is, so adding
+    # work to any stage never shortens the step.
+    doublings = straggler_doublings(hw, ngpus)  # once: the three step_overhead_s calls share it
+    hybrid = wl.dp_shard_size is not None  # hybrid sharding: the DP axis's NIC share differs by stage
+    candidates = []
     for name in STAGES:
         t = stages[name]
-        busiest = np.maximum(
-            t["busy_scale_up"][inv] + pp_busy["scale_up"], t["busy_scale_out"][inv] + pp_busy["scale_out"]
+        stage_on_out = {**on_out, "dp": t["dp_share"][inv]} if hybrid else on_out
+        comm = {ax: t[ax][inv] for ax in ("tp", "cp", "ep", "dp")}
+        comm_exp = {ax: t[ax + "_exp"][inv] for ax in ("tp", "cp", "ep", "dp")}
+        comm["pp"], comm_exp["pp"] = pp_link, pp_exp
+        comm = {ax: _column(comm[ax], shape) for ax in AXES}
+        busy = {link: t["busy_" + link][inv] + pp_busy[link] for link in ("scale_up", "scale_out")}
+        bound, comm_exp = bind_to_links(t["total"][inv] + bubble + pp_exp, comm, comm_exp, stage_on_out, busy)
+        extra = step_overhead_s(hw, bound, ngpus, comm["dp"] - comm_exp["dp"], doublings)
+        candidates.append(
+            dict(step=bound + extra, extra=extra, comm=comm, comm_exp=comm_exp, busy=busy, on_out=stage_on_out)
         )
-        b_ = np.maximum(t["total"][inv] + bubble + pp_exp, busiest)
-        bounded.append(b_ + step_overhead_s(hw, b_, ngpus, t["hidden_dp"][inv], doublings))
-    bounded[1] = np.where(pp > 2, bounded[1], 0.0)  # the middle stage exists only when pp > 2
-    crit = argmax3(*bounded)
+    candidates[1]["step"] = np.where(pp > 2, candidates[1]["step"], 0.0)  # the middle stage exists only when pp > 2
+    crit = argmax3(*(c["step"] for c in candidates))
     at = crit * K + inv  # the critical stage's entry in stacked(stages, K, name, STAGES)
 
     def pick(name):
         """The critical stage's per-row value of a stage term (_stage_terms)."""
         return stacked(stages, K, name, STAGES)[at]
 
-    if wl.dp_shard_size is not None:  # hybrid sharding: the DP axis's NIC share differs by stage
-        on_out = {**on_out, "dp": pick("dp_share")}
-    step = pick("total") + bubble + pp_exp
+    def chosen(get):
+        """The critical stage's value of a per-row candidate quantity."""
+        return np.choose(crit, [get(c) for c in candidates])
+
+    step = chosen(lambda c: c["step"])
+    step_extra = chosen(lambda c: c["extra"])
+    comm = {ax: chosen(lambda c: c["comm"][ax]) for ax in AXES}
+    comm_exp = {ax: chosen(lambda c: c["comm_exp"][ax]) for ax in AXES}
+    busy = {link: chosen(lambda c: c["busy"][link]) for link in ("scale_up", "scale_out")}
+    on_out = {ax: chosen(lambda c: np.broadcast_to(c["on_out"][ax], shape)) for ax in AXES}
     compute = pick("compute")
-    comm = {ax: pick(ax) for ax in ("tp", "cp", "ep", "dp")}
-    comm_exp = {ax: pick(ax + "_exp") for ax in ("tp", "cp", "ep", "dp")}
-    comm["pp"], comm_exp["pp"] = pp_link, pp_exp
-    comm = {ax: _column(comm[ax], shape) for ax in AXES}
-    busy = {link: pick("busy_" + link) + pp_busy[link] for link in ("scale_up", "scale_out")}
-    step, comm_exp = bind_to_links(step, comm, comm_exp, on_out, busy)  # step >= its busiest link (links.py)
     exposed = sum(comm_exp.values())
-    step_extra = step_overhead_s(hw, step, ngpus, comm["dp"] - comm_exp["dp"], doublings)
-    step = step + step_extra
     overhead = pick("overhead") + step_extra
 
     B = wl.global_batch

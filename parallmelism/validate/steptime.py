@@ -10,8 +10,9 @@ values follow one rule each (stated here, applied to every row, never per case):
   Megatron-Core 32B row's own DP traffic (fp32 reduce-scatter, bf16 all-gather on one NIC per GPU,
   hidden only under the first forward and last backward of four micro-batches) with its kernels
   already takes 0.97 s against the 0.892 s measured. The rule applies to the Megatron-Core rows,
-  the only shipped rows without a stated micro-batch; it reads 4 for 1.7B-70B, 2 for 119B (4 does
-  not fit) and 1 for 177B-462B (tests/test_validate_steptime.py).
+  the only shipped rows without a stated micro-batch; it reads 4 for 1.7B-32B, 2 for 70B (4 fits
+  but leaves its pipeline twice the bubble) and 119B (4 does not fit) and 1 for 177B-462B
+  (tests/test_validate_steptime.py).
 - vpp: the optional column `vpp_stated` (chunks the source states or implies where the reference
   file leaves vpp blank); else 1, unless `notes` say "interleaved" (chunks not given): the
   smallest number of chunks > 1 that divides the layers per stage and the micro-batches per
@@ -53,6 +54,10 @@ values follow one rule each (stated here, applied to every row, never per case):
   paper does not name its kernel; this is the kernel its software had. Read with cuDNN's kernels
   the rows are -11.0, -8.0 and -29.6 % (the 128k row, whose attention is half its compute, the
   most).
+- low_precision_gemms (optional): blank keeps the workload's default (where_faster: fp8 only
+  where a GEMM gains from it, torchtitan's auto_filter_small_kn). The fp8 rows state all: NVIDIA's
+  NeMo and Megatron-Bridge recipes run Transformer Engine's fp8_autocast over every Linear, and
+  MaxText's fp8 quantizes every dense layer.
 - grad_reduce_dtype (optional): blank means fp32 (Megatron's main gradients for bf16, and
   workload.grad_reduce_dtype's default). NVIDIA's DGX Cloud recipes state bf16: the NeMo 1 configs
   of tag v25.01 (llama3.1_8b/70b.yaml, gpt3_175b_hydra.yaml, nemotron4-340b-synth.yaml,
@@ -93,7 +98,7 @@ used ("non-interleaved schedule does not support overlapping p2p communication")
 were interleaved. The chunk count is not given: vpp_stated is the least interleaving Megatron
 accepts, the rule for "interleaved" above (2, 23, 2, 2 and 7 chunks for 42, 23, 16, 12 and 7
 layers per stage; every row's per-replica batch is 4·pp sequences, so its micro-batch count at the
-blank-micro-batch rule's b, pp for 70B, 2·pp for 119B and 4·pp for the rest, divides by pp).
+blank-micro-batch rule's b, 2·pp for 70B and 119B and 4·pp for the rest, divides by pp).
 Narayanan et al.'s Table 1 rows take micro_batch_stated and overlap_dp_comm from the authors'
 reproduction script (NVIDIA/Megatron-LM examples/sc21/run_table_1.sh): MBS 16, 16, 16, 8, 4, 2, 2,
 1, 1, 1 from 1.7B to 1T, and `--DDP-impl torch` (PyTorch DDP: the all-reduce overlaps backward)
@@ -164,6 +169,7 @@ STATED_WORKLOAD_COLUMNS = (
     "grad_reduce_dtype",
     "fp8_param_gather",
     "optimizer_moments_dtype",
+    "low_precision_gemms",
 )
 
 
