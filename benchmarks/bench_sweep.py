@@ -54,6 +54,19 @@ CASES = {
             "grid.max_micro_batch=null",
         ],
     ),
+    # fp8 adds work per layout: each GEMM's bf16 kernels too (workload.low_precision_gemms) and the
+    # weight casts, which depend on the micro-batch count and DP sharding (cost/steptime.py layer_key).
+    "llama70b-fp8": (
+        "Llama-3.1-70B fp8 on 64..1024 H100 (seq 8192, batch 512)",
+        [
+            "model=llama3.1-70b",
+            "hardware=h100-sxm-80gb",
+            "workload.precision=fp8",
+            "workload.global_batch=512",
+            "grid.ngpus=[64,128,256,512,1024]",
+            "grid.max_micro_batch=null",
+        ],
+    ),
 }
 
 

@@ -595,16 +595,20 @@ def _training_time(cols, model, hw, wl):
         """The critical stage's per-row value of a stage term (_stage_terms)."""
         return stacked(stages, K, name, STAGES)[at]
 
+    on_first, on_middle = crit == 0, crit == 1
+
     def chosen(get):
         """The critical stage's value of a per-row candidate quantity."""
-        return np.choose(crit, [get(c) for c in candidates])
+        first, middle, last = (get(c) for c in candidates)
+        return np.where(on_first, first, np.where(on_middle, middle, last))
 
     step = chosen(lambda c: c["step"])
     step_extra = chosen(lambda c: c["extra"])
     comm = {ax: chosen(lambda c: c["comm"][ax]) for ax in AXES}
     comm_exp = {ax: chosen(lambda c: c["comm_exp"][ax]) for ax in AXES}
     busy = {link: chosen(lambda c: c["busy"][link]) for link in ("scale_up", "scale_out")}
-    on_out = {ax: chosen(lambda c: np.broadcast_to(c["on_out"][ax], shape)) for ax in AXES}
+    if hybrid:  # the DP axis's NIC share differs by stage
+        on_out = {**on_out, "dp": chosen(lambda c: c["on_out"]["dp"])}
     compute = pick("compute")
     exposed = sum(comm_exp.values())
     overhead = pick("overhead") + step_extra
