@@ -115,9 +115,10 @@ class Rates:
 
 
 def weight_cast_bytes(op: Op, dtype: str):
-    """HBM bytes of Transformer Engine's per-step weight cast of one fp8/fp4 GEMM: in the step's
-    first micro-batch (Megatron's `is_first_microbatch`) it reads the bf16 weights (2 B) and writes
-    their row-wise and column-wise low-precision copies (2·c B), cached for the other micro-batches."""
+    """HBM bytes of one cast of an fp8/fp4 GEMM's weights: read the bf16 weights (2 B) and write
+    their row-wise and column-wise low-precision copies (2·c B). Transformer Engine casts once per
+    step, in the first micro-batch (Megatron's `is_first_microbatch`), and caches the copies; how
+    often a micro-batch pays it: cost.steptime.weight_casts_per_micro_batch."""
     return (2.0 + 2.0 * LOW_PRECISION_BYTES[dtype]) * np.asarray(op.weight_params, dtype=np.float64)
 
 

@@ -69,8 +69,9 @@ AXES = ("tp", "cp", "ep", "dp", "pp")
 
 def ops_time(ops, times, recompute):
     """Sum over ops of one micro-batch: seconds fwd, bwd, recompute, plus what overlap and `bound` need
-    (core_first_*: the attention core's first p2p ring step, the window of the first hop), and the
-    per-step fp8/fp4 weight casts (cast seconds and cast_bytes: once per step, not per micro-batch).
+    (core_first_*: the attention core's first p2p ring step, the window of the first hop), and one
+    weight cast of the fp8/fp4 GEMMs (cast seconds, cast_bytes; cast_colpar: of the column-parallel
+    ones), which `_with_weight_casts` places in the micro-batch.
     times: `roofline.training_ops_times` of each op, on the same rows."""
     full = recompute == FULL
     sel = recompute == SELECTIVE
@@ -244,8 +245,9 @@ def _op_sets(cols, model, wl) -> dict[str, list]:
 
 
 def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
-    """`op_times` of every op of `_op_sets` (shape_key columns); "dense16": the dense layer in
-    bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
+    """`roofline.training_ops_times` of every op of `_op_sets` (shape_key columns); NAME|recast:
+    the same ops with the fp8 GEMMs chosen for a weight cast in backward too (`recasts_in_backward`);
+    "dense16": the dense layer in bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
     sets = _op_sets(cols, model, wl)
     # one `ops_times` call for every set: the kernel model's fixed cost per call is paid once
     variants = (False, True) if recasts_in_backward(wl) else (False,)
