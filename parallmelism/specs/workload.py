@@ -31,7 +31,7 @@ class TrainWorkload(BaseModel):
         "where_faster",
         description="with fp8/fp4: which eligible GEMMs run in low precision. all: every one (Transformer "
         "Engine's fp8_autocast over the model, as NVIDIA's recipes run it); where_faster: a GEMM stays in bf16 "
-        "where its fp8/fp4 kernels with their input, gradient and per-step weight casts are not faster than "
+        "where its fp8/fp4 kernels with their input, gradient and weight casts are not faster than "
         "bf16's (torchtitan's auto_filter_small_kn: torchao skips layers too small to benefit from float8)",
     )
     fp8_param_gather: bool = Field(

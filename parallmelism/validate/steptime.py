@@ -52,8 +52,8 @@ values follow one rule each (stated here, applied to every row, never per case):
   cuDNN backend became the H100 default only in PyTorch 2.5 (October 2024; its release blog: "up
   to 75% speed-up over FlashAttentionV2"), and FlashAttention-3 was released in July 2024. The
   paper does not name its kernel; this is the kernel its software had. Read with cuDNN's kernels
-  the rows are -11.0, -8.0 and -29.6 % (the 128k row, whose attention is half its compute, the
-  most).
+  the rows are -11.5, -9.0 and -29.7 % (the 128k row, whose attention is half its compute, the
+  most; tests/test_validate_steptime.py).
 - low_precision_gemms (optional): blank keeps the workload's default (where_faster: fp8 only
   where a GEMM gains from it, torchtitan's auto_filter_small_kn). The fp8 rows state all: NVIDIA's
   NeMo and Megatron-Bridge recipes run Transformer Engine's fp8_autocast over every Linear, and
