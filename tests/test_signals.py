@@ -176,3 +176,35 @@ def test_a_swallowed_stop_still_stops_the_commit(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exc:
         write_table(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
     assert exc.value.code == 129 and list(tmp_path.iterdir()) == []
+
+
+def test_a_swallowed_stop_prints_no_traceback(monkeypatch, capsys):
+    """Where Python swallows the stop's SystemExit (raised in a __del__ or weakref callback) it
+    reports it through sys.unraisablehook, which printed "Exception ignored in ..." with a
+    traceback: the stop is recorded and honoured at the next commit, so nothing is printed; any
+    other swallowed exception still is."""
+    import sys
+
+    from parallmelism import stop
+
+    monkeypatch.setattr(stop, "_pending_exit", None)
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    stop.quiet_swallowed_stops()
+
+    class StopsInDel:
+        def __del__(self):
+            stop.request_stop(129)
+
+    class FailsInDel:
+        def __del__(self):
+            raise ValueError("not a stop")
+
+    obj = StopsInDel()
+    del obj
+    assert "Traceback" not in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        stop.raise_if_stopped()
+    assert exc.value.code == 129
+    other = FailsInDel()
+    del other
+    assert "ValueError: not a stop" in capsys.readouterr().err

@@ -72,10 +72,12 @@ def _raise_on_termination() -> None:
     removed and the target path is left as it was."""
     import signal
 
-    from ..stop import request_stop
+    from ..stop import quiet_swallowed_stops, request_stop
 
     def stop(signum, _frame):
         request_stop(128 + signum)  # recorded too: writers check it before committing (parallmelism/stop.py)
+
+    quiet_swallowed_stops()
 
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
