@@ -47,6 +47,7 @@ from .plan_cmds import plan_app  # noqa: E402
 from .plot_cmd import plot  # noqa: E402
 from .profile_cmd import profile  # noqa: E402
 from .show_cmd import show  # noqa: E402
+from .study_cmd import study_app  # noqa: E402
 from .sweep_cmd import sweep  # noqa: E402
 from .validate_cmd import validate  # noqa: E402
 from .common import EXTRA  # noqa: E402  (commands taking Hydra overrides accept extra arguments)
@@ -56,6 +57,7 @@ app.command(context_settings=EXTRA)(show)
 app.command(context_settings=EXTRA)(best)
 app.command(context_settings=EXTRA)(pareto)
 app.add_typer(plan_app, name="plan")
+app.add_typer(study_app, name="study")
 app.command(context_settings=EXTRA)(plot)
 app.command(context_settings=EXTRA)(validate)
 app.command("list")(list_)

@@ -17,6 +17,9 @@ def merge(
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", callback=check_out, help="merged table (.csv or .parquet)"),
     quiet: bool = QUIET,
+    allow_partial: bool = typer.Option(
+        False, "--allow-partial", help="merge a study folder whose points are not all complete (default: refuse)"
+    ),
 ):
     """Concatenate the parts written by a multirun (one per model x hardware x workload shard) into one table."""
     from ..errors import UserError
@@ -31,6 +34,19 @@ def merge(
             raise UserError("merge needs --out FILE (or output.path=FILE): the merged table's .csv or .parquet path")
         if not files:
             raise UserError("merge needs at least one part file or dataset folder")
+        from ..study.dataset import is_study
+
+        if any(is_study(f) for f in files):  # a study folder: streamed, its manifest checked
+            if len(files) > 1:
+                raise UserError("merge takes one study folder at a time (its manifest lists every point)")
+            from ..study.merge import merge_study
+
+            rows, merged, missing = merge_study(files[0], out, allow_partial)
+            left = f", {missing:,} missing (--allow-partial)" if missing else ""
+            console(stderr=quiet).print(f"wrote {rows:,} rows from {merged:,} points{left} to {out}", markup=False)
+            return
+        if allow_partial:
+            raise UserError("--allow-partial applies to a study folder (one with a manifest.json)")
         merged = merge_tables(files)
         if len(merged) == 0:
             raise UserError(f"the {len(files)} part(s) hold no rows; nothing was written")

@@ -481,3 +481,32 @@ def load_option(group: str, name: str, config_dirs: list[str] | None = None):
     if name not in files:
         raise UserError(f"unknown {group} {name!r}; available: {', '.join(sorted(files))}")
     return _load_option(group, name, files)
+
+
+def run_with_fields(run, fields: dict[str, Any]):
+    """`run` with dotted fields set (`{"hardware.peak_tflops.bf16": 900}`), validated as a composed
+    config is (magnitudes, no true/false for numbers, the specs' own rules, derived sizes). The same
+    RunConfig that composing `key=value` overrides gives, without Hydra: a study composes each base
+    once and sets its points' fields here (0.2 ms against 0.2 s). Values interpolated from a set
+    field in the option file (`${...}`) are not recomputed; a key that is not a field of the
+    composed config is a KeyError (the caller composes instead, for Hydra's own message)."""
+    from pydantic import ValidationError
+
+    from ..specs import RunConfig
+
+    data = run.model_dump()
+    for key, value in fields.items():
+        node, parts = data, key.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node:
+            raise KeyError(key)
+        node[parts[-1]] = value
+    _check_magnitudes(data)
+    _check_no_bool_numbers(RunConfig, data)
+    try:
+        new = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc)) from None
+    _check_derived_sizes(new)
+    return new

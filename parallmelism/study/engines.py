@@ -1,0 +1,185 @@
+"""Engines: who runs a study's batches of points (worker.run_batch) and how a lost worker is told.
+
+  local     worker processes on this machine (workers=1: in this process)
+  ray       plain Ray tasks, many points each; Ray re-runs a task only when its worker is lost
+            (max_retries, retry_exceptions=False): user errors are failure records, never retried
+  submitit  one array job of batches through submitit (SLURM, or its local executor)
+
+Each returns the points' results and the points whose batch was lost for good (its worker died
+more often than the retries allow); those have neither a partition nor a failure record and run
+again with `study resume`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from .dataset import StudyContext
+from .spec import EngineSpec, Point
+from .worker import PointResult, run_batch
+
+# Default tasks per slot: enough for load balance when points differ in cost (models of different
+# sizes), few enough that the driver's per-task work (submit, wait, a few hundred bytes of results)
+# stays far below a millisecond per point.
+TASKS_PER_SLOT = 8
+MAX_BATCH = 512
+
+
+def batch_size(points: int, slots: int, asked: int | None = None) -> int:
+    """Points per task: `asked`, else about TASKS_PER_SLOT tasks per slot (at most MAX_BATCH points)."""
+    if asked:
+        return asked
+    return max(1, min(MAX_BATCH, math.ceil(points / (TASKS_PER_SLOT * max(1, slots)))))
+
+
+def batches_of(points: list[Point], size: int) -> list[list[Point]]:
+    return [points[i : i + size] for i in range(0, len(points), size)]
+
+
+@dataclass
+class EngineRun:
+    """What an engine gives back: results per point, lost points and the driver's own time."""
+
+    results: list[PointResult] = field(default_factory=list)
+    lost: list[tuple[str, str]] = field(default_factory=list)  # (point id, why its batch was lost)
+    tasks: int = 0
+    driver_s: float = 0.0  # driver time spent submitting tasks and taking in results (not waiting)
+    wall_s: float = 0.0
+
+
+def run_engine(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+    start = time.perf_counter()
+    if not points:
+        return EngineRun()
+    if engine.kind == "ray":
+        out = _run_ray(engine, ctx, points)
+    elif engine.kind == "submitit":
+        out = _run_submitit(engine, ctx, points)
+    else:
+        out = _run_local(engine, ctx, points)
+    out.wall_s = time.perf_counter() - start
+    return out
+
+
+def _lost(batch: list[Point], exc: BaseException) -> list[tuple[str, str]]:
+    why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return [(p.id, why) for p in batch]
+
+
+# ----------------------------------------------------------------------------- local
+
+
+def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+    from ..search.driver import available_cores
+
+    workers = min(engine.workers or available_cores(), len(points))
+    out = EngineRun()
+    if workers == 1:
+        out.results = run_batch(ctx, points)
+        out.tasks = 1
+        return out
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    batches = batches_of(points, batch_size(len(points), workers, engine.batch))
+    out.tasks = len(batches)
+    ctxm = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctxm) as pool:
+        futures = [(pool.submit(run_batch, ctx, b), b) for b in batches]
+        for fut, batch in futures:
+            try:
+                out.results.extend(fut.result())
+            except BrokenProcessPool as exc:  # a worker died: the batches not finished are lost
+                out.lost.extend(_lost(batch, exc))
+    return out
+
+
+# ----------------------------------------------------------------------------- ray
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError('engine ray needs Ray in this environment: pip install ray (or ".[test]")') from None
+    return ray
+
+
+def _run_ray(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+    ray = _ray()
+    started = False
+    if not ray.is_initialized():
+        # the workers import this copy of parallmelism (a checkout on PYTHONPATH, as the driver does)
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        path = os.environ.get("PYTHONPATH", "")
+        if root not in path.split(os.pathsep):
+            os.environ["PYTHONPATH"] = root + (os.pathsep + path if path else "")
+        kwargs: dict = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+        if engine.address:
+            kwargs["address"] = engine.address
+        elif engine.num_cpus:
+            kwargs["num_cpus"] = engine.num_cpus
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - a cluster that cannot be reached is one sentence
+            raise UserError(f"cannot start or reach Ray ({(str(exc).splitlines() or [''])[0]})") from None
+        started = True
+    try:
+        return _submit_ray(ray, engine, ctx, points)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _submit_ray(ray, engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    batches = batches_of(points, batch_size(len(points), slots, engine.batch))
+    task = ray.remote(num_cpus=1, max_retries=engine.max_retries, retry_exceptions=False)(run_batch)
+    out = EngineRun(tasks=len(batches))
+    t0 = time.perf_counter()
+    ctx_ref = ray.put(ctx)
+    pending = {task.remote(ctx_ref, b): b for b in batches}
+    out.driver_s += time.perf_counter() - t0
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        t0 = time.perf_counter()
+        for ref in ready:
+            batch = pending.pop(ref)
+            try:
+                out.results.extend(ray.get(ref))
+            except ray.exceptions.RayError as exc:  # its worker was lost more often than max_retries
+                out.lost.extend(_lost(batch, exc))
+        out.driver_s += time.perf_counter() - t0
+    return out
+
+
+# ----------------------------------------------------------------------------- submitit
+
+
+def _run_submitit(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+    try:
+        import submitit
+    except ImportError:
+        raise UserError('engine submitit needs submitit: pip install ".[submitit]"') from None
+    folder = Path(ctx.folder) / ".submitit"
+    executor = submitit.AutoExecutor(folder=folder, cluster=engine.cluster)
+    try:
+        executor.update_parameters(**engine.parameters)
+    except Exception as exc:  # noqa: BLE001 - submitit names the parameter it does not know
+        raise UserError(f"engine.parameters: {(str(exc).splitlines() or [''])[0]}") from None
+    batches = batches_of(points, batch_size(len(points), 64, engine.batch))
+    t0 = time.perf_counter()
+    jobs = executor.map_array(run_batch, [ctx] * len(batches), batches)
+    out = EngineRun(tasks=len(batches), driver_s=time.perf_counter() - t0)
+    for job, batch in zip(jobs, batches):
+        try:
+            out.results.extend(job.result())
+        except Exception as exc:  # noqa: BLE001 - a job killed, timed out or preempted: resume runs it
+            out.lost.extend(_lost(batch, exc))
+    return out
