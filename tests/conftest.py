@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "reference"
+SHARED = REPO.parent / "shared" / "reference"  # beside the checkout; absent in a fresh clone
+REFERENCE = REPO / "tests" / "data" / "reference"  # the project's copy of SHARED (tests/data/reference/README.md)
 
 # The composition cache (config/cache.py) of the test session lives in a folder of its own, not in
 # the user's ~/.cache; every in-process and subprocess CLI call of the suite inherits it.
@@ -51,9 +52,10 @@ def cli():
 
 
 def shared_reference(name: str) -> Path:
-    path = SHARED / name
-    if not path.is_file():
-        pytest.skip(f"../shared/reference/{name} not present")
+    """`tests/data/reference/NAME`: the shipped copy of `../shared/reference/NAME` (a missing one is a
+    failure, not a skip: a fresh clone must run every test)."""
+    path = REFERENCE / name
+    assert path.is_file(), f"{path} is missing (copy it from ../shared/reference; tests/data/reference/README.md)"
     return path
 
 

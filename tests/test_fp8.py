@@ -1,12 +1,10 @@
 """fp8 as Transformer Engine runs it: which GEMMs, cast bytes, weight copies, grad-reduce dtype, MFU columns."""
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import invoke
+from conftest import REFERENCE, invoke
 from parallmelism.config import load_option
 from parallmelism.cost.flops import head_ops, layer_ops
 from parallmelism.cost.roofline import Rates, low_precision_cast_bytes, op_times
@@ -18,7 +16,7 @@ H100 = load_option("hardware", "h100-sxm-80gb")
 A100 = load_option("hardware", "a100-sxm-80gb")
 B200 = load_option("hardware", "b200-180gb")
 MODEL = load_option("model", "llama3.1-70b")
-CURVES = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "h100_kernel_curves.csv"
+CURVES = REFERENCE / "h100_kernel_curves.csv"
 
 
 def one(hw=H100, **wl):
@@ -63,7 +61,6 @@ def test_cast_bytes_follow_transformer_engine():
     assert float(f) == pytest.approx(4 * T * 28672 / 8)
 
 
-@pytest.mark.skipif(not CURVES.is_file(), reason="../shared/reference not present")
 def test_cast_cost_is_hbm_bytes_at_the_measured_bandwidth():
     """h100_kernel_curves.csv cast_input_s: PyTorch eager amax + scale + cast of A, an upper bound on
     Transformer Engine's fused cast. Counted as HBM bytes the eager chain is abs (read 2, write 2 B),

@@ -1,4 +1,5 @@
-"""Kernel model (cost.kernels) against the kernels measured on one H100 SXM (../shared/reference)."""
+"""Kernel model (cost.kernels) against the kernels measured on one H100 SXM (tests/data/reference:
+the project's copy of ../shared/reference)."""
 
 from pathlib import Path
 
@@ -6,15 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import shared_reference
 from parallmelism.config.compose import load_option
 from parallmelism.cost.kernels import KernelModel, KernelTable, causal_attention_flops
 
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
-MEASURED = REF / "h100_kernels_measured.csv"
-CURVES = REF / "h100_kernel_curves.csv"
+MEASURED = shared_reference("h100_kernels_measured.csv")
+CURVES = shared_reference("h100_kernel_curves.csv")
 H100 = load_option("hardware", "h100-sxm-80gb")
-
-needs_ref = pytest.mark.skipif(not MEASURED.is_file(), reason="../shared/reference not present")
 
 
 def _predict_measured(km, df):
@@ -48,7 +47,6 @@ def _predict_curves(km, df):
     return np.array(meas), np.array([float(x) for x in pred])
 
 
-@needs_ref
 def test_h100_model_reproduces_every_measured_kernel():
     """Issue bar: every row of both shared kernel files, median |error| <= 5 %, max <= 15 %."""
     km = KernelModel(H100)
@@ -62,7 +60,6 @@ def test_h100_model_reproduces_every_measured_kernel():
     assert len(err_m) == 186 and len(err_c) == 351  # every row (and both attention directions) checked
 
 
-@needs_ref
 def test_llama_shapes_predicted_from_the_curves_alone(tmp_path):
     """Held out: a table built from the size curves only predicts the Llama-layer kernels of the other
     file (shapes it never saw: other (k, n), dgrad/wgrad parts) within median 8 %, max 30 %;

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SHARED, invoke
+from conftest import invoke, shared_reference
 
 torch = pytest.importorskip("torch", reason="profile needs the optional torch extra")
 
@@ -165,9 +165,8 @@ def test_collectives_ran_over_two_gloo_ranks_in_the_case_file_format(profiled):
     path = out / "hardware" / "kernels" / "cpu-test.collectives.csv"
     df = pd.read_csv(path, comment="#")
     assert tuple(df.columns) == CASE_COLUMNS
-    reference = SHARED / "collectives_measured.csv"
-    if reference.is_file():
-        assert tuple(pd.read_csv(reference, comment="#").columns) == CASE_COLUMNS
+    reference = shared_reference("collectives_measured.csv")
+    assert tuple(pd.read_csv(reference, comment="#").columns) == CASE_COLUMNS
     assert set(df.collective) == set(KINDS) and (df.ranks == 2).all() and (df.nodes == 1).all()
     assert df.case.is_unique and (df.accelerator == "cpu-test").all()
     assert (df.message_bytes % (2 * 4) == 0).all() and (df.time_us > 0).all()
