@@ -199,7 +199,7 @@ def test_documented_overrides_compose():
 # gemm_tile_rows 64, matmul_fp8 None (= matmul). Inheritance must reproduce every value. Training kernel
 # fractions (attention_backward, matmul_half_dim) have since moved to measured kernels (cost/kernels.py). The serving
 # overheads since refitted (benchmarks/fit_serving_overhead.py: request 7.25 ms, iteration 0.45 ms, MoE layer
-# 57.5 us) are the H100 values every H100-derived part takes; H200 also takes the H100 fp8 serving fraction.
+# 42.5 us) are the H100 values every H100-derived part takes; H200 also takes the H100 fp8 serving fraction.
 H100 = dict(
     matmul=0.67,
     attention=0.6,
@@ -209,7 +209,7 @@ H100 = dict(
     decode_hbm=0.6,
     request_overhead_ms=7.25,
     iteration_overhead_ms=0.45,
-    moe_layer_overhead_us=57.5,
+    moe_layer_overhead_us=42.5,
     gemm_tile_rows=64,
 )
 A100 = dict(H100, matmul=0.74, attention=0.25, hbm=0.9, scale_out=0.96)

@@ -175,7 +175,9 @@ def test_doubling_tp_halves_weight_reads_until_communication_dominates():
         comm_share[tp] = r["time_comm_decode_ms"] / r["tpot_ms"]
     for tp in (2, 4, 8):
         assert reads[tp] / reads[tp // 2] == pytest.approx(0.5, rel=2e-3)  # norms are replicated
-        assert 0.5 < tpot[tp] / tpot[tp // 2] < 0.6  # time follows the reads, plus all-reduces
+        # time follows the reads, plus all-reduces: 160 per step of 2(t−1) ring latency steps each
+        # (NCCL inside NVLink, 14 us at t = 8), 0.61 from tp 4 to 8
+        assert 0.5 < tpot[tp] / tpot[tp // 2] < 0.65
         assert comm_share[tp] > comm_share[tp // 2]
     # a small model on 8 GPUs: the all-reduces are a large share of the step (diminishing returns)
     s1 = one(run_of("llama3.1-8b", grid={"ngpus": [1], "tp": [1]}))["tpot_ms"]

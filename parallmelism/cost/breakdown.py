@@ -10,7 +10,16 @@ import numpy as np
 
 from ..specs import Bound, DPSharding
 from .collectives import group_link
-from .comm import cp_chunk_bytes, ep_dispatch_bytes, p2p_link, pp_hop_bytes, tp_collective_bytes
+from .comm import (
+    cp_chunk_bytes,
+    cp_layer_transfers,
+    ep_dispatch_bytes,
+    ep_layer_calls,
+    p2p_link,
+    pp_hop_bytes,
+    tp_collective_bytes,
+    tp_layer_calls,
+)
 from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .links import scale_up_port_share
 from .ops import OpKind
@@ -18,6 +27,7 @@ from .roofline import Rates, training_ops_times
 from .steptime import (
     AXES,
     FULL,
+    NONE,
     SELECTIVE,
     _stage_layout,
     _training_time,
@@ -113,8 +123,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
     if tp > 1:
         bw_, _ = link(tp, 1)
         kinds = "all_gather + reduce_scatter" if sp else "all_reduce"
-        fwd = (4 if sp else 2) * (2 if rc == FULL else 1)  # comm.tp_layer_times_s
-        n = fwd + (6 if sp else 2)
+        n = sum(_f(c) for calls in tp_layer_calls(sp, rc == FULL).values() for c in calls)
         colls.append(
             {
                 "axis": "tp",
@@ -136,7 +145,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 else "send_recv (ring K,V)",
                 "group": int(cp),
                 "bytes": _f(cp_chunk_bytes(model, s, b, tp, cp)) * (cp if gather else 1),
-                "per_layer_per_micro_batch": 3 if gather else 3 * (cp - 1),
+                "per_layer_per_micro_batch": sum(_f(x) for x in cp_layer_transfers(cp, rc != NONE, wl.cp_comm_type)),
                 "bandwidth_gbps": link(cp, tp)[0] if gather else bw_,
             }
         )
@@ -148,7 +157,7 @@ def training_breakdown(cols: dict, model, hw, wl) -> dict:
                 "collective": "all_to_all (dispatch + combine)",
                 "group": int(ep),
                 "bytes": _f(ep_dispatch_bytes(model, T, tp, sp, wl.moe_imbalance)[1]),
-                "per_layer_per_micro_batch": 4 + (2 if rc == FULL else 0),
+                "per_layer_per_micro_batch": _f(ep_layer_calls(rc == FULL)),
                 "bandwidth_gbps": bw_,
             }
         )

@@ -94,6 +94,52 @@ def ep_dispatch_bytes(model, T, t, sp, moe_imbalance):
     return full, full / sp_divisor(t, sp)
 
 
+# Collective calls per layer and micro-batch: the one place the schedule's counts live. The time
+# model multiplies link times by them, and `show` (cost/breakdown.py) prints them.
+EP_CALLS_PER_MOE_LAYER_FORWARD = 2  # the dispatch and the combine all-to-all
+
+
+def forward_passes(full_recompute):
+    """Passes over a layer per micro-batch that issue its collectives: forward and backward (2),
+    and the forward again under full recompute (3)."""
+    return np.where(full_recompute, 3.0, 2.0)
+
+
+def tp_layer_calls(sp, full_recompute) -> dict[str, tuple]:
+    """TP collectives per layer and micro-batch by kind: {kind: (forward, backward exposed,
+    backward hidden)} (Megatron-LM schedule, `tp_layer_times_s`). Without SP 2 all-reduces forward
+    (again under full recompute) and 2 hidden backward; with SP 2 all-gathers + 2 reduce-scatters
+    forward (again under full recompute), 2 all-gathers exposed backward and 2 + 2 hidden."""
+    sp = np.asarray(sp, dtype=bool)
+    rerun = np.where(full_recompute, 2.0, 1.0)
+    no_sp, with_sp = np.where(sp, 0.0, 2.0), np.where(sp, 2.0, 0.0)
+    return {
+        "all_reduce": (no_sp * rerun, 0.0 * no_sp, no_sp),
+        "all_gather": (with_sp * rerun, with_sp, with_sp),
+        "reduce_scatter": (with_sp * rerun, 0.0 * with_sp, with_sp),
+    }
+
+
+def cp_layer_transfers(cp, forward_rerun, comm_type="p2p"):
+    """(forward, backward) CP transfers per layer and micro-batch (`cp_layer_times_s`).
+
+    p2p: c − 1 K,V hops forward, repeated when the attention forward reruns (full or selective
+    recompute), and 2(c − 1) chunk transfers backward (K,V then dK,dV): 3(c − 1), or 4(c − 1)
+    under recompute. all_gather: one all-gather forward (two under recompute), one all-gather
+    and one reduce-scatter backward."""
+    rc = np.where(forward_rerun, 1.0, 0.0)
+    if comm_type == "all_gather":
+        return 1.0 + rc, 2.0 + 0.0 * rc
+    hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
+    return hops * (1 + rc), hops * 2.0
+
+
+def ep_layer_calls(full_recompute):
+    """EP all-to-alls per MoE layer and micro-batch: dispatch + combine in every pass
+    (`forward_passes`), 4, or 6 under full recompute."""
+    return EP_CALLS_PER_MOE_LAYER_FORWARD * forward_passes(full_recompute)
+
+
 def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time, overlap_all: bool):
     """(link, exposed) seconds of one layer's TP collectives for one micro-batch.
 
@@ -110,12 +156,9 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     under the layer's GEMMs, exposed = max(0, link − GEMM time).
     """
     S = tp_collective_bytes(model, T)
-    ar = group_collective_time_s(hw, "all_reduce", S, t, 1)
-    ag = group_collective_time_s(hw, "all_gather", S, t, 1)
-    rs = group_collective_time_s(hw, "reduce_scatter", S, t, 1)
-    fwd = np.where(sp, 2.0 * (ag + rs), 2.0 * ar) * np.where(full_recompute, 2.0, 1.0)
-    bwd_exposed = np.where(sp, 2.0 * ag, 0.0)
-    bwd_hidden = np.where(sp, 2.0 * (ag + rs), 2.0 * ar)
+    calls = tp_layer_calls(sp, full_recompute)
+    one = {kind: group_collective_time_s(hw, kind, S, t, 1) for kind in calls}
+    fwd, bwd_exposed, bwd_hidden = (sum(calls[kind][i] * one[kind] for kind in calls) for i in range(3))
     window = np.where(sp, colpar_bwd, 0.5 * colpar_bwd)
     link = fwd + bwd_exposed + bwd_hidden
     if overlap_all:
@@ -155,7 +198,7 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     bw, lat = p2p_link(hw, cp * t)
     hop = collective_time_s("send_recv", chunk, 2, bw, lat)
     hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
-    fwd_link, bwd_link = hops * hop, hops * 2.0 * hop
+    n_fwd, n_bwd = cp_layer_transfers(cp, forward_rerun)
     causal_f, block_f = ring_step_windows_s(core_fwd[0], core_fwd[1], hops)
     causal_b, block_b = ring_step_windows_s(core_bwd[0], core_bwd[1], hops)
     ring = hops > 0
@@ -168,7 +211,7 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
         + np.maximum(0.0, hop - causal_b),
         0.0,
     )
-    return (fwd_link * (1 + rc) + bwd_link, fwd_exp * (1 + rc) + bwd_exp)
+    return (n_fwd * hop + n_bwd * hop, fwd_exp * (1 + rc) + bwd_exp)
 
 
 def ring_step_windows_s(core_s, causal_step_s, hops):
@@ -232,8 +275,7 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher)
     ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
     rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
-    passes = np.where(full_recompute, 3.0, 2.0)
-    return a2a * 2.0 * passes, np.where(sp, ag + rs, 0.0) * passes
+    return a2a * ep_layer_calls(full_recompute), np.where(sp, ag + rs, 0.0) * forward_passes(full_recompute)
 
 
 MEGATRON_BUCKET_MIN_PARAMS = 40_000_000  # Megatron-Core DistributedDataParallelConfig.bucket_size default:
@@ -318,7 +360,7 @@ def dp_step_times_s(
         ag_fsdp = chunked_collective_time_s(hw, "all_gather", param_bytes * P, n, stride, fsdp_units)
         reduce = np.where(sharding == NO_OP, ar, rs)
         zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
-        passes = np.where(full_recompute, 3.0, 2.0) if reshard_after_forward else 1.0
+        passes = forward_passes(full_recompute) if reshard_after_forward else 1.0
         fsdp = np.where(sharding == FS, ag_fsdp * m * passes, 0.0)
         return reduce, zero_gather, fsdp
 
@@ -388,6 +430,11 @@ def pp_times_s(hop, pp, vpp, m, overlap: bool = True):
 
 
 __all__ = [
+    "EP_CALLS_PER_MOE_LAYER_FORWARD",
+    "forward_passes",
+    "tp_layer_calls",
+    "cp_layer_transfers",
+    "ep_layer_calls",
     "p2p_link",
     "tp_layer_times_s",
     "cp_layer_times_s",

@@ -45,7 +45,15 @@ import numpy as np
 
 from ..specs import ModelSpec, moe_layers_in_range
 from .ops import ATTENTION, MATMUL, MEMORY, Op
-from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_rank
+from .shapes import (
+    busiest_stage_first_layer,
+    experts_per_rank,
+    heads_per_rank,
+    kv_heads_per_rank,
+    moe_token_load,
+    sp_divisor,
+    tokens_per_rank,
+)
 
 
 def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, column_parallel=False, weight_copies=1.0):
@@ -343,8 +351,8 @@ def optimizer_bytes_per_param(weight_bytes: float = 2.0, grad_bytes: float = 4.0
     `states.MOMENT_BYTES`) and the main grad (4 B fp32, 2 B bf16), write fp32 param, m, v (12 B,
     or 8) and the working weights (`states.optimizer_weight_bytes`: bf16 2 B; fp8 parameters,
     row-wise and transposed, 2 B): 30 B (22 with bf16 moments). The fp8 copies of bf16 weights
-    are not written here: Transformer Engine casts them in the step's first micro-batch
-    (`roofline.weight_cast_bytes`). FLOPs are negligible."""
+    are not written here: the GEMM (Transformer Engine) casts them (`roofline.weight_cast_bytes`,
+    placed by `steptime.weight_casts_per_micro_batch`). FLOPs are negligible."""
     return 2.0 * (4.0 + moment_bytes) + grad_bytes + weight_bytes
 
 
@@ -417,3 +425,10 @@ def moe_layer_counts(model: ModelSpec, first_layer, n_layers):
     """(dense, moe) layer counts of a stage holding layers [first_layer, first_layer + n_layers)."""
     n_moe = moe_layers_in_range(model, first_layer, np.asarray(first_layer) + np.asarray(n_layers))
     return np.asarray(n_layers) - n_moe, n_moe
+
+
+def busiest_stage_layer_counts(model: ModelSpec, pp, n_layers):
+    """(dense, moe) layer counts, integers, of the stage holding `n_layers` = ceil(L/pp) layers
+    that starts where the first stage ends (`shapes.busiest_stage_first_layer`): training's middle
+    stage (`steptime._stage_layout`) and serving's busiest stage count the same layers."""
+    return moe_layer_counts(model, busiest_stage_first_layer(model.layers, pp), n_layers)

@@ -8,10 +8,15 @@ a handful of rows still pays a full tensor-core tile; attention uses eff.attenti
 at eff.hbm, decode steps at eff.decode_hbm (small-batch kernels). Peak FLOP/s is the workload's
 matmul precision (attention at bf16); fp8 GEMMs reach eff.matmul_fp8 of the fp8 peak when set.
 
-Collectives per layer (times from `cost.collectives`, the training model's alpha-beta rules):
+Collectives per layer: the training model's functions, so one collective of the same bytes, group
+and link costs the same in both (`collectives.group_collective_time_s`: NCCL ring inside the
+scale-up domain, the faster of ring, tree and PAT across domains):
   TP    2 all-reduces of T·h·2 bytes (after output_proj and after down_proj/experts), group tp
+        (`comm.tp_layer_calls`, forward without sequence parallelism)
   EP    across replicas: dispatch + combine all-to-all of T·k·h·2 bytes × imbalance per MoE
-        layer, group ep (stride tp); inside the TP group (ep | tp): none (the TP all-reduce sums)
+        layer, group ep (stride tp), `comm.ep_all_to_all_time_s` (workload.moe_dispatcher: alltoall,
+        or flex = DeepEP with node-limited routing); inside the TP group (ep | tp): none (the TP
+        all-reduce sums). MoE layers on the busiest stage are whole (`flops.busiest_stage_layer_counts`)
   SP    prefill: all-gather of the prompt's K and V (b·S·2·g_l·d·2 bytes) over sp, overlapped
         with the attention of the layer (only the excess is exposed); decode: all-gather of
         the partial attention outputs and log-sum-exps (b·(q_l·2 + a_l·4) bytes per rank), for
@@ -53,7 +58,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
-from .collectives import collective_time_s, group_link
+from .collectives import group_collective_time_s as _collective
+from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispatch_bytes, tp_layer_calls
+from .flops import busiest_stage_layer_counts
 from .inference_memory import inference_memory
 from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
 from .inference_iteration import iteration_overhead_s
@@ -90,11 +97,6 @@ def op_time_s(op, hw: AcceleratorSpec, wl: InferenceWorkload, hbm_eff: float):
     return t, op.flops / rate, op.bytes / hbm_rate
 
 
-def _collective(hw, kind, nbytes, size, stride):
-    bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
-    return collective_time_s(kind, nbytes, size, bw, lat, "auto" if kind == "all_reduce" else "ring")
-
-
 def stage_terms(
     model: ModelSpec,
     hw: AcceleratorSpec,
@@ -116,8 +118,7 @@ def stage_terms(
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
     tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
     n = np.asarray(cols["layers_per_stage"], dtype=np.float64)
-    moe_layers = n * model.num_moe_layers / model.layers
-    dense_layers = n - moe_layers
+    dense_layers, moe_layers = busiest_stage_layer_counts(model, cols["pp"], cols["layers_per_stage"])
     T = np.asarray(tokens, dtype=np.float64)
     if decode_part is None and not prefill:  # a decode pass: every token reads the cache
         decode_part = (T, attn_pairs, kv_read_tokens)
@@ -145,12 +146,16 @@ def stage_terms(
 
     h = model.hidden
     act = T * h * ACT_BYTES
-    comm = {"tp_all_reduce": 2 * n * _collective(hw, "all_reduce", act, tp, 1)}
+    # forward only, no sequence parallelism: 2 all-reduces per layer (comm.tp_layer_calls)
+    tp_all_reduces = tp_layer_calls(False, False)["all_reduce"][0]
+    comm = {"tp_all_reduce": tp_all_reduces * n * _collective(hw, "all_reduce", act, tp, 1)}
     if model.moe is not None:
-        imb = np.where(ep > 1, moe_token_load(model.moe, wl.moe_imbalance), 1.0)
-        # EP inside TP needs no all-to-all: the TP all-reduce sums the experts' partial outputs
-        a2a = _collective(hw, "all_to_all", act * model.moe.top_k * imb, ep, tp)
-        comm["ep_all_to_all"] = 2 * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
+        # EP across replicas: every TP rank holds the replica's T tokens (no sequence parallelism)
+        # and dispatches them, the training model's dispatch (comm.ep_all_to_all_time_s). EP inside
+        # TP needs no all-to-all: the TP all-reduce sums the experts' partial outputs
+        _, S_a2a = ep_dispatch_bytes(model, T, tp, False, wl.moe_imbalance)
+        a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, tp, wl.moe_dispatcher)
+        comm["ep_all_to_all"] = EP_CALLS_PER_MOE_LAYER_FORWARD * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
     a_l, _ = local_heads(model, tp)
     # per position: K and V of the local KV heads, or MLA's latent + rope key (all heads share it)
     kv_width = kv_cache_width_per_rank(model, tp)

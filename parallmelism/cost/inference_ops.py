@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
+from .flops import busiest_stage_layer_counts
 from .ops import Op, serving_op
 from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank
 
@@ -243,8 +244,7 @@ def weight_elements_per_gpu(model: ModelSpec, tp, ep, layers_on_stage, pp):
     a_l, g_l = local_heads(model, tp)
     q_l, kv_l = a_l * d, g_l * d
     n = np.asarray(layers_on_stage, dtype=np.float64)
-    moe_frac = model.num_moe_layers / model.layers
-    n_moe, n_dense = n * moe_frac, n * (1 - moe_frac)
+    n_dense, n_moe = busiest_stage_layer_counts(model, pp, layers_on_stage)  # integers, as in training
     mult = model.mlp_matrices
     attn = h * (q_l + 2 * kv_l) + q_l * h
     latent_norms = 0

@@ -43,8 +43,9 @@ def low_precision_cast_bytes(op: Op, dtype: str):
     for wgrad) low-precision copy: read 2 B, write 2·c B per element (c = 1 fp8, 0.5 fp4); the read
     is saved where the cast is fused into the preceding norm (op.norm_fused: TE LayerNormLinear /
     LayerNormMLP write the fp8 copies from the norm). Backward: the
-    output gradient dY[m,n] the same way (cast + transpose, unfused). Weight casts happen once per
-    step after the optimizer (cost.flops.optimizer_bytes_per_param)."""
+    output gradient dY[m,n] the same way (cast + transpose, unfused). The weights' casts are the
+    GEMM's too, not the optimizer's: `weight_cast_bytes`, placed by
+    cost.steptime.weight_casts_per_micro_batch."""
     c = LOW_PRECISION_BYTES[dtype]
     m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
     read = 0.0 if op.norm_fused else 2.0
@@ -116,9 +117,10 @@ class Rates:
 
 def weight_cast_bytes(op: Op, dtype: str):
     """HBM bytes of one cast of an fp8/fp4 GEMM's weights: read the bf16 weights (2 B) and write
-    their row-wise and column-wise low-precision copies (2·c B). Transformer Engine casts once per
-    step, in the first micro-batch (Megatron's `is_first_microbatch`), and caches the copies; how
-    often a micro-batch pays it: cost.steptime.weight_casts_per_micro_batch."""
+    their row-wise and column-wise low-precision copies (2·c B). The GEMM (Transformer Engine)
+    casts them, not the optimizer: once per step in the first micro-batch where a rank keeps its
+    weights (Megatron's `is_first_microbatch`; the copies are cached), at every use under
+    FULLY_SHARD; cost.steptime.weight_casts_per_micro_batch places them."""
     return (2.0 + 2.0 * LOW_PRECISION_BYTES[dtype]) * np.asarray(op.weight_params, dtype=np.float64)
 
 

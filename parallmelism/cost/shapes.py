@@ -65,6 +65,29 @@ def layers_on_busiest_stage(layers: int, pp):
     return -(-layers // np.asarray(pp))
 
 
+def stage_layer_split(L: int, pp):
+    """Layers on the first, a middle and the last pipeline stage (Megatron-style uneven split).
+
+    Middle stages hold ceil(L/pp) layers; the d = pp·ceil(L/pp) - L missing layers are taken from
+    the first stage (ceil(d/2)) and the last stage (floor(d/2)), which also carry the embedding
+    and the output head (Llama 3 405B: 126 layers on pp=16 -> 7, 8 x 14, 7). Even splits give
+    L/pp everywhere.
+    """
+    pp = np.asarray(pp, dtype=np.int64)
+    middle = layers_on_busiest_stage(L, pp)
+    d = pp * middle - L
+    first = np.where(pp == 1, L, middle - (d + 1) // 2)
+    last = np.where(pp == 1, L, middle - d // 2)
+    return first, np.where(pp == 1, L, middle), last
+
+
+def busiest_stage_first_layer(L: int, pp):
+    """First layer of the stage `layers_on_busiest_stage` counts: the stage after the first in
+    `stage_layer_split` (training's middle stage, serving's busiest), layer 0 when pp = 1."""
+    first, _, _ = stage_layer_split(L, pp)
+    return np.where(np.asarray(pp) == 1, 0, first)
+
+
 def experts_per_rank(num_experts: int, ep):
     """Routed experts per expert-parallel rank, E / ep (Megatron-Core `num_local_experts`; the grid
     keeps ep | E)."""

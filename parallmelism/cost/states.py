@@ -68,8 +68,9 @@ def working_weight_bytes(wl) -> float:
 def optimizer_weight_bytes(wl) -> float:
     """Bytes per parameter of the working weights the optimizer step writes: bf16 (2), or with fp8
     parameters (workload.fp8_param_gather) their row-wise and transposed fp8 copies (2). The fp8
-    copies of bf16 weights are cast by Transformer Engine in the step's first micro-batch, for the
-    GEMMs that run in fp8 (`roofline.weight_cast_bytes`), not by the optimizer."""
+    copies of bf16 weights are cast by the GEMMs that run in fp8 (Transformer Engine;
+    `roofline.weight_cast_bytes`, placed by `steptime.weight_casts_per_micro_batch`), not by the
+    optimizer."""
     return low_precision_copy_bytes(wl.precision) if wl.fp8_param_gather else 2.0
 
 

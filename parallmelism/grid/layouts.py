@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cost.shapes import kv_replication, layers_on_busiest_stage
+from ..cost.shapes import kv_replication, stage_layer_split
 from ..specs import (
     DP_SHARDING,
     RECOMPUTE,
@@ -32,22 +32,6 @@ from .reasons import DROP_REASONS  # one registry of reason keys (training and s
 # Integer codes for the string axes (kept as codes in the engine, strings in reports): specs/codes.py.
 SHARDING_CODE = {label: code for code, label in enumerate(labels(DPSharding))}
 RECOMPUTE_CODE = {label: code for code, label in enumerate(labels(Recompute))}
-
-
-def stage_layer_split(L: int, pp):
-    """Layers on the first, a middle and the last pipeline stage (Megatron-style uneven split).
-
-    Middle stages hold ceil(L/pp) layers; the d = pp·ceil(L/pp) - L missing layers are taken from
-    the first stage (ceil(d/2)) and the last stage (floor(d/2)), which also carry the embedding
-    and the output head (Llama 3 405B: 126 layers on pp=16 -> 7, 8 x 14, 7). Even splits give
-    L/pp everywhere.
-    """
-    pp = np.asarray(pp, dtype=np.int64)
-    middle = layers_on_busiest_stage(L, pp)
-    d = pp * middle - L
-    first = np.where(pp == 1, L, middle - (d + 1) // 2)
-    last = np.where(pp == 1, L, middle - d // 2)
-    return first, np.where(pp == 1, L, middle), last
 
 
 def add_drop_counts(total: dict[str, int], counts: dict[str, int]) -> dict[str, int]:

@@ -154,6 +154,12 @@ class InferenceWorkload(BaseModel):
     phase: Literal["prefill", "decode", "request"] = "request"
     flash_attention: bool = True
     moe_imbalance: float = Field(1.0, ge=1.0)
+    moe_dispatcher: Literal["alltoall", "flex"] = Field(
+        "alltoall",
+        description="MoE token dispatcher across replicas (as the training workload's): alltoall sends every "
+        "routed copy; flex (DeepEP, SGLang/vLLM wide EP) sends a token once per remote node, at most the "
+        "model's max_nodes_per_token, and forwards it over NVLink",
+    )
     batching: Literal["continuous", "static"] = Field(
         "continuous",
         description="continuous: a new prompt is prefilled alone, in one step with the other "
