@@ -12,6 +12,7 @@ from parallmelism.config import load_run_configs
 from parallmelism.engine import evaluate, evaluate_training_columns, to_frame
 from parallmelism.grid import enumerate_training_layouts
 from parallmelism.search import (
+    Collector,
     ParetoCollector,
     ParquetDatasetSink,
     RowsCollector,
@@ -249,3 +250,56 @@ def test_topk_with_ties_and_nan_equals_a_full_sort():
             df = pd.DataFrame({**cols, "neg_mfu": -cols["mfu"]})
             expected = df.sort_values(["time_step_s", "neg_mfu", "_row"], kind="stable").head(k)["_row"]
             assert c.result()["_row"].tolist() == expected.tolist(), (nan_share, k)
+
+
+class _Chunks(Collector):
+    """Collector keeping each chunk as it arrives."""
+
+    def __init__(self):
+        self.chunks: list = []
+
+    def update(self, cols):
+        if cols and len(cols["_row"]):
+            self.chunks.append(cols)
+
+    def spawn(self):
+        return self
+
+    def merge(self, result):
+        pass
+
+    def result(self):
+        return self.chunks
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=mixtral-8x7b", "grid.ngpus=[64]"],
+        ["model=llama3.1-8b", "grid.ngpus=[8]", "grid.micro_batch=[1]"],
+        ["workload=inference", "model=llama3.1-70b"],
+    ],
+)
+def test_arrow_chunks_and_row_dicts_equal_the_dataframe_path(overrides):
+    """sweep's record batches (arrow_of_run, no pandas) are the table arrow_table builds from the
+    DataFrame (values, types, schema metadata: the written bytes follow), and best's row dicts
+    (records_of_kept) are the DataFrame's rows (issue 29)."""
+    from parallmelism.report.writer import arrow_table
+    from parallmelism.search.frames import arrow_of_run, frame_of_kept, frame_of_run, records_of_kept
+
+    runs = _runs(overrides)
+    res = stream_runs(runs, [_Chunks()], chunk_rows=4096, workers=1)
+    assert res.kept[0]
+    for cols in res.kept[0]:
+        run = runs[int(cols["_run"][0])]
+        mine, theirs = arrow_of_run(run, cols), arrow_table(frame_of_run(run, cols))
+        assert mine.schema.equals(theirs.schema, check_metadata=True)
+        assert mine.equals(theirs)
+    cols = res.kept[0][0]
+    rows = records_of_kept(runs, cols, keep_index_columns=True)
+    frame = frame_of_kept(runs, cols, keep_index_columns=True)
+    expected = [r.to_dict() for _, r in frame.iterrows()]
+    assert [list(r) for r in rows] == [list(r) for r in expected]
+    for a, b in zip(rows, expected):
+        assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)
+        assert [type(v) for v in a.values()] == [type(v) for v in b.values()]

@@ -23,10 +23,12 @@ from ..stop import raise_if_stopped
 
 def arrow_table(df):
     """The Arrow table written for df: the frame plus tool_version and schema_version columns
-    and the versions in the schema metadata."""
+    and the versions in the schema metadata. `df` may be a `Records` table (report/records.py)."""
     import pyarrow as pa
 
-    df = df.copy()
+    from .records import as_frame
+
+    df = as_frame(df).copy()
     df["tool_version"] = __version__
     df["schema_version"] = SCHEMA_VERSION
     table = _small_strings(pa.Table.from_pandas(df, preserve_index=False))
@@ -35,6 +37,69 @@ def arrow_table(df):
         {b"parallmelism_version": __version__.encode(), b"parallmelism_schema_version": str(SCHEMA_VERSION).encode()}
     )
     return table.replace_schema_metadata(meta)
+
+
+def versioned_columns(columns: list, rows: int):
+    """The Arrow table `arrow_table` writes, built from Arrow columns without pandas: `columns`
+    is [(name, pyarrow array, categorical info or None)] in order; the version columns and the
+    schema metadata (the description of the frame `pyarrow.Table.from_pandas` stores, then the
+    versions) are added as `arrow_table` adds them, so the files written either way are the same
+    bytes (tests/test_search_stream.py checks both against each other)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..search.frames import numpy_to_arrow, string_array
+
+    version = pa.DictionaryArray.from_arrays(numpy_to_arrow(np.zeros(rows, np.int8)), string_array([__version__]))
+    columns = [
+        *columns,
+        ("tool_version", version.cast(pa.string()), None),
+        ("schema_version", numpy_to_arrow(np.full(rows, SCHEMA_VERSION, dtype=np.int64)), None),
+    ]
+    meta = {
+        b"pandas": _pandas_metadata(columns),
+        b"parallmelism_version": __version__.encode(),
+        b"parallmelism_schema_version": str(SCHEMA_VERSION).encode(),
+    }
+    schema = pa.schema([pa.field(name, array.type) for name, array, _ in columns], metadata=meta)
+    return pa.Table.from_arrays([array for _, array, _ in columns], schema=schema)
+
+
+def _pandas_metadata(columns: list) -> bytes:
+    """The `pandas` schema metadata `pyarrow.Table.from_pandas(df, preserve_index=False)` stores
+    for a frame of these columns (numbers, booleans, categoricals and the text version column),
+    so a reader restores the same dtypes. Mirrors pyarrow's `pandas_compat.construct_metadata`."""
+    import json
+    from importlib.metadata import version
+
+    import pyarrow as pa
+
+    pandas_version = version("pandas")
+    text = ("object", "str") if int(pandas_version.split(".")[0]) >= 3 else ("unicode", "object")
+    described = []
+    for name, array, categorical in columns:
+        t = array.type
+        if pa.types.is_dictionary(t):
+            kinds = ("categorical", str(t.index_type))
+        elif pa.types.is_string(t):
+            kinds = text
+        elif pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+            kinds = (str(t.to_pandas_dtype().__name__),) * 2
+        else:
+            raise TypeError(f"no pandas description for column {name!r} of type {t}")
+        described.append(
+            {"name": name, "field_name": name, "pandas_type": kinds[0], "numpy_type": kinds[1], "metadata": categorical}
+        )
+    return json.dumps(
+        {
+            "index_columns": [],
+            "column_indexes": [],
+            "columns": described,
+            "attributes": {},
+            "creator": {"library": "pyarrow", "version": pa.__version__},
+            "pandas_version": pandas_version,
+        }
+    ).encode("utf8")
 
 
 def _small_strings(table):

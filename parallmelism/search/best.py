@@ -41,10 +41,11 @@ def search_best(runs, top: int, stream, extra_collectors=()):
     """(best table, layouts evaluated) of `runs`: the `top` fastest layouts that fit per GPU count
     and the faster near misses (`best_table`). `stream(runs, collectors)` is the evaluation driver
     (search.stream_runs with the caller's progress and workers); `extra_collectors` (e.g. a
-    full-output sink) see every row too. No layout, or none that fits, is one UserError sentence."""
+    full-output sink) see every row too. No layout, or none that fits, is one UserError sentence.
+    The table is a `Records` table (no pandas; `report.records.as_frame` gives the DataFrame)."""
     from ..errors import UserError
     from .collectors import TopKCollector
-    from .frames import frame_of_kept
+    from .frames import records_of_kept
 
     if any(r.workload.kind != "train" for r in runs):
         raise UserError(
@@ -57,51 +58,75 @@ def search_best(runs, top: int, stream, extra_collectors=()):
     res = stream(runs, [fits, near, *extra_collectors])
     if res.evaluated == 0:
         raise UserError(res.explain_empty())
-    fit = frame_of_kept(runs, res.kept[0], keep_index_columns=True)
+    fit = records_of_kept(runs, res.kept[0], keep_index_columns=True)
     if len(fit) == 0:
         raise UserError(
             f"none of the {res.evaluated:,} valid layouts fits in memory; "
             f"try more GPUs (grid.ngpus) or a larger accelerator"
         )
-    return best_table(fit, frame_of_kept(runs, res.kept[1], keep_index_columns=True), top), res.evaluated
+    return best_table(fit, records_of_kept(runs, res.kept[1], keep_index_columns=True), top), res.evaluated
+
+
+def _rows(table) -> list[dict]:
+    """Row dicts of a list of dicts or a DataFrame (Python values, as `to_dict()` gives them)."""
+    if table is None:
+        return []
+    if isinstance(table, list):
+        return table
+    return [r.to_dict() for _, r in table.iterrows()]
+
+
+def _by_time(row: dict) -> tuple:
+    """Sort key: step time (NaN last), then enumeration order."""
+    t = row["time_step_s"]
+    return (t != t, t if t == t else 0.0, row["_row"])
 
 
 def best_table(res_fit, res_any, top: int):
-    """Winner and runner-ups per (run, ngpus), plus faster layouts that lose on memory."""
-    import pandas as pd
-
-    fit = res_fit
-    if len(fit) == 0:
-        return fit
+    """Winner and runner-ups per (run, ngpus), plus faster layouts that lose on memory: a
+    `Records` table (rows of `res_fit`/`res_any`, row dicts or DataFrames with `_run`, `_row`)."""
+    from ..report.records import Records
     from ..search.explain import additive_time_parts, why_slower
 
-    parts = additive_time_parts(fit.columns)
+    fit, near = _rows(res_fit), _rows(res_any)
+    if not fit:
+        return Records([], [])
+    parts = additive_time_parts(list(fit[0]))
+    groups: dict[tuple, list[dict]] = {}
+    for r in fit:
+        groups.setdefault((r["_run"], r["ngpus"]), []).append(r)
     rows = []
-    for (_, _), grp in fit.groupby(["_run", "ngpus"], sort=True, observed=True):
-        grp = grp.sort_values(["time_step_s", "_row"], kind="stable")
-        winner = grp.iloc[0]
-        for i, (_, r) in enumerate(grp.head(top).iterrows()):
-            d = r.to_dict()
+    for key in sorted(groups):
+        grp = sorted(groups[key], key=_by_time)
+        winner = grp[0]
+        for i, r in enumerate(grp[:top]):
+            d = dict(r)
             d["rank"] = i + 1
             d["loses_on"], d["why"] = ("", "fastest that fits") if i == 0 else why_slower(winner, r, parts)[:2]
             rows.append(d)
-        if res_any is not None and len(res_any):
-            faster = res_any[
-                (res_any["_run"] == winner["_run"])
-                & (res_any["ngpus"] == winner["ngpus"])
-                & near_miss(res_any)
-                & (res_any["time_step_s"] < winner["time_step_s"])
-            ]
-            for _, r in faster.sort_values(["time_step_s", "_row"]).head(max(1, top // 2)).iterrows():
-                d = r.to_dict()
-                d["rank"] = 0
-                d["loses_on"], d["why"] = why_slower(winner, r, parts)[:2]
-                d["why"] += (
-                    f" (would be {(winner['time_step_s'] - r['time_step_s']) * 1e3:.1f} ms faster; near "
-                    f"misses within {NEAR_MISS_MEMORY_MARGIN:.0%} of the memory are listed)"
-                )
-                rows.append(d)
-    out = pd.DataFrame(rows)
-    cols = [c for c in BEST_COLUMNS if c in out.columns]
-    cols += [c for c in out.columns if c not in cols and not c.startswith("_")]
-    return out[cols]
+        faster = [
+            r
+            for r in near
+            if r["_run"] == winner["_run"]
+            and r["ngpus"] == winner["ngpus"]
+            and _near_miss_row(r)
+            and r["time_step_s"] < winner["time_step_s"]
+        ]
+        for r in sorted(faster, key=_by_time)[: max(1, top // 2)]:
+            d = dict(r)
+            d["rank"] = 0
+            d["loses_on"], d["why"] = why_slower(winner, r, parts)[:2]
+            d["why"] += (
+                f" (would be {(winner['time_step_s'] - r['time_step_s']) * 1e3:.1f} ms faster; near "
+                f"misses within {NEAR_MISS_MEMORY_MARGIN:.0%} of the memory are listed)"
+            )
+            rows.append(d)
+    names = list(dict.fromkeys(k for d in rows for k in d))
+    cols = [c for c in BEST_COLUMNS if c in names]
+    cols += [c for c in names if c not in cols and not c.startswith("_")]
+    return Records(rows, cols)
+
+
+def _near_miss_row(row: dict) -> bool:
+    """`near_miss` of one row."""
+    return bool(near_miss({k: [row[k]] for k in ("mem_total_gib", "mem_headroom_gib", "fits")})[0])

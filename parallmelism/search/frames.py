@@ -1,4 +1,5 @@
-"""Kept columns (codes, with `_run` and `_row`) -> pandas DataFrames in schema order."""
+"""Kept columns (codes, with `_run` and `_row`) -> pandas DataFrames, or row dicts (no pandas),
+in schema order."""
 
 from __future__ import annotations
 
@@ -35,3 +36,113 @@ def frame_of_kept(runs: list, cols: dict, keep_index_columns: bool = False):
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
     return pd.concat(frames).sort_index().reset_index(drop=True)
+
+
+def records_of_kept(runs: list, cols: dict, keep_index_columns: bool = False) -> list[dict]:
+    """Kept column dict (several runs mixed) -> one dict per row, rows in the collector's order,
+    without pandas: the rows `frame_of_kept(...).iterrows()` gives as `to_dict()` (schema order,
+    Python values, coded columns as their names, a missing code as NaN, `_run`/`_row` last)."""
+    from ..engine import _column_order, coded_categories
+
+    if not cols or len(cols.get("_row", ())) == 0:
+        return []
+    coded = coded_categories()
+    names = [k for k in cols if k not in INDEX_COLUMNS]
+    values = {k: v.tolist() for k, v in cols.items()}  # Python scalars, as to_dict() boxes them
+    run_ids = values["_run"]
+    orders: dict[int, list[str]] = {}
+    out = []
+    for i, r in enumerate(run_ids):
+        run = runs[int(r)]
+        if r not in orders:
+            orders[r] = _column_order(run, names)
+        fixed = {"model": run.model.name, "hardware": run.hardware.name, "workload": run.workload.kind}
+        row = {}
+        for c in orders[r]:
+            if c in fixed:
+                row[c] = fixed[c]
+            elif c in coded:
+                code = values[c][i]
+                row[c] = coded[c][code] if code >= 0 else float("nan")
+            else:
+                row[c] = values[c][i]
+        if keep_index_columns:
+            row["_run"], row["_row"] = run_ids[i], values["_row"][i]
+        out.append(row)
+    return out
+
+
+def arrow_of_run(run, cols: dict):
+    """One run's columns as an Arrow table, without pandas: the table
+    `report.writer.arrow_table(frame_of_run(run, cols))` builds through a DataFrame (same
+    schema, values and metadata), straight from the evaluated arrays. Coded columns and
+    model/hardware/workload are dictionary columns with int8 codes (a missing code is null),
+    floats have NaN as null, as `pyarrow.Table.from_pandas` writes them."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..engine import _column_order, coded_categories
+    from ..report.writer import versioned_columns
+
+    names = [k for k in cols if k not in INDEX_COLUMNS]
+    n = len(cols[names[0]]) if names else 0
+    coded = coded_categories()
+    fixed = {"model": run.model.name, "hardware": run.hardware.name, "workload": run.workload.kind}
+    columns: list[tuple[str, object, dict | None]] = []
+    for c in _column_order(run, names):
+        if c in fixed or c in coded:
+            labels = [fixed[c]] if c in fixed else coded[c]
+            codes = np.zeros(n, dtype=np.int8) if c in fixed else np.asarray(cols[c])
+            codes = codes.astype(_code_dtype(len(labels)), copy=False)
+            missing = codes < 0
+            indices = numpy_to_arrow(codes, missing)
+            array = pa.DictionaryArray.from_arrays(indices, string_array(labels))
+            columns.append((c, array, {"num_categories": len(labels), "ordered": False}))
+        else:
+            v = np.asarray(cols[c])
+            if v.dtype.kind in "biuf":
+                columns.append((c, numpy_to_arrow(v, np.isnan(v) if v.dtype.kind == "f" else None), None))
+            else:  # text (a serving table's bound_* columns): as pandas keeps it, then as arrow_table writes it
+                columns.append((c, pa.array(v.astype(object), type=pa.string(), from_pandas=True), None))
+    return versioned_columns(columns, n)
+
+
+def numpy_to_arrow(values, missing=None):
+    """A numeric or boolean numpy array as an Arrow array over the same values, `missing` rows null
+    (what `pyarrow.array(values, from_pandas=True)` gives for NaN). Built from buffers: pyarrow's
+    own conversion imports pandas to check the argument's type (~0.5 s)."""
+    import numpy as np
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    n = len(values)
+    if values.dtype == np.bool_:
+        t, data = pa.bool_(), pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        t, data = pa.from_numpy_dtype(values.dtype), pa.py_buffer(values)
+    validity, nulls = None, 0
+    if missing is not None and missing.any():
+        validity = pa.py_buffer(np.packbits(~missing, bitorder="little"))
+        nulls = int(missing.sum())
+    return pa.Array.from_buffers(t, n, [validity, data], null_count=nulls)
+
+
+def string_array(labels: list[str]):
+    """Arrow string array of a few labels, without pyarrow's pandas check (numpy_to_arrow)."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = [s.encode() for s in labels]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum([len(b) for b in data])
+    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
+def _code_dtype(categories: int):
+    """The integer type pandas keeps a categorical's codes in (the smallest that holds them)."""
+    import numpy as np
+
+    for t in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(t).max:
+            return t
+    return np.int64

@@ -19,9 +19,9 @@ from typing import Any
 
 from ..errors import UserError
 from ..stop import raise_if_stopped
-from ..report.writer import arrow_table, create_temp, plain_strings, remove_temp, temp_beside, write_error_reason
+from ..report.writer import create_temp, plain_strings, remove_temp, temp_beside, write_error_reason
 from .collectors import Collector
-from .frames import frame_of_run
+from .frames import arrow_of_run, frame_of_run
 
 
 def _write_failed(path: Path, exc: OSError, what: str = "file") -> UserError:
@@ -32,8 +32,9 @@ def _write_failed(path: Path, exc: OSError, what: str = "file") -> UserError:
 
 
 def _chunk_table(run, cols: dict, fmt: str):
-    """Arrow table of one chunk as the whole-table writer writes it (version columns included)."""
-    table = arrow_table(frame_of_run(run, cols))
+    """Arrow table of one chunk as the whole-table writer writes it (version columns included),
+    built from the evaluated arrays (no DataFrame per chunk)."""
+    table = arrow_of_run(run, cols)
     return plain_strings(table) if fmt == "csv" else table
 
 
