@@ -50,6 +50,14 @@ class EngineRun:
     tasks: int = 0
     driver_s: float = 0.0  # driver time spent submitting tasks and taking in results (not waiting)
     wall_s: float = 0.0
+    worker_cpu_s: dict = field(default_factory=dict)  # worker pid -> CPU seconds on batches
+    worker_peak_mib: dict = field(default_factory=dict)  # worker pid -> peak RSS MiB
+
+    def take(self, batch) -> None:
+        """Fold in one batch's answers and costs (worker.BatchResult)."""
+        self.results.extend(batch.results)
+        self.worker_cpu_s[batch.pid] = self.worker_cpu_s.get(batch.pid, 0.0) + batch.cpu_s
+        self.worker_peak_mib[batch.pid] = max(self.worker_peak_mib.get(batch.pid, 0.0), batch.peak_rss_mib)
 
 
 def run_engine(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
@@ -80,7 +88,7 @@ def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> En
     workers = min(engine.workers or available_cores(), len(points))
     out = EngineRun()
     if workers == 1:
-        out.results = run_batch(ctx, points)
+        out.take(run_batch(ctx, points))
         out.tasks = 1
         return out
     import multiprocessing as mp
@@ -94,7 +102,7 @@ def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> En
         futures = [(pool.submit(run_batch, ctx, b), b) for b in batches]
         for fut, batch in futures:
             try:
-                out.results.extend(fut.result())
+                out.take(fut.result())
             except BrokenProcessPool as exc:  # a worker died: the batches not finished are lost
                 out.lost.extend(_lost(batch, exc))
     return out
@@ -152,7 +160,7 @@ def _submit_ray(ray, engine: EngineSpec, ctx: StudyContext, points: list[Point])
         for ref in ready:
             batch = pending.pop(ref)
             try:
-                out.results.extend(ray.get(ref))
+                out.take(ray.get(ref))
             except ray.exceptions.RayError as exc:  # its worker was lost more often than max_retries
                 out.lost.extend(_lost(batch, exc))
         out.driver_s += time.perf_counter() - t0
@@ -179,7 +187,7 @@ def _run_submitit(engine: EngineSpec, ctx: StudyContext, points: list[Point]) ->
     out = EngineRun(tasks=len(batches), driver_s=time.perf_counter() - t0)
     for job, batch in zip(jobs, batches):
         try:
-            out.results.extend(job.result())
+            out.take(job.result())
         except Exception as exc:  # noqa: BLE001 - a job killed, timed out or preempted: resume runs it
             out.lost.extend(_lost(batch, exc))
     return out

@@ -40,6 +40,7 @@ class PointResult:
     status: str  # "done", "skipped" (completed before), "failed"
     rows: int = 0
     reason: str = ""
+    evaluated: int = 0  # valid layouts through the cost model
 
 
 _BASES: dict[tuple, Any] = {}  # (config dirs, base overrides) -> RunConfig, composed once per process
@@ -113,8 +114,8 @@ class PointSink(Collector):
         return self.rows
 
 
-def _evaluate(ctx: StudyContext, point: Point, tmp: Path) -> int:
-    """Write the point's rows into tmp/part-0.parquet; its row count. A user error raises."""
+def _evaluate(ctx: StudyContext, point: Point, tmp: Path) -> tuple[int, int]:
+    """Write the point's rows into tmp/part-0.parquet; (rows, layouts evaluated). A user error raises."""
     from ..search import stream_runs
 
     run = run_config(ctx, point)
@@ -123,16 +124,16 @@ def _evaluate(ctx: StudyContext, point: Point, tmp: Path) -> int:
         res = stream_runs([run], [sink], ctx.chunk_rows, workers=1, derive=False)
         if res.evaluated == 0:
             raise UserError(res.explain_empty())
-        return sink.rows
+        return sink.rows, res.evaluated
     import pyarrow.parquet as pq
 
     from ..report.writer import arrow_table
     from ..search.best import search_best
 
-    table, _ = search_best([run], ctx.top, lambda rs, cs: stream_runs(rs, cs, ctx.chunk_rows, workers=1))
+    table, evaluated = search_best([run], ctx.top, lambda rs, cs: stream_runs(rs, cs, ctx.chunk_rows, workers=1))
     out = _with_point_columns(arrow_table(table), ctx, point)
     pq.write_table(out, tmp / PART_FILE)
-    return out.num_rows
+    return out.num_rows, evaluated
 
 
 def _crash_hook(point: Point) -> None:
@@ -157,10 +158,10 @@ def run_point(ctx: StudyContext, point: Point) -> PointResult:
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         create_temp(tmp, folder=True)
-        rows = _evaluate(ctx, point, tmp)
+        rows, evaluated = _evaluate(ctx, point, tmp)
         if commit_partition(tmp, final):
             clear_failure(folder, point.id)
-        return PointResult(point.id, "done", rows)
+        return PointResult(point.id, "done", rows, evaluated=evaluated)
     except UserError as exc:
         remove_temp(tmp)
         reason = str(exc)
@@ -174,6 +175,22 @@ def run_point(ctx: StudyContext, point: Point) -> PointResult:
     return PointResult(point.id, "failed", 0, reason)
 
 
-def run_batch(ctx: StudyContext, points: list[Point]) -> list[PointResult]:
+@dataclass(frozen=True)
+class BatchResult:
+    """A batch's answers and what it cost its worker process (figures for benchmarks/)."""
+
+    results: list
+    pid: int
+    cpu_s: float  # CPU seconds of this worker process spent on the batch
+    peak_rss_mib: float  # the worker process's peak resident memory so far
+
+
+def run_batch(ctx: StudyContext, points: list[Point]) -> BatchResult:
     """Run a batch of points in order; every point answers (done, skipped or failed)."""
-    return [run_point(ctx, p) for p in points]
+    import resource
+    import time
+
+    start = time.process_time()
+    results = [run_point(ctx, p) for p in points]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return BatchResult(results, os.getpid(), time.process_time() - start, peak)
