@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -139,13 +138,19 @@ def run_codesign(args) -> None:
 
 
 def peak_rss_of(cmd: list[str]) -> tuple[float, float, int, str]:
-    """(wall s, peak RSS MiB, exit code, output) of a command run as a child process."""
+    """(wall s, peak RSS MiB, exit code, output) of a command, run under a fresh Python whose only
+    child it is (RUSAGE_CHILDREN's peak then covers that command and its own workers only)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    probe = (
+        "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode, file=sys.stderr)"
+    )
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", probe, *cmd], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, proc.returncode, (proc.stdout + proc.stderr).strip()
+    *text, last = (proc.stdout + proc.stderr).strip().splitlines()
+    peak_kib, rc = last.split()
+    return wall, int(peak_kib) / 1024, int(rc), "\n".join(text)
 
 
 def run_merge(args) -> None:

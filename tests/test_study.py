@@ -220,4 +220,38 @@ def test_resume_of_a_copied_study_keeps_its_points(tmp_path):
     assert res.returncode == 2 and "now lists other points" in res.stderr, res.stderr
     again = run_cli("study", "run", study, cwd=tmp_path)
     assert again.returncode == 2 and "holds another study" in again.stderr, again.stderr
-    _ = REPO
+
+
+def test_readme_study_block_runs_in_order(tmp_path, monkeypatch):
+    """The README's study commands, in one folder and in order (the example study file, local engine)."""
+    import re
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from parallmelism.cli.app import app
+
+    text = (REPO / "README.md").read_text()
+    lines = [
+        line.split("  #")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+        if line.startswith("parallmelism ") and "runs/codesign" in line
+    ]
+    assert [shlex.split(line)[1] for line in lines] == ["study", "study", "merge"]
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        args = [a.replace("examples/", f"{REPO}/examples/") for a in shlex.split(line)[1:]]
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, f"{line}\n{res.output}"
+    assert (tmp_path / "results" / "codesign.parquet").is_file()
+
+
+def test_submitit_engine_runs_a_study(tmp_path):
+    """The submitit engine through submitit's local executor (the SLURM one needs a cluster)."""
+    pytest.importorskip("submitit")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "points.csv").write_text("model,hardware.peak_tflops.bf16\nllama3.1-8b,900\nllama3.1-8b,1000\n")
+    study = _write_study(tmp_path, "s", {"kind": "submitit", "cluster": "local", "parameters": {"timeout_min": 5}}, "s")
+    res = run_cli("study", "run", study, cwd=tmp_path)
+    assert res.returncode == 0 and "2 of 2 points complete" in res.stdout, res.stdout + res.stderr

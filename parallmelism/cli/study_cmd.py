@@ -51,6 +51,9 @@ def study_run(
     study: str = typer.Argument(..., help="the study file (YAML: points, command, out, engine)"),
     engine: Optional[str] = ENGINE,
     workers: Optional[int] = WORKERS,
+    out: Optional[str] = typer.Option(
+        None, "--out", "-o", help="the study's folder (default: the file's out:; both relative to the current folder)"
+    ),
 ):
     """Write the study's manifest, run every point, and say how many failed (exit 2 if any)."""
     from ..errors import UserError
@@ -60,7 +63,7 @@ def study_run(
 
     try:
         spec, _ = read_study(study)
-        _finish(start_study(study, _engine(engine, workers, spec.engine_spec)))
+        _finish(start_study(study, _engine(engine, workers, spec.engine_spec), out))
     except UserError as exc:
         fail(str(exc))
 

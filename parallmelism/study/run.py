@@ -26,10 +26,11 @@ class StudyOutcome:
         return self.missing == 0
 
 
-def _context(spec, base: Path, points: list[Point]) -> ds.StudyContext:
+def _context(spec, base: Path, points: list[Point], out: str | Path | None = None) -> ds.StudyContext:
+    """The workers' context; `out` replaces the file's out: (either relative to the current folder)."""
     dirs = tuple(str((base / d).resolve()) for d in spec.config_dir)
     return ds.StudyContext(
-        str((base / spec.out).resolve()),
+        str(Path(out if out is not None else spec.out).resolve()),
         spec.command,
         spec.top,
         tuple(spec.overrides),
@@ -58,17 +59,17 @@ def _check_before_launch(ctx: ds.StudyContext, points: list[Point]) -> None:
             raise UserError(f"points: {group}={name} is not a {group} option (`parallmelism list {group}` shows them)")
 
 
-def start_study(path: str | Path, engine: EngineSpec | None = None) -> StudyOutcome:
-    """`study run STUDY.yaml`: a new study folder (refused when it holds another study)."""
+def start_study(path: str | Path, engine: EngineSpec | None = None, out: str | Path | None = None) -> StudyOutcome:
+    """`study run STUDY.yaml [--out DIR]`: a new study folder (refused when it holds another study)."""
     spec, base = read_study(path)
     points = expand_points(spec, base)
-    ctx = _context(spec, base, points)
+    ctx = _context(spec, base, points, out)
     folder = Path(ctx.folder)
     if ds.is_study(folder):
         _, _, old = ds.read_manifest(folder)
         if [p.id for p in old] == [p.id for p in points]:
             raise UserError(
-                f"{str(folder)!r} holds this study already; `parallmelism study resume {path}` runs the points "
+                f"{str(folder)!r} holds this study already; `parallmelism study resume {folder}` runs the points "
                 "not yet complete"
             )
         raise UserError(f"{str(folder)!r} holds another study (other points); give the study a new out: folder")

@@ -3,8 +3,9 @@
     name: codesign                  # default: the file's stem
     command: best                   # sweep (every valid layout) or best (winners per GPU count)
     top: 1                          # best: layouts per GPU count
-    out: runs/codesign              # the dataset folder (relative to this file's folder)
+    out: runs/codesign              # the dataset folder (relative to the current folder, as --out)
     config_dir: [mine]              # optional user folders (-cd), relative to this file's folder
+                                    # (as points.csv: inputs live with the file, outputs where it runs)
     overrides: [grid.max_micro_batch=null]   # every point
     points:                         # the product of the three blocks present
       product: {model: [llama3.1-8b, llama3.1-70b], grid.ngpus: [[512], [1024]]}
