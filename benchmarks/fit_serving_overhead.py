@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from parallmelism.validate import kinds  # noqa: E402,F401  (registers the case kinds)
 from parallmelism.validate.cases import get, model_of  # noqa: E402
 from parallmelism.validate.inference_cases import inference_run_of, predicted_quantities  # noqa: E402
 from parallmelism.validate.runner import _context, _evaluate_one, shipped_case_files  # noqa: E402

@@ -24,6 +24,102 @@ def _imports(folder: str) -> set[tuple[str, str]]:
     return found
 
 
+def _module_of(path) -> tuple[str, bool]:
+    """(dotted module name, is a package) of a file under parallmelism/."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def import_graph() -> dict[str, dict[str, set[str]]]:
+    """{module: {"top": modules it imports at import time, "function": inside functions}}, package
+    modules only (parallmelism.*), relative and absolute imports resolved; `from pkg import sub`
+    names the submodule where one exists."""
+    files = {_module_of(p)[0]: p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for mod, path in files.items():
+        is_pkg = _module_of(path)[1]
+        found: dict[str, set[str]] = {"top": set(), "function": set()}
+
+        def targets(node):
+            if isinstance(node, ast.Import):
+                return [a.name for a in node.names if a.name.startswith("parallmelism")]
+            if node.level:
+                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").startswith("parallmelism"):
+                target = node.module
+            else:
+                return []
+            return [f"{target}.{a.name}" if f"{target}.{a.name}" in files else target for a in node.names]
+
+        def visit(node, where):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    found[where].update(t for t in targets(child) if t in files and t != mod)
+                inner = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                visit(child, "function" if inner else where)
+
+        visit(ast.parse(path.read_text()), "top")
+        graph[mod] = found
+    return graph
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out = []
+
+    def strong(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_cycle_finder_finds_a_cycle_through_a_function_level_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    """No module reaches itself through imports, counting the ones inside functions (a lazy import
+    hides a cycle from Python, not from a reader): engine -> search -> columns, validate's kinds
+    listed in one registry, cli/console.py under common and outputs, serving's MLA ops below
+    inference_ops."""
+    graph = import_graph()
+    assert {"parallmelism.cost.steptime", "parallmelism.engine", "parallmelism.validate.kinds"} <= set(graph)
+    top = cycles({m: e["top"] for m, e in graph.items()})
+    assert not top, f"import cycles at import time: {top}"
+    every = cycles({m: e["top"] | e["function"] for m, e in graph.items()})
+    assert not every, f"import cycles through imports inside functions: {every}"
+
+
 def test_cost_terms_do_not_import_the_grid_search_report_or_cli():
     bad = {(f, m) for f, m in _imports("cost") if m in ("grid", "search", "report", "cli", "engine")}
     assert not bad, bad

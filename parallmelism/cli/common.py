@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from .console import console as console, fail as fail, print_error as print_error
+
 OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
 CONFIG_DIR = typer.Option(
     None,
@@ -38,27 +40,6 @@ WORKERS = typer.Option(
     help="processes evaluating the grid (default: every core when the grid has enough partitions; "
     "the output is the same for any count)",
 )
-
-
-def console(stderr: bool = False):
-    from rich.console import Console
-
-    out = Console(stderr=stderr, highlight=False)
-    if not out.is_terminal:  # pipes and CI: wide enough that tables do not wrap
-        out = Console(stderr=stderr, highlight=False, width=max(out.width, 200))
-    return out
-
-
-def print_error(message: str) -> None:
-    """`error: <one sentence>` on stderr."""
-    from rich.markup import escape
-
-    console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
-
-
-def fail(message: str, code: int = 2):
-    print_error(message)
-    raise typer.Exit(code)
 
 
 # ----------------------------------------------------------------------------- --cfg / --info

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .common import fail
+from .console import fail
 
 
 def _checked_when_read(check, value: Optional[Path]) -> Optional[Path]:

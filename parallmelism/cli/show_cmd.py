@@ -43,7 +43,7 @@ def show(
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """Explain one layout: pin the grid (grid.ngpus=[64] grid.tp=8 ...); the best match is shown."""
-    from ..engine import record_of
+    from ..columns import record_of
     from ..errors import UserError
     from ..report.rank import rank_order
     from ..report.table import record_table

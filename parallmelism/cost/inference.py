@@ -62,7 +62,8 @@ from .collectives import group_collective_time_s as _collective
 from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispatch_bytes, tp_layer_calls
 from .flops import busiest_stage_layer_counts
 from .inference_memory import inference_memory
-from .inference_ops import ACT_BYTES, causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .roofline import Rates

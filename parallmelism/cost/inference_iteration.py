@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .inference_ops import ACT_BYTES, causal_pairs
+from .inference_ops import causal_pairs
+from .ops import ACT_BYTES
 
 BISECTION_STEPS = 40
 

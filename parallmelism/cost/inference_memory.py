@@ -28,7 +28,8 @@ import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from ..units import GIB
-from .inference_ops import ACT_BYTES, HALF_BYTES, local_heads, weight_elements_per_gpu
+from .inference_ops import local_heads, weight_elements_per_gpu
+from .ops import ACT_BYTES, HALF_BYTES
 from .shapes import kv_cache_width_per_rank
 
 

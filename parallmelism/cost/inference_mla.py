@@ -27,8 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
-from .inference_ops import ACT_BYTES, HALF_BYTES
-from .ops import Op, serving_op
+from .ops import ACT_BYTES, HALF_BYTES, Op, serving_op
 from .shapes import heads_per_rank
 
 

@@ -29,11 +29,9 @@ import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from .flops import busiest_stage_layer_counts
-from .ops import Op, serving_op
+from .inference_mla import mla_attention_ops
+from .ops import ACT_BYTES, HALF_BYTES, Op, serving_op
 from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank
-
-ACT_BYTES = 2  # bf16 activations
-HALF_BYTES = 2  # norms, router, embedding and head stay 16-bit
 
 
 def causal_pairs(seq_len):
@@ -129,8 +127,6 @@ def layer_ops(
     # K (or V) bytes read per local KV head: decode positions from the cache, the rest at kv_read_bytes
     kv_read = (kv_pos - Kd) * kv_read_bytes + Kd * kvb
     if model.mla is not None:
-        from .inference_mla import mla_attention_ops
-
         ops = [norm("attn_norm", all_layers)]
         ops += mla_attention_ops(
             model, wl, tp, T, all_layers, (T - Td, pairs - Pd, kv_pos - Kd), (Td, Pd, Kd), kv_write_tokens

@@ -70,6 +70,10 @@ class Op:
         return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
 
 
+ACT_BYTES = 2  # serving activations in bf16
+HALF_BYTES = 2  # serving norms, router, embedding and head stay 16-bit (vLLM / TensorRT-LLM fp8, int4 checkpoints)
+
+
 def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, rows) -> Op:
     """A serving op: `count` calls of `flops` and weight + other bytes each; `rows` = GEMM rows."""
     k = OpKind[kind.upper()]

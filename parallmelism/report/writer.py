@@ -48,7 +48,7 @@ def versioned_columns(columns: list, rows: int):
     import numpy as np
     import pyarrow as pa
 
-    from ..search.frames import numpy_to_arrow, string_array
+    from .arrow import numpy_to_arrow, string_array
 
     version = pa.DictionaryArray.from_arrays(numpy_to_arrow(np.zeros(rows, np.int8)), string_array([__version__]))
     columns = [

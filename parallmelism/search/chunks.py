@@ -78,12 +78,12 @@ def _evaluate(run, chunk: dict, stats: RunStats, prune_unfit: bool, derive: bool
     n = len(next(iter(chunk.values())))
     stats.evaluated += n
     if run.workload.kind != "train":
-        from ..engine import evaluate_inference_columns
+        from ..columns import evaluate_inference_columns
 
         stats.timed += n
         cols = evaluate_inference_columns(chunk, run)
         return (derive_columns(cols, run) if derive else cols), None
-    from ..engine import evaluate_training_columns
+    from ..columns import evaluate_training_columns
 
     keep = None
     mem = None

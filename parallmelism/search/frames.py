@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..report.arrow import numpy_to_arrow, string_array
 from .collectors import take_rows
 
 INDEX_COLUMNS = ("_run", "_row")
@@ -12,7 +13,7 @@ INDEX_COLUMNS = ("_run", "_row")
 
 def frame_of_run(run, cols: dict):
     """One run's columns as a DataFrame (schema order, readable strings for coded columns)."""
-    from ..engine import to_frame
+    from ..columns import to_frame
 
     return to_frame({k: v for k, v in cols.items() if k not in INDEX_COLUMNS}, run)
 
@@ -42,7 +43,7 @@ def records_of_kept(runs: list, cols: dict, keep_index_columns: bool = False) ->
     """Kept column dict (several runs mixed) -> one dict per row, rows in the collector's order,
     without pandas: the rows `frame_of_kept(...).iterrows()` gives as `to_dict()` (schema order,
     Python values, coded columns as their names, a missing code as NaN, `_run`/`_row` last)."""
-    from ..engine import _column_order, coded_categories
+    from ..columns import _column_order, coded_categories
 
     if not cols or len(cols.get("_row", ())) == 0:
         return []
@@ -81,7 +82,7 @@ def arrow_of_run(run, cols: dict):
     import numpy as np
     import pyarrow as pa
 
-    from ..engine import _column_order, coded_categories
+    from ..columns import _column_order, coded_categories
     from ..report.writer import versioned_columns
 
     names = [k for k in cols if k not in INDEX_COLUMNS]
@@ -105,37 +106,6 @@ def arrow_of_run(run, cols: dict):
             else:  # text (a serving table's bound_* columns): as pandas keeps it, then as arrow_table writes it
                 columns.append((c, pa.array(v.astype(object), type=pa.string(), from_pandas=True), None))
     return versioned_columns(columns, n)
-
-
-def numpy_to_arrow(values, missing=None):
-    """A numeric or boolean numpy array as an Arrow array over the same values, `missing` rows null
-    (what `pyarrow.array(values, from_pandas=True)` gives for NaN). Built from buffers: pyarrow's
-    own conversion imports pandas to check the argument's type (~0.5 s)."""
-    import numpy as np
-    import pyarrow as pa
-
-    values = np.ascontiguousarray(values)
-    n = len(values)
-    if values.dtype == np.bool_:
-        t, data = pa.bool_(), pa.py_buffer(np.packbits(values, bitorder="little"))
-    else:
-        t, data = pa.from_numpy_dtype(values.dtype), pa.py_buffer(values)
-    validity, nulls = None, 0
-    if missing is not None and missing.any():
-        validity = pa.py_buffer(np.packbits(~missing, bitorder="little"))
-        nulls = int(missing.sum())
-    return pa.Array.from_buffers(t, n, [validity, data], null_count=nulls)
-
-
-def string_array(labels: list[str]):
-    """Arrow string array of a few labels, without pyarrow's pandas check (numpy_to_arrow)."""
-    import numpy as np
-    import pyarrow as pa
-
-    data = [s.encode() for s in labels]
-    offsets = np.zeros(len(data) + 1, dtype=np.int32)
-    offsets[1:] = np.cumsum([len(b) for b in data])
-    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
 
 
 def _code_dtype(categories: int):

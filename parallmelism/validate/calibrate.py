@@ -118,7 +118,7 @@ def growth_mismatch(growth, terms):
 def _predict(runs, terms):
     """Step times of the runs with the overhead terms set on each run's own accelerator (a row may
     state its cluster's network, validate/steptime.py scale_out_gbps)."""
-    from .runner import _evaluate_one
+    from .cases import evaluate_one as _evaluate_one
 
     return np.array(
         [

@@ -21,9 +21,33 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any, Callable, NamedTuple
 
 from ..errors import UserError
 from ..specs import DP_SHARDING
+
+
+class CaseKind(NamedTuple):
+    """One kind of case file (validate/kinds.py lists them): the columns that identify it, the
+    handler turning its rows into (case, quantity, measured, predicted) records, the columns
+    holding the published values (each a finite number > 0), and whether those may be blank
+    (the row is then skipped)."""
+
+    columns: list[str]
+    handler: Callable[[Any, Any], list[dict]]
+    measured: list[str]
+    blank_ok: bool = False
+
+
+def evaluate_one(run):
+    """The one row a case's pinned layout evaluates to (a case layout that is not valid is one sentence)."""
+    from ..search import evaluate_table
+
+    df, res = evaluate_table(run)
+    if len(df) == 0:
+        raise UserError(f"case layout is not valid: {res.explain_empty()}")
+    return df.iloc[0]
+
 
 DEFAULT_HARDWARE = "h100-sxm-80gb"
 

@@ -25,8 +25,7 @@ The shipped copy is `parallmelism/cases/inference_measured.csv`.
 
 from __future__ import annotations
 
-from .cases import DEFAULT_HARDWARE, as_int, get, model_of
-from .runner import _evaluate_one, register_case_kind
+from .cases import DEFAULT_HARDWARE, CaseKind, as_int, evaluate_one, get, model_of
 
 QUANTITIES = {"ttft_ms": "measured_ttft_ms", "itl_ms": "measured_itl_ms"}
 PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
@@ -81,7 +80,7 @@ def _inference_rows(df, ctx):
         measured = {q: get(row, col) for q, col in QUANTITIES.items()}
         if all(v is None for v in measured.values()):
             continue
-        predicted = predicted_quantities(row, _evaluate_one(inference_run_of(row, *ctx)))
+        predicted = predicted_quantities(row, evaluate_one(inference_run_of(row, *ctx)))
         for q, value in measured.items():
             if value is None or q not in predicted:
                 continue
@@ -98,4 +97,4 @@ def _inference_rows(df, ctx):
     return rows
 
 
-register_case_kind("inference", REQUIRED, _inference_rows, list(QUANTITIES.values()), blank_ok=True)
+KIND = CaseKind(REQUIRED, _inference_rows, list(QUANTITIES.values()), blank_ok=True)

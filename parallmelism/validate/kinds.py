@@ -1,4 +1,13 @@
-"""Imports the modules that register case kinds beyond memory (step time, inference)."""
+"""The case kinds `validate` knows, one explicit registry (no kind registers itself on import). A
+case file is the first kind, in this order, whose columns it has."""
 
-from . import steptime  # noqa: F401,E402  (registers the step_time case kind)
-from . import inference_cases  # noqa: F401,E402  (registers the inference case kind)
+from __future__ import annotations
+
+from . import inference_cases, memory_cases, steptime
+from .cases import CaseKind
+
+CASE_KINDS: dict[str, CaseKind] = {
+    "memory": memory_cases.KIND,
+    "step_time": steptime.KIND,
+    "inference": inference_cases.KIND,
+}

@@ -11,31 +11,7 @@ from pathlib import Path
 
 from ..errors import UserError, require_file
 from ..report.writer import check_csv_complete
-
-# memory case quantity -> how to read it from an evaluated row
-MEMORY_QUANTITIES = {
-    # the stage's weights, gradients and optimizer states, embedding and output head included:
-    # what the seed PoC states for the whole 405B (norm weights excluded, 0.001 % of it)
-    "weights_grads_optimizer_per_gpu": lambda r: r["mem_states_gib"],
-    # the transformer layers' share only: Korthikanti et al. 2022 Figure 1 counts these (18 bytes
-    # per parameter); the embedding/output-head share on the stage is its own column
-    "layer_weights_grads_optimizer_per_gpu": lambda r: r["mem_states_gib"] - r["mem_states_embedding_gib"],
-    "activations_per_gpu": lambda r: r["mem_activations_gib"],
-}
-# Sources whose states count the transformer layers only: a row citing one under the whole-stage
-# name (the shared reference file names both alike) is the layers' quantity.
-LAYERS_ONLY_SOURCES = ("Korthikanti et al. 2022 Figure 1",)
-
-
-def memory_quantity(row: dict) -> str:
-    """The quantity a memory case row states: its `quantity`, read as the layers' share where its
-    source counts only the layers (LAYERS_ONLY_SOURCES)."""
-    from .cases import get
-
-    q = row["quantity"]
-    if q == "weights_grads_optimizer_per_gpu" and str(get(row, "source", "")).startswith(LAYERS_ONLY_SOURCES):
-        return "layer_weights_grads_optimizer_per_gpu"
-    return q
+from .cases import evaluate_one
 
 
 def shipped_case_files() -> list[Path]:
@@ -43,49 +19,7 @@ def shipped_case_files() -> list[Path]:
     return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".csv"))
 
 
-def _evaluate_one(run):
-    from ..search import evaluate_table
-
-    df, res = evaluate_table(run)
-    if len(df) == 0:
-        raise UserError(f"case layout is not valid: {res.explain_empty()}")
-    return df.iloc[0]
-
-
-def _memory_rows(df, ctx):
-    from .cases import get, train_run_of
-
-    rows = []
-    for row in df.to_dict("records"):
-        q = memory_quantity(row)
-        if q not in MEMORY_QUANTITIES:
-            raise UserError(f"case {row['case']!r}: unknown quantity {q!r}; known: {', '.join(MEMORY_QUANTITIES)}")
-        run = train_run_of(row, *ctx)
-        pred = float(MEMORY_QUANTITIES[q](_evaluate_one(run)))
-        rows.append(
-            {
-                "case": row["case"],
-                "quantity": q,
-                "unit": "GiB",
-                "measured": float(row["measured_gib"]),
-                "predicted": pred,
-                "source": get(row, "source", ""),
-            }
-        )
-    return rows
-
-
-# kind name -> (required columns that identify it, handler, measured columns, measured may be blank)
-CASE_KINDS = {
-    "memory": (["case", "quantity", "measured_gib"], _memory_rows, ["measured_gib"], False),
-}
-
-
-def register_case_kind(name: str, columns: list[str], handler, measured: list[str], blank_ok: bool = False) -> None:
-    """Later cost models (step time, inference) add their case kinds here. `measured`: the columns
-    holding the published values (each a finite number > 0; blank allowed, and then skipped, where
-    blank_ok)."""
-    CASE_KINDS[name] = (columns, handler, measured, blank_ok)
+_evaluate_one = evaluate_one  # the name tests and benchmarks/fit_serving_overhead.py use
 
 
 def _check_measured(row, path: Path, number: int, measured: list[str], blank_ok: bool) -> None:
@@ -149,7 +83,7 @@ def _check_finite(row) -> None:
 def run_validation(case_files, overrides, config_dirs):
     import pandas as pd
 
-    from . import kinds  # noqa: F401  (importing it registers the step-time and serving case kinds)
+    from .kinds import CASE_KINDS
 
     files = list(case_files or shipped_case_files())
     ctx = _context(overrides, config_dirs)

@@ -122,8 +122,7 @@ from __future__ import annotations
 import re
 
 from ..errors import UserError
-from .cases import as_bool, as_int, data_parallel_size, get, train_run_of
-from .runner import _evaluate_one, register_case_kind
+from .cases import CaseKind, as_bool, as_int, data_parallel_size, evaluate_one, get, train_run_of
 
 QUANTITY = "step_time_s"
 
@@ -271,7 +270,7 @@ def _step_time_rows(df, ctx):
     rows = []
     for row in df.to_dict("records"):
         run = step_time_run_of(row, ctx)
-        pred = float(_evaluate_one(run)["time_step_s"])
+        pred = float(evaluate_one(run)["time_step_s"])
         rows.append(
             {
                 "case": row["case"],
@@ -285,4 +284,4 @@ def _step_time_rows(df, ctx):
     return rows
 
 
-register_case_kind("step_time", ["case", "step_time_s", "tp", "pp", "dp"], _step_time_rows, ["step_time_s"])
+KIND = CaseKind(["case", "step_time_s", "tp", "pp", "dp"], _step_time_rows, ["step_time_s"])
