@@ -255,3 +255,27 @@ def test_submitit_engine_runs_a_study(tmp_path):
     study = _write_study(tmp_path, "s", {"kind": "submitit", "cluster": "local", "parameters": {"timeout_min": 5}}, "s")
     res = run_cli("study", "run", study, cwd=tmp_path)
     assert res.returncode == 0 and "2 of 2 points complete" in res.stdout, res.stdout + res.stderr
+
+
+def test_best_full_output_keeps_every_row_as_sweep_writes_it(tmp_path):
+    """full_output: true keeps each point's every row in DIR/rows; merged, they are the rows `sweep`
+    writes for the same overrides (plus best's usd_per_step)."""
+    import pandas as pd
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "points.csv").write_text("model,hardware.peak_tflops.bf16\nllama3.1-8b,800\nllama3.1-8b,989\n")
+    study = _write_study(tmp_path, "s", {"kind": "local", "workers": 1}, "s")
+    study.write_text(study.read_text().replace('"top": 1,', '"top": 1, "full_output": true,'))
+    assert run_cli("study", "run", study, cwd=tmp_path).returncode == 0
+    res = run_cli("merge", "s/rows", "--out", "rows.parquet", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    sweep = run_cli(
+        "sweep", "model=llama3.1-8b", "grid.ngpus=[8]", "hardware.peak_tflops.bf16=800", "-q", "--out", "s.parquet",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert sweep.returncode == 0, sweep.stderr
+    rows = pd.read_parquet(tmp_path / "rows.parquet")
+    want = pd.read_parquet(tmp_path / "s.parquet").astype(object)
+    got = rows[rows["hardware.peak_tflops.bf16"] == 800][list(want.columns)].reset_index(drop=True).astype(object)
+    assert len(got) == len(want) > 1000
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -36,12 +36,14 @@ def merge(
             raise UserError("merge needs at least one part file or dataset folder")
         from ..study.dataset import is_study
 
-        if any(is_study(f) for f in files):  # a study folder: streamed, its manifest checked
+        studies = [f for f in files if is_study(f) or (f.name == "rows" and is_study(f.parent))]
+        if studies:  # a study folder (or its rows/): streamed, its manifest checked
             if len(files) > 1:
                 raise UserError("merge takes one study folder at a time (its manifest lists every point)")
             from ..study.merge import merge_study
 
-            rows, merged, missing = merge_study(files[0], out, allow_partial)
+            study, part = (files[0], "data") if is_study(files[0]) else (files[0].parent, "rows")
+            rows, merged, missing = merge_study(study, out, allow_partial, part)
             left = f", {missing:,} missing (--allow-partial)" if missing else ""
             console(stderr=quiet).print(f"wrote {rows:,} rows from {merged:,} points{left} to {out}", markup=False)
             return

@@ -3,6 +3,7 @@
     DIR/manifest.json                   written once at launch: every point and its values
     DIR/data/point=ID/part-0.parquet    a completed point (hive partition; pyarrow.dataset reads DIR/data)
     DIR/failures/point=ID.json          a failed point: {"point", "overrides", "reason"}
+    DIR/rows/point=ID/part-0.parquet    best with full_output: every row of the point (renamed before data/)
 
 A partition is written into `DIR/data/.point=ID.<pid>.<random>.tmp/` and renamed into place when
 the point is done, so `point=ID` exists only complete; names starting with a dot are skipped by
@@ -22,6 +23,7 @@ from .spec import Point
 
 MANIFEST = "manifest.json"
 DATA = "data"
+ROWS = "rows"
 FAILURES = "failures"
 # swept keys that the table already carries as a column of the same value (the option's name)
 NAMED_COLUMNS = ("model", "hardware", "workload")
@@ -38,6 +40,7 @@ class StudyContext:
     config_dirs: tuple[str, ...]
     chunk_rows: int
     columns: dict = field(default_factory=dict)  # swept key -> Arrow type name of its column
+    full_output: bool = False  # best: every row of each point too, in DIR/rows
 
 
 def column_types(points: list[Point]) -> dict[str, str]:
@@ -67,8 +70,8 @@ def column_value(value, kind: str):
     return override_value(value) if kind == "string" else value
 
 
-def partition(folder: Path, pid: str) -> Path:
-    return folder / DATA / f"point={pid}"
+def partition(folder: Path, pid: str, part: str = DATA) -> Path:
+    return folder / part / f"point={pid}"
 
 
 def failure_path(folder: Path, pid: str) -> Path:
@@ -88,6 +91,7 @@ def write_manifest(folder: Path, name: str, spec_data: dict, ctx: StudyContext, 
         "config_dirs": list(ctx.config_dirs),
         "chunk_rows": ctx.chunk_rows,
         "columns": ctx.columns,
+        "full_output": ctx.full_output,
         "spec": spec_data,
         "points": [{"point": p.id, "values": p.values} for p in points],
     }
@@ -114,6 +118,7 @@ def read_manifest(folder: Path) -> tuple[dict, StudyContext, list[Point]]:
             tuple(m["config_dirs"]),
             int(m["chunk_rows"]),
             dict(m["columns"]),
+            bool(m.get("full_output", False)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(
@@ -173,7 +178,7 @@ def clean_temporaries(folder: Path) -> int:
     from ..report.writer import remove_temp
 
     n = 0
-    for sub in (folder / DATA, folder / FAILURES):
+    for sub in (folder / DATA, folder / ROWS, folder / FAILURES):
         if sub.is_dir():
             for p in sub.iterdir():
                 if p.name.startswith(".") and p.name.endswith(".tmp"):
@@ -182,13 +187,18 @@ def clean_temporaries(folder: Path) -> int:
     return n
 
 
-def commit_partition(tmp: Path, final: Path) -> bool:
+def commit_partition(tmp: Path, final: Path, replace: bool = False) -> bool:
     """Rename a finished partition folder into place; False (and the temporary removed) when the
-    point was completed meanwhile (a retried task that raced its first attempt)."""
+    point was completed meanwhile (a retried task that raced its first attempt). replace: a
+    partition already there is stale (a rows/ partition whose data/ partition never came) and goes."""
+    import shutil
+
     from ..report.writer import remove_temp
     from ..stop import raise_if_stopped
 
     raise_if_stopped()
+    if replace and final.is_dir():
+        shutil.rmtree(final)
     try:
         os.rename(tmp, final)
         return True

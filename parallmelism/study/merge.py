@@ -63,8 +63,9 @@ def _check_finite(batch, path: Path) -> None:
                 raise not_a_number(path, name, col[i].as_py(), i + 1, "a finite number")
 
 
-def merge_study(folder: Path, out: Path, allow_partial: bool = False) -> tuple[int, int, int]:
-    """Stream the study in `folder` into `out` (.parquet or .csv); (rows, points merged, points missing)."""
+def merge_study(folder: Path, out: Path, allow_partial: bool = False, part: str = ds.DATA) -> tuple[int, int, int]:
+    """Stream the study in `folder` into `out` (.parquet or .csv); (rows, points merged, points missing).
+    part: data (what the command writes) or rows (best's every row, full_output)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
@@ -82,7 +83,9 @@ def merge_study(folder: Path, out: Path, allow_partial: bool = False) -> tuple[i
             f"completed partition ({len(failed):,} failed, records in {folder / ds.FAILURES}); "
             f"`parallmelism study resume {folder}` runs them, or merge with --allow-partial; nothing was written"
         )
-    files = [ds.partition(folder, p.id) / "part-0.parquet" for p in points if p.id in done]
+    if part == ds.ROWS and not ctx.full_output:
+        raise UserError(f"the study in {str(folder)!r} keeps no rows/ (full_output: true keeps every row of best)")
+    files = [ds.partition(folder, p.id, part) / "part-0.parquet" for p in points if p.id in done]
     if not files:
         raise UserError(f"the study in {str(folder)!r} has no completed point; nothing was written")
     schema = study_schema(files, ctx.columns)

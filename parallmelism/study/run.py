@@ -37,6 +37,7 @@ def _context(spec, base: Path, points: list[Point], out: str | Path | None = Non
         dirs,
         spec.chunk_rows,
         ds.column_types(points),
+        spec.full_output and spec.command == "best",
     )
 
 

@@ -3,6 +3,7 @@
     name: codesign                  # default: the file's stem
     command: best                   # sweep (every valid layout) or best (winners per GPU count)
     top: 1                          # best: layouts per GPU count
+    full_output: false              # best: every row of each point too, in DIR/rows/point=ID/
     out: runs/codesign              # the dataset folder (relative to the current folder, as --out)
     config_dir: [mine]              # optional user folders (-cd), relative to this file's folder
                                     # (as points.csv: inputs live with the file, outputs where it runs)
@@ -59,6 +60,9 @@ class StudySpec(BaseModel):
     name: Optional[str] = None
     command: Literal["sweep", "best"] = "sweep"
     top: PositiveInt = 1
+    full_output: bool = Field(
+        False, description="best: every row of each point too, in DIR/rows (as sweep writes them)"
+    )
     out: str
     config_dir: list[str] = Field(default_factory=list)
     overrides: list[str] = Field(default_factory=list)

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import UserError
 from ..search.collectors import Collector
 from .dataset import (
+    ROWS,
     StudyContext,
     clear_failure,
     column_value,
@@ -114,8 +115,9 @@ class PointSink(Collector):
         return self.rows
 
 
-def _evaluate(ctx: StudyContext, point: Point, tmp: Path) -> tuple[int, int]:
-    """Write the point's rows into tmp/part-0.parquet; (rows, layouts evaluated). A user error raises."""
+def _evaluate(ctx: StudyContext, point: Point, tmp: Path, rows_tmp: Path | None) -> tuple[int, int]:
+    """Write the point's rows into tmp/part-0.parquet (best with full_output: every row into
+    rows_tmp/part-0.parquet too); (rows, layouts evaluated). A user error raises."""
     from ..search import stream_runs
 
     run = run_config(ctx, point)
@@ -130,7 +132,8 @@ def _evaluate(ctx: StudyContext, point: Point, tmp: Path) -> tuple[int, int]:
     from ..report.writer import arrow_table
     from ..search.best import search_best
 
-    table, evaluated = search_best([run], ctx.top, lambda rs, cs: stream_runs(rs, cs, ctx.chunk_rows, workers=1))
+    every = [PointSink(rows_tmp, run, ctx, point)] if rows_tmp is not None else []
+    table, evaluated = search_best([run], ctx.top, lambda rs, cs: stream_runs(rs, cs, ctx.chunk_rows, workers=1), every)
     out = _with_point_columns(arrow_table(table), ctx, point)
     pq.write_table(out, tmp / PART_FILE)
     return out.num_rows, evaluated
@@ -155,22 +158,29 @@ def run_point(ctx: StudyContext, point: Point) -> PointResult:
         return PointResult(point.id, "skipped")
     _crash_hook(point)
     tmp = temp_beside(final)
+    every = partition(folder, point.id, ROWS) if ctx.full_output else None
+    rows_tmp = temp_beside(every) if every is not None else None
+    temps = [t for t in (tmp, rows_tmp) if t is not None]
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        create_temp(tmp, folder=True)
-        rows, evaluated = _evaluate(ctx, point, tmp)
+        for t in temps:
+            t.parent.mkdir(parents=True, exist_ok=True)
+            create_temp(t, folder=True)
+        rows, evaluated = _evaluate(ctx, point, tmp, rows_tmp)
+        if every is not None and rows_tmp is not None:  # every row first: data/ marks the point complete
+            commit_partition(rows_tmp, every, replace=True)
         if commit_partition(tmp, final):
             clear_failure(folder, point.id)
         return PointResult(point.id, "done", rows, evaluated=evaluated)
     except UserError as exc:
-        remove_temp(tmp)
         reason = str(exc)
     except (KeyboardInterrupt, SystemExit):
-        remove_temp(tmp)
+        for t in temps:
+            remove_temp(t)
         raise
     except Exception as exc:  # noqa: BLE001 - a bug in one point is recorded; the study goes on
-        remove_temp(tmp)
         reason = f"internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    for t in temps:
+        remove_temp(t)
     write_failure(folder, point, reason)
     return PointResult(point.id, "failed", 0, reason)
 
