@@ -303,3 +303,49 @@ def test_arrow_chunks_and_row_dicts_equal_the_dataframe_path(overrides):
     for a, b in zip(rows, expected):
         assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)
         assert [type(v) for v in a.values()] == [type(v) for v in b.values()]
+
+
+def test_default_workers_use_free_cores_only(monkeypatch):
+    """Issue 29: the default never runs more workers than cores free of other work (a loaded
+    2-core box gets one process), and needs two tasks per worker; an explicit count is lowered to
+    the tasks there are (and, from the CLI, to the cores), with the sentence saying so."""
+    from parallmelism.search import driver
+
+    monkeypatch.setattr(driver, "available_cores", lambda: 4)
+    monkeypatch.setattr(driver.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert driver.worker_count(None, 100) == (4, None)
+    assert driver.worker_count(None, 5) == (1, None)  # fewer than two tasks per free core
+    monkeypatch.setattr(driver.os, "getloadavg", lambda: (2.6, 0.0, 0.0))
+    assert driver.worker_count(None, 100) == (1, None)  # 1.4 cores free: one process
+    monkeypatch.setattr(driver.os, "getloadavg", lambda: (1.4, 0.0, 0.0))
+    assert driver.worker_count(None, 100) == (3, None)
+    assert driver.worker_count(3, 100) == (3, None)  # an explicit count within limits stays
+    n, why = driver.worker_count(8, 100, cap_to_cores=True)
+    assert n == 4 and why == "using 4 workers, not 8: 4 cores available to this process"
+    n, why = driver.worker_count(8, 2)
+    assert n == 2 and why.startswith("using 2 workers, not 8: the grid has 2 tasks")
+
+
+def test_cli_says_when_it_lowered_workers(tmp_path):
+    """`--workers 64` on a one-count grid: one line on stderr, the same file as one worker."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    args = ["sweep", "-q", "model=llama3.1-8b", "grid.ngpus=[8]", "grid.micro_batch=[1]"]
+    outs = []
+    for j in ("64", "1"):
+        out = tmp_path / f"s{j}.csv"
+        r = subprocess.run(
+            [sys.executable, "-m", "parallmelism", *args, "--workers", j, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        )
+        assert r.returncode == 0, r.stderr
+        outs.append((r.stderr, out.read_bytes()))
+    lowered = [line for line in outs[0][0].splitlines() if "not 64" in line]
+    assert len(lowered) == 1 and lowered[0].startswith("note: using 1 worker, not 64: "), outs[0][0]
+    assert "not 1" not in outs[1][0] and outs[0][1] == outs[1][1]

@@ -37,8 +37,9 @@ WORKERS = typer.Option(
     "--workers",
     "-j",
     min=1,
-    help="processes evaluating the grid (default: every core when the grid has enough partitions; "
-    "the output is the same for any count)",
+    help="processes evaluating the grid (default: the cores not busy with other work, when the grid has "
+    "enough partitions; a count above the cores or the grid's tasks is lowered, with a note; the output "
+    "is the same for any count)",
 )
 
 
@@ -154,4 +155,8 @@ def stream(
     from ..search import stream_runs
 
     bar = None if quiet else ProgressBar(label)
-    return stream_runs(runs, collectors, chunk_rows, progress=bar, workers=workers, derive=derive)
+
+    def say(text: str) -> None:
+        console(stderr=True).print(f"note: {text}", markup=False)
+
+    return stream_runs(runs, collectors, chunk_rows, progress=bar, workers=workers, derive=derive, say=say)

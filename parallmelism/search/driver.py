@@ -76,6 +76,41 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def free_cores() -> int:
+    """Cores this process may use that nothing else keeps busy: the cores it may run on less the
+    1-minute load average (rounded; at least 1). On a shared machine a second worker process only
+    competes with the other work for a core: measured on 2 cores under load, 2 workers took
+    1.4-2.2x as long as 1 (issue 29)."""
+    cores = available_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average (Windows): every core counts as free
+        return cores
+    return max(1, min(cores, int(cores - load + 0.5)))
+
+
+def worker_count(requested: int | None, tasks: int, cap_to_cores: bool = False) -> tuple[int, str | None]:
+    """(worker processes, the sentence saying why a requested count was lowered, or None).
+
+    Default: the free cores (`free_cores`) when there are at least two and the grid has at least
+    two tasks for each, else 1 (one process is never slower than several competing for a core, and
+    a small grid does not pay for the pool). A requested count is lowered to the tasks there are
+    and, with `cap_to_cores` (the CLI), to the cores this process may run on."""
+    if requested is None:
+        free = free_cores()
+        return (free if free >= 2 and tasks >= 2 * free else 1), None
+    n, why = requested, None
+    if cap_to_cores and n > available_cores():
+        n = available_cores()
+        why = f"{n} core{'s' if n > 1 else ''} available to this process"
+    if n > max(1, tasks):
+        n = max(1, tasks)
+        why = f"the grid has {tasks} task{'s' if tasks != 1 else ''} (about {PARTITIONS_PER_TASK} partitions each)"
+    if n == requested:
+        return n, None
+    return n, f"using {n} worker{'s' if n > 1 else ''}, not {requested}: {why}"
+
+
 def _tag(cols: dict, r: int, numbers) -> dict:
     import numpy as np
 
@@ -146,11 +181,13 @@ def stream_runs(
     workers: int | None = None,
     prune_unfit: bool | None = None,
     derive: bool = True,
+    say=None,
 ) -> StreamResult:
     """Evaluate every run chunk by chunk, feeding each chunk to every collector.
 
-    workers: processes evaluating partitions (default: every core when there are at least two
-    partitions per core; 1 = this process only; never more than there are partitions). prune_unfit (default: when every collector keeps fitting
+    workers: processes evaluating partitions (default and limits: `worker_count`; 1 = this
+    process only). say: where the sentence goes when a requested worker count is lowered (the CLI
+    passes one, and then also caps the count at the cores). prune_unfit (default: when every collector keeps fitting
     rows only) skips the time model for layouts that do not fit in memory. derive: add the
     search columns (`usd_per_step`). Collectors are closed at the end, or aborted on any error
     or interrupt (a sink then leaves nothing behind).
@@ -163,9 +200,9 @@ def stream_runs(
             c.open()
         job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive)
         tasks = job.tasks()
-        if workers is None:  # every core, when there are enough partitions to share
-            workers = available_cores() if len(tasks) >= 2 * available_cores() else 1
-        workers = min(workers, len(tasks))
+        workers, lowered = worker_count(workers, len(tasks), cap_to_cores=say is not None)
+        if lowered and say is not None:
+            say(lowered)
         if workers > 1:
             _stream_parallel(job, tasks, workers, stats, progress)
         else:

@@ -5,9 +5,9 @@
 
 Both write into a temporary file or folder beside the target and rename it into place at
 `close()`; a failed or interrupted run removes it (`abort()`), so nothing half-written is left at
-the target. In worker processes, `spawn()` gives a part writer that writes one file per partition
-into the sink's temporary folder; the sink appends the parts in partition order (`merge`), which
-gives the same bytes as a serial run.
+the target. In worker processes, `spawn()` gives a part writer that writes one file per chunk
+into the sink's temporary folder (CSV text, or an Arrow IPC file that the sink encodes as Parquet);
+the sink appends the parts in partition order (`merge`), which gives the same bytes as a serial run.
 """
 
 from __future__ import annotations
@@ -55,17 +55,18 @@ class _PartWriter(Collector):
     def update(self, cols: dict) -> None:
         if not cols or len(cols["_row"]) == 0:
             return
-        path = self.folder / f"part-{_chunk_name(cols)}.{self.fmt}"
+        path = self.folder / f"part-{_chunk_name(cols)}.{'csv' if self.fmt == 'csv' else 'arrow'}"
         table = _chunk_table(self.runs[int(cols["_run"][0])], cols, self.fmt)
         try:
-            if self.fmt == "csv":
+            if self.fmt == "csv":  # the text, formatted here in parallel; the sink copies the bytes
                 import pyarrow.csv as pacsv
 
                 pacsv.write_csv(table, path)
-            else:
-                import pyarrow.parquet as pq
+            else:  # Arrow IPC, not Parquet: the sink encodes Parquet once (it did decode + re-encode)
+                import pyarrow as pa
 
-                pq.write_table(table, path)
+                with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as ipc:
+                    ipc.write_table(table)
         except OSError as exc:
             raise _write_failed(path, exc) from None
         self.paths.append((str(path), table.num_rows, table.column_names))
@@ -162,11 +163,10 @@ class TableSink(Collector):
                 raise _write_failed(self.path, exc) from None
             self.rows += rows
         else:
-            import pyarrow.parquet as pq
+            import pyarrow as pa
 
-            pf = pq.ParquetFile(part)
-            for i in range(pf.num_row_groups):
-                self._append(pf.read_row_group(i))
+            with pa.memory_map(str(part)) as source:
+                self._append(pa.ipc.open_file(source).read_all())
         part.unlink()
 
     def close(self) -> Path | None:
