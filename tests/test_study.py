@@ -279,3 +279,33 @@ def test_best_full_output_keeps_every_row_as_sweep_writes_it(tmp_path):
     got = rows[rows["hardware.peak_tflops.bf16"] == 800][list(want.columns)].reset_index(drop=True).astype(object)
     assert len(got) == len(want) > 1000
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_fields_set_on_a_composed_base_equal_hydra_composing_them():
+    """The workers' fast path (config.compose.run_with_fields) gives the RunConfig Hydra composes
+    from the same overrides, for the co-design fields and others; a key that is no field is a
+    KeyError (the worker then composes), and a bad value one sentence."""
+    from parallmelism.config import load_run_configs
+    from parallmelism.config.compose import run_with_fields
+
+    base = load_run_configs(["model=llama3.1-70b", "hardware=b200-180gb"])[0][1]
+    fields = {
+        "hardware.peak_tflops.bf16": 3000,
+        "hardware.hbm_bandwidth_gbps": 12000,
+        "hardware.hbm_capacity_gib": 288,
+        "hardware.hbm_usable_gib": 280.5,
+        "hardware.scale_up.bandwidth_gbps": 1800,
+        "hardware.scale_up.domain_size": 72,
+        "hardware.scale_out.bandwidth_gbps": 100,
+        "workload.seq_len": 4096,
+        "grid.ngpus": [64, 128],
+    }
+    from parallmelism.study.spec import Point
+
+    overrides = Point("x", fields).overrides
+    want = load_run_configs(["model=llama3.1-70b", "hardware=b200-180gb", *overrides])[0][1]
+    assert run_with_fields(base, fields) == want
+    with pytest.raises(KeyError):
+        run_with_fields(base, {"hardware.no_such_field": 1})
+    with pytest.raises(UserError, match="peak_tflops"):
+        run_with_fields(base, {"hardware.peak_tflops.bf16": -1})
