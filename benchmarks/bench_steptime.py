@@ -32,12 +32,13 @@ def main():
     print(f"default sweep: {n:,} rows")
     print(f"evaluate without step time: {without:,.0f} rows/s")
     print(f"evaluate with step time:    {with_time:,.0f} rows/s  (ratio {with_time / without:.2f})")
+    from parallmelism.config.kernel_tables import kernel_model
     from parallmelism.cost.steptime import training_time
     from parallmelism.grid import enumerate_training_layouts
 
     cols = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid).columns
     t0 = time.perf_counter()
-    training_time(cols, run.model, run.hardware, run.workload)
+    training_time(cols, run.model, run.hardware, run.workload, kernel_model(run.hardware))
     dt = time.perf_counter() - t0
     print(f"training_time alone:        {n / dt:,.0f} rows/s")
 

@@ -9,6 +9,7 @@ import numpy as np
 from .cost.memory import training_memory
 from .cost.params import total_params
 from .cost.pipeline import bubble_rate
+from .config.kernel_tables import kernel_model
 from .cost.steptime import training_time
 from .schema import TRAINING_COLUMNS
 from .specs import Bound, DPSharding, InferenceWorkload, MemStage, Recompute, RunConfig, TrainWorkload, labels
@@ -30,7 +31,7 @@ def evaluate_training_columns(
     out["params_active"] = np.full(n, total_params(model, active=True), dtype=np.int64)
     out.update(training_memory(cols, model, hw, wl) if memory is None else memory)
     out["pp_bubble_rate"] = bubble_rate(cols["pp"], cols["vpp"], cols["num_micro_batches"], wl.schedule)
-    out.update(training_time(cols, model, hw, wl))
+    out.update(training_time(cols, model, hw, wl, kernel_model(hw)))
     return out
 
 
@@ -86,7 +87,8 @@ def record_of(cols: dict[str, np.ndarray], i: int, run: RunConfig) -> dict:
 
 def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:
     """Serving cost columns (cost/inference.py) for inference layout rows (grid/inference.py)."""
-    from .cost.inference import draft_model_of, inference_columns
+    from .config.drafts import draft_model_of
+    from .cost.inference import inference_columns
 
     wl = run.workload
     assert isinstance(wl, InferenceWorkload), "serving columns need an inference workload"

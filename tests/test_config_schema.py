@@ -312,3 +312,17 @@ def test_user_overheads_inherit_and_override(tmp_path):
     _hw(tmp_path, "mygpu", "efficiency: {from: h100-sxm-80gb}\noverheads: {from: nosuch}\n")
     with pytest.raises(UserError, match="overheads from='nosuch' is not a known accelerator"):
         load_option("hardware", "mygpu", [str(tmp_path)])
+
+
+def test_efficiency_has_no_numbers_a_hardware_file_could_fall_back_to():
+    """Every efficiency value is a hardware file's (or the file it names with `from:`); the spec
+    holds none (matmul_fp8's None means `matmul`, not a number)."""
+    from pydantic import ValidationError
+
+    from parallmelism.specs.accelerator import AcceleratorSpec, Efficiency
+
+    defaults = {n: f.default for n, f in Efficiency.model_fields.items() if not f.is_required()}
+    assert defaults == {"matmul_fp8": None}
+    assert AcceleratorSpec.model_fields["efficiency"].is_required()
+    with pytest.raises(ValidationError):
+        Efficiency(matmul=0.7)

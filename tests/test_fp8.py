@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from conftest import REFERENCE, invoke
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.flops import head_ops, layer_ops
 from parallmelism.cost.roofline import Rates, low_precision_cast_bytes, op_times
@@ -39,12 +40,12 @@ def one(hw=H100, **wl):
 
 
 def test_logits_gemm_stays_bf16_and_layer_gemms_run_fp8():
-    rates = Rates(H100, "fp8")
+    rates = Rates(H100, "fp8", kernel_model(H100))
     ops = {op.name: op for op in layer_ops(MODEL, 4096, 1, 8, 1, True, True)}
     logits = [op for op in head_ops(MODEL, 4096, 1, 8, 1, True) if op.name == "logits"][0]
     assert rates.gemm_dtype(logits) == "bf16"
     assert all(rates.gemm_dtype(ops[n]) == "fp8" for n in ("qkv", "out_proj", "gate_up", "down"))
-    f_bf = op_times(logits, Rates(H100, "bf16"))[0]
+    f_bf = op_times(logits, Rates(H100, "bf16", kernel_model(H100)))[0]
     f_8 = op_times(logits, rates)[0]
     assert float(f_8) == pytest.approx(float(f_bf))
 
@@ -67,9 +68,8 @@ def test_cast_cost_is_hbm_bytes_at_the_measured_bandwidth():
     amax (read 2), scale (read 2, write 2), cast (read 2, write 1) = 13 B per element: at the measured
     bandwidth for that size it reproduces every large row (m·k >= 16M elements) within 40 %; the fused
     cast we charge (read 2, write 1 B) stays below each measured row."""
-    from parallmelism.cost.kernels import KernelModel
 
-    km = KernelModel(H100)
+    km = kernel_model(H100)
     c = pd.read_csv(CURVES, comment="#")
     c = c[(c.family == "gemm") & (c.dtype == "fp8") & (c.m * c.k >= 16 * 2**20)]
     assert len(c) > 10
@@ -157,7 +157,7 @@ def test_bf16_edge_layers_cost_bf16_time():
         ("fp8", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")),
         ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2)),
     ):
-        terms[name] = _micro_batch_terms(cols, MODEL, H100, wl, Rates(H100, wl.precision))
+        terms[name] = _micro_batch_terms(cols, MODEL, H100, wl, Rates(H100, wl.precision, kernel_model(H100)))
     for stage in ("first", "last"):
         per_layer_gap = (terms["bf16"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]) / 40
         extra = terms["edge"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]
@@ -171,7 +171,6 @@ def test_weight_casts_once_per_step_or_per_use():
     and each backward too when the weights are resharded after forward; fp8 parameters cast
     nothing. One cast of qkv reads its bf16 weight (2 B) and writes its fp8 row-wise and transposed
     copies (2 B): 4 B per parameter at the HBM bandwidth measured for that size."""
-    from parallmelism.cost.kernels import KernelModel
     from parallmelism.cost.roofline import training_ops_times
     from parallmelism.cost.steptime import weight_casts_per_micro_batch
 
@@ -189,10 +188,12 @@ def test_weight_casts_once_per_step_or_per_use():
 
     ops = layer_ops(MODEL, 4096, 1, 8, 1, True, True)
     wl = TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")
-    qkv = [t for op, t in zip(ops, training_ops_times(ops, Rates(H100, "fp8"), wl)) if op.name == "qkv"][0]
+    qkv = [
+        t for op, t in zip(ops, training_ops_times(ops, Rates(H100, "fp8", kernel_model(H100)), wl)) if op.name == "qkv"
+    ][0]
     params = 8192 * (8192 + 2 * 128 * 8) / 8
     assert float(qkv[6]) == pytest.approx(4.0 * params)
-    assert float(qkv[5]) == pytest.approx(float(KernelModel(H100).memory_s(4.0 * params)))
+    assert float(qkv[5]) == pytest.approx(float(kernel_model(H100).memory_s(4.0 * params)))
     assert bool(qkv[7])
 
 
@@ -208,9 +209,9 @@ def test_gemms_too_small_for_fp8_stay_bf16():
     dsv3 = load_option("model", "deepseek-v3")
     ops = layer_ops(dsv3, 4096, 16, 64, 1, False, True, moe_layer=True, ep=1)
     wl = TrainWorkload(seq_len=4096, global_batch=1024, precision="fp8")
-    rates = Rates(H100, "fp8")
+    rates = Rates(H100, "fp8", kernel_model(H100))
     picked = {op.name: t for op, t in zip(ops, training_ops_times(ops, rates, wl))}
-    bf16 = {op.name: t for op, t in zip(ops, ops_times(ops, Rates(H100, "bf16")))}
+    bf16 = {op.name: t for op, t in zip(ops, ops_times(ops, Rates(H100, "bf16", kernel_model(H100))))}
     fp8 = {op.name: t for op, t in zip(ops, ops_times(ops, rates))}
     down = "experts_down"
     assert not bool(picked[down][7]) and float(picked[down][5]) == 0.0

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_reference
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost import comm, flops, inference, roofline, states
 from parallmelism.cost.breakdown import training_breakdown
@@ -151,7 +152,14 @@ def cp_breakdown(recompute, cp_comm_type="p2p", model_name="llama3.1-8b", **grid
     grid.update(grid_kw)
     cols = enumerate_training_layouts(model, hw, wl, GridSpec(**grid)).columns
     cols = {k: np.asarray(v)[:1] for k, v in cols.items()}
-    return training_breakdown(cols, model, hw, wl), training_time(cols, model, hw, wl), model, hw, wl, cols
+    return (
+        training_breakdown(cols, model, hw, wl, kernel_model(hw)),
+        training_time(cols, model, hw, wl, kernel_model(hw)),
+        model,
+        hw,
+        wl,
+        cols,
+    )
 
 
 @pytest.mark.parametrize("recompute, transfers", [("none", 9), ("selective", 12), ("full", 12)])

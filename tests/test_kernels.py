@@ -9,7 +9,8 @@ import pytest
 
 from conftest import shared_reference
 from parallmelism.config.compose import load_option
-from parallmelism.cost.kernels import KernelModel, KernelTable, causal_attention_flops
+from parallmelism.config.kernel_tables import kernel_model, load_table
+from parallmelism.cost.kernels import causal_attention_flops
 
 MEASURED = shared_reference("h100_kernels_measured.csv")
 CURVES = shared_reference("h100_kernel_curves.csv")
@@ -49,7 +50,7 @@ def _predict_curves(km, df):
 
 def test_h100_model_reproduces_every_measured_kernel():
     """Issue bar: every row of both shared kernel files, median |error| <= 5 %, max <= 15 %."""
-    km = KernelModel(H100)
+    km = kernel_model(H100)
     m = pd.read_csv(MEASURED, comment="#")
     err_m = np.abs(_predict_measured(km, m) / m.measured_s.to_numpy() - 1)
     meas, pred = _predict_curves(km, pd.read_csv(CURVES, comment="#"))
@@ -68,8 +69,8 @@ def test_llama_shapes_predicted_from_the_curves_alone(tmp_path):
 
     path = tmp_path / "curves.csv"
     build([CURVES], path)
-    km = KernelModel(H100)
-    km.table = KernelTable(path, H100.peak_tflops, H100.hbm_bandwidth_gbps, 132)
+    km = kernel_model(H100)
+    km.table = load_table(path, H100.peak_tflops, H100.hbm_bandwidth_gbps, 132, False)
     m = pd.read_csv(MEASURED, comment="#")
     m = m[(m.family == "gemm") | (m.backend == "cudnn_attention")]
     err = np.abs(_predict_measured(km, m) / m.measured_s.to_numpy() - 1)
@@ -81,7 +82,7 @@ def test_llama_shapes_predicted_from_the_curves_alone(tmp_path):
 def test_large_gemm_and_hbm_fractions_are_physical():
     """Large bf16 GEMMs reach 0.65-0.85 of the 989 TFLOP/s peak; fp8 runs faster than bf16 but less
     than 2x (the curves: ~1.7x); large copies reach 0.8-0.92 of 3.35 TB/s, 2 MB ones under half."""
-    km = KernelModel(H100)
+    km = kernel_model(H100)
     m = k = n = 8192.0
     t16 = float(km.gemm_s(m, k, n, "bf16"))
     t8 = float(km.gemm_s(m, k, n, "fp8"))
@@ -92,7 +93,7 @@ def test_large_gemm_and_hbm_fractions_are_physical():
 
 
 def test_vectorized_over_arrays():
-    km = KernelModel(H100)
+    km = kernel_model(H100)
     m = np.array([16.0, 1024.0, 8192.0, 8192.0])
     t = km.gemm_s(m, 4096.0, 4096.0)
     assert t.shape == (4,) and np.all(np.diff(t[:3]) > 0)
@@ -108,7 +109,7 @@ def test_accelerator_without_a_table_scales_the_h100_kernels():
     its own peak at the same shape: a large compute-bound GEMM takes the H100 time (same peak, same
     SMs), an HBM transfer the H100 time x 3350/4800."""
     h200 = load_option("hardware", "h200-sxm-141gb")
-    kx, kh = KernelModel(h200), KernelModel(H100)
+    kx, kh = kernel_model(h200), kernel_model(H100)
     assert not kx.own_table and kh.own_table
     big = (16384.0, 16384.0, 16384.0)
     ratio = float(kx.gemm_s(*big)) / float(kh.gemm_s(*big))
@@ -135,7 +136,7 @@ def test_missing_or_broken_table_is_one_sentence(tmp_path, text):
 
     hw = _hw_with_table(tmp_path, text, "broken")
     with pytest.raises(UserError, match="kernel table"):
-        KernelModel(hw)
+        kernel_model(hw)
 
 
 def test_cli_with_a_broken_table_exits_2(tmp_path):
@@ -156,12 +157,12 @@ def test_a100_table_is_aiconfigurator_measurements_with_the_h100_rule_for_the_re
     a measured A100 GEMM comes back from the model, and the attention backward and HBM transfers,
     which aiconfigurator does not measure, come from the H100 table on the A100's own physics."""
     a100 = load_option("hardware", "a100-sxm-80gb")
-    km = KernelModel(a100)
+    km = kernel_model(a100)
     assert km.own_table and km.backend == "flash2"
     table = pd.read_csv(km.table.path, comment="#")
     assert table.source.str.startswith("aiconfigurator").all()
     g = table[(table.family == "gemm") & (table.m == 4096) & (table.k == 4096) & (table.n == 4096)].iloc[0]
     assert float(km.gemm_s(4096, 4096, 4096)) == pytest.approx(g.measured_s, rel=0.02)
     assert 0.6 < 2 * 4096**3 / g.measured_s / 312e12 < 0.95  # a measured A100, not a scaled H100
-    assert float(km.memory_s(1e9)) / float(KernelModel(H100).memory_s(1e9)) == pytest.approx(3350 / 2039)
+    assert float(km.memory_s(1e9)) / float(kernel_model(H100).memory_s(1e9)) == pytest.approx(3350 / 2039)
     assert ("cudnn", "bwd") in km.table.attention and ("flash2", "fwd") in km.table.attention

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.flops import head_ops, layer_ops
 from parallmelism.cost.keys import per_key, unique_rows
@@ -52,7 +53,9 @@ def test_ops_times_equals_op_times_op_by_op():
     cp = np.array([1.0, 2.0, 1.0, 1.0])
     sp = np.array([True, False, True, True])
     for precision in ("bf16", "fp8"):
-        rates = Rates(load_option("hardware", "h100-sxm-80gb"), precision)
+        rates = Rates(
+            load_option("hardware", "h100-sxm-80gb"), precision, kernel_model(load_option("hardware", "h100-sxm-80gb"))
+        )
         ops = layer_ops(model, 8192, b, t, cp, sp, flash=True) + head_ops(model, 8192, b, t, cp, sp)
         for op, together in zip(ops, ops_times(ops, rates)):
             for a, one in zip(together, op_times(op, rates)):

@@ -66,10 +66,10 @@ def test_profiled_accelerator_is_usable_at_once(profiled):
     )
     assert code == 0, text
     from parallmelism.config.compose import load_option
-    from parallmelism.cost.kernels import KernelModel
+    from parallmelism.config.kernel_tables import kernel_model
 
     hw = load_option("hardware", "cpu-test", [str(out)])
-    km = KernelModel(hw)
+    km = kernel_model(hw)
     df = pd.read_csv(out / "hardware" / "kernels" / "cpu-test.csv", comment="#")
     g = df[df.family == "gemm"]
     pred = np.array([float(km.gemm_s(r.m, r.k, r.n, r.dtype, r.part)) for r in g.itertuples()])

@@ -22,7 +22,8 @@ import pytest
 from parallmelism.config.compose import load_option
 from parallmelism.config.paths import option_files
 from parallmelism.cost.flops import layer_ops
-from parallmelism.cost.kernels import KernelModel, block_attention_flops, causal_attention_flops
+from parallmelism.config.kernel_tables import kernel_model
+from parallmelism.cost.kernels import block_attention_flops, causal_attention_flops
 from parallmelism.cost.roofline import Rates, ops_times
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ PROFILED = load_option("hardware", "h100-sxm-80gb-profiled")
 
 def _profile_errors() -> pd.DataFrame:
     """Every profiled kernel with the reference model's relative error (model / measured - 1)."""
-    km = KernelModel(REFERENCE)
+    km = kernel_model(REFERENCE)
     df = pd.read_csv(PROFILE, comment="#")
     df["err"] = np.array([km.table_row_s(r) for r in df.itertuples()]) / df.measured_s - 1
     return df
@@ -50,7 +51,7 @@ def test_the_profile_is_a_real_h100_run_with_its_versions():
     assert set(df[df.family == "gemm"].part) == {"fwd", "dgrad", "wgrad"}
     assert set(df[df.family == "attention"].backend) == {"cudnn", "flash2"}
     assert PROFILED.kernels.table.endswith("hardware/kernels/h100-sxm-80gb-profiled.csv")
-    assert KernelModel(PROFILED).own_table
+    assert kernel_model(PROFILED).own_table
     # the peaks `profile` estimated from its fastest kernels land within 5 % of the datasheet
     for dtype in ("bf16", "fp8"):
         assert PROFILED.peak_tflops[dtype] == pytest.approx(REFERENCE.peak_tflops[dtype], rel=0.05)
@@ -98,7 +99,7 @@ def _layer_s(hw, r) -> tuple[float, float]:
     model = load_option("model", r.model)
     one = np.array([1.0])
     ops = layer_ops(model, r.seq, one * r.micro_batch, one * r.tp, one, np.array([False]), True)
-    times = ops_times(ops, Rates(hw, "bf16"))
+    times = ops_times(ops, Rates(hw, "bf16", kernel_model(hw)))
     fwd = sum(float(np.ravel(t[0])[0]) for t in times)
     bwd = sum(float(np.ravel(t[1])[0]) for t in times)
     return fwd, bwd
@@ -137,7 +138,7 @@ def _cp_rank_attention(cp: int) -> tuple[tuple[float, float], tuple[float, float
     s, one = 8192 * cp, np.array([1.0])
     ops = layer_ops(load_option("model", "llama3.1-405b"), s, one, one * 8, one * cp, np.array([True]), True)
     (att,) = [op for op in ops if op.name == "attention_core"]
-    fwd, bwd = (float(np.ravel(t)[0]) for t in op_kernel_times(att, Rates(REFERENCE, "bf16")))
+    fwd, bwd = (float(np.ravel(t)[0]) for t in op_kernel_times(att, Rates(REFERENCE, "bf16", kernel_model(REFERENCE))))
     k = pd.read_csv(CP_BLOCKS, comment="#").query("backend == 'cudnn'").set_index(["q_len", "kv_len", "causal"])
     diag = k.loc[(8192, 8192, True)]
     block = k.loc[[(8192, 4096, False), (4096, 8192, False)]].max()
@@ -169,7 +170,7 @@ def test_a_ring_block_runs_near_or_above_the_causal_rate(name):
     16k (both saturate); a table without block rows (the A100s', an older profile) takes its own
     causal residual plus the H100's block-minus-causal one. Laying the H100's block residual on the
     A100's own causal times made blocks 0.70x as fast, which this catches."""
-    km = KernelModel(load_option("hardware", name))
+    km = kernel_model(load_option("hardware", name))
     for bwd in (False, True):
         for seq in (4096, 8192):
             for heads in (8, 16, 32):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_run_configs
 from parallmelism.config import load_option
 from parallmelism.cost.shapes import (
@@ -119,7 +120,9 @@ def test_breakdown_ep_bytes_apply_the_cap():
         run = load_run_configs(ov)[0][1]
         _, grid = evaluate(run)
         layout = {k: v[[0]] for k, v in grid.columns.items()}
-        colls = training_breakdown(layout, run.model, run.hardware, run.workload)["collectives"]
+        colls = training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))[
+            "collectives"
+        ]
         return next(c["bytes"] for c in colls if c["axis"] == "ep")
 
     assert float(ep_bytes(2.0)) == pytest.approx(float(ep_bytes(1.25)))

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.steptime import training_time
 from parallmelism.engine import evaluate
@@ -80,8 +81,8 @@ def test_tp_group_leaving_nvlink_slows_down():
     )
     cols = enumerate_training_layouts(model, H100, wl, grid).columns
     small = H100.model_copy(update={"scale_up": H100.scale_up.model_copy(update={"domain_size": 4})})
-    inside = training_time(cols, model, H100, wl)
-    outside = training_time(cols, model, small, wl)
+    inside = training_time(cols, model, H100, wl, kernel_model(H100))
+    outside = training_time(cols, model, small, wl, kernel_model(small))
     # two domains of 4: rail rings at min(360, 4·47) GB/s instead of 360 GB/s NVLink
     assert outside["time_comm_tp_s"][0] > 1.8 * inside["time_comm_tp_s"][0]
     assert outside["time_step_s"][0] > inside["time_step_s"][0]
@@ -169,8 +170,8 @@ def test_breakdown_adds_up_and_show_prints_it():
     )
     cols = enumerate_training_layouts(model, load_option("hardware", "a100-sxm-80gb"), wl, grid).columns
     hw = load_option("hardware", "a100-sxm-80gb")
-    bd = training_breakdown(cols, model, hw, wl)
-    row = training_time(cols, model, hw, wl)
+    bd = training_breakdown(cols, model, hw, wl, kernel_model(hw))
+    row = training_time(cols, model, hw, wl, kernel_model(hw))
     ops_total = sum(r["time_step_s"] for r in bd["ops"])
     parts = bd["summary"]["where_time_goes"]
     assert ops_total == pytest.approx(parts["compute (ops)"][0], rel=1e-9)
@@ -269,6 +270,6 @@ def test_attention_core_takes_the_measured_kernel_times():
     core = [op for op in layer_ops(model, 4096, 1, 8, 1, True, True) if op.name == "attention_core"][0]
     flops = 4 * 4096 * 4096 * 8192 / 8 * 0.5
     assert float(core.flops) == pytest.approx(flops)
-    fwd, bwd = op_times(core, Rates(H100, "bf16"))[:2]
+    fwd, bwd = op_times(core, Rates(H100, "bf16", kernel_model(H100)))[:2]
     assert float(fwd) == pytest.approx(93.728e-6, rel=0.05)
     assert float(bwd) == pytest.approx(285.344e-6, rel=0.05)

@@ -71,19 +71,29 @@ def show(
         title = "layout" if n == 1 else f"best of {n:,} matching layouts (pin more grid keys to choose)"
         _print_fit_line(out, row, run.hardware)
         if run.workload.kind == "inference":
+            from ..config.drafts import draft_model_of
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
 
             out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS))
-            out.print(breakdown_table(breakdown_for_row(row, run.model, run.hardware, run.workload)))
+            out.print(
+                breakdown_table(
+                    breakdown_for_row(
+                        row, run.model, run.hardware, run.workload, draft_model_of(run.model, run.workload)
+                    )
+                )
+            )
             return
         out.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS))
         # where the step time goes (cost/breakdown.py) for the chosen layout's coded columns
+        from ..config.kernel_tables import kernel_model
         from ..cost.breakdown import training_breakdown
         from ..report.steptime_tables import step_time_tables
 
         layout = {k: v[[chosen]] for k, v in cols.items()}
-        for table in step_time_tables(training_breakdown(layout, run.model, run.hardware, run.workload)):
+        for table in step_time_tables(
+            training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))
+        ):
             out.print(table)
     except UserError as exc:
         fail(str(exc))

@@ -105,7 +105,7 @@ def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, st
 def table_beside_file(kernels, yaml_path: Path):
     """`kernels:` of hardware/NAME.yaml with a relative `table` read from the YAML's own folder where
     the file is there (as `profile` writes it: kernels/NAME.csv beside NAME.yaml, so a profiled
-    folder can be moved or shared); otherwise unchanged (cost.kernels.resolve_table's search)."""
+    folder can be moved or shared); otherwise unchanged (config.kernel_tables.resolve_table's search)."""
     if not isinstance(kernels, dict) or not isinstance(kernels.get("table"), str):
         return kernels
     table = Path(kernels["table"]).expanduser()

@@ -44,11 +44,12 @@ def _f(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
-def training_breakdown(cols: dict, model, hw, wl) -> dict:
-    """Explain the first row of `cols` (layout columns as arrays). Returns
+def training_breakdown(cols: dict, model, hw, wl, kernels) -> dict:
+    """Explain the first row of `cols` (layout columns as arrays); `kernels`: the accelerator's
+    KernelModel (config.kernel_tables.kernel_model). Returns
     {"summary": {...}, "ops": [records], "collectives": [records]}."""
     cols = {k: np.asarray(v)[:1] for k, v in cols.items()}
-    out, ctx = _training_time(cols, model, hw, wl)
+    out, ctx = _training_time(cols, model, hw, wl, kernels)
     crit = int(ctx["crit"][0])
     stage = STAGES[crit]
     rates: Rates = ctx["rates"]

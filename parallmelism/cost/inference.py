@@ -487,33 +487,14 @@ def inference_breakdown(
     return records
 
 
-def breakdown_for_row(row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload) -> list[dict]:
-    """`inference_breakdown` of one evaluated row (a dict with the layout columns)."""
+def breakdown_for_row(
+    row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, draft: ModelSpec | None = None
+) -> list[dict]:
+    """`inference_breakdown` of one evaluated row (a dict with the layout columns); `draft`: the
+    draft model of spec_method=draft (loaded by config.draft_model_of)."""
     from ..schema import INFERENCE_LAYOUT_COLUMNS
 
+    if wl.spec_method == "draft" and draft is None:
+        raise ValueError("spec_method=draft needs the draft model (config.draft_model_of)")
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    return inference_breakdown(cols, model, hw, wl, draft_model_of(model, wl))
-
-
-def draft_model_of(model: ModelSpec, wl: InferenceWorkload) -> ModelSpec | None:
-    """The draft model of wl (shipped or $PARALLMELISM_CONFIG_PATH models), checked smaller than
-    the model it drafts for; None without a draft."""
-    if wl.spec_method != "draft":
-        return None
-    from ..config import load_option
-    from ..errors import UserError
-    from .params import total_params
-
-    draft = load_option("model", str(wl.draft_model))  # validated: spec_method=draft names one
-    n_draft, n_model = total_params(draft), total_params(model)
-    if n_draft >= n_model:
-        raise UserError(
-            f"draft model {draft.name} ({n_draft / 1e9:.1f}B parameters) is not smaller than "
-            f"{model.name} ({n_model / 1e9:.1f}B); pick a smaller draft_model or spec_method=mtp"
-        )
-    if draft.vocab != model.vocab:
-        raise UserError(
-            f"draft model {draft.name} has a {draft.vocab}-token vocabulary, {model.name} "
-            f"{model.vocab}: speculative decoding needs the same tokenizer"
-        )
-    return draft
+    return inference_breakdown(cols, model, hw, wl, draft)

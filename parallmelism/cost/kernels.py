@@ -11,7 +11,7 @@ residual   log(measured / physics) of the table's kernels, interpolated by inver
            weighting (power 3) in log2 of the shape: a measured shape gets its measured time
            back (duplicates averaged), a new one the residual of its neighbours.
 An accelerator without a table uses the residuals of the reference table (the H100's,
-REFERENCE_TABLE) on its own physics: the same fraction of its own peak and bandwidth at the
+config.kernel_tables.REFERENCE_TABLE) on its own physics: the same fraction of its own peak and bandwidth at the
 same shape, with wave quantization on its own SM count (the rule for A100, H200, B200, ...).
 
 Physics, per family (all seconds; arrays broadcast):
@@ -33,20 +33,18 @@ Physics, per family (all seconds; arrays broadcast):
              this function: batched GEMMs, cost.roofline).
   memory     bytes / (HBM · fraction(bytes)): the table's measured bandwidth over transfer size,
              interpolated in log(bytes), clamped at the ends (small transfers are latency-bound).
-The physics constants are a rough fit to the H100 table (python -m parallmelism.cost.kernels
-prints it and the per-row errors); the residuals carry the rest.
+The physics constants are a rough fit to the H100 table (python -m parallmelism.validate.kernel_report
+prints it and the per-row errors); the residuals carry the rest. Nothing here reads a file: the
+tables are read and resolved by config/kernel_tables.py (`kernel_model(hw)`) and passed in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-REFERENCE_TABLE = "kernels/h100-sxm-80gb.csv"
 REFERENCE_SM_COUNT = 132
 GEMM_TILE = (64.0, 128.0)
 GEMM_SPLIT_K_MIN = 1024.0
@@ -191,14 +189,14 @@ class KernelTable:
     """Measured kernels of one accelerator (a table file) as residuals over the reference physics
     of the accelerator they were measured on."""
 
-    def __init__(self, path: Path, peak_tflops: dict, hbm_gbps: float, sms: int, require_all: bool = True):
-        import csv
-
-        self.path = Path(path)
-        with open(self.path, encoding="utf-8") as fh:
-            rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    def __init__(
+        self, rows: list[dict], peak_tflops: dict, hbm_gbps: float, sms: int, require_all: bool = True, path=None
+    ):
+        """`rows`: the table's rows as {column: text} (read by config.kernel_tables); `path`: where
+        they came from, for messages and reports only (nothing is read here)."""
+        self.path = path
         if not rows:
-            raise ValueError(f"{self.path}: no kernel rows")
+            raise ValueError(f"{path}: no kernel rows")
 
         def f(r, c):
             return float(r[c]) if r.get(c) not in (None, "") else np.nan
@@ -268,77 +266,40 @@ class KernelTable:
             self.hbm_fraction = np.bincount(inv, frac[order]) / np.bincount(inv)
             if not (np.all(np.isfinite(self.hbm_fraction)) and np.all(self.hbm_fraction > 0)):
                 raise ValueError("an hbm row with a blank, zero or negative size or time")
-        else:
-            self.hbm_log_bytes = np.array([0.0])
-            self.hbm_fraction = np.array([0.85])
+        else:  # no measured transfers: no fraction to read (KernelModel takes the reference table's)
+            self.hbm_log_bytes = np.array([])
+            self.hbm_fraction = np.array([])
 
 
-@lru_cache(maxsize=16)
-def _load_table(path: str, peak_items: tuple, hbm_gbps: float, sms: int, require_all: bool = True) -> KernelTable:
-    return KernelTable(Path(path), dict(peak_items), hbm_gbps, sms, require_all)
+@dataclass(frozen=True)
+class KernelTables:
+    """The kernel tables one accelerator's model reads (loaded at the config edge,
+    config/kernel_tables.py): its own table (None: the rule for accelerators without one) and the
+    reference H100 table, on the reference accelerator's physics."""
 
-
-@lru_cache(maxsize=1)
-def _reference_accelerator():
-    from ..config.compose import load_option
-
-    return load_option("hardware", "h100-sxm-80gb")
-
-
-def resolve_table(name: str) -> Path:
-    """A kernel table path from hardware/NAME.yaml: absolute, else relative to the shipped
-    hardware/ folder or a user config folder ($PARALLMELISM_CONFIG_PATH) holding hardware/."""
-    from ..config.paths import data_root, user_config_dirs
-    from ..errors import UserError
-
-    p = Path(name).expanduser()
-    if p.is_absolute():
-        candidates = [p]
-    else:
-        roots = [data_root()] + user_config_dirs()
-        candidates = [r / "hardware" / p for r in roots] + [r / p for r in roots]
-    for c in candidates:
-        if c.is_file():
-            return c
-    raise UserError(f"kernel table {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
+    own: KernelTable | None
+    reference: KernelTable
 
 
 class KernelModel:
     """Kernel times on one accelerator (module docstring). Pure functions of arrays."""
 
-    def __init__(self, hw):
+    def __init__(self, hw, tables: KernelTables):
         spec = getattr(hw, "kernels", None)
         self.sms = float(getattr(spec, "sm_count", None) or REFERENCE_SM_COUNT)
         self.backend = getattr(spec, "attention_backend", None) or "cudnn"
         self.peak = {k: v * 1e12 for k, v in hw.peak_tflops.items()}
         self.hbm_bps = hw.hbm_bandwidth_gbps * 1e9
-        table = getattr(spec, "table", None)
-        if table:
-            path, peaks, bw, sms = resolve_table(table), hw.peak_tflops, hw.hbm_bandwidth_gbps, int(self.sms)
-            self.own_table = True
-        else:  # the documented rule: the reference accelerator's residuals on this accelerator's physics
-            ref = _reference_accelerator()
-            path, peaks, bw, sms = (
-                resolve_table(REFERENCE_TABLE),
-                ref.peak_tflops,
-                ref.hbm_bandwidth_gbps,
-                REFERENCE_SM_COUNT,
-            )
-            self.own_table = False
-        try:
-            self.table = _load_table(
-                str(path),
-                tuple(sorted(peaks.items())),
-                float(bw),
-                int(sms),
-                not self.own_table or path == resolve_table(REFERENCE_TABLE),
-            )
-            if self.own_table and self._incomplete(self.table):
-                self.table = self._completed(self.table)
-        except (OSError, ValueError, KeyError) as exc:
-            from ..errors import UserError
-
-            raise UserError(f"kernel table {path}: unreadable ({exc})") from None
+        self.reference = tables.reference
+        self.own_table = tables.own is not None
+        if (
+            tables.own is None
+        ):  # the documented rule: the reference accelerator's residuals on this accelerator's physics
+            self.table = tables.reference
+        elif self._incomplete(tables.own):
+            self.table = self._completed(tables.own)
+        else:
+            self.table = tables.own
 
     @staticmethod
     def _incomplete(t: KernelTable) -> bool:
@@ -355,13 +316,7 @@ class KernelModel:
         block saves over a causal kernel, on this table's causal times)."""
         import copy
 
-        ref_hw = _reference_accelerator()
-        ref = _load_table(
-            str(resolve_table(REFERENCE_TABLE)),
-            tuple(sorted(ref_hw.peak_tflops.items())),
-            float(ref_hw.hbm_bandwidth_gbps),
-            REFERENCE_SM_COUNT,
-        )
+        ref = self.reference
         t = copy.copy(own)
         t.gemm = dict(own.gemm) if own.gemm else dict(ref.gemm)
         t.attention = dict(own.attention)
@@ -432,6 +387,10 @@ class KernelModel:
         return float(self.memory_s(r.bytes))
 
     def hbm_fraction(self, nbytes):
+        """Measured fraction of HBM bandwidth at a transfer of `nbytes` (the table's hbm rows,
+        interpolated in log bytes, clamped at the ends)."""
+        if not self.table.has_hbm:
+            raise ValueError("this kernel table has no hbm rows (KernelModel completes it from the reference table)")
         lb = np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))
         return np.interp(lb, self.table.hbm_log_bytes, self.table.hbm_fraction)
 
@@ -447,42 +406,3 @@ def _table_row_flops(r):
     if r.part.endswith("_block"):
         return block_attention_flops(r.seq, r.kv_seq, r.heads, r.head_dim, bwd)
     return causal_attention_flops(r.seq, r.heads, r.head_dim, bwd)
-
-
-def _report(argv=None) -> int:
-    """Print the H100 physics constants and the model's error on every row of the shipped table."""
-    import pandas as pd
-
-    from ..config.compose import load_option
-
-    hw = load_option("hardware", "h100-sxm-80gb")
-    km = KernelModel(hw)
-    df = pd.read_csv(km.table.path, comment="#")
-    pred = np.empty(len(df))
-    phys = np.empty(len(df))
-    for i, r in enumerate(df.itertuples()):
-        pred[i] = km.table_row_s(r)
-        if r.family == "gemm":
-            phys[i] = gemm_physics_s(r.m, r.k, r.n, r.dtype, km.peak_flops(r.dtype), km.hbm_bps, km.sms)
-        elif r.family == "attention":
-            phys[i] = attention_physics_s(_table_row_flops(r), r.seq, r.heads, km.peak_flops("bf16"), km.sms)
-        else:
-            phys[i] = r.bytes / km.hbm_bps / GEMM_HBM_FRACTION
-    df["model_err_pct"] = 100 * (pred / df.measured_s - 1)
-    df["physics_only_err_pct"] = 100 * (phys / df.measured_s - 1)
-    print(
-        f"GEMM tile {GEMM_TILE}, split-k min {GEMM_SPLIT_K_MIN}, peak fractions {GEMM_PEAK_FRACTION}, "
-        f"HBM {GEMM_HBM_FRACTION}, launch {GEMM_LAUNCH_S * 1e6:.0f} us; attention fraction "
-        f"{ATTENTION_PEAK_FRACTION}, launch {ATTENTION_LAUNCH_S * 1e6:.0f} us"
-    )
-    for (fam, src), g in df.groupby(["family", "source"]):
-        e, p = g.model_err_pct.abs(), g.physics_only_err_pct.abs()
-        print(
-            f"{fam:10s} {src:28s} rows {len(g):4d}  model |err| median {e.median():5.2f} % max {e.max():6.2f} %"
-            f"   physics only median {p.median():6.2f} % max {p.max():7.2f} %"
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_report())

@@ -67,7 +67,9 @@ def check_precision(hw, precision: str) -> None:
 class Rates:
     """Achievable FLOP/s and bytes/s of one accelerator for one workload precision."""
 
-    def __init__(self, hw, precision: str):
+    def __init__(self, hw, precision: str, kernels: KernelModel | None = None):
+        """`kernels`: the accelerator's kernel model (config.kernel_tables.kernel_model), which
+        training's op times read; serving's roofline (`flops_rate`) needs none."""
         check_precision(hw, precision)
         eff = hw.efficiency
         fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
@@ -77,19 +79,17 @@ class Rates:
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
         self.precision = precision
         self._hw = hw
-        self._kernels: KernelModel | None = None
+        self._kernels = kernels
 
     def at_precision(self, precision: str) -> "Rates":
         """The same accelerator's rates at another precision, sharing its kernel model."""
-        other = Rates(self._hw, precision)
-        other._kernels = self._kernels
-        return other
+        return Rates(self._hw, precision, self._kernels)
 
     @property
     def kernels(self) -> KernelModel:
-        """Kernel model of the accelerator (loaded on first use: serving does not need it)."""
+        """Kernel model of the accelerator (given to the constructor: training's op times)."""
         if self._kernels is None:
-            self._kernels = KernelModel(self._hw)
+            raise ValueError("these rates have no kernel model: pass config.kernel_tables.kernel_model(hw)")
         return self._kernels
 
     def gemm_dtype(self, op: Op) -> str:

@@ -179,9 +179,10 @@ def _combine(parts, keys=None):
 STAGE_OP_SUMS = ("fwd", "bwd", "rc", "cbound", "mbound", "flops", "bytes")
 
 
-def training_time(cols: dict[str, np.ndarray], model, hw, wl) -> dict[str, np.ndarray]:
-    """Step-time columns for every layout row (module docstring)."""
-    return _training_time(cols, model, hw, wl)[0]
+def training_time(cols: dict[str, np.ndarray], model, hw, wl, kernels) -> dict[str, np.ndarray]:
+    """Step-time columns for every layout row (module docstring); `kernels`: the accelerator's
+    cost.kernels.KernelModel (config.kernel_tables.kernel_model(hw))."""
+    return _training_time(cols, model, hw, wl, kernels)[0]
 
 
 STAGES = ("first", "middle", "last")
@@ -554,13 +555,13 @@ def _stage_terms(cols, model, hw, wl, rates):
     return stages, {k: to_shape(v, tp.shape) for k, v in shared.items()}
 
 
-def _training_time(cols, model, hw, wl):
+def _training_time(cols, model, hw, wl, kernels):
     pp, m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "num_micro_batches", "vpp"))
     ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
     s = wl.seq_len
     n = len(pp)
     shape = pp.shape
-    rates = Rates(hw, wl.precision)
+    rates = Rates(hw, wl.precision, kernels)
     (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
     on_out = {ax: shared["on_out_" + ax][inv] for ax in AXES}
     pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))

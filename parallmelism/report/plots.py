@@ -238,9 +238,10 @@ def roofline_points(model, hw, wl, micro_batch: int, tp: int, cp: int, sp: bool)
     `show` prints), so each point sits where the training model runs it, at or under its roofs.
     Ops without FLOPs (norms, residual adds, activations) come with FLOP/s 0."""
     from ..cost import flops as F
+    from ..config.kernel_tables import kernel_model
     from ..cost.roofline import Rates
 
-    rates = Rates(hw, wl.precision)
+    rates = Rates(hw, wl.precision, kernel_model(hw))
     ops = F.layer_ops(model, wl.seq_len, micro_batch, tp, cp, sp, wl.flash_attention, cp_comm_type=wl.cp_comm_type)
     return [(op.name, op.kind, *_roofline_point(op, rates)) for op in ops if float(np.asarray(op.bytes)) > 0]
 
@@ -248,13 +249,14 @@ def roofline_points(model, hw, wl, micro_batch: int, tp: int, cp: int, sp: bool)
 def plot_roofline(run, out: Path, top: int) -> Path:
     from ..cost import flops as F
     from ..cost.ops import OpKind
+    from ..config.kernel_tables import kernel_model
     from ..cost.roofline import Rates
 
     plt = _plt()
     df = _evaluate(run)
     r = _best_rows(df, 1).iloc[0]
     hw, wl, model = run.hardware, run.workload, run.model
-    rates = Rates(hw, wl.precision)
+    rates = Rates(hw, wl.precision, kernel_model(hw))
     peak = hw.peak_flops(wl.precision)
     bw = hw.hbm_bandwidth_gbps * 1e9
     fig, ax = plt.subplots(figsize=(9, 5.5))

@@ -12,34 +12,36 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, m
 
 
 class Efficiency(BaseModel):
-    """Achievable fractions of peak, set once per accelerator (never per case)."""
+    """Achievable fractions of peak, set once per accelerator (never per case). Every field but
+    matmul_fp8 is required: a hardware file spells each value or takes another file's block
+    (`efficiency: {from: NAME}`), so no accelerator runs on a number nobody chose for it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    matmul: float = Field(0.75, gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
-    attention: float = Field(0.6, gt=0, le=1, description="flash attention core, fraction of peak")
-    hbm: float = Field(0.85, gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth")
-    scale_up: float = Field(0.8, gt=0, le=1, description="large collectives in the scale-up domain")
-    scale_out: float = Field(0.9, gt=0, le=1, description="large collectives across nodes")
+    matmul: float = Field(..., gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
+    attention: float = Field(..., gt=0, le=1, description="flash attention core, fraction of peak")
+    hbm: float = Field(..., gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth")
+    scale_up: float = Field(..., gt=0, le=1, description="large collectives in the scale-up domain")
+    scale_out: float = Field(..., gt=0, le=1, description="large collectives across nodes")
     # Inference (cost/inference*.py). Decode streams every local weight and the KV cache once per
     # step through small-batch (GEMV-like) kernels that reach less of the HBM bandwidth than the
     # large streaming kernels `hbm` describes.
-    decode_hbm: float = Field(0.6, gt=0, le=1, description="decode step kernels, fraction of HBM bandwidth")
+    decode_hbm: float = Field(..., gt=0, le=1, description="decode step kernels, fraction of HBM bandwidth")
     # Host-side time of one request in an online serving stack (HTTP, tokenizer, scheduler, first
-    # token streamed back), added once to TTFT. Set to 0 for offline engine timings. Defaults (0.6,
-    # 10 ms) are the H100 calibration on TensorRT-LLM / NIM online serving (cost/inference.py).
-    request_overhead_ms: float = Field(10.0, ge=0, description="per-request host latency added to TTFT, ms")
+    # token streamed back), added once to TTFT. Set to 0 for offline engine timings (the H100 file's
+    # value is the calibration on TensorRT-LLM / NIM online serving, cost/inference.py).
+    request_overhead_ms: float = Field(..., ge=0, description="per-request host latency added to TTFT, ms")
     # Fixed time of one engine iteration under in-flight batching (scheduler, sampling, kernel
     # launches, host-device sync), paid once per forward pass whatever its tokens; fitted per
     # accelerator on serving ITL by benchmarks/fit_serving_overhead.py (cost/inference_iteration.py).
-    iteration_overhead_ms: float = Field(0.0, ge=0, description="fixed time per serving iteration, ms")
+    iteration_overhead_ms: float = Field(..., ge=0, description="fixed time per serving iteration, ms")
     # MoE layers add host-bound work per iteration that the roofline of their GEMMs misses (routing
     # top-k, token permute/unpermute, the grouped-GEMM launch at a few tokens per expert): a fixed
     # time per MoE layer per iteration, fitted with iteration_overhead_ms by the same script.
-    moe_layer_overhead_us: float = Field(0.0, ge=0, description="fixed time per MoE layer per serving iteration, us")
+    moe_layer_overhead_us: float = Field(..., ge=0, description="fixed time per MoE layer per serving iteration, us")
     # Serving GEMMs have few rows in decode (the batch). A tensor-core GEMM works on tiles of this
     # many rows, so m < tile rows still cost a full tile of FLOPs: rate = peak·matmul·min(1, m/tile).
-    gemm_tile_rows: int = Field(64, ge=1, description="GEMM tile height in rows (inference small-batch GEMMs)")
+    gemm_tile_rows: int = Field(..., ge=1, description="GEMM tile height in rows (inference small-batch GEMMs)")
     # fp8 GEMMs reach a lower fraction of their (2x) peak than bf16 GEMMs of theirs (scaling, casts,
     # smaller tiles); None means `matmul`. Used by the serving roofline (cost/inference.py).
     matmul_fp8: Optional[float] = Field(None, gt=0, le=1, description="fp8 GEMMs, fraction of fp8 peak")
@@ -116,7 +118,7 @@ class AcceleratorSpec(BaseModel):
     peak_tflops: dict[str, PositiveFloat] = Field(description="dense TFLOP/s per dtype: bf16, fp16, fp8, fp4, fp32")
     scale_up: ScaleUp
     scale_out: Optional[ScaleOut] = None
-    efficiency: Efficiency = Efficiency()
+    efficiency: Efficiency
     kernels: Kernels = Kernels()
     overheads: Overheads = Overheads()
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0)

@@ -1,0 +1,102 @@
+"""Kernel tables read at the config edge and handed to the cost model (cost/kernels.py reads no file).
+
+`kernel_model(hw)` is the accelerator's KernelModel: its own table (`kernels.table` in
+hardware/NAME.yaml: absolute, else relative to the shipped hardware/ folder or a user config folder)
+when it has one, and the reference table (the H100's, REFERENCE_TABLE, on the reference accelerator's
+physics) that the rule for accelerators without a table, and the families a table lacks, read.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+REFERENCE_TABLE = "kernels/h100-sxm-80gb.csv"
+REFERENCE_ACCELERATOR = "h100-sxm-80gb"
+
+
+def resolve_table(name: str) -> Path:
+    """A kernel table path from hardware/NAME.yaml: absolute, else relative to the shipped
+    hardware/ folder or a user config folder ($PARALLMELISM_CONFIG_PATH) holding hardware/."""
+    from ..errors import UserError
+    from .paths import data_root, user_config_dirs
+
+    p = Path(name).expanduser()
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        roots = [data_root()] + user_config_dirs()
+        candidates = [r / "hardware" / p for r in roots] + [r / p for r in roots]
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise UserError(f"kernel table {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
+
+
+def read_rows(path) -> list[dict]:
+    """The rows of a kernel table file ({column: text}; lines starting with # are comments)."""
+    import csv
+
+    with open(path, encoding="utf-8") as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+@lru_cache(maxsize=16)
+def _table(path: str, peak_items: tuple, hbm_gbps: float, sms: int, require_all: bool = True):
+    from ..cost.kernels import KernelTable
+
+    return KernelTable(read_rows(path), dict(peak_items), hbm_gbps, sms, require_all, path=Path(path))
+
+
+def load_table(path, peak_tflops: dict, hbm_gbps: float, sms: int, require_all: bool = True):
+    """The KernelTable of a table file measured on an accelerator with these peaks, HBM bandwidth and SMs."""
+    return _table(str(path), tuple(sorted(peak_tflops.items())), float(hbm_gbps), int(sms), require_all)
+
+
+@lru_cache(maxsize=1)
+def reference_accelerator():
+    from .compose import load_option
+
+    return load_option("hardware", REFERENCE_ACCELERATOR)
+
+
+def reference_table():
+    """The reference H100 table on the reference accelerator's physics."""
+    from ..cost.kernels import REFERENCE_SM_COUNT
+
+    ref = reference_accelerator()
+    return load_table(resolve_table(REFERENCE_TABLE), ref.peak_tflops, ref.hbm_bandwidth_gbps, REFERENCE_SM_COUNT)
+
+
+def kernel_tables(hw):
+    """cost.kernels.KernelTables of an accelerator: its own table (or None) and the reference.
+    A table other than the reference may lack families (the model completes them from the reference)."""
+    from ..cost.kernels import REFERENCE_SM_COUNT, KernelTables
+    from ..errors import UserError
+
+    spec = getattr(hw, "kernels", None)
+    name = getattr(spec, "table", None)
+    path = resolve_table(name) if name else resolve_table(REFERENCE_TABLE)
+    try:
+        reference = reference_table()
+        own = None
+        if name:
+            sms = int(getattr(spec, "sm_count", None) or REFERENCE_SM_COUNT)
+            own = load_table(path, hw.peak_tflops, hw.hbm_bandwidth_gbps, sms, path == resolve_table(REFERENCE_TABLE))
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"kernel table {path}: unreadable ({exc})") from None
+    return KernelTables(own, reference)
+
+
+def kernel_model(hw):
+    """The accelerator's cost.kernels.KernelModel over the tables `kernel_tables` reads."""
+    from ..cost.kernels import KernelModel
+    from ..errors import UserError
+
+    tables = kernel_tables(hw)
+    try:
+        return KernelModel(hw, tables)
+    except (ValueError, KeyError) as exc:
+        raise UserError(
+            f"kernel table {tables.own.path if tables.own else REFERENCE_TABLE}: unreadable ({exc})"
+        ) from None
