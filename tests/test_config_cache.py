@@ -19,7 +19,7 @@ OVERRIDES = ["model=llama3.1-8b", "hardware=h100-sxm-80gb", "grid.ngpus=[8]", "w
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PARALLMELISM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PARALLMELISM_CACHE", raising=False)
-    return tmp_path / "cache"
+    return tmp_path / "cache" / cache.SUBFOLDER  # where the entries are: the cache's own subfolder
 
 
 def test_second_load_comes_from_the_cache_and_is_equal(cache_dir, monkeypatch):
@@ -91,7 +91,7 @@ def test_pinned_show_imports_neither_hydra_nor_pandas_once_cached(cache_dir):
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('LOADED', 'hydra' in sys.modules, 'pandas' in sys.modules, file=sys.stderr)\n"
     )
-    env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir.parent), "PATH": "/usr/bin:/bin"}
     first = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     second = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     assert "LOADED True False" in first.stderr, first.stderr
@@ -115,7 +115,37 @@ def test_small_best_and_sweep_import_neither_hydra_nor_pandas_once_cached(cache_
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('LOADED', 'hydra' in sys.modules, 'pandas' in sys.modules, file=sys.stderr)\n"
     )
-    env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir.parent), "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     second = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     assert "LOADED False False" in second.stderr, second.stderr
+
+
+def test_the_cache_removes_only_its_own_files(cache_dir, monkeypatch):
+    """Issue 28: pointed at a folder of 300 user JSON files, pruning deleted 45 of them. The cache
+    writes into its own subfolder and prunes only its own names, even past MAX_ENTRIES."""
+    import os
+    import time
+
+    users = cache_dir.parent
+    users.mkdir(parents=True)
+    for i in range(300):
+        (users / f"mine{i}.json").write_text("{}")
+    cache_dir.mkdir()
+    for i in range(3):  # user files inside the subfolder too, one of them named like a temporary
+        (cache_dir / f"notes{i}.json").write_text("{}")
+    (cache_dir / ".entry.notes.txt").write_text("x")
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 2)
+    for batch in (4, 8, 16):
+        load_run_configs([*OVERRIDES, f"workload.global_batch={batch}"])
+    assert len(list(users.glob("mine*.json"))) == 300
+    assert len(list(cache_dir.glob("notes*.json"))) == 3 and (cache_dir / ".entry.notes.txt").exists()
+    assert len([p for p in cache_dir.iterdir() if cache.ENTRY_NAME.match(p.name)]) == 2
+    # a killed run's temporary goes once it is stale; a fresh one (a store under way) stays
+    stale, fresh = cache_dir / ".entry.abc123.tmp", cache_dir / ".entry.def456.tmp"
+    stale.write_text("{")
+    fresh.write_text("{")
+    old = time.time() - cache.STALE_TEMP_S - 60
+    os.utime(stale, (old, old))
+    load_run_configs([*OVERRIDES, "workload.global_batch=32"])
+    assert not stale.exists() and fresh.exists()

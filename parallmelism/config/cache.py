@@ -8,9 +8,13 @@ What composition produces is a pure function of
     content; ~300 KB shipped, hashed in about a millisecond),
   - the parallmelism version (specs, defaults and validation rules) and the current folder,
 so the RunConfigs (as JSON, validated again on load: ~50 µs per point) are cached under that key
-in $PARALLMELISM_CACHE_DIR (default: $XDG_CACHE_HOME/parallmelism or ~/.cache/parallmelism).
+in the subfolder `compose/` of $PARALLMELISM_CACHE_DIR (default: $XDG_CACHE_HOME/parallmelism or
+~/.cache/parallmelism), one `<64 hex digits>.json` file per key.
 Failures are never cached. PARALLMELISM_CACHE=0 turns the cache off; an unwritable cache folder
-only means no cache. At most MAX_ENTRIES files are kept (oldest removed).
+only means no cache. At most MAX_ENTRIES entries are kept (oldest removed). The cache owns only
+what it wrote: pruning looks in its own subfolder and at its own names (an entry, or a temporary
+`.entry.*.tmp` of a killed run), so a cache variable pointed at a folder of the user's own files
+(JSON included) never removes one of them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
 
 from .paths import data_root
@@ -29,14 +35,21 @@ MAX_ENTRIES = 256
 MAX_ENTRY_BYTES = 8 << 20  # a sweep of thousands of points is composed, not cached
 
 
+SUBFOLDER = "compose"  # the cache's own folder inside the cache directory
+ENTRY_NAME = re.compile(r"^[0-9a-f]{64}\.json$")  # a key (sha256 hex) and .json: what store() writes
+TEMP_NAME = re.compile(r"^\.entry\.[A-Za-z0-9_]+\.tmp$")  # store()'s temporary (tempfile.mkstemp)
+STALE_TEMP_S = 600  # a temporary this old is a killed run's (a store takes milliseconds)
+
+
 def cache_dir() -> Path | None:
+    """The folder holding the cache's entries (its own subfolder of the cache directory), or None."""
     if os.environ.get("PARALLMELISM_CACHE", "1") == "0":
         return None
     given = os.environ.get("PARALLMELISM_CACHE_DIR")
     if given:
-        return Path(given).expanduser()
+        return Path(given).expanduser() / SUBFOLDER
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "parallmelism"
+    return Path(base) / "parallmelism" / SUBFOLDER
 
 
 LARGE_FILE_BYTES = 4 << 20  # bigger files are identified by size and modification time
@@ -120,6 +133,17 @@ def store(key: str | None, results: list) -> None:
 
 
 def _prune(folder: Path) -> None:
-    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
-    for old in entries[:-MAX_ENTRIES]:
+    """Keep the newest MAX_ENTRIES entries and remove stale temporaries: only files whose names
+    are the cache's own (ENTRY_NAME, TEMP_NAME), never anything else in the folder."""
+    entries, now = [], time.time()
+    for p in folder.iterdir():
+        try:
+            if ENTRY_NAME.match(p.name) and p.is_file():
+                entries.append((p.stat().st_mtime, p))
+            elif TEMP_NAME.match(p.name) and p.is_file() and now - p.stat().st_mtime > STALE_TEMP_S:
+                p.unlink(missing_ok=True)
+        except OSError:  # removed meanwhile by another run
+            continue
+    entries.sort()
+    for _, old in entries[:-MAX_ENTRIES]:
         old.unlink(missing_ok=True)
