@@ -54,7 +54,7 @@ def best(
 
             return run_multirun_best(list(overrides or []), config_dir, top)
         runs = load_runs(overrides, config_dir)
-        out = out_of(out, runs)
+        out = out_of(out, runs, config_dir)
         check_distinct_outputs(out, full_output)
         table, evaluated = search_best(
             runs,

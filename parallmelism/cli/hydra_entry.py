@@ -69,7 +69,7 @@ def _check_points(overrides: list[str], config_dirs) -> None:
     from ..config.compose import compose, expand_sweeps, to_run_config
     from ..errors import UserError
     from ..search.chunks import layout_grid
-    from .outputs import output_target
+    from .outputs import check_not_read, output_target
 
     jobs = expand_sweeps(overrides)
     base = jobs[0]
@@ -82,7 +82,7 @@ def _check_points(overrides: list[str], config_dirs) -> None:
             point = base[:i] + [item] + base[i + 1 :]
             run = to_run_config(compose(point, config_dirs))
             if run.output.path:  # a job's own output.path: the rules every output path keeps
-                output_target(run.output)
+                check_not_read(output_target(run.output)[0], [run], config_dirs, "output.path")
             grid = layout_grid(run)
             if len(grid) == 0:
                 raise UserError(f"{' '.join(point)}: {grid.explain_empty()}")

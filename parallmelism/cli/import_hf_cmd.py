@@ -21,7 +21,7 @@ def import_hf(
     from ..config.import_hf import default_name, model_from_hf_config, read_hf_config, to_yaml
     from ..config.paths import check_option_name
     from ..errors import UserError
-    from ..report.writer import write_text
+    from ..report.writer import check_not_an_input, write_text
     from .common import console, fail
     from .outputs import check_yaml_out
 
@@ -31,6 +31,12 @@ def import_hf(
             check_option_name(name)
         if out is not None:
             check_yaml_out(out)
+            check_not_an_input(out, [config])
+            if name is not None and name != out.stem:  # a model file's name is its option name
+                raise UserError(
+                    f"--name {name!r} disagrees with --out's file name {out.stem!r}: model=NAME picks "
+                    "models/NAME.yaml, so give one of them (or the same name)"
+                )
         model_name = name or (out.stem if out is not None else default_name(cfg, config))
         fields = model_from_hf_config(cfg, model_name, str(config))
         text = to_yaml(fields, str(config))

@@ -24,6 +24,7 @@ def merge(
     """Concatenate the parts written by a multirun (one per model x hardware x workload shard) into one table."""
     from ..errors import UserError
     from ..report.merge import merge_tables
+    from ..report.writer import check_not_an_input
     from .common import console, fail
     from .outputs import out_of_path_overrides, write_frame
 
@@ -34,6 +35,7 @@ def merge(
             raise UserError("merge needs --out FILE (or output.path=FILE): the merged table's .csv or .parquet path")
         if not files:
             raise UserError("merge needs at least one part file or dataset folder")
+        check_not_an_input(out, [f for p in files for f in ([p] if not p.is_dir() else p.rglob("*"))])
         from ..study.dataset import is_study
 
         studies = [f for f in files if is_study(f) or (f.name == "rows" and is_study(f.parent))]

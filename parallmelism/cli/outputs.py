@@ -77,16 +77,45 @@ def check_one_output_path(out: Optional[Path], paths: set) -> None:
         raise UserError(f"--out {str(out)!r} and output.path={str(given)!r} disagree; give one of them")
 
 
-def out_of(out: Optional[Path], runs) -> Optional[Path]:
+def out_of(out: Optional[Path], runs, config_dirs=None) -> Optional[Path]:
     """--out, or the Hydra spelling output.path= (the two must agree when both are given); an
-    output.format given must agree with its extension."""
+    output.format given must agree with its extension; never a file the runs read."""
     from ..report.writer import check_output_path
 
     path = _one_output(out, {r.output.path for r in runs if r.output.path})
     for fmt in sorted({r.output.format for r in runs if r.output.format}):
         if path is not None:
             check_output_path(path, fmt)
+    if path is not None:
+        check_not_read(path, runs, config_dirs)
     return path
+
+
+def run_inputs(runs, config_dirs=None) -> list[Path]:
+    """The files a run reads besides its command line: every file of the config folders it composes
+    from (shipped and user models/, hardware/ with their kernel tables, workloads, grids) and each
+    run's kernel table wherever it lies."""
+    from ..config.cache import USER_SUBFOLDERS
+    from ..config.paths import data_root, user_config_dirs
+    from ..cost.kernels import resolve_table
+    from ..errors import UserError
+
+    folders = [data_root() / sub for sub in ("conf", "models", "hardware")]
+    folders += [d / sub for d in user_config_dirs(config_dirs) for sub in USER_SUBFOLDERS]
+    files = [p for f in folders if f.is_dir() for p in f.rglob("*") if p.is_file()]
+    for table in sorted({r.hardware.kernels.table for r in runs if r.hardware.kernels.table}):
+        try:
+            files.append(resolve_table(table))
+        except UserError:  # the run itself names a missing table
+            pass
+    return files
+
+
+def check_not_read(path: Path, runs, config_dirs=None, option: str = "--out") -> None:
+    """A table path that is one of the runs' inputs (a kernel table, a config file) is refused."""
+    from ..report.writer import check_not_an_input
+
+    check_not_an_input(path, run_inputs(runs, config_dirs), option)
 
 
 def out_of_path_overrides(out: Optional[Path], overrides: list[str]) -> Optional[Path]:

@@ -39,7 +39,7 @@ def pareto(
 
     try:
         runs = load_runs(overrides, config_dir)
-        out = out_of(out, runs)
+        out = out_of(out, runs, config_dir)
         check_distinct_outputs(out, full_output)
         kinds = {r.workload.kind for r in runs}
         if len(kinds) > 1:

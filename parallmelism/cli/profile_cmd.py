@@ -98,6 +98,7 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     facts = device_facts(torch, device)
     name = name or re.sub(r"[^a-z0-9]+", "-", facts["name"].lower()).strip("-") + "-profiled"
     check_option_name(name)
+    _check_not_base(out, name, base_name, base)
     todo = tasks(torch, device, quick)
     skip_collectives = _why_no_collectives(torch, device, n_ranks, base_name)
     points = [] if skip_collectives else collectives.point_labels(device, quick)
@@ -176,6 +177,24 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
         coll_table.unlink()  # an earlier run's points would sit beside links that now come from --base
     written = [yaml_path, table] + ([coll_table] if coll_table in texts else [])
     _summary(console(), rows, written, out, name, measured, fit)
+
+
+def _check_not_base(out: Path, name: str, base_name: str, base) -> None:
+    """The files profile writes are never the --base accelerator's own (its YAML, kernel table),
+    which it reads: `--out` at the shipped folder with `--name` the base's would replace them."""
+    from ..config.paths import option_files, user_config_dirs
+    from ..cost.kernels import resolve_table
+    from ..errors import UserError
+    from ..report.writer import check_not_an_input
+
+    inputs = [option_files("hardware", user_config_dirs())[base_name]]
+    if base.kernels.table:
+        try:
+            inputs.append(resolve_table(base.kernels.table))
+        except UserError:
+            pass
+    for target in (out / "hardware" / f"{name}.yaml", out / "hardware" / "kernels" / f"{name}.csv"):
+        check_not_an_input(target, inputs)
 
 
 def _why_no_collectives(torch, device: str, ranks: int, base_name: str):

@@ -20,9 +20,10 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
     return Path(folder) / f"{model}_{hw}_{kind}.{fmt}"
 
 
-def _output_of(runs, out_path: Optional[Path]):
-    """(path, format) the sweep writes, or (None, None); checked before any computation."""
-    from .outputs import check_one_output_path, output_target
+def _output_of(runs, out_path: Optional[Path], config_dirs=None):
+    """(path, format) the sweep writes, or (None, None); checked before any computation, never a
+    file the runs read."""
+    from .outputs import check_not_read, check_one_output_path, output_target
 
     out = runs[0].output
     check_one_output_path(out_path, {r.output.path for r in runs})
@@ -30,9 +31,11 @@ def _output_of(runs, out_path: Optional[Path]):
         out = out.model_copy(update={"path": str(out_path), "write": True})
     if not out.write:
         return None, None
-    if out.path:
-        return output_target(out)
-    return _default_output(runs, out.default_format, out.dir), out.default_format
+    path, fmt = (
+        output_target(out) if out.path else (_default_output(runs, out.default_format, out.dir), out.default_format)
+    )
+    check_not_read(path, runs, config_dirs, "--out" if out_path is not None else "output.path")
+    return path, fmt
 
 
 def run_sweep(
@@ -55,7 +58,7 @@ def run_sweep(
     from .common import console, load_runs, stream
 
     runs = load_runs(overrides, config_dirs)
-    path, fmt = _output_of(runs, out_path)
+    path, fmt = _output_of(runs, out_path, config_dirs)
     kinds = {r.workload.kind for r in runs}
     if len(kinds) > 1 and path is not None:
         raise UserError(

@@ -30,8 +30,15 @@ def validate(
     from ..report.writer import write_table
 
     try:
+        if out is not None:  # never over a case file, a config file or a kernel table it reads
+            from ..report.writer import check_not_an_input
+            from ..validate.runner import shipped_case_files
+            from .outputs import run_inputs
+
+            check_not_an_input(out, [*(cases or shipped_case_files()), *run_inputs([], config_dir)])
         table = run_validation(cases, list(overrides or []), config_dir)
-        if out is not None:  # first, so an unwritable path fails before anything is printed
+        failed = table.attrs.get("failed", [])
+        if out is not None and not failed:  # first, so an unwritable path fails before anything is printed
             write_table(table, out)
         to = console()
         to.print(
@@ -39,16 +46,17 @@ def validate(
         )
         for line in summary(table):
             to.print(line)
-        if out is not None:
+        if out is not None and not failed:
             to.print(f"wrote {len(table)} row{'' if len(table) == 1 else 's'} to {out}")
-        failed = table.attrs.get("failed", [])
         if failed:
             err = console(stderr=True)
             for f in failed:
                 err.print(f"could not build case {f['case']} ({f['file']}): {f['reason']}", markup=False)
+            # a failing exit leaves no table that looks complete: --out is not written
+            unwritten = f"; nothing was written to {str(out)!r}" if out is not None else ""
             err.print(
                 f"{len(failed)} case row{'s' if len(failed) > 1 else ''} could not be built; the table above "
-                "holds the others",
+                f"holds the others{unwritten}",
                 markup=False,
             )
             raise typer.Exit(2)

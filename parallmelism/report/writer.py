@@ -178,6 +178,23 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
         raise UserError(f"cannot write {str(path)!r}: {str(folder)!r} is not writable")
 
 
+def check_not_an_input(out: str | Path, inputs, option: str = "--out") -> None:
+    """An output path that is one of the command's input files (the same file by inode: through a
+    link, a relative path or another spelling) is refused before anything is read or written:
+    writing the result there would replace the input (`validate --cases F --out F`)."""
+    out = Path(out)
+    for given in inputs:
+        try:
+            same = os.path.samefile(out, given)
+        except (OSError, ValueError):  # either is missing (a new output cannot be an input)
+            continue
+        if same:
+            raise UserError(
+                f"{option} {str(out)!r} is the input file {str(given)!r}; writing there would replace it, "
+                "give another output path"
+            )
+
+
 def check_dataset_folder(path: str | Path) -> Path:
     """--full-output: a folder we may replace. It is new, empty, or a dataset this tool wrote
     (only `model=NAME` folders in it): replacing it never deletes anything else."""
