@@ -10,6 +10,7 @@ must stay plain: the versions are in the Parquet metadata and in the CSV columns
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 from contextlib import ExitStack, contextmanager
@@ -217,9 +218,70 @@ def temp_beside(path: Path) -> Path:
     return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
+# temp_beside's names (and the parallel writers' `.parts` folder beside one): what a run killed
+# outright (SIGKILL, power loss) leaves behind, and what the next run into that folder removes
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp(?:\.parts)?$")
+STALE_TEMP_S = 3600  # untouched this long: no writer is streaming into it (they write chunk by chunk)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this machine (True, so kept, where that cannot be told)."""
+    if pid <= 0:  # no writer's pid (kill would signal a process group)
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process, or no pid we could have had: keep
+        return True
+    return True
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for n in dirnames + filenames:
+                try:
+                    newest = max(newest, os.lstat(os.path.join(dirpath, n)).st_mtime)
+                except OSError:
+                    continue
+    return newest
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove the temporaries that killed runs left in `folder`: only names temp_beside makes
+    (TEMP_NAME), whose writing process is gone from this machine and which nothing has touched
+    for STALE_TEMP_S (a writer on another node sharing the folder keeps its temporary fresh).
+    Anything else, a user's file above all, is never touched. Returns what was removed."""
+    import time
+
+    removed: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        m = TEMP_NAME.match(name)
+        if m is None or _pid_alive(int(m.group("pid"))):
+            continue
+        path = folder / name
+        try:
+            if path.is_symlink() or now - _newest_mtime(path) < STALE_TEMP_S:  # ours are never links
+                continue
+        except OSError:
+            continue
+        remove_temp(path)
+        removed.append(path)
+    return removed
+
+
 def create_temp(tmp: Path, folder: bool = False) -> None:
     """Create the temporary file (or folder) with the permissions the umask allows (0666 / 0777
-    minus the umask, as any new file); never an existing one."""
+    minus the umask, as any new file); never an existing one. Stale temporaries of killed runs
+    in that folder go first (remove_stale_temps)."""
+    remove_stale_temps(tmp.parent)
     if folder:
         tmp.mkdir(mode=0o777)
     else:
