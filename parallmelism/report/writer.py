@@ -471,8 +471,14 @@ def not_a_number(path: str | Path, col: str, value, row: int, what: str = "a num
     return UserError(f"{str(path)!r}: column {col} {holds} (row {row}) where {what} belongs")
 
 
-def positive_number(path: str | Path, col: str, value, row: int) -> float:
-    """value as a finite number > 0 (a measurement, a quantity), else not_a_number's sentence."""
+# The largest measured value a case file may state, in any of its units (GiB, s, ms, tokens/s):
+# no measurement of one run comes near it, and past ~1e306 the error 100·(p − m)/m overflows to inf.
+MEASURED_MAX = 1e12
+
+
+def positive_number(path: str | Path, col: str, value, row: int, largest: float = MEASURED_MAX) -> float:
+    """value as a finite number in (0, largest] (a measurement, a quantity), else not_a_number's
+    sentence."""
     import math
 
     try:
@@ -481,6 +487,8 @@ def positive_number(path: str | Path, col: str, value, row: int) -> float:
         raise not_a_number(path, col, value, row) from None
     if not (math.isfinite(number) and number > 0):
         raise not_a_number(path, col, value, row, "a finite number > 0")
+    if number > largest:  # finite, but past any measurement (and 1e308 overflows the error to inf)
+        raise not_a_number(path, col, value, row, f"a number > 0 and at most {largest:g}")
     return number
 
 
@@ -490,7 +498,14 @@ def check_csv_complete(path: Path) -> None:
     import csv
 
     with open(path, "rb") as fh:
-        header = fh.readline()
+        head = fh.read(65536)
+        if b"\0" in head or not _is_text(head):  # an image, an archive, a Parquet file named .csv
+            raise UserError(f"{str(path)!r} is not a text file (UTF-8 CSV); give a .csv table")
+        fh.seek(0)
+        header = b""
+        for header in fh:  # blank lines before the header are skipped, as the CSV reader skips them
+            if header.strip():
+                break
         if not header.strip():
             raise UserError(f"{str(path)!r} is empty")
         size = fh.seek(0, os.SEEK_END)
@@ -509,6 +524,15 @@ def check_csv_complete(path: Path) -> None:
             f"{str(path)!r} is truncated: line {_line_count(path)} has {n_last} of the header's "
             f"{n_header} fields; re-create the file"
         )
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether a file's first bytes decode as UTF-8 (a multi-byte character cut at the end allowed)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3 and len(head) == 65536
+    return True
 
 
 def _line_count(path: Path) -> int:

@@ -166,6 +166,12 @@ def model_of(row, shipped_models: dict):
         ):
             return spec
     require(row, ["hidden", "layers", "heads", "ffn", "vocab"], "this")
+    blank = [k for k in ("hidden", "layers", "heads", "ffn", "vocab") if get(row, k) is None]
+    if blank:  # a model that is not shipped is built from these columns: each needs a value
+        raise UserError(
+            f"case {row.get('case')!r}: column {blank[0]} is blank; a row that names no shipped model "
+            "needs hidden, layers, heads, ffn and vocab"
+        )
     h, ffn = as_int(row, "hidden"), as_int(row, "ffn")
     heads = as_int(row, "heads")
     mlp = get(row, "mlp") or ("gelu" if ffn == 4 * h else "swiglu")

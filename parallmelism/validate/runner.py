@@ -6,6 +6,7 @@ each kind maps its `quantity` to one of our output columns.
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -80,6 +81,23 @@ def _check_finite(row) -> None:
             raise UserError(f"column {col}={v!r} is not a finite number")
 
 
+def _check_unique_cases(df, path: Path, seen: dict) -> None:
+    """Each case name once across the case files: a row given twice would count twice in every
+    statistic (mean, median, --max-error), so a repeated name is one sentence naming both places."""
+    if "case" not in df.columns:
+        return
+    for i, name in enumerate(df["case"], start=1):
+        if name is None:
+            continue
+        if name in seen:
+            first, row = seen[name]
+            raise UserError(
+                f"case {name!r} appears twice ({first.name} row {row} and {path.name} row {i}); "
+                "each case is counted once: give every row its own name"
+            )
+        seen[name] = (path, i)
+
+
 def run_validation(case_files, overrides, config_dirs):
     import pandas as pd
 
@@ -88,14 +106,20 @@ def run_validation(case_files, overrides, config_dirs):
     files = list(case_files or shipped_case_files())
     ctx = _context(overrides, config_dirs)
     out, failed = [], []
+    seen: dict = {}  # case name -> (file, row) where it first appears
+    files = [require_file(f, "case file") for f in files]
+    for i, f in enumerate(files):
+        for g in files[:i]:
+            if os.path.samefile(f, g):
+                raise UserError(f"case file {str(f)!r} is given twice; each case is counted once")
     for f in files:
-        f = require_file(f, "case file")
         check_csv_complete(f)  # a file cut short is refused as compare and merge refuse it
         try:
             df = pd.read_csv(f, dtype=str, keep_default_na=False)
         except Exception as exc:
             raise UserError(f"cannot read case file {str(f)!r}: {str(exc).splitlines()[0]}") from None
         df = df.replace({"": None})
+        _check_unique_cases(df, f, seen)
         for _, (cols, handler, measured, blank_ok) in CASE_KINDS.items():
             if all(c in df.columns for c in cols):
                 for i in range(len(df)):  # every row: one that cannot be built is reported, not fatal
