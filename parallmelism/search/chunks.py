@@ -73,15 +73,40 @@ def _enumerate(run, sub_grid, stats: RunStats) -> dict:
     return g.columns
 
 
+def check_finite(cols: dict, run) -> dict:
+    """Every number the cost model wrote is finite: an input past any physical range (an overhead
+    or a rate of 1e308, each allowed alone) that overflows a column is one sentence, never an
+    inf or NaN in a table."""
+    from ..errors import UserError
+
+    for name, values in cols.items():
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            bad = ~np.isfinite(values)
+            what = "NaN" if np.isnan(values[bad]).all() else "infinite"
+            raise UserError(
+                f"{name} comes out {what} for {int(bad.sum()):,} of {len(values):,} layouts of "
+                f"{run.model.name} on {run.hardware.name}: an input is beyond any physical range "
+                "(a size, rate or overhead near 1e308?); nothing was written"
+            )
+    return cols
+
+
 def _evaluate(run, chunk: dict, stats: RunStats, prune_unfit: bool, derive: bool):
-    """Cost columns of layout rows, and the indices of the rows kept (all unless pruned)."""
+    """Cost columns of layout rows, and the indices of the rows kept (all unless pruned); every
+    number finite (check_finite)."""
     n = len(next(iter(chunk.values())))
     stats.evaluated += n
+    # an overflow (an input near 1e308) is check_finite's one sentence, not numpy's warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _evaluate_unchecked(run, chunk, stats, prune_unfit, derive, n)
+
+
+def _evaluate_unchecked(run, chunk: dict, stats: RunStats, prune_unfit: bool, derive: bool, n: int):
     if run.workload.kind != "train":
         from ..columns import evaluate_inference_columns
 
         stats.timed += n
-        cols = evaluate_inference_columns(chunk, run)
+        cols = check_finite(evaluate_inference_columns(chunk, run), run)
         return (derive_columns(cols, run) if derive else cols), None
     from ..columns import evaluate_training_columns
 
@@ -98,7 +123,7 @@ def _evaluate(run, chunk: dict, stats: RunStats, prune_unfit: bool, derive: bool
             return {}, keep
         chunk = {k: v[keep] for k, v in chunk.items()}
         mem = {k: v[keep] for k, v in mem.items()}  # row-wise: no need to evaluate it again
-    cols = evaluate_training_columns(chunk, run, memory=mem)
+    cols = check_finite(evaluate_training_columns(chunk, run, memory=mem), run)
     stats.timed += len(cols["tp"])
     return (derive_columns(cols, run) if derive else cols), keep
 

@@ -80,6 +80,10 @@ SERVE_PLAN_COLUMNS = [
 ]
 
 
+def _days(days: float) -> str:
+    return f"{days:.1f}" if days < 1e6 else f"{days:.3g}"
+
+
 def _needs(df, cols, what):
     missing = [c for c in cols if c not in df.columns]
     if missing:
@@ -143,7 +147,7 @@ def train_plan_failure(table, plan) -> str | None:
     if plan.days is not None:
         return (
             f"plan.days={plan.days:g}: no GPU count considered finishes in time; the fastest takes "
-            f"{fastest['days']:.1f} days on {int(fastest['ngpus'])} GPUs (add counts with plan.ngpus=[...])"
+            f"{_days(fastest['days'])} days on {int(fastest['ngpus'])} GPUs (add counts with plan.ngpus=[...])"
         )
     return (
         f"plan.budget_usd={plan.budget_usd:,.0f}: every plan costs more; the cheapest is "

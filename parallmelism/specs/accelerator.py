@@ -6,9 +6,18 @@ in dense TFLOP/s (no sparsity), latencies in microseconds.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+
+# Physical ranges of an accelerator's numbers: each bound is orders of magnitude past any part
+# made or announced (a GB300 runs ~15 PFLOP/s fp4, HBM ~8 TB/s, NVLink 900 GB/s), and past it a
+# value (1e308, 1e-300) only overflows a time or a cost to inf or an absurd 1e290 s.
+PEAK_TFLOPS = (1e-3, 1e6)  # 1 GFLOP/s (less than any CPU core) .. 1 EFLOP/s per chip
+LINK_GBPS = (1e-2, 1e6)  # 10 MB/s .. 1 PB/s, per GPU and direction (HBM and links)
+LATENCY_US_MAX = 1e6  # a second per message
+HBM_GIB_MAX = 1e6  # a PiB per device
 
 
 class Efficiency(BaseModel):
@@ -74,9 +83,11 @@ class Overheads(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    layer_launch_us: float = Field(0.0, ge=0, description="per layer per micro-batch (fwd + bwd), µs")
+    # upper limits: physical ranges, orders of magnitude past any accelerator (a value near 1e308
+    # would overflow the step time to inf): a second per layer launch, an hour of host time per step
+    layer_launch_us: float = Field(0.0, ge=0, le=1e6, description="per layer per micro-batch (fwd + bwd), µs")
     comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
-    step_fixed_ms: float = Field(0.0, ge=0, description="host/framework time per optimizer step, ms")
+    step_fixed_ms: float = Field(0.0, ge=0, le=3.6e6, description="host/framework time per optimizer step, ms")
     straggler_per_doubling: float = Field(
         0.0, ge=0, le=0.5, description="step fraction lost per doubling of GPUs beyond one domain"
     )
@@ -87,8 +98,8 @@ class ScaleUp(BaseModel):
 
     name: str = ""
     domain_size: PositiveInt = Field(description="GPUs that share the scale-up fabric (NVLink domain)")
-    bandwidth_gbps: PositiveFloat = Field(description="per GPU, per direction, GB/s")
-    latency_us: float = Field(2.0, ge=0)
+    bandwidth_gbps: float = Field(ge=LINK_GBPS[0], le=LINK_GBPS[1], description="per GPU, per direction, GB/s")
+    latency_us: float = Field(2.0, ge=0, le=LATENCY_US_MAX)
     topology: Literal["switch", "mesh"] = Field(
         "switch",
         description="switch: a GPU's whole port reaches any peer (NVSwitch); mesh: fully connected "
@@ -101,8 +112,8 @@ class ScaleOut(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = ""
-    bandwidth_gbps: PositiveFloat = Field(description="per GPU, per direction, GB/s")
-    latency_us: float = Field(5.0, ge=0)
+    bandwidth_gbps: float = Field(ge=LINK_GBPS[0], le=LINK_GBPS[1], description="per GPU, per direction, GB/s")
+    latency_us: float = Field(5.0, ge=0, le=LATENCY_US_MAX)
 
 
 class AcceleratorSpec(BaseModel):
@@ -112,17 +123,19 @@ class AcceleratorSpec(BaseModel):
     display_name: Optional[str] = None
     source: str = ""
     confidence: str = ""
-    hbm_capacity_gib: PositiveFloat = Field(description="nominal HBM capacity")
-    hbm_usable_gib: PositiveFloat = Field(description="what the framework can allocate")
-    hbm_bandwidth_gbps: PositiveFloat
-    peak_tflops: dict[str, PositiveFloat] = Field(description="dense TFLOP/s per dtype: bf16, fp16, fp8, fp4, fp32")
+    hbm_capacity_gib: PositiveFloat = Field(le=HBM_GIB_MAX, description="nominal HBM capacity")
+    hbm_usable_gib: PositiveFloat = Field(le=HBM_GIB_MAX, description="what the framework can allocate")
+    hbm_bandwidth_gbps: float = Field(ge=LINK_GBPS[0], le=LINK_GBPS[1], description="GB/s")
+    peak_tflops: dict[str, Annotated[float, Field(ge=PEAK_TFLOPS[0], le=PEAK_TFLOPS[1])]] = Field(
+        description="dense TFLOP/s per dtype: bf16, fp16, fp8, fp4, fp32"
+    )
     scale_up: ScaleUp
     scale_out: Optional[ScaleOut] = None
     efficiency: Efficiency
     kernels: Kernels = Kernels()
     overheads: Overheads = Overheads()
-    cost_per_gpu_hour_usd: float = Field(0.0, ge=0)
-    tdp_w: float = Field(0.0, ge=0)
+    cost_per_gpu_hour_usd: float = Field(0.0, ge=0, le=1e6)
+    tdp_w: float = Field(0.0, ge=0, le=1e6)
 
     @model_validator(mode="after")
     def _checks(self):

@@ -36,9 +36,13 @@ class PlanSpec(BaseModel):
     )
     pue: float = Field(1.2, ge=1, description="data-centre power usage effectiveness (facility / IT power)")
     # serving
-    qps: Optional[PositiveFloat] = Field(None, description="requests per second to serve")
+    # a physical range: a billion requests/s is ~10^4 times the busiest web services; beyond it the
+    # replica count ceil(qps / (replica_rps·load)) overflows a 64-bit count
+    qps: Optional[PositiveFloat] = Field(None, le=1e9, description="requests per second to serve (at most 1e9)")
     tokens_per_s: Optional[PositiveFloat] = Field(
-        None, description="output tokens per second to serve (instead of qps: qps = tokens_per_s / output_len)"
+        None,
+        le=1e12,
+        description="output tokens per second to serve (instead of qps: qps = tokens_per_s / output_len; at most 1e12)",
     )
     prefill_gpus: Optional[PositiveInt] = Field(
         None, description="disaggregated serving: GPUs of the prefill pool (with decode_gpus: a fixed P:D split)"
