@@ -91,7 +91,12 @@ def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, st
     `from:` resolved."""
     values = dict(raw[name])
     if group in ("model", "hardware"):
-        values.setdefault("name", name)
+        given = values.setdefault("name", name)
+        if given != name:  # the file name is what model=/hardware= picks; its rows must say so too
+            raise UserError(
+                f"{where.get(name, name)}: name: {given!r} differs from the file name {name!r}; "
+                f"{group}={name} picks this file and its rows would say {given!r}: make them the same"
+            )
     if group == "hardware":
         if "kernels" in values:
             values["kernels"] = table_beside_file(values["kernels"], Path(where[name]))
@@ -138,6 +143,7 @@ def register_option_files(user_dirs: list[Path]) -> dict[str, dict[str, Path]]:
     if key == _registered:
         return files
     cs = ConfigStore.instance()
+    _registered = None  # a file refused half-way (a bad value, a name: of its own) leaves no half store
     for group in GROUPS:  # options of earlier user folders (same process) must not linger
         cs.repo.pop(group, None)
     read = {g: {n: _read_mapping(p) for n, p in f.items()} for g, f in files.items()}
