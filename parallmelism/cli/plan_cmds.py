@@ -36,10 +36,10 @@ def plan_train(
     from .common import console, fail, load_runs, stream
     from .outputs import out_of
 
-    overrides = rewrite_plan_overrides(list(overrides or []))
     try:
+        overrides = rewrite_plan_overrides(list(overrides or []))
         runs = load_runs(overrides, config_dir)
-        out = out_of(out, runs)
+        out = out_of(out, runs, config_dir)
         check_plan_outputs(out)
         if len(runs) != 1:
             raise UserError("plan train answers one question at a time; remove the sweep (a,b) from the overrides")
@@ -123,13 +123,18 @@ def plan_serve(
     from .common import console, fail, load_runs, stream
     from .outputs import out_of
 
-    overrides = rewrite_plan_overrides(list(overrides or []))
+    try:
+        given = rewrite_plan_overrides(list(overrides or []))
+    except UserError as exc:
+        fail(str(exc))
+        raise  # pragma: no cover - fail() raises
+    overrides = given
     if not any(o.split("=", 1)[0] in ("workload", "+workload") for o in overrides):
         overrides = ["workload=inference", *overrides]
     explicit_batch = any(o.split("=", 1)[0].lstrip("+") == "grid.batch" for o in overrides)
     try:
         runs = load_runs(overrides, config_dir)
-        out = out_of(out, runs)
+        out = out_of(out, runs, config_dir)
         check_plan_outputs(out)
         if not explicit_batch:  # plan.serve_batch: the batch sizes a serving plan considers
             runs = [

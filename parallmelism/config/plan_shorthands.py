@@ -32,10 +32,26 @@ WORKLOAD_SHORT = {
 
 
 def rewrite_plan_overrides(overrides: list[str]) -> list[str]:
-    """days=30 -> plan.days=30, tokens=15e12 -> workload.tokens=15e12 (other overrides unchanged)."""
+    """days=30 -> plan.days=30, tokens=15e12 -> workload.tokens=15e12 (other overrides unchanged).
+    Two spellings of one setting (itl_ms=30 tpot_ms=40, budget= and budget_usd=) are one sentence:
+    neither silently wins."""
+    from ..errors import UserError
+
     out = []
+    spelt: dict[str, str] = {}  # setting -> the spelling the command line gave it
     for o in overrides:
         key, sep, value = o.partition("=")
+        bare = key.removeprefix("plan.")
+        if sep and (bare in PLAN_SHORT or bare in PLAN_ALIASES):
+            setting = PLAN_ALIASES.get(bare, bare)
+            if setting in spelt:
+                twice = (
+                    f"{key}= is given twice"
+                    if spelt[setting] == key
+                    else f"{spelt[setting]}= and {key}= name one setting"
+                )
+                raise UserError(f"{twice} (plan.{setting}); give it once")
+            spelt[setting] = key
         if sep and key in PLAN_ALIASES:
             key = PLAN_ALIASES[key]
         if sep and key in PLAN_SHORT:
