@@ -73,8 +73,11 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         ):
             t.add_column(c, justify=just)  # type: ignore[arg-type]  # rich wants a Literal; the values above are literal
         for _, r in moved.iterrows():
-            t.add_row(row_label(r, shown), str(r["column"]), _num(r["old"]), _num(r["new"]), _pct(r["rel_change"]))
+            t.add_row(row_label(r, shown), str(r["column"]), _num(r["old"]), _num(r["new"]), _change(r))
         console.print(t)
+        one_nan = int(sum(_is_nan(o) != _is_nan(n) for o, n in zip(comp.moved["old"], comp.moved["new"])))
+        if one_nan:  # NaN on both sides is unchanged; on one side only it moved, and says so
+            console.print(f"note: {one_nan:,} moved value{'s are' if one_nan > 1 else ' is'} NaN on one side only")
     for label, frame in (
         ("rows only in new (added)", comp.added_rows),
         ("rows only in baseline (removed)", comp.removed_rows),
@@ -97,6 +100,21 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         f"{verdict}: {comp.rows_compared:,} rows x {comp.columns_compared} columns compared on key "
         f"({', '.join(comp.key)})"
     )
+
+
+def _is_nan(v) -> bool:
+    try:
+        return math.isnan(float(v))
+    except (TypeError, ValueError):
+        return v is None
+
+
+def _change(r) -> str:
+    """The relative change, or which side is NaN (a value that appeared or went missing)."""
+    old_nan, new_nan = _is_nan(r["old"]), _is_nan(r["new"])
+    if old_nan != new_nan:
+        return "now NaN" if new_nan else "was NaN"
+    return _pct(r["rel_change"])
 
 
 def _num(v) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..schema import LAYOUT_AXES
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
@@ -98,8 +99,8 @@ def load_tolerances(path: str | Path) -> dict[str, tuple[float, float]]:
             rtol, atol = float(spec.get("rtol", 0.0)), float(spec.get("atol", 0.0))
         except (TypeError, ValueError):
             raise UserError(f"tolerances file {str(path)!r}: {col!r} has a non-numeric tolerance") from None
-        if not (rtol >= 0 and atol >= 0):  # also rejects NaN
-            raise UserError(f"tolerances file {str(path)!r}: {col!r} tolerances must be >= 0")
+        if not (0 <= rtol < math.inf and 0 <= atol < math.inf):  # also rejects NaN; inf would pass anything
+            raise UserError(f"tolerances file {str(path)!r}: {col!r} tolerances must be finite and >= 0")
         out[str(col)] = (rtol, atol)
     return out
 
@@ -176,8 +177,8 @@ def compare_frames(
     """Align `base` and `new` on `key` and list every difference (see module docstring)."""
     import pandas as pd
 
-    if not (rtol >= 0 and atol >= 0):
-        raise UserError(f"--rtol={rtol} and --atol={atol} must be >= 0")
+    if not (0 <= rtol < math.inf and 0 <= atol < math.inf):  # NaN fails too; inf would pass any change
+        raise UserError(f"--rtol={rtol} and --atol={atol} must be finite and >= 0")
     tolerances = tolerances or {}
     vb, vn = _schema_version(base, names[0]), _schema_version(new, names[1])
     if vb is not None and vn is not None and vb != vn:
