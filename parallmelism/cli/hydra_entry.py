@@ -8,6 +8,7 @@ concatenates them: the jobs' configurations are disjoint, so the merged best tab
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -102,10 +103,10 @@ def refuse_single_outputs(**given) -> None:
             )
 
 
-def _check_launch(overrides: list[str]) -> None:
+def _check_launch(overrides: list[str]) -> Path | None:
     """What Hydra would otherwise find only while launching, with a traceback and a job folder
-    left behind: a sweep folder that cannot be written, and SLURM's launcher off a SLURM machine."""
-    import shutil
+    left behind: a sweep folder that cannot be written, joblib's n_jobs=0, and SLURM's launcher off
+    a SLURM machine. Returns the sweep folder when this call created it."""
 
     from ..errors import UserError
     from ..report.writer import check_writable_target, write_error_reason
@@ -114,6 +115,16 @@ def _check_launch(overrides: list[str]) -> None:
     sweep_dir = given.get("hydra.sweep.dir")
     if sweep_dir and "${" not in sweep_dir:
         check_writable_target(Path(sweep_dir), folder_target=True)
+    n_jobs = given.get("hydra.launcher.n_jobs")
+    if n_jobs is not None:  # joblib's: a count, or -1 for every core (-2 all but one, ...); 0 means nothing
+        try:
+            ok = int(n_jobs) != 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UserError(
+                f"hydra.launcher.n_jobs={n_jobs}: give a number of parallel jobs (1, 2, ...) or -1 for every core"
+            )
     if given.get("hydra/launcher") == "submitit_slurm" and shutil.which("srun") is None:
         raise UserError(
             "hydra/launcher=submitit_slurm submits through SLURM, and this machine has no srun; "
@@ -121,10 +132,28 @@ def _check_launch(overrides: list[str]) -> None:
         )
     # the last check, so a refused launch leaves no folder behind
     if sweep_dir and "${" not in sweep_dir:
+        created = not Path(sweep_dir).exists()
         try:  # Hydra creates it next, unchecked
             Path(sweep_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"cannot create hydra.sweep.dir {sweep_dir!r}: {write_error_reason(exc)}") from None
+        return Path(sweep_dir) if created else None
+    return None
+
+
+def _launch(flags: list[str], overrides: list[str], config_dirs, created, task=None) -> None:
+    """Hydra's launch: a launcher that fails (a plugin's own check, a bad launcher setting) is one
+    sentence, and the sweep folder this run created does not stay behind when no job ran in it
+    (only its multirun.yaml)."""
+    from ..errors import UserError
+
+    try:
+        _hydra_main(flags, overrides, config_dirs, task)
+    except Exception as exc:  # noqa: BLE001 - a plugin's error, whatever its class
+        if created is not None and {p.name for p in created.iterdir()} <= {"multirun.yaml"}:  # no job ran
+            shutil.rmtree(created, ignore_errors=True)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UserError(f"Hydra's launcher failed: {first}") from None
 
 
 def _hydra_main(flags: list[str], overrides: list[str], config_dirs, task=None) -> None:
@@ -147,19 +176,18 @@ def _hydra_main(flags: list[str], overrides: list[str], config_dirs, task=None) 
 def run_multirun(overrides: list[str], config_dirs=None) -> None:
     """`sweep -m`: validate every point (one sentence, exit 2), then Hydra multirun and its launcher."""
     _check_points(overrides, config_dirs)
-    _check_launch(overrides)
-    _hydra_main(["--multirun"], overrides, config_dirs)
+    _launch(["--multirun"], overrides, config_dirs, _check_launch(overrides))
 
 
 def run_multirun_best(overrides: list[str], config_dirs, top: int) -> None:
     """`best -m`: validate every point (one sentence, exit 2), then one best search per job."""
     _check_points(overrides, config_dirs)
-    _check_launch(overrides)
+    created = _check_launch(overrides)
 
     def best_task(cfg) -> None:  # a function (Hydra reads its module and code), pickled by the launchers
         _best_task(cfg, top)
 
-    _hydra_main(["--multirun"], overrides, config_dirs, best_task)
+    _launch(["--multirun"], overrides, config_dirs, created, best_task)
 
 
 def _print_only(cfg) -> None:  # pragma: no cover - Hydra answers --cfg/--info before calling the task
