@@ -97,7 +97,7 @@ def run_inputs(runs, config_dirs=None) -> list[Path]:
     run's kernel table wherever it lies."""
     from ..config.cache import USER_SUBFOLDERS
     from ..config.paths import data_root, user_config_dirs
-    from ..cost.kernels import resolve_table
+    from ..config.kernel_tables import resolve_table
     from ..errors import UserError
 
     folders = [data_root() / sub for sub in ("conf", "models", "hardware")]

@@ -183,7 +183,7 @@ def _check_not_base(out: Path, name: str, base_name: str, base) -> None:
     """The files profile writes are never the --base accelerator's own (its YAML, kernel table),
     which it reads: `--out` at the shipped folder with `--name` the base's would replace them."""
     from ..config.paths import option_files, user_config_dirs
-    from ..cost.kernels import resolve_table
+    from ..config.kernel_tables import resolve_table
     from ..errors import UserError
     from ..report.writer import check_not_an_input
 
