@@ -82,6 +82,7 @@ def write_study(folder: Path, engine: dict, quick: bool) -> tuple[Path, int]:
 
 def run_codesign(args) -> None:
     from parallmelism.search.driver import available_cores
+    from parallmelism.study.engines import batch_size
     from parallmelism.study.run import start_study
 
     cores = available_cores()
@@ -89,7 +90,7 @@ def run_codesign(args) -> None:
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         path, hw_points = write_study(Path(tmp), engine, args.quick)
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        out = start_study(path)
+        out = start_study(path, out=Path(tmp) / "codesign")
         wall, driver_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         ran = out.ran
         layouts = sum(r.evaluated for r in ran.results)
@@ -120,21 +121,22 @@ def run_codesign(args) -> None:
             f"driver overhead: {ran.driver_s * 1e3:.1f} ms submitting and taking in results, "
             f"{ran.driver_s / points * 1e3:.3f} ms per point"
         )
-        from parallmelism.study.engines import batch_size
-
         per_layout = worker_cpu / max(layouts, 1)
         big, cores_big = 1e10, 1000
         points_big = round(big / max(layouts / points, 1))
-        tasks_big = -(-points_big // batch_size(points_big, cores_big))
         compute = big * per_layout / cores_big
-        driver = tasks_big * ran.driver_s / max(ran.tasks, 1)
+        per_task = ran.driver_s / max(ran.tasks, 1)
         print(
-            f"extrapolation: 10^10 layouts = {points_big:,} points of this size, {tasks_big:,} tasks of "
-            f"{batch_size(points_big, cores_big)} points on {cores_big:,} cores: {big * per_layout:,.0f} worker "
-            f"CPU-s / {cores_big:,} = {compute:,.0f} s ({compute / 60:.1f} min) of compute; driver "
-            f"{driver:.1f} s at this run's {ran.driver_s / max(ran.tasks, 1) * 1e3:.1f} ms per task "
-            f"({driver / points_big * 1e3:.2f} ms per point), overlapped with the compute"
+            f"extrapolation: 10^10 layouts = {points_big:,} points of this size; {big * per_layout:,.0f} worker "
+            f"CPU-s / {cores_big:,} cores = {compute:,.0f} s ({compute / 60:.1f} min) of compute per core"
         )
+        for batch in (batch_size(points_big, cores_big), 100):
+            tasks_big = -(-points_big // batch)
+            print(
+                f"  batch {batch} points: {tasks_big:,} tasks, driver {tasks_big * per_task:.1f} s at this run's "
+                f"{per_task * 1e3:.1f} ms per task (one-time function export included), "
+                f"{per_task / batch * 1e3:.2f} ms per point"
+            )
 
 
 def peak_rss_of(cmd: list[str]) -> tuple[float, float, int, str]:
@@ -171,7 +173,17 @@ def run_merge(args) -> None:
         }
         (folder / "rows.yaml").write_text(json.dumps(study))
         wall, _, rc, text = peak_rss_of(
-            [sys.executable, "-m", "parallmelism", "study", "run", str(folder / "rows.yaml")]
+            [
+                sys.executable,
+                "-m",
+                "parallmelism",
+                "study",
+                "run",
+                "-q",
+                str(folder / "rows.yaml"),
+                "--out",
+                str(folder / "rows"),
+            ]
         )
         print(f"study run: {wall:.1f} s, exit {rc}: {text.splitlines()[-1]}")
         size = sum(f.stat().st_size for f in (folder / "rows").rglob("*.parquet"))

@@ -14,6 +14,13 @@ study_app = typer.Typer(
 
 ENGINE = typer.Option(None, "--engine", "-e", help="local, ray or submitit: overrides the study file's engine kind")
 WORKERS = typer.Option(None, "--workers", "-j", min=1, help="local: processes; ray: CPUs of a local Ray")
+QUIET = typer.Option(False, "--quiet", "-q", help="no progress bar; the summary line only")
+
+
+def _bar(quiet: bool):
+    from .common import ProgressBar
+
+    return None if quiet else ProgressBar("points")
 
 
 def _engine(kind: Optional[str], workers: Optional[int], spec_engine):
@@ -54,6 +61,7 @@ def study_run(
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="the study's folder (default: the file's out:; both relative to the current folder)"
     ),
+    quiet: bool = QUIET,
 ):
     """Write the study's manifest, run every point, and say how many failed (exit 2 if any)."""
     from ..errors import UserError
@@ -63,7 +71,7 @@ def study_run(
 
     try:
         spec, _ = read_study(study)
-        _finish(start_study(study, _engine(engine, workers, spec.engine_spec), out))
+        _finish(start_study(study, _engine(engine, workers, spec.engine_spec), out, _bar(quiet)))
     except UserError as exc:
         fail(str(exc))
 
@@ -73,6 +81,7 @@ def study_resume(
     target: str = typer.Argument(..., help="the study file, or the study's folder"),
     engine: Optional[str] = ENGINE,
     workers: Optional[int] = WORKERS,
+    quiet: bool = QUIET,
 ):
     """Run only the points without a completed partition (failed, lost or never run)."""
     from pathlib import Path
@@ -84,7 +93,7 @@ def study_resume(
 
     try:
         spec_engine = read_study(target)[0].engine_spec if Path(target).is_file() else None
-        _finish(resume_study(target, _engine(engine, workers, spec_engine)))
+        _finish(resume_study(target, _engine(engine, workers, spec_engine), _bar(quiet)))
     except UserError as exc:
         fail(str(exc))
 

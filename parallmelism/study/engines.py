@@ -60,18 +60,36 @@ class EngineRun:
         self.worker_peak_mib[batch.pid] = max(self.worker_peak_mib.get(batch.pid, 0.0), batch.peak_rss_mib)
 
 
-def run_engine(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+class _Quiet:
+    def start(self, total: int) -> None: ...
+
+    def advance(self, partitions: int, rows: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def run_engine(engine: EngineSpec, ctx: StudyContext, points: list[Point], progress=None) -> EngineRun:
+    """Run the points; `progress` (search.driver.Progress: the CLI's bar) hears start(points) once
+    the workers exist, then advance(points, layouts) per finished batch."""
     start = time.perf_counter()
     if not points:
         return EngineRun()
-    if engine.kind == "ray":
-        out = _run_ray(engine, ctx, points)
-    elif engine.kind == "submitit":
-        out = _run_submitit(engine, ctx, points)
-    else:
-        out = _run_local(engine, ctx, points)
+    bar = progress if progress is not None else _Quiet()
+    try:
+        if engine.kind == "ray":
+            out = _run_ray(engine, ctx, points, bar)
+        elif engine.kind == "submitit":
+            out = _run_submitit(engine, ctx, points, bar)
+        else:
+            out = _run_local(engine, ctx, points, bar)
+    finally:
+        bar.stop()
     out.wall_s = time.perf_counter() - start
     return out
+
+
+def _advance(bar, batch) -> None:
+    bar.advance(len(batch.results), sum(r.evaluated for r in batch.results))
 
 
 def _lost(batch: list[Point], exc: BaseException) -> list[tuple[str, str]]:
@@ -82,14 +100,19 @@ def _lost(batch: list[Point], exc: BaseException) -> list[tuple[str, str]]:
 # ----------------------------------------------------------------------------- local
 
 
-def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point], bar) -> EngineRun:
     from ..search.driver import available_cores
 
     workers = min(engine.workers or available_cores(), len(points))
     out = EngineRun()
-    if workers == 1:
-        out.take(run_batch(ctx, points))
-        out.tasks = 1
+    if workers == 1:  # in this process, batch by batch (for the progress only)
+        batches = batches_of(points, batch_size(len(points), 1, engine.batch))
+        out.tasks = len(batches)
+        bar.start(len(points))
+        for b in batches:
+            result = run_batch(ctx, b)
+            out.take(result)
+            _advance(bar, result)
         return out
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -100,9 +123,12 @@ def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> En
     ctxm = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctxm) as pool:
         futures = [(pool.submit(run_batch, ctx, b), b) for b in batches]
+        bar.start(len(points))  # after the workers are forked: the bar's thread must not be forked
         for fut, batch in futures:
             try:
-                out.take(fut.result())
+                result = fut.result()
+                out.take(result)
+                _advance(bar, result)
             except BrokenProcessPool as exc:  # a worker died: the batches not finished are lost
                 out.lost.extend(_lost(batch, exc))
     return out
@@ -119,7 +145,7 @@ def _ray():
     return ray
 
 
-def _run_ray(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+def _run_ray(engine: EngineSpec, ctx: StudyContext, points: list[Point], bar) -> EngineRun:
     ray = _ray()
     started = False
     if not ray.is_initialized():
@@ -139,13 +165,13 @@ def _run_ray(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> Engi
             raise UserError(f"cannot start or reach Ray ({(str(exc).splitlines() or [''])[0]})") from None
         started = True
     try:
-        return _submit_ray(ray, engine, ctx, points)
+        return _submit_ray(ray, engine, ctx, points, bar)
     finally:
         if started:
             ray.shutdown()
 
 
-def _submit_ray(ray, engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+def _submit_ray(ray, engine: EngineSpec, ctx: StudyContext, points: list[Point], bar) -> EngineRun:
     slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
     batches = batches_of(points, batch_size(len(points), slots, engine.batch))
     task = ray.remote(num_cpus=1, max_retries=engine.max_retries, retry_exceptions=False)(run_batch)
@@ -154,13 +180,16 @@ def _submit_ray(ray, engine: EngineSpec, ctx: StudyContext, points: list[Point])
     ctx_ref = ray.put(ctx)
     pending = {task.remote(ctx_ref, b): b for b in batches}
     out.driver_s += time.perf_counter() - t0
+    bar.start(len(points))
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         t0 = time.perf_counter()
         for ref in ready:
             batch = pending.pop(ref)
             try:
-                out.take(ray.get(ref))
+                result = ray.get(ref)
+                out.take(result)
+                _advance(bar, result)
             except ray.exceptions.RayError as exc:  # its worker was lost more often than max_retries
                 out.lost.extend(_lost(batch, exc))
         out.driver_s += time.perf_counter() - t0
@@ -170,7 +199,7 @@ def _submit_ray(ray, engine: EngineSpec, ctx: StudyContext, points: list[Point])
 # ----------------------------------------------------------------------------- submitit
 
 
-def _run_submitit(engine: EngineSpec, ctx: StudyContext, points: list[Point]) -> EngineRun:
+def _run_submitit(engine: EngineSpec, ctx: StudyContext, points: list[Point], bar) -> EngineRun:
     try:
         import submitit
     except ImportError:
@@ -185,9 +214,12 @@ def _run_submitit(engine: EngineSpec, ctx: StudyContext, points: list[Point]) ->
     t0 = time.perf_counter()
     jobs = executor.map_array(run_batch, [ctx] * len(batches), batches)
     out = EngineRun(tasks=len(batches), driver_s=time.perf_counter() - t0)
+    bar.start(len(points))
     for job, batch in zip(jobs, batches):
         try:
-            out.take(job.result())
+            result = job.result()
+            out.take(result)
+            _advance(bar, result)
         except Exception as exc:  # noqa: BLE001 - a job killed, timed out or preempted: resume runs it
             out.lost.extend(_lost(batch, exc))
     return out

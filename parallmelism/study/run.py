@@ -60,7 +60,9 @@ def _check_before_launch(ctx: ds.StudyContext, points: list[Point]) -> None:
             raise UserError(f"points: {group}={name} is not a {group} option (`parallmelism list {group}` shows them)")
 
 
-def start_study(path: str | Path, engine: EngineSpec | None = None, out: str | Path | None = None) -> StudyOutcome:
+def start_study(
+    path: str | Path, engine: EngineSpec | None = None, out: str | Path | None = None, progress=None
+) -> StudyOutcome:
     """`study run STUDY.yaml [--out DIR]`: a new study folder (refused when it holds another study)."""
     spec, base = read_study(path)
     points = expand_points(spec, base)
@@ -79,10 +81,10 @@ def start_study(path: str | Path, engine: EngineSpec | None = None, out: str | P
     _check_before_launch(ctx, points)
     folder.mkdir(parents=True, exist_ok=True)
     ds.write_manifest(folder, spec.name or Path(path).stem, spec.model_dump(mode="json"), ctx, points)
-    return _run(folder, ctx, points, engine or spec.engine_spec)
+    return _run(folder, ctx, points, engine or spec.engine_spec, progress)
 
 
-def resume_study(target: str | Path, engine: EngineSpec | None = None) -> StudyOutcome:
+def resume_study(target: str | Path, engine: EngineSpec | None = None, progress=None) -> StudyOutcome:
     """`study resume STUDY.yaml|DIR`: run the points of the manifest without a completed partition."""
     target = Path(target)
     spec_engine = None
@@ -105,14 +107,14 @@ def resume_study(target: str | Path, engine: EngineSpec | None = None) -> StudyO
             if isinstance(m["spec"]["engine"], dict)
             else (EngineSpec(kind=m["spec"]["engine"]))
         )
-    return _run(folder, ctx, manifest_points, engine or spec_engine)
+    return _run(folder, ctx, manifest_points, engine or spec_engine, progress)
 
 
-def _run(folder: Path, ctx: ds.StudyContext, points: list[Point], engine: EngineSpec) -> StudyOutcome:
+def _run(folder: Path, ctx: ds.StudyContext, points: list[Point], engine: EngineSpec, progress=None) -> StudyOutcome:
     ds.clean_temporaries(folder)
     done = ds.completed(folder)
     todo = [p for p in points if p.id not in done]
-    ran = run_engine(engine, ctx, todo)
+    ran = run_engine(engine, ctx, todo, progress)
     ds.clean_temporaries(folder)
     done = ds.completed(folder)
     failed = ds.failures(folder)
