@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from tests.conftest import invoke, run_cli, shared_reference
+from tests.conftest import REPO, invoke, run_cli
 
 REQUIRED = (
     "model hardware ngpus tp pp cp ep dp vpp micro_batch num_micro_batches dp_sharding recompute "
@@ -127,7 +127,11 @@ def test_validate_out_to_an_unwritable_path_fails_before_printing(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, text = invoke(
-        "validate", "--cases", str(shared_reference("memory_measured.csv")), "--out", str(blocker / "v.csv")
+        "validate",
+        "--cases",
+        str(REPO / "parallmelism" / "cases" / "memory_measured.csv"),
+        "--out",
+        str(blocker / "v.csv"),
     )
     assert code == 2
     assert len(text.strip().splitlines()) == 1 and "validation" not in text, text
@@ -135,12 +139,16 @@ def test_validate_out_to_an_unwritable_path_fails_before_printing(tmp_path):
 
 def test_validate_memory_cases_and_max_error(tmp_path):
     out = tmp_path / "v.csv"
-    code, text = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")), "--out", str(out))
+    code, text = invoke(
+        "validate", "--cases", str(REPO / "parallmelism" / "cases" / "memory_measured.csv"), "--out", str(out)
+    )
     assert code == 0, text
     df = pd.read_csv(out)
     assert {"case", "quantity", "measured", "predicted", "error_pct"} <= set(df.columns)
     assert len(df) == 14
-    code, text = invoke("validate", "--cases", str(shared_reference("memory_measured.csv")), "--max-error", "0.01")
+    code, text = invoke(
+        "validate", "--cases", str(REPO / "parallmelism" / "cases" / "memory_measured.csv"), "--max-error", "0.01"
+    )
     over = df[df.error_pct.abs() > 0.01]
     assert code == 1 and f"{len(over)} case rows are off by more than --max-error 0.01%" in text
     assert all(case in text for case in over.case)  # every one named, not only the worst

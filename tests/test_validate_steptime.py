@@ -459,3 +459,31 @@ def test_micro_batch_search_stays_small_on_a_huge_batch(monkeypatch):
     b = steptime.fastest_micro_batch(row, _context([], None))
     assert b in (1, 2, 4, 8) and len(calls) == 1, (b, len(calls))
     assert calls[0].grid.micro_batch == [2**i for i in range(41)]
+
+
+def test_validation_reads_columns_never_the_notes():
+    """Configuration comes from explicit columns only (issue 27): free text that once set a value
+    (a sharding name, "interleaved", "not overlapped", "TP ... overlap") changes nothing, and the
+    shipped rows carry the values it used to give in columns (interleaved, dp_sharding,
+    overlap_dp_comm, overlap_tp_comm), so their predictions did not move."""
+    from parallmelism.validate.cases import sharding_of
+    from parallmelism.validate.runner import _context
+    from parallmelism.validate.steptime import step_time_run_of
+
+    ctx = _context([], None)
+    loud = "FULLY_SHARD; interleaved; DP comm not overlapped; TP comm overlap on"
+    for case in ("narayanan-39.1b", "narayanan-1.7b", "korthikanti-530b-dp8-selective", "mcore-h100-1.7b"):
+        row = _row(case)
+        quiet, noisy = ({**row, "notes": n} for n in ("", loud))
+        assert step_time_run_of(quiet, ctx) == step_time_run_of(noisy, ctx), case
+        assert sharding_of(noisy) == sharding_of(quiet)
+    # the interleaved rows state it in a column, and take the least interleaving Megatron accepts
+    run = step_time_run_of({**_row("narayanan-39.1b"), "notes": ""}, ctx)
+    assert _row("narayanan-39.1b")["interleaved"] == "true" and run.grid.vpp[0] > 1
+    assert step_time_run_of(_row("narayanan-1.7b"), ctx).grid.vpp == [1]
+    # the rows whose notes named an overlap setting state it in its column
+    assert _row("korthikanti-530b-dp8-selective")["overlap_dp_comm"] == "false"
+    assert _row("mcore-h100-1.7b")["overlap_tp_comm"] == "true"
+    # no module of validate/ reads the notes column
+    sources = (REPO / "parallmelism" / "validate").glob("*.py")
+    assert not [p.name for p in sources if '"notes"' in p.read_text() or "'notes'" in p.read_text()]

@@ -12,7 +12,7 @@ a configuration, stated once:
 - hardware: `accelerator`; empty means h100-sxm-80gb (only `fits` depends on it for memory).
 - `recompute` / `sequence_parallel` of `any` (or empty) mean none / false; empty `cp`, `ep`,
   `vpp` mean 1; empty `global_batch` means dp·micro_batch; empty `micro_batch` means 1.
-- `dp_sharding`: the column; else a strategy name written in `notes`; else NO_OP.
+- `dp_sharding`: the column; blank means NO_OP. No value is read from the free-text `notes`.
 - `flash_attention`: the column; else false (the published Megatron cases predate it). The
   shipped copies of the case files carry the column explicitly.
 """
@@ -100,10 +100,6 @@ def sharding_of(row) -> str:
         if v not in DP_SHARDING:
             raise UserError(f"case {row.get('case')!r}: dp_sharding={v!r} is not one of {', '.join(DP_SHARDING)}")
         return v
-    notes = str(get(row, "notes", ""))
-    for name in sorted(DP_SHARDING, key=len, reverse=True):  # longest first: ..._AND_GRADS before ...
-        if re.search(rf"\b{name}\b", notes):
-            return name
     return "NO_OP"
 
 

@@ -14,16 +14,17 @@ values follow one rule each (stated here, applied to every row, never per case):
   but leaves its pipeline twice the bubble) and 119B (4 does not fit) and 1 for 177B-462B
   (tests/test_validate_steptime.py).
 - vpp: the optional column `vpp_stated` (chunks the source states or implies where the reference
-  file leaves vpp blank); else 1, unless `notes` say "interleaved" (chunks not given): the
-  smallest number of chunks > 1 that divides the layers per stage and the micro-batches per
-  pipeline round (the least interleaving Megatron accepts).
+  file leaves vpp blank); else 1, unless the optional column `interleaved` is true (the source
+  runs the interleaved schedule without giving chunks): the smallest number of chunks > 1 that
+  divides the layers per stage and the micro-batches per pipeline round (the least interleaving
+  Megatron accepts). Every value comes from a column; the free-text `notes` are never read.
 - recompute: none (Megatron's default; the published rows that recompute say so).
 - sequence_parallel: true when tp > 1 (Megatron-Core enables it with TP in its published
   configurations; the older rows state false explicitly), else false.
 - flash_attention (optional column): blank means true on accelerators with an fp8 peak
   (Hopper and later, where fused attention is every framework's default), false before.
-- overlap_dp_comm (optional): blank means true unless `notes` say "not overlapped".
-- overlap_tp_comm (optional): blank means true when `notes` say "TP" comm overlap is on, else false.
+- overlap_dp_comm (optional): blank means true.
+- overlap_tp_comm (optional): blank means false.
 - overlap_pp_comm (optional): blank means true (asynchronous pipeline send/recv).
 - moe_dispatcher (optional): blank means alltoall (Megatron's default); flex is DeepEP.
 - dp_shard_size (optional): hybrid sharding's shard group in DP ranks; blank means none.
@@ -119,7 +120,6 @@ tests/test_golden.py; `python -m parallmelism validate` prints the summary); the
 
 from __future__ import annotations
 
-import re
 
 from ..errors import UserError
 from .cases import CaseKind, as_bool, as_int, data_parallel_size, evaluate_one, get, train_run_of
@@ -138,13 +138,12 @@ def _interleave_chunks(layers: int, pp: int, m: int) -> int:
 def fill_blanks(row: dict, model) -> dict:
     """The documented rules for blank values (module docstring); returns a new row."""
     row = dict(row)
-    notes = str(get(row, "notes", ""))
     tp, pp, dp = as_int(row, "tp", 1), as_int(row, "pp", 1), max(data_parallel_size(row), 1)
     if get(row, "vpp") is None and get(row, "vpp_stated") is not None:
         row["vpp"] = row["vpp_stated"]
     if get(row, "vpp") is None:
         v = 1
-        if pp > 1 and re.search(r"\binterleaved\b", notes, re.I):
+        if pp > 1 and as_bool(row, "interleaved", False):
             b = as_int(row, "micro_batch", 1)
             v = _interleave_chunks(model.layers, pp, as_int(row, "global_batch", dp * b) // (dp * b))
         row["vpp"] = str(v)
@@ -174,10 +173,9 @@ STATED_WORKLOAD_COLUMNS = (
 
 def _workload_extras(row, hw) -> dict:
     # A blank cell takes the default: as_bool returns it for missing values.
-    notes = str(get(row, "notes", ""))
     flash = as_bool(row, "flash_attention", "fp8" in hw.peak_tflops)
-    dp_overlap = as_bool(row, "overlap_dp_comm", not re.search(r"not overlapped", notes, re.I))
-    tp_overlap = as_bool(row, "overlap_tp_comm", bool(re.search(r"\bTP\b[^;]*overlap", notes)))
+    dp_overlap = as_bool(row, "overlap_dp_comm", True)
+    tp_overlap = as_bool(row, "overlap_tp_comm", False)
     pp_overlap = as_bool(row, "overlap_pp_comm", True)
     return {
         "flash_attention": flash,
