@@ -49,6 +49,19 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _imbalance_within_the_experts(self):
+        """moe_imbalance = busiest expert's tokens / mean: the busiest expert receives each token
+        at most once, so it is at most num_experts / top_k (every token on one expert)."""
+        moe = self.model.moe if self.model.is_moe else None
+        imbalance = getattr(self.workload, "moe_imbalance", 1.0)
+        if moe is not None and imbalance > moe.num_experts / moe.top_k:
+            raise ValueError(
+                f"moe_imbalance={imbalance:g} exceeds num_experts / top_k = {moe.num_experts}/{moe.top_k} "
+                f"of model {self.model.name} (the busiest expert at most takes every token once)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _mtp_needs_its_heads(self):
         if getattr(self.workload, "spec_method", "none") == "mtp" and self.model.mtp_layers == 0:
             raise ValueError(

@@ -66,7 +66,7 @@ class TrainWorkload(BaseModel):
     )
     dp_bucket_params: Optional[float] = Field(
         None,
-        gt=0,
+        ge=1,  # a bucket holds at least one parameter (1e-300 gave NaN step times)
         description="parameters per DP gradient bucket "
         "(one reduce / gather call each); None: Megatron-Core's "
         "max(40e6, 1e6·dp_size)",
