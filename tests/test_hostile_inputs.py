@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 from parallmelism.cli.app import app
 from parallmelism.config.paths import data_root
 from tests.golden.cases import golden_path
@@ -155,6 +155,13 @@ NEW_CASES = [
         "best-n-jobs-zero",
         ["best", "-m", M8, G8, "hydra/launcher=joblib", "hydra.launcher.n_jobs=0", "hydra.sweep.dir={d}/mr"],
     ),
+    ("moe-imbalance-past-the-experts", ["sweep", "model=mixtral-8x7b", "grid.ngpus=[64]", "workload.moe_imbalance=5"]),
+    ("dp-bucket-below-one-parameter", ["sweep", M8, G8, "workload.dp_bucket_params=1e-300"]),
+    (
+        "study-out-is-a-folder-of-user-files",
+        ["study", "run", "{d}/study.yaml", "--engine", "local", "--out", "{d}/misnamed"],
+    ),
+    ("study-out-is-the-study-file", ["study", "run", "{d}/study.yaml", "--engine", "local", "--out", "{d}/study.yaml"]),
 ]
 
 
@@ -178,6 +185,7 @@ def extra(d):
     hf = json.loads((d / "hf.json").read_text())
     (d / "huge_hf.json").write_text(json.dumps({**hf, "hidden_size": 1e308}))
     (d / "list.json").write_text("[1, 2]")
+    (d / "study.yaml").write_text((REPO / "examples" / "studies" / "codesign.yaml").read_text())
     return d
 
 
