@@ -208,3 +208,22 @@ def test_weight_cast_docstrings_say_the_gemm_casts():
         doc = " ".join(inspect.getdoc(fn).split())
         assert "weight_casts_per_micro_batch" in doc, fn.__name__
         assert "after the optimizer" not in doc and "step's first micro-batch" not in doc, fn.__name__
+
+
+def test_the_mtp_proposer_layer_is_a_moe_layer_like_the_last():
+    """DeepSeek-V3's MTP module is one more transformer block after layer 60, MoE like the layers
+    before it (§2.2; HF config: layer 61 has experts): the proposer step prices a MoE layer."""
+    from parallmelism.cost.inference_spec import proposer_step_s
+
+    model, hw = load_option("model", "deepseek-v3"), HW["h100-sxm-80gb"]
+    wl = InferenceWorkload(spec_method="mtp")
+    cols = {k: np.array([v]) for k, v in dict(tp=8, pp=1, sp=1, ep=1, dp=1, batch=8, layers_per_stage=61).items()}
+    seen = {}
+
+    def spy(m, hw_, wl_, c, tokens_per_seq=None):
+        out = inference.decode_terms(m, hw_, wl_, c, tokens_per_seq)
+        seen["router"] = next(float(np.asarray(op.count)[0]) for op in out["ops"] if op.name == "router")
+        return out
+
+    proposer_step_s(model, None, hw, wl, cols, spy)
+    assert seen["router"] == 1.0

@@ -60,7 +60,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
 from .collectives import group_collective_time_s as _collective
 from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispatch_bytes, tp_layer_calls
-from .flops import busiest_stage_layer_counts
+from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .inference_memory import inference_memory
 from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
 from .ops import ACT_BYTES
@@ -119,7 +119,10 @@ def stage_terms(
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
     tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
     n = np.asarray(cols["layers_per_stage"], dtype=np.float64)
-    dense_layers, moe_layers = busiest_stage_layer_counts(model, cols["pp"], cols["layers_per_stage"])
+    if "first_layer" in cols:  # a stage placed explicitly (the MTP module: the layer after the last)
+        dense_layers, moe_layers = moe_layer_counts(model, cols["first_layer"], cols["layers_per_stage"])
+    else:
+        dense_layers, moe_layers = busiest_stage_layer_counts(model, cols["pp"], cols["layers_per_stage"])
     T = np.asarray(tokens, dtype=np.float64)
     if decode_part is None and not prefill:  # a decode pass: every token reads the cache
         decode_part = (T, attn_pairs, kv_read_tokens)

@@ -39,9 +39,11 @@ def proposer_step_s(model, draft, hw, wl, cols, decode_terms):
         c["layers_per_stage"] = layers_on_busiest_stage(draft.layers, pp)
         d = decode_terms(draft, hw, wl, c, tokens_per_seq=1)
         return pp * (d["stage_s"] + d["hop_s"])
-    # MTP module: one layer of the model plus the shared embedding and output head, on one stage
+    # MTP module: one layer of the model plus the shared embedding and output head, on one stage;
+    # its block follows the last layer (DeepSeek-V3 §2.2: layer L, a MoE layer like the ones before it)
     c = dict(cols)
     c["layers_per_stage"] = np.ones_like(pp)
+    c["first_layer"] = np.full(np.shape(pp), model.layers)
     c["pp"] = np.ones_like(np.asarray(cols["pp"]))
     d = decode_terms(model, hw, wl, c, tokens_per_seq=1)
     return d["stage_s"]
