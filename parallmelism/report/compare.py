@@ -165,6 +165,11 @@ def _fmt_key(d: dict) -> str:
     return " ".join(parts)
 
 
+def _blank_as_na(values):
+    """A text column (of any dtype: object, string, category) with its empty strings as missing."""
+    return values.astype(object).where(values.astype(object) != "", None)
+
+
 def compare_frames(
     base,
     new,
@@ -240,7 +245,10 @@ def compare_frames(
                     )
                 )
         else:
-            # both missing = equal (pandas 3's astype(str) keeps NaN, and NaN != NaN)
+            # both missing = equal (pandas 3's astype(str) keeps NaN, and NaN != NaN); an empty text
+            # is missing too: CSV writes both as an empty field, so a Parquet table's "" reads back
+            # from its CSV copy as NaN (best's loses_on of the winner moved, exit 1)
+            ob, on = _blank_as_na(ob), _blank_as_na(on)
             both_na = (ob.isna() & on.isna()).to_numpy()
             sb, sn = ob.astype(object).where(ob.notna(), None), on.astype(object).where(on.notna(), None)
             moved = (sb.astype(str) != sn.astype(str)).to_numpy() & ~both_na
