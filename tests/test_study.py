@@ -309,3 +309,32 @@ def test_fields_set_on_a_composed_base_equal_hydra_composing_them():
         run_with_fields(base, {"hardware.no_such_field": 1})
     with pytest.raises(UserError, match="peak_tflops"):
         run_with_fields(base, {"hardware.peak_tflops.bf16": -1})
+
+
+def test_local_engine_reruns_a_lost_worker_and_records_nothing_fitting(tmp_path):
+    """Local processes: a worker that dies breaks the pool; the batches it left unanswered run again
+    in a new pool (max_retries), or, with max_retries 0, are 'not run' with no failure record until
+    `study resume`. A `best` where nothing fits is a failure record either way."""
+    (tmp_path / "mine").mkdir()
+    rows = ["llama3.1-8b,800", "llama3.1-8b,900", "llama3.1-405b,989", "llama3.1-8b,1000", "llama3.1-8b,1100"]
+    (tmp_path / "points.csv").write_text("model,hardware.peak_tflops.bf16\n" + "\n".join(rows) + "\n")
+    crashing = point_id({"model": "llama3.1-8b", "hardware.peak_tflops.bf16": 1000})
+    nothing_fits = point_id({"model": "llama3.1-405b", "hardware.peak_tflops.bf16": 989})
+    for retries, out in ((3, "r"), (0, "s")):
+        study = _write_study(tmp_path, out, {"kind": "local", "workers": 2, "batch": 1, "max_retries": retries}, out)
+        env = {"PARALLMELISM_STUDY_CRASH_ONCE": f"{crashing}:{tmp_path / (out + '-crashed')}"}
+        first = run_cli("study", "run", "-q", study, cwd=tmp_path, env=env)
+        assert first.returncode == 2 and (tmp_path / (out + "-crashed")).exists(), first.stdout + first.stderr
+        if retries:
+            assert "4 of 5 points complete" in first.stdout and "1 point failed" in first.stdout, first.stdout
+            assert f"point {nothing_fits}" in first.stderr and "fits in memory" in first.stderr, first.stderr
+            continue
+        assert "not run (lost workers)" in first.stdout, first.stdout
+        assert f"point {crashing} was not run: its worker was lost" in first.stderr, first.stderr
+        assert not (tmp_path / out / "failures" / f"point={crashing}.json").exists()
+        resumed = run_cli("study", "resume", "-q", out, cwd=tmp_path, env=env)
+        assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+        assert "4 of 5 points complete" in resumed.stdout and "1 point failed" in resumed.stdout, resumed.stdout
+        assert (tmp_path / out / "data" / f"point={crashing}" / "part-0.parquet").is_file()
+        status = run_cli("study", "status", out, cwd=tmp_path)
+        assert status.returncode == 2 and "5 points, 4 complete, 1 failed, 0 not run" in status.stdout, status.stdout

@@ -1,6 +1,7 @@
 """Engines: who runs a study's batches of points (worker.run_batch) and how a lost worker is told.
 
-  local     worker processes on this machine (workers=1: in this process)
+  local     worker processes on this machine (workers=1: in this process); a worker that dies
+            breaks the pool, and the batches it left unanswered run again in a new one (max_retries)
   ray       plain Ray tasks, many points each; Ray re-runs a task only when its worker is lost
             (max_retries, retry_exceptions=False): user errors are failure records, never retried
   submitit  one array job of batches through submitit (SLURM, or its local executor)
@@ -120,17 +121,29 @@ def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point], bar) 
 
     batches = batches_of(points, batch_size(len(points), workers, engine.batch))
     out.tasks = len(batches)
-    ctxm = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctxm) as pool:
-        futures = [(pool.submit(run_batch, ctx, b), b) for b in batches]
-        bar.start(len(points))  # after the workers are forked: the bar's thread must not be forked
-        for fut, batch in futures:
-            try:
-                result = fut.result()
-                out.take(result)
-                _advance(bar, result)
-            except BrokenProcessPool as exc:  # a worker died: the batches not finished are lost
-                out.lost.extend(_lost(batch, exc))
+    # a worker that dies breaks the pool: the batches it had not answered run again in a new pool,
+    # at most max_retries times (as Ray re-runs a lost worker's task); their points already done
+    # are skipped. The first pool is forked before the bar's thread starts; later ones are spawned.
+    remaining = batches
+    for attempt in range(engine.max_retries + 1):
+        method = "fork" if attempt == 0 and "fork" in mp.get_all_start_methods() else "spawn"
+        broken: list[tuple[list[Point], BaseException]] = []
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context(method)) as pool:
+            futures = [(pool.submit(run_batch, ctx, b), b) for b in remaining]
+            if attempt == 0:
+                bar.start(len(points))
+            for fut, batch in futures:
+                try:
+                    result = fut.result()
+                    out.take(result)
+                    _advance(bar, result)
+                except BrokenProcessPool as exc:
+                    broken.append((batch, exc))
+        remaining = [b for b, _ in broken]
+        if not remaining:
+            break
+    for batch, why in broken:
+        out.lost.extend(_lost(batch, why))
     return out
 
 

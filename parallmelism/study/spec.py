@@ -41,7 +41,9 @@ class EngineSpec(BaseModel):
     address: Optional[str] = Field(None, description="ray: cluster address (default: start a local Ray)")
     num_cpus: Optional[PositiveInt] = Field(None, description="ray: CPUs of a local Ray (default: every core)")
     batch: Optional[PositiveInt] = Field(None, description="points per task (default: engines.batch_size)")
-    max_retries: int = Field(3, ge=0, description="ray: re-runs of a task whose worker was lost (never user errors)")
+    max_retries: int = Field(
+        3, ge=0, description="ray, local: re-runs of a batch whose worker was lost (never user errors)"
+    )
     cluster: Optional[str] = Field(None, description="submitit: slurm, local or debug (default: what submitit finds)")
     parameters: dict[str, Any] = Field(default_factory=dict, description="submitit: executor parameters")
 
