@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from ..schema import LAYOUT_AXES
-from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WORKERS
+from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WIDE, WORKERS
 from .outputs import FULL, OUT
 
 TABLE_COLUMNS = [
@@ -31,6 +32,7 @@ def best(
     chunk_rows: int = CHUNK,
     workers: Optional[int] = WORKERS,
     config_dir: Optional[List[str]] = CONFIG_DIR,
+    wide: bool = WIDE,
     multirun: bool = typer.Option(
         False,
         "--multirun",
@@ -41,7 +43,7 @@ def best(
 ):
     """Fastest layout that fits, per (model, hardware, ngpus, workload), with runner-ups and why they lose."""
     from ..errors import UserError
-    from ..report.table import frame_table, run_columns
+    from ..report.table import run_columns
     from ..search.best import search_best
     from .common import console, fail, load_runs, stream
     from .outputs import check_distinct_outputs, out_of, say_full_output, with_full_output, write_frame
@@ -68,8 +70,50 @@ def best(
             if len(runs) == 1:  # one model and accelerator: say it once, in the title
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
             title = f"fastest layouts that fit{where} ({evaluated:,} layouts evaluated)"
-            to.print(frame_table(table, columns=TABLE_COLUMNS, width=to.width, title=title, lead=run_columns(runs)))
+            print_best(to, table, title, run_columns(runs), wide)
         write_frame(table, out, to)
         say_full_output(full_output, evaluated, to)
     except UserError as exc:
         fail(str(exc))
+
+
+def print_best(to, table, title: str, lead: list[str], wide: bool = False) -> None:
+    """The best table on `to`. With every column at its natural width (`--wide`, or a terminal wide
+    enough) `why` is a column; otherwise it leaves the table for lines of its own below it, one per
+    row in the table's order (a sentence wrapped over 5-9 lines of a narrow column reads badly), and
+    where layout columns were left out each group's winner is spelt out whole."""
+    from rich.text import Text
+
+    from ..report.table import fitted_columns, frame_columns, frame_table, print_whole
+
+    if wide:
+        print_whole(to, frame_table(table, columns=TABLE_COLUMNS, title=title, lead=lead))
+        return
+    columns = [c for c in lead + TABLE_COLUMNS if c in table.columns]
+    probe = {c: [str(v) for v in table[c].tolist()] for c in columns}  # close enough to decide the layout
+    kinds = {c: "value" for c in columns}
+    shown, _, _ = fitted_columns(columns, probe, kinds, to.width)
+    if shown == columns:
+        to.print(frame_table(table, columns=TABLE_COLUMNS, width=to.width, title=title, lead=lead), crop=False)
+        return
+    without = [c for c in TABLE_COLUMNS if c != "why"]
+    to.print(frame_table(table, columns=without, width=to.width, title=title, lead=lead), crop=False)
+    _, left_out = frame_columns(table, columns=without, width=to.width, lead=lead)
+    axes = [c for c in LAYOUT_AXES if c in table.columns]
+    if any(c in left_out for c in axes):
+        for _, r in table[table["rank"] == 1].iterrows():
+            who = " ".join(str(r[c]) for c in lead)
+            layout = " ".join(f"{c}={r[c]}" for c in axes)
+            to.print(Text(f"winner at {r['ngpus']} GPUs{' of ' + who if who else ''}: {layout}"))
+    to.print(Text("why, row by row:"))
+    note = ""
+    for _, r in table.iterrows():
+        who = " ".join([str(r[c]) for c in lead] + [f"{r['ngpus']} GPUs"])
+        label = f"#{r['rank']}" if r["rank"] else "near miss"
+        why = str(r["why"])
+        m = re.search(r"; (near misses within .* are listed)\)$", why)
+        if m:  # said once below, not on every near miss
+            why, note = why[: m.start()] + ")", m.group(1)
+        to.print(Text(f"  {who} {label}: {why}"))
+    if note:
+        to.print(Text(f"({note}; the file has the full text)"))

@@ -47,34 +47,47 @@ def compare(
 
 
 def print_comparison(comp, console, max_rows: int = 40) -> None:
-    from rich.table import Table
 
     from ..report.compare import row_label, summary_by_column, varying_key
 
+    from ..report.table import fit_table
+
     shown = varying_key(comp)
+    width = console.width  # names and values are never cut: columns that do not fit are left out whole
     if len(comp.moved):
         summ = summary_by_column(comp)
-        t = Table(title=f"columns that moved ({len(comp.moved):,} values in {comp.rows_compared:,} rows compared)")
-        t.add_column("column")
-        t.add_column("rows moved", justify="right")
-        t.add_column("max |rel change|", justify="right")
-        for r in summ.itertuples(index=False):
-            t.add_row(r.column, f"{r.rows_moved:,}", _pct(r.max_abs_rel_change))
-        console.print(t)
+        cells = {
+            "column": [str(r.column) for r in summ.itertuples(index=False)],
+            "rows moved": [f"{r.rows_moved:,}" for r in summ.itertuples(index=False)],
+            "max |rel change|": [_pct(r.max_abs_rel_change) for r in summ.itertuples(index=False)],
+        }
+        kinds = {"column": "value", "rows moved": "number", "max |rel change|": "number"}
+        title = f"columns that moved ({len(comp.moved):,} values in {comp.rows_compared:,} rows compared)"
+        console.print(fit_table(list(cells), cells, kinds, width, title=title, keep=("column",), hint=""), crop=False)
         moved = comp.moved.assign(_abs=comp.moved["rel_change"].astype(float).abs().fillna(math.inf))
         moved = moved.sort_values("_abs", ascending=False, kind="stable").head(max_rows)
-        t = Table(title=f"largest changes (first {len(moved)} of {len(comp.moved):,})")
-        for c, just in (
-            ("row", "left"),
-            ("column", "left"),
-            ("old", "right"),
-            ("new", "right"),
-            ("rel change", "right"),
-        ):
-            t.add_column(c, justify=just)  # type: ignore[arg-type]  # rich wants a Literal; the values above are literal
-        for _, r in moved.iterrows():
-            t.add_row(row_label(r, shown), str(r["column"]), _num(r["old"]), _num(r["new"]), _change(r))
-        console.print(t)
+        rows = [r for _, r in moved.iterrows()]
+        cells = {
+            "row": [row_label(r, shown) for r in rows],  # key=value groups: wrapped between groups only
+            "column": [str(r["column"]) for r in rows],
+            "old": [_num(r["old"]) for r in rows],
+            "new": [_num(r["new"]) for r in rows],
+            "rel change": [_change(r) for r in rows],
+        }
+        kinds = {"row": "tokens", "column": "value", "old": "value", "new": "value", "rel change": "number"}
+        title = f"largest changes (first {len(moved)} of {len(comp.moved):,})"
+        table = fit_table(
+            list(cells),
+            cells,
+            kinds,
+            width,
+            title=title,
+            first=("row", "column", "rel change", "new", "old"),
+            keep=("row", "column"),
+            hint="",
+            right=("old", "new"),
+        )
+        console.print(table, crop=False)
         one_nan = int(sum(_is_nan(o) != _is_nan(n) for o, n in zip(comp.moved["old"], comp.moved["new"])))
         if one_nan:  # NaN on both sides is unchanged; on one side only it moved, and says so
             console.print(f"note: {one_nan:,} moved value{'s are' if one_nan > 1 else ' is'} NaN on one side only")

@@ -6,13 +6,16 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR
+from .common import CONFIG_DIR, WIDE
 
 
-def list_(what: str = typer.Argument(..., help="models | hardware"), config_dir: Optional[List[str]] = CONFIG_DIR):
+def list_(
+    what: str = typer.Argument(..., help="models | hardware"),
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+    wide: bool = WIDE,
+):
     """List the models or accelerators available (shipped and from config dirs)."""
-    from rich.table import Table
-
+    from ..report.table import fit_table, print_whole
     from ..config import option_files, user_config_dirs
     from ..config.compose import _check_dirs, _load_option
     from ..config.paths import origin
@@ -26,7 +29,6 @@ def list_(what: str = typer.Argument(..., help="models | hardware"), config_dir:
         user_dirs = user_config_dirs(config_dir)
         _check_dirs(user_dirs)
         files = option_files(groups[what], user_dirs)
-        table = Table(title=what)
         if groups[what] == "model":
             cols = ["name", "params", "hidden", "layers", "heads", "kv_heads", "ffn", "experts", "from", "file"]
         else:
@@ -41,39 +43,60 @@ def list_(what: str = typer.Argument(..., help="models | hardware"), config_dir:
                 "from",
                 "file",
             ]
-        for c in cols:
-            table.add_column(c)
+        rows = []
         for name, path in sorted(files.items()):
             spec = _load_option(groups[what], name, files)
             source = origin(path, user_dirs)
             if groups[what] == "model":
                 from ..cost.params import total_params
 
-                table.add_row(
-                    name,
-                    f"{total_params(spec) / 1e9:.2f}B",
-                    str(spec.hidden),
-                    str(spec.layers),
-                    str(spec.heads),
-                    str(spec.g),
-                    str(spec.ffn_hidden),
-                    f"{spec.moe.num_experts}x top-{spec.moe.top_k}" if spec.moe else "-",
-                    source,
-                    str(path),
+                rows.append(
+                    [
+                        name,
+                        f"{total_params(spec) / 1e9:.2f}B",
+                        str(spec.hidden),
+                        str(spec.layers),
+                        str(spec.heads),
+                        str(spec.g),
+                        str(spec.ffn_hidden),
+                        f"{spec.moe.num_experts}x top-{spec.moe.top_k}" if spec.moe else "-",
+                        source,
+                        str(path),
+                    ]
                 )
             else:
                 so = spec.scale_out.bandwidth_gbps if spec.scale_out else "-"
-                table.add_row(
-                    name,
-                    f"{spec.peak_tflops['bf16']:g}",
-                    f"{spec.hbm_usable_gib:.1f}",
-                    f"{spec.hbm_bandwidth_gbps:g}",
-                    str(spec.scale_up.domain_size),
-                    f"{spec.scale_up.bandwidth_gbps:g}",
-                    f"{so}",
-                    source,
-                    str(path),
+                rows.append(
+                    [
+                        name,
+                        f"{spec.peak_tflops['bf16']:g}",
+                        f"{spec.hbm_usable_gib:.1f}",
+                        f"{spec.hbm_bandwidth_gbps:g}",
+                        str(spec.scale_up.domain_size),
+                        f"{spec.scale_up.bandwidth_gbps:g}",
+                        f"{so}",
+                        source,
+                        str(path),
+                    ]
                 )
-        console().print(table)
+        # names, origins and paths are never cut: a narrow terminal leaves whole columns out (named)
+        cells = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+        kinds = {c: "value" if c in ("name", "experts", "from", "file") else "number" for c in cols}
+        to = console()
+        table = fit_table(
+            cols,
+            cells,
+            kinds,
+            None if wide else to.width,
+            title=what,
+            first=("name", "from"),
+            keep=("name",),
+            hint="--wide shows all",
+            right=(),
+        )
+        if wide:
+            print_whole(to, table)
+        else:
+            to.print(table, crop=False)
     except UserError as exc:
         fail(str(exc))

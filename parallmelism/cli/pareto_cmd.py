@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WORKERS
+from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WIDE, WORKERS
 from .outputs import FULL, OUT
 
 
@@ -25,13 +25,14 @@ def pareto(
     out: Optional[Path] = OUT,
     full_output: Optional[Path] = FULL,
     quiet: bool = QUIET,
+    wide: bool = WIDE,
     chunk_rows: int = CHUNK,
     workers: Optional[int] = WORKERS,
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """Pareto front of the layouts that fit: GPUs vs step time or cost (training), latency vs throughput."""
     from ..errors import UserError
-    from ..report.table import frame_table, run_columns
+    from ..report.table import frame_table, show_table, run_columns
     from ..search import ParetoCollector, frame_of_kept
     from ..search.pareto import FRONTS
     from .common import console, fail, load_runs, stream
@@ -84,15 +85,17 @@ def pareto(
             where = ""
             if len(runs) == 1:
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
-            to.print(
+            show_table(
+                to,
                 frame_table(
                     df,
                     columns=list(dict.fromkeys(show)),
-                    width=to.width,
+                    width=None if wide else to.width,
                     answers=[c for c, _ in objectives],
                     lead=run_columns(runs),
                     title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)",
-                )
+                ),
+                wide,
             )
         write_frame(df, out, to)
         say_full_output(full_output, res.evaluated, to)

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CHUNK, CONFIG_DIR, EXTRA, OVERRIDES, QUIET, WORKERS
+from .common import CHUNK, CONFIG_DIR, EXTRA, OVERRIDES, QUIET, WIDE, WORKERS
 from .outputs import OUT
 
 plan_app = typer.Typer(
@@ -21,13 +21,14 @@ def plan_train(
     overrides: Optional[List[str]] = OVERRIDES,
     out: Optional[Path] = OUT,
     quiet: bool = QUIET,
+    wide: bool = WIDE,
     chunk_rows: int = CHUNK,
     workers: Optional[int] = WORKERS,
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """GPUs, layout, step time, days, GPU-hours, energy and $ to train on TOKENS (tokens=15e12 [days=|gpus=|budget=])."""
     from ..errors import UserError
-    from ..report.table import frame_table
+    from ..report.table import frame_table, show_table
     from ..config.plan_shorthands import rewrite_plan_overrides
     from ..report.plan_summary import check_plan_outputs, train_summary, write_plan
     from ..schema import LAYOUT_AXES
@@ -77,10 +78,11 @@ def plan_train(
         )
         to = console()
         if not quiet and len(table):
-            to.print(
+            show_table(
+                to,
                 frame_table(
                     table,
-                    width=to.width,
+                    width=None if wide else to.width,
                     columns=[
                         "ngpus",
                         *LAYOUT_AXES,
@@ -92,7 +94,8 @@ def plan_train(
                         "chosen",
                     ],
                     title="fastest layout per GPU count",
-                )
+                ),
+                wide,
             )
         if failure:  # the table above shows why; nothing is written for a plan that failed
             raise UserError(failure)
@@ -109,12 +112,13 @@ def plan_serve(
     overrides: Optional[List[str]] = OVERRIDES,
     out: Optional[Path] = OUT,
     quiet: bool = QUIET,
+    wide: bool = WIDE,
     workers: Optional[int] = WORKERS,
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """Replicas x layout, total GPUs and $ per million tokens for QPS requests/s within TTFT/TPOT limits."""
     from ..errors import UserError
-    from ..report.table import frame_table
+    from ..report.table import frame_table, show_table
     from ..config.plan_shorthands import rewrite_plan_overrides
     from ..report.plan_summary import check_plan_outputs, serve_summary, write_plan
     from ..search import RowsCollector, frame_of_kept
@@ -170,10 +174,11 @@ def plan_serve(
         binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
         to = console()
         if not quiet:
-            to.print(
+            show_table(
+                to,
                 frame_table(
                     table.head(10),
-                    width=to.width,
+                    width=None if wide else to.width,
                     columns=[
                         "replica_gpus",
                         "tp",
@@ -188,7 +193,8 @@ def plan_serve(
                         "usd_per_million_output_tokens",
                     ],
                     title="cheapest serving layouts",
-                )
+                ),
+                wide,
             )
         text = serve_summary(table, run, run.plan, binding)
         if not quiet:

@@ -75,25 +75,21 @@ def show(
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
 
-            out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS))
-            out.print(
-                breakdown_table(
-                    breakdown_for_row(
-                        row, run.model, run.hardware, run.workload, draft_model_of(run.model, run.workload)
-                    )
-                )
+            out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS, width=out.width), crop=False)
+            records = breakdown_for_row(
+                row, run.model, run.hardware, run.workload, draft_model_of(run.model, run.workload)
             )
+            out.print(breakdown_table(records, width=out.width), crop=False)
             return
-        out.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS))
+        out.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS, width=out.width), crop=False)
         # where the step time goes (cost/breakdown.py) for the chosen layout's coded columns
         from ..config.kernel_tables import kernel_model
         from ..cost.breakdown import training_breakdown
         from ..report.steptime_tables import step_time_tables
 
         layout = {k: v[[chosen]] for k, v in cols.items()}
-        for table in step_time_tables(
-            training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))
-        ):
-            out.print(table)
+        bd = training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))
+        for table in step_time_tables(bd, width=out.width):
+            out.print(table, crop=False)
     except UserError as exc:
         fail(str(exc))

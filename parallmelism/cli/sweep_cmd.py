@@ -74,7 +74,7 @@ def run_sweep(
         raise UserError(res.explain_empty())
     out = console()
     if not quiet:
-        out.print(drop_table(res.dropped(), DROP_REASONS, res.evaluated))
+        out.print(drop_table(res.dropped(), DROP_REASONS, res.evaluated, width=out.width), crop=False)
         rows, fits = res.kept[1]
         table = frame_table(
             res.frame(0),
@@ -85,7 +85,7 @@ def run_sweep(
         if wide:
             print_whole(out, table)
         else:
-            out.print(table)
+            out.print(table, crop=False)
     if path is not None:
         out.print(f"wrote {res.kept[2]:,} row{'' if res.kept[2] == 1 else 's'} to {path}")
     return path

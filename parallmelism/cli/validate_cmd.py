@@ -41,8 +41,11 @@ def validate(
         if out is not None and not failed:  # first, so an unwritable path fails before anything is printed
             write_table(table, out)
         to = console()
+        HINT = "a wider terminal shows them; --out writes every column"
+        columns = ["case", "quantity", "measured", "predicted", "error_pct"]
         to.print(
-            frame_table(table, columns=["case", "quantity", "measured", "predicted", "error_pct"], title="validation")
+            frame_table(table, columns=columns, title="validation", width=to.width, answers=columns[2:], hint=HINT),
+            crop=False,
         )
         for line in summary(table):
             to.print(line)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 
 from rich.table import Table
+from rich.console import Group
+
+from .table import fit_table
 
 
 def _num(v, unit: str = "") -> str:
@@ -17,30 +20,22 @@ def _num(v, unit: str = "") -> str:
     return f"{v:,.2f}" if isinstance(v, float) and not v.is_integer() else f"{v:,.0f}"
 
 
-def breakdown_table(records: list[dict], title: str = "per-op breakdown (busiest stage, one GPU)") -> Table:
+def breakdown_table(
+    records: list[dict], title: str = "per-op breakdown (busiest stage, one GPU)", width: int | None = None
+) -> Table | Group:
     """Columns: phase, op, calls per stage, FLOPs / weight bytes / other HBM bytes per call,
-    time on the stage (ms), bound."""
-    table = Table(title=title)
-    for c, j in (
-        ("phase", "left"),
-        ("op", "left"),
-        ("calls", "right"),
-        ("flops/call", "right"),
-        ("weight B/call", "right"),
-        ("other HBM B/call", "right"),
-        ("time_ms", "right"),
-        ("bound", "left"),
-    ):
-        table.add_column(c, justify=j)  # type: ignore[arg-type]  # rich wants a Literal; the values above are literal
-    for r in records:
-        table.add_row(
-            r["phase"],
-            r["op"],
-            _num(r["calls"]),
-            _num(r["flops"]),
-            _num(r["weight_bytes"]),
-            _num(r["other_bytes"]),
-            _num(r["time_ms"], "ms"),
-            r["bound"],
-        )
-    return table
+    time on the stage (ms), bound. At `width`, the columns that fit whole (phase and op kept)."""
+    cells: dict[str, list[str]] = {
+        "phase": [r["phase"] for r in records],
+        "op": [r["op"] for r in records],
+        "calls": [_num(r["calls"]) for r in records],
+        "flops/call": [_num(r["flops"]) for r in records],
+        "weight B/call": [_num(r["weight_bytes"]) for r in records],
+        "other HBM B/call": [_num(r["other_bytes"]) for r in records],
+        "time_ms": [_num(r["time_ms"], "ms") for r in records],
+        "bound": [r["bound"] for r in records],
+    }
+    kinds = {c: "value" if c in ("phase", "op", "bound") else "number" for c in cells}
+    first = ("phase", "op", "time_ms", "bound")
+    hint = "a wider terminal shows them"
+    return fit_table(list(cells), cells, kinds, width, title=title, first=first, keep=("phase", "op"), hint=hint)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 
 from rich.table import Table
+from rich.console import Group
+
+from .table import fit_table
 
 
 def _fmt(v) -> str:
@@ -17,37 +20,44 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def records_table(records: list[dict], title: str) -> Table:
-    table = Table(title=title)
+HINT = "a wider terminal shows them"
+ANSWERS = ("time_step_s", "bound", "time_exposed_s", "busy_s", "exposed_s")  # fitted first after the name
+
+
+def records_table(records: list[dict], title: str, width: int | None = None) -> Table | Group:
+    """Records as rows; at `width`, the columns that fit whole (the first column, the row's name, kept)."""
     if not records:
-        return table
-    for c in records[0]:
-        table.add_column(c, justify="right" if isinstance(records[0][c], (int, float)) else "left")
-    for r in records:
-        table.add_row(*(_fmt(v) for v in r.values()))
-    return table
+        return Table(title=title)
+    columns = list(records[0])
+    cells = {c: [_fmt(r[c]) for r in records] for c in columns}
+    kinds = {c: "number" if isinstance(records[0][c], (int, float)) else "value" for c in columns}
+    first = columns[:1] + [c for c in columns if c in ANSWERS]
+    return fit_table(columns, cells, kinds, width, title=title, first=first, keep=columns[:1], hint=HINT)
 
 
-def step_time_tables(bd: dict) -> list[Table]:
-    """Where the time goes, per-op table, per-collective table, per-link table."""
+def step_time_tables(bd: dict, width: int | None = None) -> list[Table | Group]:
+    """Where the time goes, per-op table, per-collective table, per-link table (each fitted to `width`)."""
     s = bd["summary"]
-    where = Table(
-        title=f"where the step goes: {s['time_step_s']:.3f} s, bound by {s['bound']} "
+    title = (
+        f"where the step goes: {s['time_step_s']:.3f} s, bound by {s['bound']} "
         f"(critical stage: {s['critical_stage']}, {s['layers_on_stage']} layers, "
         f"{s['micro_batches']} micro-batches; MFU {100 * s['mfu']:.1f} %)"
     )
-    where.add_column("part")
-    where.add_column("seconds", justify="right")
-    where.add_column("share", justify="right")
-    for k, (v, frac) in sorted(s["where_time_goes"].items(), key=lambda kv: -kv[1][0]):
-        where.add_row(k, f"{v:,.3f}", f"{100 * frac:.1f} %")
+    parts = sorted(s["where_time_goes"].items(), key=lambda kv: -kv[1][0])
+    cells = {
+        "part": [k for k, _ in parts],
+        "seconds": [f"{v:,.3f}" for _, (v, _f) in parts],
+        "share": [f"{100 * frac:.1f} %" for _, (_v, frac) in parts],
+    }
+    kinds = {"part": "text", "seconds": "number", "share": "number"}  # a part is named in words
     return [
-        where,
-        records_table(bd["ops"], "per-op roofline (one GPU, one micro-batch; time_step_s = per step)"),
-        records_table(bd["collectives"], "per-collective (bytes of the full buffer; link and exposed per step)"),
+        fit_table(list(cells), cells, kinds, width, title=title, keep=("seconds",), hint=HINT),
+        records_table(bd["ops"], "per-op roofline (one GPU, one micro-batch; time_step_s = per step)", width),
+        records_table(bd["collectives"], "per-collective (bytes of the full buffer; link and exposed per step)", width),
         records_table(
             bd.get("links", []),
             "per link of one critical-stage GPU (busy = Σ its transfers per step; "
             "the step is no shorter than the busiest)",
+            width,
         ),
     ]

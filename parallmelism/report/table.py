@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..schema import LAYOUT_AXES
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 DEFAULT_COLUMNS = [
     "ngpus",
@@ -83,54 +85,186 @@ def run_columns(runs) -> list[str]:
     return [c for c, v in names.items() if len(v) > 1]
 
 
-def frame_table(df, columns=None, title: str | None = None, width: int | None = None, answers=(), lead=()) -> Table:
-    """A table of rows; with `width` (the terminal's columns) only the columns that fit, in order.
+# Free text (a sentence): the only cells that may wrap (between words; a word wider than the column
+# folds onto the next line whole). Every other text cell is a name or a categorical value (model,
+# hardware, case, dp_sharding, recompute, bound, ...) and is never cut, wrapped or ellipsised: a
+# column that does not fit is left out whole.
+TEXT_COLUMNS = frozenset({"why", "notes", "note", "reason", "meaning", "description", "outcome", "source"})
+IDENTITY_COLUMNS = ("model", "hardware", "case", "name")
+WIDE_HINT = "--wide shows all; every column is in the file"
+_TEXT_MIN = 12  # a wrapping column is at least this wide (or its header, or its whole text)
 
-    Numbers and headers are never cut: a numeric column is as wide as its widest cell or header
-    (no wrapping, no ellipsis); text columns may wrap. Columns that do not fit are left out and
-    named in the caption (every column is in the written file; `--wide` shows them all); the
-    answer columns (ANSWER_COLUMNS and the caller's `answers`, e.g. a front's objectives) are
-    fitted before the others. `lead`: columns put first (e.g. `run_columns(runs)`)."""
-    if columns is None and "tpot_ms" in df.columns:
-        columns = INFERENCE_DEFAULT_COLUMNS
-    columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
-    columns = list(dict.fromkeys([c for c in lead if c in df.columns] + columns))
-    cells = {c: [_fmt(v) for v in df[c].tolist()] for c in columns}
-    numeric = {c: df[c].dtype.kind in "iufb" for c in columns}
-    need = {c: max([len(c)] + [len(x) for x in cells[c]]) for c in columns}
-    shown = columns
-    if width is not None:
-        first = ANSWER_COLUMNS | set(answers)
-        fitted: set[str] = set()
-        used = 1  # the left border
-        for c in [c for c in columns if c in first] + [c for c in columns if c not in first]:
-            w = (need[c] if numeric[c] else min(need[c], max(len(c), 12))) + 3  # padding + border
-            if fitted and used + w > width:
-                continue
+
+def _words_max(cells: list[str]) -> int:
+    from rich.cells import cell_len
+
+    return max([cell_len(w) for x in cells for w in x.split()] or [0])
+
+
+def fitted_columns(columns, cells, kinds, width, first=()):
+    """(shown, widths, left_out): the columns that fit `width` terminal cells, whole.
+
+    kinds[c]: "number" and "value" columns are as wide as their widest cell or header (never cut or
+    wrapped); "text" columns (sentences) wrap between words (a word wider than the column folds
+    onto the next line, never cut); "tokens" columns (e.g. `key=value` groups) wrap between tokens
+    only: at least as wide as their longest token. Every column is at least as wide as its header.
+    `first` are fitted before the others (in their order); the rest in `columns` order. Shown columns keep `columns` order; wrapping columns then share what
+    is left, up to their natural width. width=None: every column at its natural width."""
+    from rich.cells import cell_len
+
+    need = {c: max([cell_len(c)] + [cell_len(x) for x in cells[c]]) for c in columns}
+    least = {
+        c: max(cell_len(c), min(need[c], _TEXT_MIN))
+        if kinds[c] == "text"
+        else max(cell_len(c), _words_max(cells[c]), min(need[c], _TEXT_MIN))
+        if kinds[c] == "tokens"
+        else need[c]
+        for c in columns
+    }
+    if width is None:
+        return list(columns), need, []
+    fitted: set[str] = set()
+    used = 1  # the left border
+    for c in list(dict.fromkeys([c for c in first if c in columns] + list(columns))):
+        if used + least[c] + 3 <= width:  # padding on both sides + the border
             fitted.add(c)
-            used += w
-        shown = [c for c in columns if c in fitted]
-    left_out = [c for c in columns if c not in shown]
+            used += least[c] + 3
+    shown = [c for c in columns if c in fitted]
+    widths = {c: least[c] for c in shown}
+    for c in shown:  # wrapping columns take what is left, in order
+        if kinds[c] in ("text", "tokens"):
+            extra = min(need[c] - widths[c], width - used)
+            widths[c] += extra
+            used += extra
+    return shown, widths, [c for c in columns if c not in fitted]
+
+
+def fit_table(
+    columns, cells, kinds, width, *, title=None, first=(), keep=(), hint=WIDE_HINT, right=()
+) -> Table | Group:
+    """A table of `cells` (column -> its cells as text) that fits `width` terminal cells without
+    cutting a value: columns that do not fit are left out whole and named in the caption. When a
+    `keep` column (a row's identity: a name) cannot fit at all, the rows are listed instead, one
+    `column=value` group after another, every value whole (print it with crop=False: a value wider
+    than the terminal then wraps in the terminal, not cut by rich). `right`: text columns justified
+    right (numbers are). See fitted_columns for `kinds` and `first`."""
+    shown, widths, left_out = fitted_columns(columns, cells, kinds, width, first)
+    rows = len(cells[columns[0]]) if columns else 0
+    if width is not None and (not shown or any(c in left_out for c in keep)):
+        return _records(columns, cells, kinds, rows, width, title)
     caption = (
         (
             f"{len(left_out)} more column{'s' if len(left_out) > 1 else ''} not shown at this width: "
-            f"{', '.join(left_out)} (--wide shows all; every column is in the file)"
+            f"{', '.join(left_out)}" + (f" ({hint})" if hint else "")
         )
         if left_out
         else None
     )
     table = Table(title=title, show_lines=False, caption=caption)
     for c in shown:
-        if numeric[c]:
-            table.add_column(c, justify="right", no_wrap=True, min_width=need[c])
+        right_c = kinds[c] == "number" or c in right
+        fixed = widths[c] if width is not None else None
+        if kinds[c] in ("text", "tokens"):
+            table.add_column(
+                c, justify="right" if right_c else "left", overflow="fold", width=fixed, min_width=widths[c]
+            )
         else:
-            table.add_column(c, justify="left", overflow="fold", min_width=len(c))
-    for i in range(len(df)):
-        table.add_row(*(cells[c][i] for c in shown))
+            table.add_column(
+                c,
+                justify="right" if right_c else "left",
+                no_wrap=True,
+                overflow="fold",
+                width=fixed,
+                min_width=widths[c],
+            )
+    for i in range(rows):
+        table.add_row(*(Text(cells[c][i]) for c in shown))
     return table
 
 
-def print_whole(console, table: Table) -> None:
+def _records(columns, cells, kinds, rows, width, title) -> Group:
+    """Rows as `column=value` groups packed into lines of `width` cells: a value's group never
+    splits, and one wider than the line stands alone (the terminal wraps it; rich must print it with
+    crop=False); a sentence or a list of groups (kinds "text", "tokens") gets lines of its own,
+    wrapped between words."""
+    import textwrap
+
+    from rich.cells import cell_len
+
+    lines = textwrap.wrap(title, width) if title else []
+    for i in range(rows):
+        line, started = "", False  # started: the record's first line is out (later ones are indented)
+        for c in columns:
+            group = f"{c}={cells[c][i]}"
+            lead = "  " if started or line else ""
+            if kinds[c] in ("text", "tokens") and cell_len(group) > width - 2:
+                if line:
+                    lines.append(line)
+                lines += textwrap.wrap(
+                    group,
+                    width,
+                    initial_indent=lead,
+                    subsequent_indent=lead + "  ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )  # wrapped between words only: a word stays whole
+                line, started = "", True
+            elif line and cell_len(line) + 2 + cell_len(group) > width:
+                lines.append(line)
+                line, started = "  " + group, True
+            else:
+                line = f"{line}  {group}" if line else lead + group
+        if line:
+            lines.append(line)
+    # in a Group: Console.print joins bare Text objects into a new Text, which drops no_wrap
+    return Group(Text("\n".join(lines), no_wrap=True, overflow="ignore"))
+
+
+def frame_table(
+    df, columns=None, title: str | None = None, width: int | None = None, answers=(), lead=(), hint=WIDE_HINT
+) -> Table | Group:
+    """A table of rows; with `width` (the terminal's columns) only the columns that fit, in order.
+
+    Numbers, names, categorical values and headers are never cut: such a column is as wide as its
+    widest cell or header (no wrapping, no ellipsis); free-text columns (TEXT_COLUMNS) wrap between
+    words. Columns that do not fit are left out whole and named in the caption (every column is in
+    the written file; `--wide` shows them all); the answer columns (ANSWER_COLUMNS and the caller's
+    `answers`, e.g. a front's objectives) are fitted before the others. `lead`: columns put first
+    (e.g. `run_columns(runs)`); they and the model, hardware or case column are the rows' identity:
+    where one of them cannot fit, the rows are listed as `column=value` groups instead."""
+    columns, cells, kinds, first, keep = _frame_parts(df, columns, answers, lead)
+    return fit_table(columns, cells, kinds, width, title=title, first=first, keep=keep, hint=hint)
+
+
+def frame_columns(df, columns=None, width: int | None = None, answers=(), lead=()) -> tuple[list[str], list[str]]:
+    """(shown, left_out): the columns frame_table shows at `width`, and those it leaves out."""
+    columns, cells, kinds, first, _ = _frame_parts(df, columns, answers, lead)
+    shown, _, left_out = fitted_columns(columns, cells, kinds, width, first)
+    return shown, left_out
+
+
+def _frame_parts(df, columns, answers, lead):
+    if columns is None and "tpot_ms" in df.columns:
+        columns = INFERENCE_DEFAULT_COLUMNS
+    columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
+    columns = list(dict.fromkeys([c for c in lead if c in df.columns] + columns))
+    cells = {c: [_fmt(v) for v in df[c].tolist()] for c in columns}
+    kinds = {c: "number" if df[c].dtype.kind in "iufb" else "text" if c in TEXT_COLUMNS else "value" for c in columns}
+    keep = [c for c in columns if c in lead or c in IDENTITY_COLUMNS]
+    first = keep + [c for c in columns if c in ANSWER_COLUMNS or c in answers]
+    return columns, cells, kinds, first, keep
+
+
+def show_table(console, table: Table | Group, wide: bool = False) -> None:
+    """Print a fitted table (crop=False: a listed value wider than the terminal wraps there, whole),
+    or with `wide` every column at its natural width (print_whole)."""
+    if wide:
+        print_whole(console, table)
+    else:
+        console.print(table, crop=False)
+
+
+def print_whole(console, table: Table | Group) -> None:
     """Print `table` at its natural width even past the terminal's (`--wide`: every column, none
     squeezed; the terminal or a pager scrolls sideways)."""
     from rich.measure import Measurement
@@ -144,27 +278,28 @@ def print_whole(console, table: Table) -> None:
         console.width = width
 
 
-def record_table(record: dict, title: str | None = None, descriptions: dict | None = None) -> Table:
-    """One layout shown vertically: column, value, meaning."""
-    table = Table(title=title)
-    table.add_column("column")
-    table.add_column("value", justify="right")
+def record_table(
+    record: dict, title: str | None = None, descriptions: dict | None = None, width: int | None = None
+) -> Table | Group:
+    """One layout shown vertically: column, value, meaning (the meaning wraps; names and values do
+    not, and at a narrow `width` the meaning column is left out before a value is cut)."""
+    cells: dict[str, list[str]] = {"column": [], "value": []}
     if descriptions:
-        table.add_column("meaning")
+        cells["meaning"] = []
     for k, v in record.items():
-        row = [k, _fmt(v)]
+        cells["column"].append(str(k))
+        cells["value"].append(_fmt(v))
         if descriptions:
-            row.append(descriptions.get(k, ""))
-        table.add_row(*row)
-    return table
+            cells["meaning"].append(descriptions.get(k, ""))
+    kinds = {"column": "value", "value": "value", "meaning": "text"}
+    return fit_table(list(cells), cells, kinds, width, title=title, keep=("column", "value"), hint="", right=("value",))
 
 
-def drop_table(dropped: dict[str, int], reasons: dict[str, str], kept: int) -> Table:
-    table = Table(title="layouts considered")
-    table.add_column("outcome")
-    table.add_column("layouts", justify="right")
-    table.add_row("kept (valid)", f"{kept:,}")
+def drop_table(dropped: dict[str, int], reasons: dict[str, str], kept: int, width: int | None = None):
+    cells = {"outcome": ["kept (valid)"], "layouts": [f"{kept:,}"]}
     for r, n in sorted(dropped.items(), key=lambda kv: -kv[1]):
         if n:
-            table.add_row(f"dropped: {reasons[r]}", f"{n:,}")
-    return table
+            cells["outcome"].append(f"dropped: {reasons[r]}")
+            cells["layouts"].append(f"{n:,}")
+    kinds = {"outcome": "text", "layouts": "number"}
+    return fit_table(list(cells), cells, kinds, width, title="layouts considered", keep=("layouts",))
