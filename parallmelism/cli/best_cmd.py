@@ -84,6 +84,7 @@ def print_best(to, table, title: str, lead: list[str], wide: bool = False) -> No
     where layout columns were left out each group's winner is spelt out whole."""
     from rich.text import Text
 
+    from ..report.records import Records
     from ..report.table import fitted_columns, frame_columns, frame_table, print_whole
 
     if wide:
@@ -100,14 +101,15 @@ def print_best(to, table, title: str, lead: list[str], wide: bool = False) -> No
     to.print(frame_table(table, columns=without, width=to.width, title=title, lead=lead), crop=False)
     _, left_out = frame_columns(table, columns=without, width=to.width, lead=lead)
     axes = [c for c in LAYOUT_AXES if c in table.columns]
+    rows = table.rows if isinstance(table, Records) else table.to_dict("records")
     if any(c in left_out for c in axes):
-        for _, r in table[table["rank"] == 1].iterrows():
+        for r in [r for r in rows if r["rank"] == 1]:
             who = " ".join(str(r[c]) for c in lead)
             layout = " ".join(f"{c}={r[c]}" for c in axes)
             to.print(Text(f"winner at {r['ngpus']} GPUs{' of ' + who if who else ''}: {layout}"))
     to.print(Text("why, row by row:"))
     note = ""
-    for _, r in table.iterrows():
+    for r in rows:
         who = " ".join([str(r[c]) for c in lead] + [f"{r['ngpus']} GPUs"])
         label = f"#{r['rank']}" if r["rank"] else "near miss"
         why = str(r["why"])
