@@ -47,9 +47,7 @@ def compare(
 
 
 def print_comparison(comp, console, max_rows: int = 40) -> None:
-
     from ..report.compare import row_label, summary_by_column, varying_key
-
     from ..report.table import fit_table
 
     shown = varying_key(comp)
