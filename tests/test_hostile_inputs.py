@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from conftest import REPO, run_cli
@@ -55,6 +56,10 @@ def d(tmp_path_factory):
     (d / "golden.csv").write_bytes(GOLDEN.read_bytes())
     (d / "hf.json").write_text(json.dumps(dict(model_type="llama", **LLAMA["llama3.1-8b"])))
     (d / "hf.yaml").write_text((d / "hf.json").read_text())  # JSON under a .yaml name
+    (d / "nolink" / "hardware").mkdir(parents=True)  # an accelerator without a scale-out link
+    hw = yaml.safe_load((ROOT / "hardware" / "h100-sxm-80gb.yaml").read_text())
+    hw.pop("scale_out")
+    (d / "nolink" / "hardware" / "h100-nolink.yaml").write_text(yaml.safe_dump({**hw, "name": "h100-nolink"}))
     (d / "misnamed" / "models").mkdir(parents=True)
     text = (ROOT / "models" / "llama3.1-8b.yaml").read_text()
     assert "name: llama3.1-8b" in text
@@ -162,6 +167,10 @@ NEW_CASES = [
         ["study", "run", "{d}/study.yaml", "--engine", "local", "--out", "{d}/misnamed"],
     ),
     ("study-out-is-the-study-file", ["study", "run", "{d}/study.yaml", "--engine", "local", "--out", "{d}/study.yaml"]),
+    (
+        "pd-split-without-a-scale-out-link",
+        ["plan", "serve", "-cd", "{d}/nolink", "hardware=h100-nolink", M8, "qps=5", "prefill_gpus=8", "decode_gpus=8"],
+    ),
 ]
 
 
@@ -344,3 +353,11 @@ def test_compare_a_table_with_its_csv_copy(tmp_path):
     for a, b in (("csv", "parquet"), ("parquet", "csv")):
         code, text = _invoke("compare", tmp_path / f"b.{a}", tmp_path / f"b.{b}")
         assert code == 0 and "within tolerance" in text, text
+
+
+def test_no_infinite_ttft_without_a_scale_out_link(d):
+    """The disaggregated comparison on an accelerator with no scale-out link printed 'TTFT inf ms
+    (KV transfer inf ms)'; it now says why it is not planned."""
+    code, text = _invoke("plan", "serve", "-cd", d / "nolink", "hardware=h100-nolink", M8, "qps=5")
+    assert code == 0, text
+    assert "inf ms" not in text and "disaggregated prefill/decode: not planned, h100-nolink has no scale-out" in text

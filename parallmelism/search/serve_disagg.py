@@ -52,6 +52,9 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
     df = rows[rows["fits"]] if "fits" in rows.columns else rows
     if len(df) == 0 or "decode_step_ms" not in df.columns:
         return None
+    if hw.scale_out is None:  # the pools' replicas ship each prompt's KV cache over the scale-out link
+        why = f"{hw.name} has no scale-out link to ship the KV cache from the prefill to the decode pool"
+        return {"total_gpus": None, "prefill": None, "decode": None, "no_link": why}
     tied = ep_across_replicas(df)  # the EP group is the unit: its dp replicas run together
     g = np.where(tied, df["ngpus"], df["ngpus"] // df["dp"])
     lanes = np.where(tied, df["dp"], 1)  # prompts (prefill) / batches (decode) a unit serves at once
@@ -111,6 +114,8 @@ def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
     """Summary lines comparing the disaggregated plan with the colocated one."""
     if dis is None:
         return []
+    if dis.get("no_link"):  # never an inf TTFT: the plan cannot be priced without the link
+        return [f"- disaggregated prefill/decode: not planned, {dis['no_link']}."]
     if dis.get("total_gpus") is None:
         missing = "prefill pool (TTFT)" if dis["prefill"] is None else "decode pool (ITL)"
         return [f"- disaggregated prefill/decode: no layout meets the limit of the {missing}."]
@@ -159,6 +164,8 @@ def fixed_split_plan(rows, model, hw, wl, plan, qps: float) -> dict:
                 )
             )
     dis = disaggregated_plan(rows, model, hw, wl, plan, qps, pools=(plan.prefill_gpus, plan.decode_gpus))
+    if dis is not None and dis.get("no_link"):
+        raise UserError(f"a P:D split (prefill_gpus=, decode_gpus=) cannot be planned: {dis['no_link']}")
     if dis is None or dis.get("total_gpus") is None:
         missing = "prefill" if dis is None or dis["prefill"] is None else "decode"
         limit = "TTFT" if missing == "prefill" else "ITL"
