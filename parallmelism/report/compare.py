@@ -48,6 +48,8 @@ KEY_COLUMNS: tuple[str, ...] = (
     "context_len",
     "weight_dtype",
     "kv_dtype",
+    # a study's design point (parallmelism/study/): its swept values, hardware fields included
+    "point",
 )
 NOT_COMPARED = ("tool_version",)
 DEFAULT_RTOL = 1e-9
