@@ -37,6 +37,7 @@ def serving_terms(model, hw, wl, tp, pp=1, ep=1, sp=1, dp=1, tokens=1.0):
         "sp": np.array([sp]),
         "ep": np.array([ep]),
         "dp": np.array([dp]),
+        "batch": np.array([1]),
         "layers_per_stage": np.array([-(-L // pp)]),
     }
     T = np.array([tokens])

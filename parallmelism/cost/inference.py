@@ -63,6 +63,7 @@ from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispa
 from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .inference_memory import inference_memory
 from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .layout import ServingLayout
 from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
@@ -117,12 +118,13 @@ def stage_terms(
 ):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
     stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
-    tp, pp, sp, ep, dp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "sp", "ep", "dp"))
-    n = np.asarray(cols["layers_per_stage"], dtype=np.float64)
-    if "first_layer" in cols:  # a stage placed explicitly (the MTP module: the layer after the last)
-        dense_layers, moe_layers = moe_layer_counts(model, cols["first_layer"], cols["layers_per_stage"])
+    lay = ServingLayout.of(cols)
+    tp, pp, sp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (lay.tp, lay.pp, lay.sp, lay.ep, lay.dp))
+    n = np.asarray(lay.layers_per_stage, dtype=np.float64)
+    if lay.first_layer is not None:  # a stage placed explicitly (the MTP module: the layer after the last)
+        dense_layers, moe_layers = moe_layer_counts(model, lay.first_layer, lay.layers_per_stage)
     else:
-        dense_layers, moe_layers = busiest_stage_layer_counts(model, cols["pp"], cols["layers_per_stage"])
+        dense_layers, moe_layers = busiest_stage_layer_counts(model, lay.pp, lay.layers_per_stage)
     T = np.asarray(tokens, dtype=np.float64)
     if decode_part is None and not prefill:  # a decode pass: every token reads the cache
         decode_part = (T, attn_pairs, kv_read_tokens)
@@ -188,17 +190,18 @@ def stage_terms(
     }
 
 
-def prefill_sequences(cols, wl):
+def prefill_sequences(cols: ServingLayout | dict, wl):
     """Prompts prefilled in one step: 1 with continuous batching (each new request's prompt is
     prefilled on its own; its interference with the others' decode is `serving_load`), b with
     static batching (the batch's prompts together)."""
-    b = np.asarray(cols["batch"], dtype=np.float64)
+    b = np.asarray(ServingLayout.of(cols).batch, dtype=np.float64)
     return np.ones_like(b) if wl.batching == "continuous" else b
 
 
 def prefill_terms(model, hw, wl, cols, chunks):
     """Stage terms of one prefill chunk when the prompts are cut into `chunks` (array) pieces."""
-    sp = np.asarray(cols["sp"], dtype=np.float64)
+    cols = ServingLayout.of(cols)
+    sp = np.asarray(cols.sp, dtype=np.float64)
     c = np.asarray(chunks, dtype=np.float64)
     S = wl.input_len
     hit = wl.prefix_cache_hit * S  # prompt tokens found in the prefix cache: attended to, not recomputed
@@ -224,8 +227,10 @@ def prefill_terms(model, hw, wl, cols, chunks):
     )
 
 
-def decode_micro_batches(cols):
-    return np.minimum(cols["batch"], cols["pp"])
+def decode_micro_batches(cols: ServingLayout | dict):
+    """Decode micro-batches in flight, min(batch, pp)."""
+    lay = ServingLayout.of(cols)
+    return np.minimum(lay.batch, lay.pp)
 
 
 def spec_positions(wl) -> int:
@@ -238,10 +243,11 @@ def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
     speculative decoding the verify pass carries tokens_per_seq = k+1 positions per sequence (the
     cache is read once per sequence, k+1 positions written)."""
     q = spec_positions(wl) if tokens_per_seq is None else tokens_per_seq
+    cols = ServingLayout.of(cols)
     m = decode_micro_batches(cols)
-    seqs = np.ceil(cols["batch"] / m).astype(np.float64)
+    seqs = np.ceil(cols.batch / m).astype(np.float64)
     Td = seqs * q
-    sp = np.asarray(cols["sp"], dtype=np.float64)
+    sp = np.asarray(cols.sp, dtype=np.float64)
     ctx = wl.input_len + wl.output_len / 2
     return stage_terms(
         model,
@@ -261,7 +267,8 @@ def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
 
 def best_prefill(model, hw, wl, cols):
     """(TTFT seconds, chunk count) minimizing (n_c + pp − 1)·(stage + hop) over PREFILL_CHUNKS."""
-    pp = np.asarray(cols["pp"], dtype=np.float64)
+    cols = ServingLayout.of(cols)
+    pp = np.asarray(cols.pp, dtype=np.float64)
     best_t = np.full(len(pp), np.inf)
     best_c = np.ones(len(pp), dtype=np.int64)
     for c in PREFILL_CHUNKS:
@@ -287,8 +294,9 @@ def continuous_terms(model, hw, wl, cols, draft=None):
     (FLOPs, collectives and bound of the prompt's own work)."""
     from .inference_iteration import closed_loop, mixed_stage_terms, prefill_chunk_plan
 
-    pp = np.asarray(cols["pp"], dtype=np.float64)
-    b = np.asarray(cols["batch"], dtype=np.float64)
+    cols = ServingLayout.of(cols)
+    pp = np.asarray(cols.pp, dtype=np.float64)
+    b = np.asarray(cols.batch, dtype=np.float64)
     t_iter = iteration_overhead_s(model, hw)
     dec = decode_terms(model, hw, wl, cols)
     m = decode_micro_batches(cols)
@@ -331,24 +339,26 @@ def inference_columns(
     draft: ModelSpec | None = None,
 ) -> dict[str, np.ndarray]:
     """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `draft` is the
-    draft model when wl.spec_method == "draft"."""
-    pp = np.asarray(cols["pp"], dtype=np.float64)
-    b = np.asarray(cols["batch"], dtype=np.float64)
+    draft model when wl.spec_method == "draft". `cols` is returned with the cost columns added;
+    the cost model reads its layout as a ServingLayout."""
+    lay = ServingLayout.of(cols)
+    pp = np.asarray(lay.pp, dtype=np.float64)
+    b = np.asarray(lay.batch, dtype=np.float64)
     overhead_s = hw.efficiency.request_overhead_ms * 1e-3
     spec_e = expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens) if wl.spec_method != "none" else 1.0
     if wl.batching == "continuous":
-        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, cols, draft)
+        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, draft)
         prefill_s = (chunks + pp - 1) * mixed_s / pp
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
         t_iter = iteration_overhead_s(model, hw)
-        prefill_s, chunks = best_prefill(model, hw, wl, cols)
+        prefill_s, chunks = best_prefill(model, hw, wl, lay)
         prefill_s = prefill_s + t_iter
-        pre = prefill_terms(model, hw, wl, cols, chunks)
-        dec = decode_terms(model, hw, wl, cols)
-        m = decode_micro_batches(cols)
-        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
+        pre = prefill_terms(model, hw, wl, lay, chunks)
+        dec = decode_terms(model, hw, wl, lay)
+        m = decode_micro_batches(lay)
+        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, decode_terms)
         step_s = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
         mixed_s = prefill_s
         load = np.zeros_like(step_s)
@@ -356,17 +366,17 @@ def inference_columns(
         ttft_s = prefill_s + overhead_s
         tpot_s = step_s / spec_e
         e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
-    dp = cols["dp"]
+    dp = lay.dp
     if wl.phase == "prefill":
-        tput = dp * prefill_sequences(cols, wl) * wl.input_len / ttft_s
+        tput = dp * prefill_sequences(lay, wl) * wl.input_len / ttft_s
     elif wl.phase == "decode":
         tput = dp * b / tpot_s
     else:
         tput = dp * b * wl.output_len / e2e_s
     ngpus = cols["ngpus"]
-    gpus_per_replica = np.asarray(cols["tp"] * cols["pp"] * cols["sp"], dtype=np.float64)
+    gpus_per_replica = np.asarray(lay.tp * lay.pp * lay.sp, dtype=np.float64)
     out = dict(cols)
-    out.update(inference_memory(cols, model, hw, wl, chunks, prefill_sequences(cols, wl)))
+    out.update(inference_memory(lay, model, hw, wl, chunks, prefill_sequences(lay, wl)))
     out.update(
         {
             "input_len": np.full(len(pp), wl.input_len),
@@ -414,12 +424,12 @@ def inference_breakdown(
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
     ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms + MoE layers ·
     eff.moe_layer_overhead_us)."""
-    one = {k: np.asarray(v)[:1] for k, v in cols.items()}
+    one = ServingLayout.of(cols).rows(1)
     t_iter_ms = iteration_overhead_s(model, hw) * 1e3
     if wl.batching == "continuous":
         from .inference_iteration import mixed_stage_terms, prefill_chunk_plan
 
-        b = np.asarray(one["batch"], dtype=np.float64)
+        b = np.asarray(one.batch, dtype=np.float64)
         chunks, _ = prefill_chunk_plan(wl, b)
         phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
         if wl.chunked_prefill:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .inference_ops import causal_pairs
+from .layout import ServingLayout
 from .ops import ACT_BYTES
 
 BISECTION_STEPS = 40
@@ -68,7 +69,8 @@ def prefill_chunk_plan(wl, batch):
 def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
     """Stage terms of one micro-batch carrying `decode_tokens` decode tokens (per micro-batch) and
     the mean prefill chunk of one prompt split into n_p chunks (`stage_terms` of cost.inference)."""
-    sp = np.asarray(cols["sp"], dtype=np.float64)
+    cols = ServingLayout.of(cols)
+    sp = np.asarray(cols.sp, dtype=np.float64)
     S = wl.input_len
     Td = np.asarray(decode_tokens, dtype=np.float64)
     ctx = S + wl.output_len / 2

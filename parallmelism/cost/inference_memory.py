@@ -29,6 +29,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from ..units import GIB
 from .inference_ops import local_heads, weight_elements_per_gpu
+from .layout import ServingLayout
 from .ops import ACT_BYTES, HALF_BYTES
 from .shapes import kv_cache_width_per_rank
 
@@ -62,12 +63,18 @@ def workspace_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, sp
 
 
 def inference_memory(
-    cols: dict[str, np.ndarray], model: ModelSpec, hw, wl: InferenceWorkload, prefill_chunks, prefill_sequences
+    cols: ServingLayout | dict[str, np.ndarray],
+    model: ModelSpec,
+    hw,
+    wl: InferenceWorkload,
+    prefill_chunks,
+    prefill_sequences,
 ) -> dict[str, np.ndarray]:
     """Memory columns; `prefill_sequences` prompts share one prefill step (1 for continuous
     batching, batch for static), so the workspace scales with it and the KV cache with batch."""
-    tp, pp, sp, ep, b = cols["tp"], cols["pp"], cols["sp"], cols["ep"], cols["batch"]
-    n = cols["layers_per_stage"]
+    lay = ServingLayout.of(cols)
+    tp, pp, sp, ep, b = lay.tp, lay.pp, lay.sp, lay.ep, lay.batch
+    n = lay.layers_per_stage
     linear, half = weight_elements_per_gpu(model, tp, ep, n, pp)
     weights = linear * BYTES_PER_ELEMENT[wl.weight_dtype] + half * HALF_BYTES
     kv_seq = kv_cache_bytes_per_sequence(model, wl, tp, n, sp, wl.input_len + wl.output_len)

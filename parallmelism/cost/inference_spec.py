@@ -16,8 +16,11 @@ expected number of accepted tokens). The iteration overhead is paid once per ste
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from .layout import ServingLayout
 from .shapes import layers_on_busiest_stage
 
 
@@ -31,19 +34,21 @@ def expected_tokens_per_step(acceptance: float, k: int) -> float:
 
 def proposer_step_s(model, draft, hw, wl, cols, decode_terms):
     """Seconds of ONE proposer step for the batch (array over rows); 0 without speculation."""
+    lay = ServingLayout.of(cols)
     if wl.spec_method == "none":
-        return np.zeros(len(np.asarray(cols["batch"])))
-    pp = np.asarray(cols["pp"], dtype=np.float64)
+        return np.zeros(len(lay))
+    pp = np.asarray(lay.pp, dtype=np.float64)
     if wl.spec_method == "draft":
-        c = dict(cols)
-        c["layers_per_stage"] = layers_on_busiest_stage(draft.layers, pp)
+        c = replace(lay, layers_per_stage=layers_on_busiest_stage(draft.layers, pp))
         d = decode_terms(draft, hw, wl, c, tokens_per_seq=1)
         return pp * (d["stage_s"] + d["hop_s"])
     # MTP module: one layer of the model plus the shared embedding and output head, on one stage;
     # its block follows the last layer (DeepSeek-V3 §2.2: layer L, a MoE layer like the ones before it)
-    c = dict(cols)
-    c["layers_per_stage"] = np.ones_like(pp)
-    c["first_layer"] = np.full(np.shape(pp), model.layers)
-    c["pp"] = np.ones_like(np.asarray(cols["pp"]))
+    c = replace(
+        lay,
+        layers_per_stage=np.ones_like(pp),
+        first_layer=np.full(np.shape(pp), model.layers),
+        pp=np.ones_like(np.asarray(lay.pp)),
+    )
     d = decode_terms(model, hw, wl, c, tokens_per_seq=1)
     return d["stage_s"]
