@@ -14,10 +14,12 @@ import inspect
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import shared_reference
 from parallmelism.config.kernel_tables import kernel_model
-from parallmelism.config import load_option
+from parallmelism.config import load_option, option_files
 from parallmelism.cost import comm, flops, inference, roofline, states
 from parallmelism.cost.breakdown import training_breakdown
 from parallmelism.cost.comm import ep_all_to_all_time_s, tp_layer_times_s
@@ -228,3 +230,34 @@ def test_the_mtp_proposer_layer_is_a_moe_layer_like_the_last():
 
     proposer_step_s(model, None, hw, wl, cols, spy)
     assert seen["router"] == 1.0
+
+
+ALL_HW = sorted(option_files("hardware", []))
+ALL_MODELS = sorted(option_files("model", []))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    hw_name=st.sampled_from(ALL_HW),
+    model_name=st.sampled_from(ALL_MODELS),
+    log_tp=st.integers(0, 4),
+    pp=st.sampled_from([1, 2, 3, 4, 8, 16]),
+    tokens=st.sampled_from([1.0, 7.0, 256.0, 8192.0]),
+)
+def test_every_shipped_model_and_accelerator_prices_training_and_serving_alike(hw_name, model_name, log_tp, pp, tokens):
+    """Over every shipped model × accelerator: the same TP all-reduce (bytes, group, link) costs the
+    same in both schedules, and the busiest stage holds whole MoE layers, as training's middle
+    stage does (issue 27, 'Done when')."""
+    hw, model = load_option("hardware", hw_name), load_option("model", model_name)
+    tp = min(2**log_tp, hw.scale_up.domain_size)
+    pp = min(pp, model.layers)
+    terms = serving_terms(model, hw, InferenceWorkload(), tp, pp=pp, tokens=tokens)
+    n = -(-model.layers // pp)
+    if tp > 1:
+        serving = float(terms["comm"]["tp_all_reduce"][0]) / (2 * n)
+        assert serving == pytest.approx(training_all_reduce_s(hw, model, tokens, tp), rel=1e-12)
+    if model.is_moe:
+        router = next(op for op in terms["ops"] if op.name == "router")
+        n_moe = float(np.asarray(router.count)[0])
+        first = 0 if pp == 1 else int(flops_split(model.layers, pp)[0][0])
+        assert n_moe.is_integer() and n_moe == float(flops.moe_layer_counts(model, first, n)[1])
