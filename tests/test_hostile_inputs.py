@@ -361,3 +361,24 @@ def test_no_infinite_ttft_without_a_scale_out_link(d):
     code, text = _invoke("plan", "serve", "-cd", d / "nolink", "hardware=h100-nolink", M8, "qps=5")
     assert code == 0, text
     assert "inf ms" not in text and "disaggregated prefill/decode: not planned, h100-nolink has no scale-out" in text
+
+
+@pytest.mark.parametrize("kind", ["spaces-line", "crlf", "bom"])
+def test_case_files_from_other_editors_read_as_the_plain_file(d, tmp_path, kind):
+    """A line of spaces, Windows line ends and Excel's UTF-8 byte-order mark give the same cases."""
+    lines = (d / "cases.csv").read_text().splitlines()[:3]
+    f = tmp_path / f"{kind}.csv"
+    if kind == "spaces-line":
+        f.write_text(lines[0] + "\n" + lines[1] + "\n   \n" + lines[2] + "\n")
+    elif kind == "crlf":
+        f.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    else:
+        f.write_bytes(("\n".join(lines) + "\n").encode("utf-8-sig"))
+    plain = tmp_path / "plain.csv"
+    plain.write_text("\n".join(lines) + "\n")
+    tables = []
+    for g in (f, plain):
+        code, text = _invoke("validate", "--cases", g, "--out", tmp_path / f"{g.stem}.out.csv")
+        assert code == 0, text
+        tables.append(pd.read_csv(tmp_path / f"{g.stem}.out.csv"))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
