@@ -3,7 +3,7 @@
     python benchmarks/bench_study_ray.py                  # 1,000 hardware points x 2 models, ngpus 64 and 256
     python benchmarks/bench_study_ray.py --quick          # 20 hardware points
     python benchmarks/bench_study_ray.py --engine local   # the same points in worker processes
-    python benchmarks/bench_study_ray.py --merge-rows 10000000   # build a sweep study of ~10^7 rows, merge it
+    python benchmarks/bench_study_ray.py --merge-rows     # build a sweep study of ~10^7 rows, merge it
 
 The co-design study is a `parallmelism study run` file: hardware fields as design points (peak
 bf16 FLOP/s x HBM bandwidth x HBM capacity (with its usable part) x NVLink bandwidth x NVLink domain
@@ -13,7 +13,7 @@ micro-batch, vpp, recompute, sharding and SP choice), on a local Ray with one CP
 It prints the valid layouts evaluated (summed from the workers' answers), wall and CPU time (the
 workers' own CPU seconds on their batches, plus the driver's), layouts per CPU-second, the peak RSS
 of each worker, and the driver's per-point overhead (its time submitting tasks and taking in
-results, waits excluded), then the extrapolation to 10^10 layouts on 1,000 cores. With
+results, waits excluded; the first submission, which exports the function, apart), then the extrapolation to 10^10 layouts on 1,000 cores. With
 --merge-rows it writes a `sweep` study of about that many rows (local engine), then runs
 `parallmelism merge DIR --out merged.parquet` as a process and prints its wall time and peak RSS.
 Timings are figures to read, never pass/fail: the machine is shared.
@@ -117,26 +117,25 @@ def run_codesign(args) -> None:
         )
         peaks = sorted(ran.worker_peak_mib.values())
         print(f"peak RSS per worker (MiB): {', '.join(f'{p:.0f}' for p in peaks)} ({len(peaks)} workers)")
+        steady = (ran.driver_s - ran.driver_first_s) / max(ran.tasks - 1, 1)
         print(
             f"driver overhead: {ran.driver_s * 1e3:.1f} ms submitting and taking in results, "
-            f"{ran.driver_s / points * 1e3:.3f} ms per point"
+            f"{ran.driver_s / points * 1e3:.3f} ms per point; of which the first submission (the function's "
+            f"export) {ran.driver_first_s * 1e3:.1f} ms, then {steady * 1e3:.2f} ms per task"
         )
         per_layout = worker_cpu / max(layouts, 1)
         big, cores_big = 1e10, 1000
         points_big = round(big / max(layouts / points, 1))
+        batch = batch_size(points_big, cores_big)
+        tasks_big = -(-points_big // batch)
         compute = big * per_layout / cores_big
-        per_task = ran.driver_s / max(ran.tasks, 1)
+        driver = ran.driver_first_s + tasks_big * steady
         print(
             f"extrapolation: 10^10 layouts = {points_big:,} points of this size; {big * per_layout:,.0f} worker "
-            f"CPU-s / {cores_big:,} cores = {compute:,.0f} s ({compute / 60:.1f} min) of compute per core"
+            f"CPU-s / {cores_big:,} cores = {compute:,.0f} s ({compute / 60:.1f} min) of compute per core; "
+            f"{tasks_big:,} tasks of {batch} points (the default batch) cost the driver {driver:.1f} s "
+            f"({driver / points_big * 1e3:.3f} ms per point) at this run's per-task time"
         )
-        for batch in (batch_size(points_big, cores_big), 100):
-            tasks_big = -(-points_big // batch)
-            print(
-                f"  batch {batch} points: {tasks_big:,} tasks, driver {tasks_big * per_task:.1f} s at this run's "
-                f"{per_task * 1e3:.1f} ms per task (one-time function export included), "
-                f"{per_task / batch * 1e3:.2f} ms per point"
-            )
 
 
 def peak_rss_of(cmd: list[str]) -> tuple[float, float, int, str]:
