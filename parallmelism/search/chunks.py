@@ -162,7 +162,18 @@ def evaluate_chunks(run, chunks: list, stats: RunStats, prune_unfit: bool, deriv
         layout = chunks[0][0]
     else:
         layout = {c: np.concatenate([cols[c] for cols, _ in chunks]) for c in chunks[0][0]}
-    cols, keep = _evaluate(run, layout, stats, prune_unfit, derive)
+    rows = sum(len(numbers) for _, numbers in chunks)
+    if rows > EVALUATE_ROWS and not prune_unfit:
+        # One chunk of more rows than a call should hold (a sink's 262k-row chunk): the model in
+        # calls of EVALUATE_ROWS rows, joined back; its temporaries (~2 KB a row for an MoE
+        # model: grok-1's sweeps peaked at 550 MiB) stay bounded by EVALUATE_ROWS.
+        pieces = [
+            _evaluate(run, {k: v[lo : lo + EVALUATE_ROWS] for k, v in layout.items()}, stats, False, derive)[0]
+            for lo in range(0, rows, EVALUATE_ROWS)
+        ]
+        cols, keep = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}, None
+    else:
+        cols, keep = _evaluate(run, layout, stats, prune_unfit, derive)
     starts = np.cumsum([0] + [len(numbers) for _, numbers in chunks])
     ends = starts if keep is None else np.searchsorted(keep, starts)  # the chunks' bounds in the kept rows
     out: list[tuple[dict, np.ndarray] | None] = []
