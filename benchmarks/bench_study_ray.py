@@ -4,6 +4,8 @@
     python benchmarks/bench_study_ray.py --quick          # 20 hardware points
     python benchmarks/bench_study_ray.py --engine local   # the same points in worker processes
     python benchmarks/bench_study_ray.py --merge-rows     # build a sweep study of ~10^7 rows, merge it
+    python benchmarks/bench_study_ray.py --models llama3.1-8b,llama3.1-70b,llama3.1-405b --ngpus 64,256,1024
+                                                          # ~10^9 layouts: 3 models x 3 GPU counts per point
 
 The co-design study is a `parallmelism study run` file: hardware fields as design points (peak
 bf16 FLOP/s x HBM bandwidth x HBM capacity (with its usable part) x NVLink bandwidth x NVLink domain
@@ -39,7 +41,7 @@ HBM_GIB = [[80, 79.6], [141, 140.0]]  # capacity, usable
 NVLINK_GBPS = [225, 450, 900, 1800, 3600]
 NVLINK_DOMAIN = [8, 72]
 MODELS = ["llama3.1-8b", "llama3.1-70b"]
-NGPUS = "grid.ngpus=[64,256]"
+NGPUS = "64,256"
 
 
 def codesign_points(quick: bool) -> list[dict]:
@@ -62,7 +64,7 @@ def codesign_points(quick: bool) -> list[dict]:
     return pts
 
 
-def write_study(folder: Path, engine: dict, quick: bool) -> tuple[Path, int]:
+def write_study(folder: Path, engine: dict, quick: bool, models: list[str], ngpus: str) -> tuple[Path, int]:
     hw = codesign_points(quick)
     keys = list(hw[0])
     lines = [",".join(keys)] + [",".join(str(p[k]) for k in keys) for p in hw]
@@ -71,8 +73,8 @@ def write_study(folder: Path, engine: dict, quick: bool) -> tuple[Path, int]:
         "command": "best",
         "top": 1,
         "out": "codesign",
-        "overrides": [NGPUS, "grid.max_micro_batch=null"],
-        "points": {"product": {"model": MODELS}, "csv": "hardware.csv"},
+        "overrides": [ngpus, "grid.max_micro_batch=null"],
+        "points": {"product": {"model": models}, "csv": "hardware.csv"},
         "engine": engine,
     }
     path = folder / "codesign.yaml"
@@ -88,7 +90,8 @@ def run_codesign(args) -> None:
     cores = available_cores()
     engine = {"kind": args.engine, ("num_cpus" if args.engine == "ray" else "workers"): cores}
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        path, hw_points = write_study(Path(tmp), engine, args.quick)
+        models, ngpus = args.models.split(","), f"grid.ngpus=[{args.ngpus}]"
+        path, hw_points = write_study(Path(tmp), engine, args.quick, models, ngpus)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         out = start_study(path, out=Path(tmp) / "codesign")
         wall, driver_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
@@ -98,8 +101,8 @@ def run_codesign(args) -> None:
         worker_cpu = sum(ran.worker_cpu_s.values())
         cpu = worker_cpu + driver_cpu
         print(
-            f"engine {args.engine} on {cores} cores: {hw_points:,} hardware points x {len(MODELS)} models "
-            f"({', '.join(MODELS)}) x {NGPUS}: {points:,} points in {ran.tasks} tasks "
+            f"engine {args.engine} on {cores} cores: {hw_points:,} hardware points x {len(models)} models "
+            f"({', '.join(models)}) x {ngpus}: {points:,} points in {ran.tasks} tasks "
             f"({points / max(ran.tasks, 1):.0f} points per task)"
         )
         print(
@@ -209,6 +212,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 hardware points")
     ap.add_argument("--engine", default="ray", choices=["ray", "local"])
     ap.add_argument("--merge-rows", action="store_true", help="build a ~10^7-row sweep study and merge it")
+    ap.add_argument("--models", default=",".join(MODELS), help="models, comma-separated")
+    ap.add_argument("--ngpus", default=NGPUS, help="GPU counts of every point, comma-separated")
     ap.add_argument("--tmp", default=None, help="folder for the study (default: the system's temporary folder)")
     args = ap.parse_args()
     if args.merge_rows:

@@ -40,6 +40,19 @@ def _engine(kind: Optional[str], workers: Optional[int], spec_engine):
     return base.model_copy(update=update)
 
 
+def _stop_keeping(folder_hint: str):
+    """Ctrl-C: the completed points stay (each partition is whole; one cut short left none), so the
+    app's 'interrupted; nothing was written' would be wrong: say what is kept, exit 130."""
+    from .common import console
+
+    console(stderr=True).print(
+        f"interrupted; the points completed so far are kept: `parallmelism study resume {folder_hint}` runs the rest",
+        markup=False,
+        soft_wrap=True,
+    )
+    return SystemExit(130)
+
+
 def _finish(out) -> None:
     from ..study.run import summary_lines
     from .common import console
@@ -72,6 +85,8 @@ def study_run(
     try:
         spec, _ = read_study(study)
         _finish(start_study(study, _engine(engine, workers, spec.engine_spec), out, _bar(quiet)))
+    except KeyboardInterrupt:
+        raise _stop_keeping(out or study) from None
     except UserError as exc:
         fail(str(exc))
 
@@ -94,6 +109,8 @@ def study_resume(
     try:
         spec_engine = read_study(target)[0].engine_spec if Path(target).is_file() else None
         _finish(resume_study(target, _engine(engine, workers, spec_engine), _bar(quiet)))
+    except KeyboardInterrupt:
+        raise _stop_keeping(target) from None
     except UserError as exc:
         fail(str(exc))
 
