@@ -1,7 +1,11 @@
 """Where one layout's step time goes: per-op and per-collective tables (plain data for `show`).
 
-Same formulas as `steptime.py` (which evaluates them for every row); here one row is expanded
-into readable records. Times are per step on one GPU of the critical pipeline stage.
+A group-by of the step time's own terms for one row: the per-op table lists the op list the step
+time sums on the critical stage (`steptime.stage_ops`: the same sets, counts, kernel times and
+casts), the per-collective and per-link tables the step time's link and exposed seconds per axis
+and per link; bytes and call counts come from the functions the link times are computed with
+(cost/comm.py). Times are per step on one GPU of the critical pipeline stage; the tables sum to
+the row's time columns (tests/test_breakdown_sums.py).
 """
 
 from __future__ import annotations
@@ -20,22 +24,22 @@ from .comm import (
     tp_collective_bytes,
     tp_layer_calls,
 )
-from .flops import embedding_ops, head_ops, layer_ops, moe_layer_counts
 from .links import scale_up_port_share
 from .ops import OpKind
-from .roofline import Rates, training_ops_times
+from .roofline import Rates
 from .steptime import (
     AXES,
     FULL,
+    LAYER_SETS,
     NONE,
     SELECTIVE,
     _stage_layout,
     _training_time,
-    recasts_in_backward,
+    stage_ops,
     weight_casts_per_micro_batch,
 )
 from .shapes import dense_dp_size, dp_shard_ranks, tokens_per_rank
-from .states import FS, reduces_every_micro_batch
+from .states import reduces_every_micro_batch
 
 STAGES = ("first", "middle", "last")
 
@@ -58,45 +62,21 @@ def training_breakdown(cols: dict, model, hw, wl, kernels) -> dict:
     sp = bool(cols["sequence_parallel"][0])
     rc = int(cols["recompute"][0])
     s = wl.seq_len
-    n_layers, lo, has_emb, has_head = (x[:1] for x in _stage_layout(cols, model.layers)[stage])
-    n_dense, n_moe = (_f(x) for x in moe_layer_counts(model, lo, n_layers))
-
-    # (count on the stage, ops, inside a transformer layer: only those are recomputed)
-    groups = [(n_dense, layer_ops(model, s, b, tp, cp, sp, wl.flash_attention, cp_comm_type=wl.cp_comm_type), True)]
-    if model.is_moe:
-        groups.append(
-            (
-                n_moe,
-                layer_ops(
-                    model,
-                    s,
-                    b,
-                    tp,
-                    cp,
-                    sp,
-                    wl.flash_attention,
-                    moe_layer=True,
-                    moe_imbalance=wl.moe_imbalance,
-                    ep=ep,
-                    cp_comm_type=wl.cp_comm_type,
-                ),
-                True,
-            )
-        )
-    groups += [
-        (float(has_emb[0]), embedding_ops(model, s, b, tp, cp, sp), False),
-        (float(has_head[0]), head_ops(model, s, b, tp, cp, sp), False),
-    ]
+    n_layers = _stage_layout(cols, model.layers)[stage][0][:1]
+    # the op list the step time sums on the critical stage (steptime.stage_ops), grouped by op:
+    # transformer layers first (dense, dense kept in bf16, MoE), then the embedding and the head
+    order = {name: i for i, name in enumerate(("dense", "dense16", "moe", "emb", "head"))}
+    groups = sorted(stage_ops(cols, model, hw, wl, rates, stage), key=lambda g: order[g[0]])
     ops = []
     # fp8/fp4 weight casts per micro-batch, in the forward and backward (steptime; none in bf16)
     casts = weight_casts_per_micro_batch(cols, wl)
     cast_f, cast_b = (0.0, 0.0) if casts is None else (_f(casts[0]), _f(casts[1]))
-    recast = recasts_in_backward(wl) and int(cols["dp_sharding"][0]) == FS
-    for count, group, in_layer in groups:
+    for set_name, count_, group, times in groups:
+        count = _f(count_)
         if count == 0:
             continue
-        for op, (f, bw, cb, _, _, cast, _, low) in zip(group, training_ops_times(group, rates, wl, recast)):
-            rerun = in_layer and (rc == FULL or (rc == SELECTIVE and op.selective))
+        for op, (f, bw, cb, _, _, cast, _, low) in zip(group, times):
+            rerun = set_name in LAYER_SETS and (rc == FULL or (rc == SELECTIVE and op.selective))
             per_step = m * count
             f_mb, b_mb = _f(f) + _f(cast) * cast_f, _f(bw) + _f(cast) * cast_b
             ops.append(

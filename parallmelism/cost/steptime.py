@@ -282,6 +282,60 @@ def _ops_sums(cols, model, hw, wl, rates, edge: int) -> dict[str, dict]:
     }
 
 
+def bf16_edge_layers(wl) -> int:
+    """Layers at each end an fp8/fp4 recipe keeps in bf16 (Megatron-Core --first-last-layers-bf16;
+    `workload.fp8_bf16_edge_layers`): dense layers on the first and last stage. 0 in bf16."""
+    return wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
+
+
+# The op sets of a transformer layer (`_op_sets`; "dense16": a dense layer kept in bf16): they are
+# recomputed and issue the per-layer TP, CP and EP collectives. The embedding and head are neither.
+LAYER_SETS = ("dense", "dense16", "moe")
+
+
+def stage_op_counts(cols, model, edge: int) -> dict[str, list[tuple[str, np.ndarray]]]:
+    """Per stage kind (`_stage_layout`), the op sets one micro-batch runs on it, as (set name,
+    count) pairs: dense layers (flops.moe_layer_counts), of which the `edge` layers at each end of
+    the model are "dense16" on the first and last stage (`bf16_edge_layers`), the embedding, the
+    head, and MoE layers. The step time sums count x set over these pairs (`_micro_batch_terms`)
+    and `show` lists the same ops (cost/breakdown.py): one list, so the two cannot disagree."""
+    out = {}
+    for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
+        n_dense, n_moe = moe_layer_counts(model, lo, n_layers)
+        emb, head = np.where(has_emb, 1.0, 0.0), np.where(has_head, 1.0, 0.0)
+        parts: list[tuple[str, np.ndarray]] = [("dense", n_dense), ("emb", emb), ("head", head)]
+        if edge:
+            n_edge = np.minimum(n_dense, edge * (emb + head))
+            parts[0] = ("dense", n_dense - n_edge)
+            parts.append(("dense16", n_edge))
+        if model.is_moe:
+            parts.append(("moe", n_moe))
+        out[name] = parts
+    return out
+
+
+def stage_ops(cols, model, hw, wl, rates, stage: str) -> list[tuple[str, np.ndarray, list, list]]:
+    """The op list the step time sums on `stage` for these rows: (set name, count on the stage,
+    ops of one micro-batch, their `roofline.training_ops_times`), the times chosen as the step
+    time chooses them (FULLY_SHARD rows: the ops picked for a weight cast in backward too,
+    `recasts_in_backward`; the bf16 edge layers at bf16). Each op's seconds per micro-batch are
+    fwd + cast·f, bwd + cast·b, and its forward again where recomputed (`ops_time`,
+    `_with_weight_casts`, `weight_casts_per_micro_batch`)."""
+    edge = bf16_edge_layers(wl)
+    times = _op_times_of_sets(cols, model, hw, wl, rates, edge)
+    sets = _op_sets(cols, model, wl)
+    if edge:
+        sets["dense16"] = sets["dense"]
+    fs = np.asarray(cols["dp_sharding"]) == FS
+    out = []
+    for name, count in stage_op_counts(cols, model, edge)[stage]:
+        chosen = times[name]
+        if name + RECAST in times:
+            chosen = [tuple(np.where(fs, r, t) for r, t in zip(rt, tt)) for rt, tt in zip(times[name + RECAST], chosen)]
+        out.append((name, count, sets[name], chosen))
+    return out
+
+
 def _micro_batch_terms(cols, model, hw, wl, rates):
     """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
     tp, pp, cp, ep = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep"))
@@ -291,9 +345,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     s = wl.seq_len
     full = rc == FULL
     T = tokens_per_rank(s, b, cp)
-    # fp8/fp4 recipes may keep the first and last `edge` layers in bf16 (Megatron-Core
-    # --first-last-layers-bf16); they are dense layers on the first and last stage.
-    edge = wl.fp8_bf16_edge_layers if wl.precision in ("fp8", "fp4") else 0
+    edge = bf16_edge_layers(wl)
     by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
     sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
     if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
@@ -344,21 +396,16 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     if edge:
         dense16 = sums["dense16"]
         dense16_comm = layer_comm(dense16, False)
+    accs = {"dense": dense, "emb": emb, "head": head, "moe": moe}
+    comms = {"dense": dense_comm, "moe": moe_comm}
+    if edge:
+        accs["dense16"], comms["dense16"] = dense16, dense16_comm
     out = {}
-    for name, (n_layers, lo, has_emb, has_head) in _stage_layout(cols, model.layers).items():
-        n_dense, n_moe = moe_layer_counts(model, lo, n_layers)
-        parts = [(n_dense, dense), (np.where(has_emb, 1.0, 0.0), emb), (np.where(has_head, 1.0, 0.0), head)]
-        comm_parts = [(n_dense, dense_comm)]
-        if edge:
-            n_edge = np.minimum(n_dense, edge * (np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)))
-            parts[0] = (n_dense - n_edge, dense)
-            parts.append((n_edge, dense16))
-            comm_parts = [(n_dense - n_edge, dense_comm), (n_edge, dense16_comm)]
-        if moe is not None:
-            parts.append((n_moe, moe))
-            comm_parts.append((n_moe, moe_comm))
-        c = _combine(parts, STAGE_OP_SUMS)
-        k = _combine(comm_parts)
+    layout = _stage_layout(cols, model.layers)
+    for name, set_counts in stage_op_counts(cols, model, edge).items():
+        n_layers = layout[name][0]
+        c = _combine([(n, accs[s]) for s, n in set_counts], STAGE_OP_SUMS)
+        k = _combine([(n, comms[s]) for s, n in set_counts if s in LAYER_SETS])
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
         hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
         overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)

@@ -1,0 +1,163 @@
+"""`show`'s tables are a group-by of the time model's terms (issue 27, 'Done when').
+
+Over every shipped model × accelerator, hypothesis samples training and serving layouts and checks
+that the per-op, per-collective and per-link tables `show` prints sum to the row's time columns at
+rel 1e-9: a breakdown that priced an op, a collective or a link apart from the step time would
+show a sum that is not the time. The reference is the row itself (cost/steptime.py,
+cost/inference.py); the test holds whatever the physics, so it pins the bookkeeping alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from parallmelism.config import load_option, option_files
+from parallmelism.config.kernel_tables import kernel_model
+from parallmelism.cost.breakdown import training_breakdown
+from parallmelism.cost.inference import inference_breakdown, inference_columns
+from parallmelism.cost.steptime import AXES, training_time
+from parallmelism.grid import enumerate_training_layouts
+from parallmelism.grid.inference import enumerate_inference_layouts
+from parallmelism.specs import GridSpec, InferenceWorkload, TrainWorkload
+
+ALL_HW = sorted(option_files("hardware", []))
+ALL_MODELS = sorted(option_files("model", []))
+REL = 1e-9
+_CACHE: dict = {}
+
+
+def option(group, name):
+    if (group, name) not in _CACHE:
+        _CACHE[group, name] = load_option(group, name)
+    return _CACHE[group, name]
+
+
+def kernels(hw_name):
+    if ("kernels", hw_name) not in _CACHE:
+        _CACHE["kernels", hw_name] = kernel_model(option("hardware", hw_name))
+    return _CACHE["kernels", hw_name]
+
+
+def close(a, b):
+    return a == pytest.approx(b, rel=REL, abs=1e-15)
+
+
+def check_training_tables(bd: dict, row: dict) -> None:
+    """The four tables of `show` against the row's time columns (first row of `row`)."""
+    at = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in row.items() if k != "bound"}
+    parts = {k: v for k, (v, _) in bd["summary"]["where_time_goes"].items()}
+    # where the step goes: compute, optimizer, bubble, exposed comm per axis, overheads = the step
+    assert close(sum(parts.values()), at["time_step_s"])
+    assert close(parts.get("compute (ops)", 0.0) + parts.get("optimizer step", 0.0), at["time_compute_s"])
+    # per-op: the ops' seconds per step = the stage's compute less the optimizer step
+    assert close(sum(r["time_step_s"] for r in bd["ops"]), parts.get("compute (ops)", 0.0))
+    # per-collective: each axis that costs link time has its row, and the rows sum to the columns
+    by_axis = {ax: [c for c in bd["collectives"] if c["axis"] == ax] for ax in AXES}
+    for ax in AXES:
+        if at[f"time_comm_{ax}_s"] > 0:
+            assert by_axis[ax], f"{ax} costs {at[f'time_comm_{ax}_s']} s and show has no row for it"
+        assert close(sum(c["time_link_s"] for c in by_axis[ax]), at[f"time_comm_{ax}_s"])
+        assert close(sum(c["time_exposed_s"] for c in by_axis[ax]), at[f"time_comm_{ax}_exposed_s"])
+    assert close(sum(c["time_exposed_s"] for c in bd["collectives"]), at["time_comm_exposed_s"])
+    # per-link: busy seconds are the row's, split into the part the windows hide and the exposed part
+    links = {r["link"].split(" ")[0]: r for r in bd["links"]}
+    busy = [at["link_scale_up_busy_s"]] + ([at["link_scale_out_busy_s"]] if len(bd["links"]) > 1 else [])
+    assert [r["busy_s"] for r in bd["links"]] == pytest.approx(busy, rel=REL, abs=1e-15)
+    for r in links.values():
+        assert close(r["overlappable_s"] + r["exposed_s"], r["busy_s"])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    hw_name=st.sampled_from(ALL_HW),
+    model_name=st.sampled_from(ALL_MODELS),
+    ngpus=st.sampled_from([16, 64, 256]),
+    log_tp=st.integers(0, 3),
+    pp=st.sampled_from([1, 2, 4, 8]),
+    cp=st.sampled_from([1, 2]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    sharding=st.sampled_from(["NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"]),
+    low=st.sampled_from([("bf16", 0), ("fp8", 0), ("fp8", 2)]),
+    pick=st.integers(0, 10**6),
+)
+def test_training_show_tables_sum_to_the_row(
+    hw_name, model_name, ngpus, log_tp, pp, cp, recompute, sharding, low, pick
+):
+    hw, model = option("hardware", hw_name), option("model", model_name)
+    precision, edge = low
+    assume(precision == "bf16" or hw.peak_flops(precision) > hw.peak_flops("bf16"))
+    wl = TrainWorkload(seq_len=4096, global_batch=256, precision=precision, fp8_bf16_edge_layers=edge)
+    grid = GridSpec(
+        ngpus=[ngpus],
+        tp=[min(2**log_tp, hw.scale_up.domain_size)],
+        pp=[pp],
+        cp=[cp],
+        recompute=[recompute],
+        dp_sharding=[sharding],
+    )
+    cols = enumerate_training_layouts(model, hw, wl, grid).columns
+    n = len(cols["tp"])
+    assume(n > 0)
+    one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
+    row = training_time(one, model, hw, wl, kernels(hw_name))
+    check_training_tables(training_breakdown(one, model, hw, wl, kernels(hw_name)), row)
+
+
+def test_the_bf16_edge_layers_are_in_show_at_bf16():
+    """fp8 with 2 edge layers in bf16 (Megatron-Core --first-last-layers-bf16): show priced the
+    last stage's 2 bf16 layers as fp8 ones, its per-op table summed to 20.82 s of the stage's
+    21.49 s of op time (Llama-3.1-70B, H100, TP8 PP4); it lists them as bf16 rows now."""
+    hw, model = option("hardware", "h100-sxm-80gb"), option("model", "llama3.1-70b")
+    wl = TrainWorkload(seq_len=4096, global_batch=512, precision="fp8", fp8_bf16_edge_layers=2)
+    cols = enumerate_training_layouts(model, hw, wl, GridSpec(ngpus=[64], tp=[8], pp=[4], cp=[1])).columns
+    one = {k: np.asarray(v)[:1] for k, v in cols.items()}
+    bd = training_breakdown(one, model, hw, wl, kernels("h100-sxm-80gb"))
+    check_training_tables(bd, training_time(one, model, hw, wl, kernels("h100-sxm-80gb")))
+    assert bd["summary"]["critical_stage"] == "last"
+    qkv = [r for r in bd["ops"] if r["op"] == "qkv"]
+    assert [(r["count"], r["dtype"]) for r in qkv] == [(18, "fp8"), (2, "bf16")]
+
+
+SERVING_NGPUS = [8, 16, 64]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    hw_name=st.sampled_from(ALL_HW),
+    model_name=st.sampled_from(ALL_MODELS),
+    ngpus=st.sampled_from(SERVING_NGPUS),
+    batching=st.sampled_from([("static", False), ("continuous", False), ("continuous", True)]),
+    batch=st.sampled_from([1, 8, 64]),
+    pick=st.integers(0, 10**6),
+)
+def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching, batch, pick):
+    """Serving's per-op table, per phase: pp x (its ops and collectives) + pp x the stage hop +
+    the iteration overhead = the decode iteration (decode_step_ms); its collectives are the row's
+    time_comm_decode_ms (pp passes) and time_comm_prefill_ms (each chunk)."""
+    hw, model = option("hardware", hw_name), option("model", model_name)
+    kind, chunked = batching
+    wl = InferenceWorkload(batch=batch, batching=kind, chunked_prefill=chunked)
+    cols = enumerate_inference_layouts(model, hw, wl, GridSpec(ngpus=[ngpus])).columns
+    n = len(cols["tp"])
+    assume(n > 0)
+    one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
+    cols_out = inference_columns(one, model, hw, wl).items()
+    row = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in cols_out if np.asarray(v).dtype.kind in "biuf"}
+    recs = inference_breakdown(one, model, hw, wl)
+    pp = row["pp"]
+
+    def phase(name, bound=None):
+        return [r for r in recs if r["phase"] == name and (bound is None or r["bound"] in bound)]
+
+    stage = {"compute", "memory", "communication"}
+    dec = [r for r in phase("decode", stage) if r["op"] != "pp_send_recv"]
+    hop = sum(r["time_ms"] for r in phase("decode") if r["op"] == "pp_send_recv")
+    rest = sum(r["time_ms"] for r in phase("decode", {"overhead", "proposer"}))
+    assert close(pp * (sum(r["time_ms"] for r in dec) + hop) + rest, row["decode_step_ms"])
+    comm = sum(r["time_ms"] for r in dec if r["bound"] == "communication")
+    assert close(pp * comm, row["time_comm_decode_ms"])
+    pre = [r for r in phase("prefill", {"communication"}) if r["op"] != "pp_send_recv"]
+    assert close(row["prefill_chunks"] * sum(r["time_ms"] for r in pre), row["time_comm_prefill_ms"])
