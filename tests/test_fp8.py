@@ -137,7 +137,12 @@ def test_bf16_edge_layers_cost_bf16_time():
     from parallmelism.cost.steptime import _micro_batch_terms
     from parallmelism.grid import RECOMPUTE_CODE
 
+    from parallmelism.cost.layout import TrainingLayout
+
     cols = {
+        "ngpus": np.array([16]),
+        "dp": np.array([1]),
+        "vpp": np.array([1]),
         "tp": np.array([8]),
         "pp": np.array([2]),
         "cp": np.array([1]),
@@ -157,7 +162,9 @@ def test_bf16_edge_layers_cost_bf16_time():
         ("fp8", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8")),
         ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2)),
     ):
-        terms[name] = _micro_batch_terms(cols, MODEL, H100, wl, Rates(H100, wl.precision, kernel_model(H100)))
+        terms[name] = _micro_batch_terms(
+            TrainingLayout.of(cols), MODEL, H100, wl, Rates(H100, wl.precision, kernel_model(H100))
+        )
     for stage in ("first", "last"):
         per_layer_gap = (terms["bf16"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]) / 40
         extra = terms["edge"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]
@@ -174,10 +181,16 @@ def test_weight_casts_once_per_step_or_per_use():
     from parallmelism.cost.roofline import training_ops_times
     from parallmelism.cost.steptime import weight_casts_per_micro_batch
 
-    cols = {
-        "dp_sharding": np.array([int(DPSharding.OPTIMIZER_STATES), int(DPSharding.FULLY_SHARD)]),
-        "num_micro_batches": np.array([32, 32]),
-    }
+    from parallmelism.cost.layout import TRAINING_FIELDS, TrainingLayout
+
+    ones = {name: np.array([1, 1]) for name in TRAINING_FIELDS}
+    cols = TrainingLayout.of(
+        {
+            **ones,
+            "dp_sharding": np.array([int(DPSharding.OPTIMIZER_STATES), int(DPSharding.FULLY_SHARD)]),
+            "num_micro_batches": np.array([32, 32]),
+        }
+    )
     f, b = weight_casts_per_micro_batch(cols, TrainWorkload(seq_len=4096, global_batch=256, precision="fp8"))
     assert list(f) == [1 / 32, 1.0] and list(b) == [0.0, 1.0]
     keep = TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fsdp_reshard_after_forward=False)

@@ -10,6 +10,8 @@ the row's time columns (tests/test_breakdown_sums.py).
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from ..specs import Bound, DPSharding
@@ -24,6 +26,7 @@ from .comm import (
     tp_collective_bytes,
     tp_layer_calls,
 )
+from .layout import TrainingLayout
 from .links import scale_up_port_share
 from .ops import OpKind
 from .roofline import Rates
@@ -48,19 +51,19 @@ def _f(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
-def training_breakdown(cols: dict, model, hw, wl, kernels) -> dict:
+def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, hw, wl, kernels) -> dict:
     """Explain the first row of `cols` (layout columns as arrays); `kernels`: the accelerator's
     KernelModel (config.kernel_tables.kernel_model). Returns
     {"summary": {...}, "ops": [records], "collectives": [records]}."""
-    cols = {k: np.asarray(v)[:1] for k, v in cols.items()}
+    cols = TrainingLayout.of(cols).rows(1)
     out, ctx = _training_time(cols, model, hw, wl, kernels)
     crit = int(ctx["crit"][0])
     stage = STAGES[crit]
     rates: Rates = ctx["rates"]
-    tp, cp, ep, dp, pp = (_f(cols[k]) for k in ("tp", "cp", "ep", "dp", "pp"))
-    b, m = _f(cols["micro_batch"]), _f(cols["num_micro_batches"])
-    sp = bool(cols["sequence_parallel"][0])
-    rc = int(cols["recompute"][0])
+    tp, cp, ep, dp, pp = (_f(x) for x in (cols.tp, cols.cp, cols.ep, cols.dp, cols.pp))
+    b, m = _f(cols.micro_batch), _f(cols.num_micro_batches)
+    sp = bool(cols.sequence_parallel[0])
+    rc = int(cols.recompute[0])
     s = wl.seq_len
     n_layers = _stage_layout(cols, model.layers)[stage][0][:1]
     # the op list the step time sums on the critical stage (steptime.stage_ops), grouped by op:
@@ -145,7 +148,7 @@ def training_breakdown(cols: dict, model, hw, wl, kernels) -> dict:
     dp_group = int(dense_dp_size(dp, cp))
     if dp_group > 1:
         bw_, _ = link(dp_group, tp)
-        sh = DPSharding(int(cols["dp_sharding"][0]))
+        sh = DPSharding(int(cols.dp_sharding[0]))
         g = f"{wl.grad_reduce_dtype} grads"
         w = "fp8 params" if wl.fp8_param_gather else "bf16 params"
         names = {

@@ -77,11 +77,16 @@ def _unique_sorted(*arrays) -> tuple[np.ndarray, np.ndarray]:
     return idx, inv.ravel()
 
 
-def per_key(fn: Callable, key_cols, cols: dict, *args):
+def per_key(fn: Callable, key_cols, cols, *args):
     """fn(cols of one row per distinct key, *args) -> ({stage: {name: per-key array}}, number of
-    keys, inverse). fn must read only the key columns (and columns that are functions of them)."""
-    idx, inv = unique_rows(*(cols[k] for k in key_cols))
-    sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
+    keys, inverse). fn must read only the key columns (and columns that are functions of them).
+    cols: a dict of columns or a typed layout (cost/layout.py: `column(name)`, `take(idx)`)."""
+    if isinstance(cols, dict):
+        idx, inv = unique_rows(*(cols[k] for k in key_cols))
+        sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
+    else:
+        idx, inv = unique_rows(*(cols.column(k) for k in key_cols))
+        sub = cols.take(idx)
     return fn(sub, *args), len(idx), inv
 
 

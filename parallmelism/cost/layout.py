@@ -1,6 +1,6 @@
 """Typed layouts: the parallel layout of every row as one frozen dataclass of arrays, checked by
-mypy, instead of a dict of columns looked up by string (issue 27, item 4; the serving cost model
-takes it; the training model's columns are next).
+mypy, instead of a dict of columns looked up by string (issue 27, item 4): the serving cost model
+reads a `ServingLayout`, the training step time and memory a `TrainingLayout`.
 
 A `ServingLayout` holds one element per layout row (grid/inference.py), all arrays of one length:
   tp                tensor-parallel ranks of a replica (attention heads, FFN split)
@@ -13,6 +13,19 @@ A `ServingLayout` holds one element per layout row (grid/inference.py), all arra
   first_layer       the stage's first layer where it is placed explicitly (the MTP module: the
                     layer after the last); None: the busiest stage of the uneven split
                     (`shapes.busiest_stage_first_layer`)
+
+A `TrainingLayout` holds one element per layout row (grid/layouts.py), all arrays of one length:
+  ngpus                  GPUs of the job
+  tp, pp, cp, ep, dp     tensor-, pipeline-, context-, expert- and data-parallel ranks
+  vpp                    virtual pipeline stages per rank (interleaved 1F1B)
+  micro_batch            sequences per micro-batch
+  num_micro_batches      micro-batches per step per DP rank, global_batch / (dp·micro_batch)
+  sequence_parallel      Megatron sequence parallelism (bool)
+  recompute              activation recompute code (specs.Recompute)
+  dp_sharding            DP sharding code (specs.DPSharding)
+  layers_first_stage, layers_per_stage, layers_last_stage
+                         layers on the first, a middle and the last pipeline stage
+                         (shapes.stage_layer_split)
 """
 
 from __future__ import annotations
@@ -59,4 +72,48 @@ class ServingLayout:
         return len(self.tp)
 
 
-__all__ = ["ServingLayout"]
+@dataclass(frozen=True)
+class TrainingLayout:
+    ngpus: np.ndarray
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    dp: np.ndarray
+    vpp: np.ndarray
+    micro_batch: np.ndarray
+    num_micro_batches: np.ndarray
+    sequence_parallel: np.ndarray
+    recompute: np.ndarray
+    dp_sharding: np.ndarray
+    layers_first_stage: np.ndarray
+    layers_per_stage: np.ndarray
+    layers_last_stage: np.ndarray
+
+    @classmethod
+    def of(cls, cols: Union["TrainingLayout", Mapping[str, np.ndarray]]) -> "TrainingLayout":
+        """The layout of training layout columns (a dict with at least the fields above; other
+        columns are left out); a TrainingLayout is returned as it is."""
+        if isinstance(cols, TrainingLayout):
+            return cols
+        return cls(**{name: np.asarray(cols[name]) for name in TRAINING_FIELDS})  # a missing one: KeyError
+
+    def take(self, idx) -> "TrainingLayout":
+        """The rows at `idx` (an index array or a slice), in that order."""
+        return TrainingLayout(**{name: getattr(self, name)[idx] for name in TRAINING_FIELDS})
+
+    def rows(self, stop: int) -> "TrainingLayout":
+        """The first `stop` rows."""
+        return self.take(slice(0, stop))
+
+    def column(self, name: str) -> np.ndarray:
+        """A field by its column name (the distinct-key helpers of cost/keys.py name their columns)."""
+        return getattr(self, name)
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+
+TRAINING_FIELDS = tuple(f.name for f in fields(TrainingLayout))
+
+__all__ = ["ServingLayout", "TrainingLayout", "TRAINING_FIELDS"]

@@ -8,6 +8,8 @@ second (a full middle stage when an uneven split shortened the first; pp >= 3) a
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from ..specs import AcceleratorSpec, MemStage, ModelSpec, TrainWorkload, labels, moe_layers_in_range
@@ -15,6 +17,7 @@ from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
 from .keys import per_key, stacked
+from .layout import TrainingLayout
 from .select import argmax3
 from .shapes import dp_shard_ranks
 from .states import (
@@ -31,14 +34,14 @@ from .states import (
 MEM_STAGES = labels(MemStage)  # ["first", "second", "last"]: the `mem_stage` column's codes
 
 
-def _stage_geometry(c, L: int, stage: str):
+def _stage_geometry(c: TrainingLayout, L: int, stage: str):
     """(pipeline rank, layers, first layer index, has embedding, has head) of a candidate stage."""
-    pp = c["pp"]
+    pp = c.pp
     if stage == "first":
-        return np.zeros_like(pp), c["layers_first_stage"], np.zeros_like(pp), np.ones(len(pp), bool), pp == 1
+        return np.zeros_like(pp), c.layers_first_stage, np.zeros_like(pp), np.ones(len(pp), bool), pp == 1
     if stage == "second":
-        return np.ones_like(pp), c["layers_per_stage"], c["layers_first_stage"], np.zeros(len(pp), bool), pp == 2
-    n = c["layers_last_stage"]
+        return np.ones_like(pp), c.layers_per_stage, c.layers_first_stage, np.zeros(len(pp), bool), pp == 2
+    n = c.layers_last_stage
     return pp - 1, n, L - n, pp == 1, np.ones(len(pp), bool)
 
 
@@ -63,16 +66,16 @@ STATE_COLUMNS = (
 ACTIVATION_COLUMNS = ("mem_activations_gib", "mem_logits_gib", "pp_inflight_micro_batches")
 
 
-def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
+def _layer_activations(model, wl, c: TrainingLayout) -> dict[str, np.ndarray]:
     """Per-layer activation bytes of one micro-batch: the same on every stage, so computed once."""
-    rc = c["recompute"]
+    rc = c.recompute
     kw = dict(
         model=model,
         s=wl.seq_len,
-        b=c["micro_batch"],
-        t=c["tp"],
-        cp=c["cp"],
-        sp=c["sequence_parallel"],
+        b=c.micro_batch,
+        t=c.tp,
+        cp=c.cp,
+        sp=c.sequence_parallel,
         flash=wl.flash_attention,
     )
     out = {
@@ -85,16 +88,16 @@ def _layer_activations(model, wl, c) -> dict[str, np.ndarray]:
             recompute=np.zeros_like(rc), moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw
         )
     out["inflight_first"] = act.inflight_micro_batches(
-        c["pp"], np.ones_like(c["vpp"]), c["num_micro_batches"], wl.schedule, "first"
+        c.pp, np.ones_like(c.vpp), c.num_micro_batches, wl.schedule, "first"
     )
     return out
 
 
-def _stage_states(model, wl, c, stage: str, per_param) -> dict[str, np.ndarray]:
+def _stage_states(model, wl, c: TrainingLayout, stage: str, per_param) -> dict[str, np.ndarray]:
     """Parameters, model states and FSDP gather buffers of one GPU of a candidate stage
     (STATE_KEY columns); `states_gather` = states + gather bytes, the stage's total without
     activations."""
-    tp, cp, ep, dp, sh = c["tp"], c["cp"], c["ep"], c["dp"], c["dp_sharding"]
+    tp, cp, ep, dp, sh = c.tp, c.cp, c.ep, c.dp, c.dp_sharding
     weight_bytes = working_weight_bytes(wl)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
     _, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
@@ -126,11 +129,11 @@ def _stage_states(model, wl, c, stage: str, per_param) -> dict[str, np.ndarray]:
     }
 
 
-def _stage_activations(model, wl, c, stage: str, acts: dict) -> dict[str, np.ndarray]:
+def _stage_activations(model, wl, c: TrainingLayout, stage: str, acts: dict) -> dict[str, np.ndarray]:
     """Activation bytes one GPU of a candidate stage holds (ACTIVATION_KEY columns)."""
-    tp, pp, cp = c["tp"], c["pp"], c["cp"]
-    b, m, vpp = c["micro_batch"], c["num_micro_batches"], c["vpp"]
-    sp, rc = c["sequence_parallel"], c["recompute"]
+    tp, pp, cp = c.tp, c.pp, c.cp
+    b, m, vpp = c.micro_batch, c.num_micro_batches, c.vpp
+    sp, rc = c.sequence_parallel, c.recompute
     rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
     n_moe = moe_layers_in_range(model, lo, lo + n_layers)
     n_dense = n_layers - n_moe
@@ -155,12 +158,12 @@ def _stage_activations(model, wl, c, stage: str, acts: dict) -> dict[str, np.nda
     }
 
 
-def _states_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
+def _states_of_stages(c: TrainingLayout, model, wl) -> dict[str, dict[str, np.ndarray]]:
     per_param = group_bytes_per_param(
-        c["dp_sharding"],
-        dp_shard_ranks(c["dp"], c["dp_sharding"], wl.dp_shard_size),
-        c["cp"],
-        c["ep"],
+        c.dp_sharding,
+        dp_shard_ranks(c.dp, c.dp_sharding, wl.dp_shard_size),
+        c.cp,
+        c.ep,
         working_weight_bytes(wl),
         GRAD_BYTES[wl.grad_reduce_dtype],
         wl.dp_grad_reduce,
@@ -169,23 +172,24 @@ def _states_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
     return {st: _stage_states(model, wl, c, st, per_param) for st in MEM_STAGES}
 
 
-def _activations_of_stages(c, model, wl) -> dict[str, dict[str, np.ndarray]]:
+def _activations_of_stages(c: TrainingLayout, model, wl) -> dict[str, dict[str, np.ndarray]]:
     acts = _layer_activations(model, wl, c)
     return {st: _stage_activations(model, wl, c, st, acts) for st in MEM_STAGES}
 
 
 def training_memory(
-    cols: dict[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec, wl: TrainWorkload
+    cols: TrainingLayout | Mapping[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec, wl: TrainWorkload
 ) -> dict[str, np.ndarray]:
     """Memory columns of the most-loaded stage for every layout row.
 
     Per stage: total = (states + gather + activations) / GiB, the first two per distinct
     STATE_KEY, the last per distinct ACTIVATION_KEY; every other column is the chosen stage's
     entry of one of the two tables."""
+    cols = TrainingLayout.of(cols)
     states, K_s, inv_s = per_key(_states_of_stages, STATE_KEY, cols, model, wl)
     acts, K_a, inv_a = per_key(_activations_of_stages, ACTIVATION_KEY, cols, model, wl)
     total = [(states[st]["states_gather"][inv_s] + acts[st]["activations"][inv_a]) / GIB for st in MEM_STAGES]
-    middle = np.where(cols["pp"] >= 3, total[1], -np.inf)  # pp <= 2: no middle stage
+    middle = np.where(cols.pp >= 3, total[1], -np.inf)  # pp <= 2: no middle stage
     # ties keep the first stage (np.argmax over the stacked totals, without the strided stack)
     pick = argmax3(total[0], middle, total[2])
     at_s, at_a = pick * K_s + inv_s, pick * K_a + inv_a  # the chosen stage's entry in `stacked`

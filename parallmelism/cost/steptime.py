@@ -24,6 +24,8 @@ exposed communication, bubble.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from .comm import (
@@ -62,6 +64,7 @@ from .states import (
     reduces_every_micro_batch,
 )
 from ..specs import Recompute
+from .layout import TrainingLayout
 
 NONE, FULL, SELECTIVE = int(Recompute.NONE), int(Recompute.FULL), int(Recompute.SELECTIVE)
 AXES = ("tp", "cp", "ep", "dp", "pp")
@@ -121,7 +124,7 @@ def ops_time(ops, times, recompute):
     return acc
 
 
-def weight_casts_per_micro_batch(cols, wl):
+def weight_casts_per_micro_batch(cols: TrainingLayout, wl):
     """(forward, backward) fp8/fp4 weight casts per micro-batch, or None where there are none
     (bf16, or fp8 parameters: `workload.fp8_param_gather`). A rank that keeps its weights casts
     them once per step, in the first micro-batch (Transformer Engine caches the copies, Megatron's
@@ -130,8 +133,8 @@ def weight_casts_per_micro_batch(cols, wl):
     forward (`workload.fsdp_reshard_after_forward`)."""
     if not casts_weights(wl):
         return None
-    fully = np.asarray(cols["dp_sharding"]) == FS
-    m = np.asarray(cols["num_micro_batches"], dtype=np.float64)
+    fully = np.asarray(cols.dp_sharding) == FS
+    m = np.asarray(cols.num_micro_batches, dtype=np.float64)
     return np.where(fully, 1.0, 1.0 / m), np.where(fully & wl.fsdp_reshard_after_forward, 1.0, 0.0)
 
 
@@ -179,10 +182,10 @@ def _combine(parts, keys=None):
 STAGE_OP_SUMS = ("fwd", "bwd", "rc", "cbound", "mbound", "flops", "bytes")
 
 
-def training_time(cols: dict[str, np.ndarray], model, hw, wl, kernels) -> dict[str, np.ndarray]:
+def training_time(cols: TrainingLayout | Mapping[str, np.ndarray], model, hw, wl, kernels) -> dict[str, np.ndarray]:
     """Step-time columns for every layout row (module docstring); `kernels`: the accelerator's
     cost.kernels.KernelModel (config.kernel_tables.kernel_model(hw))."""
-    return _training_time(cols, model, hw, wl, kernels)[0]
+    return _training_time(TrainingLayout.of(cols), model, hw, wl, kernels)[0]
 
 
 STAGES = ("first", "middle", "last")
@@ -205,11 +208,11 @@ STAGE_MB_KEYS = (
 )
 
 
-def _stage_layout(cols, L):
-    first_n = np.asarray(cols["layers_first_stage"], dtype=np.int64)
-    mid_n = np.asarray(cols["layers_per_stage"], dtype=np.int64)
-    last_n = np.asarray(cols["layers_last_stage"], dtype=np.int64)
-    single = np.asarray(cols["pp"]) == 1
+def _stage_layout(cols: TrainingLayout, L):
+    first_n = np.asarray(cols.layers_first_stage, dtype=np.int64)
+    mid_n = np.asarray(cols.layers_per_stage, dtype=np.int64)
+    last_n = np.asarray(cols.layers_last_stage, dtype=np.int64)
+    single = np.asarray(cols.pp) == 1
     return {
         "first": (first_n, np.zeros_like(first_n), np.ones_like(single), single),
         "middle": (mid_n, first_n, np.zeros_like(single), np.zeros_like(single)),
@@ -227,11 +230,11 @@ def shape_key(model) -> tuple:
     return SHAPE_KEY + (("ep",) if model.is_moe else ())
 
 
-def _op_sets(cols, model, wl) -> dict[str, list]:
+def _op_sets(cols: TrainingLayout, model, wl) -> dict[str, list]:
     """The ops of one micro-batch on these rows: a dense layer, a MoE layer, the head, the embedding."""
-    tp, cp = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "cp"))
-    b = np.asarray(cols["micro_batch"], dtype=np.float64)
-    sp = np.asarray(cols["sequence_parallel"], dtype=bool)
+    tp, cp = (np.asarray(x, dtype=np.float64) for x in (cols.tp, cols.cp))
+    b = np.asarray(cols.micro_batch, dtype=np.float64)
+    sp = np.asarray(cols.sequence_parallel, dtype=bool)
     s = wl.seq_len
     kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention, cp_comm_type=wl.cp_comm_type)
     sets = {
@@ -240,12 +243,12 @@ def _op_sets(cols, model, wl) -> dict[str, list]:
         "emb": embedding_ops(model, s, b, tp, cp, sp),
     }
     if model.is_moe:
-        ep = np.asarray(cols["ep"], dtype=np.float64)
+        ep = np.asarray(cols.ep, dtype=np.float64)
         sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep, **kw)
     return sets
 
 
-def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
+def _op_times_of_sets(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, list]:
     """`roofline.training_ops_times` of every op of `_op_sets` (shape_key columns); NAME|recast:
     the same ops with the fp8 GEMMs chosen for a weight cast in backward too (`recasts_in_backward`);
     "dense16": the dense layer in bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
@@ -266,10 +269,10 @@ def _op_times_of_sets(cols, model, hw, wl, rates, edge: int) -> dict[str, list]:
 # choice alone: evaluated once per distinct ops key (shape_key + recompute) and gathered.
 
 
-def _ops_sums(cols, model, hw, wl, rates, edge: int) -> dict[str, dict]:
+def _ops_sums(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
     """`ops_time` of each op set of `_op_times_of_sets` (ops key columns); the head and the
     embedding are not recomputed."""
-    rc = np.asarray(cols["recompute"])
+    rc = np.asarray(cols.recompute)
     by_shape, K, at = per_key(_op_times_of_sets, shape_key(model), cols, model, hw, wl, rates, edge)
     times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
     sets = _op_sets(cols, model, wl)
@@ -293,7 +296,7 @@ def bf16_edge_layers(wl) -> int:
 LAYER_SETS = ("dense", "dense16", "moe")
 
 
-def stage_op_counts(cols, model, edge: int) -> dict[str, list[tuple[str, np.ndarray]]]:
+def stage_op_counts(cols: TrainingLayout, model, edge: int) -> dict[str, list[tuple[str, np.ndarray]]]:
     """Per stage kind (`_stage_layout`), the op sets one micro-batch runs on it, as (set name,
     count) pairs: dense layers (flops.moe_layer_counts), of which the `edge` layers at each end of
     the model are "dense16" on the first and last stage (`bf16_edge_layers`), the embedding, the
@@ -314,7 +317,7 @@ def stage_op_counts(cols, model, edge: int) -> dict[str, list[tuple[str, np.ndar
     return out
 
 
-def stage_ops(cols, model, hw, wl, rates, stage: str) -> list[tuple[str, np.ndarray, list, list]]:
+def stage_ops(cols: TrainingLayout, model, hw, wl, rates, stage: str) -> list[tuple[str, np.ndarray, list, list]]:
     """The op list the step time sums on `stage` for these rows: (set name, count on the stage,
     ops of one micro-batch, their `roofline.training_ops_times`), the times chosen as the step
     time chooses them (FULLY_SHARD rows: the ops picked for a weight cast in backward too,
@@ -326,7 +329,7 @@ def stage_ops(cols, model, hw, wl, rates, stage: str) -> list[tuple[str, np.ndar
     sets = _op_sets(cols, model, wl)
     if edge:
         sets["dense16"] = sets["dense"]
-    fs = np.asarray(cols["dp_sharding"]) == FS
+    fs = np.asarray(cols.dp_sharding) == FS
     out = []
     for name, count in stage_op_counts(cols, model, edge)[stage]:
         chosen = times[name]
@@ -336,12 +339,12 @@ def stage_ops(cols, model, hw, wl, rates, stage: str) -> list[tuple[str, np.ndar
     return out
 
 
-def _micro_batch_terms(cols, model, hw, wl, rates):
+def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
-    tp, pp, cp, ep = (np.asarray(cols[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep"))
-    b = np.asarray(cols["micro_batch"], dtype=np.float64)
-    sp = np.asarray(cols["sequence_parallel"], dtype=bool)
-    rc = np.asarray(cols["recompute"])
+    tp, pp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (cols.tp, cols.pp, cols.cp, cols.ep))
+    b = np.asarray(cols.micro_batch, dtype=np.float64)
+    sp = np.asarray(cols.sequence_parallel, dtype=bool)
+    rc = np.asarray(cols.recompute)
     s = wl.seq_len
     full = rc == FULL
     T = tokens_per_rank(s, b, cp)
@@ -349,7 +352,7 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
     sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
     if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
-        recast = np.asarray(cols["dp_sharding"]) == FS
+        recast = np.asarray(cols.dp_sharding) == FS
         sums = {
             name: {k: np.where(recast, sums[name + RECAST][k], v) for k, v in acc.items()}
             if name + RECAST in sums
@@ -422,13 +425,13 @@ def _micro_batch_terms(cols, model, hw, wl, rates):
     return out
 
 
-def _dp_terms(cols, model, hw, wl, rates):
+def _dp_terms(cols: TrainingLayout, model, hw, wl, rates):
     """Per stage kind, per step: DP link seconds by role (FSDP per micro-batch) and optimizer step.
     The three stage kinds go through one pass, their rows laid end to end (first, middle, last)."""
-    K = len(cols["tp"])
-    tp, cp, ep, dp = (np.tile(np.asarray(cols[k], dtype=np.float64), 3) for k in ("tp", "cp", "ep", "dp"))
-    sh = np.tile(np.asarray(cols["dp_sharding"]), 3)
-    full = np.tile(np.asarray(cols["recompute"]) == FULL, 3)
+    K = len(cols.tp)
+    tp, cp, ep, dp = (np.tile(np.asarray(x, dtype=np.float64), 3) for x in (cols.tp, cols.cp, cols.ep, cols.dp))
+    sh = np.tile(np.asarray(cols.dp_sharding), 3)
+    full = np.tile(np.asarray(cols.recompute) == FULL, 3)
     layout = _stage_layout(cols, model.layers)
     n_layers, lo, has_emb, has_head = (
         np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES]) for i in range(4)
@@ -547,15 +550,15 @@ def _dp_nic_share(d, reductions, link, on_out_dp, hybrid: bool):
     return np.where(d["shard_out"] > 0, 1.0, np.where(on_out_dp > 0, split, 0.0))
 
 
-def _stage_terms(cols, model, hw, wl, rates):
+def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
     """Per stage kind, per step, everything but the pipeline transfers (STAGE_KEY columns):
       total       m·T_mb + exposed DP + optimizer step
       busy_<link> link seconds of the TP, CP, EP and DP transfers on each link
     and the columns the critical stage gives the row (compute, link and exposed seconds per axis,
     overhead, FLOPs, bytes, compute- and memory-bound seconds). Also the terms common to the
     stages: one pipeline hop (`pp_hop_s`), each axis's NIC share, the T_mb of a typical stage."""
-    pp, cp, dp, ep, tp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "cp", "dp", "ep", "tp"))
-    m = np.asarray(cols["num_micro_batches"], dtype=np.float64)
+    pp, cp, dp, ep, tp = (np.asarray(x, dtype=np.float64) for x in (cols.pp, cols.cp, cols.dp, cols.ep, cols.tp))
+    m = np.asarray(cols.num_micro_batches, dtype=np.float64)
     mb, _, inv_mb = per_key(_micro_batch_terms, layer_key(wl), cols, model, hw, wl, rates)
     dpt, _, inv_dp = per_key(_dp_terms, DP_KEY, cols, model, hw, wl, rates)
     for d in dpt.values():
@@ -596,15 +599,15 @@ def _stage_terms(cols, model, hw, wl, rates):
     t_mb = {name: stages[name]["t_mb"] for name in STAGES}
     shared = {
         "t_mb_typical": np.where(pp > 2, t_mb["middle"], 0.5 * (t_mb["first"] + t_mb["last"])),
-        "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols["micro_batch"], cp), tp, cp, dp, pp),
+        "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols.micro_batch, cp), tp, cp, dp, pp),
         **{"on_out_" + ax: on_out[ax] for ax in AXES},
     }
     return stages, {k: to_shape(v, tp.shape) for k, v in shared.items()}
 
 
-def _training_time(cols, model, hw, wl, kernels):
-    pp, m, vpp = (np.asarray(cols[k], dtype=np.float64) for k in ("pp", "num_micro_batches", "vpp"))
-    ngpus = np.asarray(cols["ngpus"], dtype=np.float64)
+def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
+    pp, m, vpp = (np.asarray(x, dtype=np.float64) for x in (cols.pp, cols.num_micro_batches, cols.vpp))
+    ngpus = np.asarray(cols.ngpus, dtype=np.float64)
     s = wl.seq_len
     n = len(pp)
     shape = pp.shape
@@ -612,7 +615,7 @@ def _training_time(cols, model, hw, wl, kernels):
     (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
     on_out = {ax: shared["on_out_" + ax][inv] for ax in AXES}
     pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))
-    pp_port = scale_up_port_share(hw, *(cols[k] for k in ("tp", "cp", "dp", "ep", "pp")))["pp"]
+    pp_port = scale_up_port_share(hw, cols.tp, cols.cp, cols.dp, cols.ep, cols.pp)["pp"]
     pp_busy = link_busy_s({"pp": pp_link}, on_out, ("pp",), {"pp": pp_port})  # the stages' other axes: busy_<link>
     rate = bubble_rate(pp, vpp, m, wl.schedule)
     bubble = rate * m * shared["t_mb_typical"][inv] + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
@@ -665,7 +668,7 @@ def _training_time(cols, model, hw, wl, kernels):
 
     B = wl.global_batch
     f_model = np.full(n, float(model_flops_per_step(model, B, s)))
-    f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols["recompute"])) * np.ones(n)
+    f_hw = hardware_flops_per_step(model, B, s, np.asarray(cols.recompute)) * np.ones(n)
     peak = hw.peak_flops("bf16")
     peak_precision = hw.peak_flops(wl.precision)  # fp8/fp4: that dtype's own peak (checked in Rates)
     flops_gpu = pick("flops")
