@@ -1,4 +1,4 @@
-"""cost/layout.py: the typed serving layout the serving cost model reads (issue 27, item 4)."""
+"""cost/layout.py: the typed layouts the serving and training cost models read (issue 27, item 4)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,34 @@ def test_the_serving_model_reads_the_same_numbers_from_a_layout_or_columns():
     assert all(np.array_equal(from_cols[k], again[k]) for k in from_cols)
     a, b = decode_terms(model, hw, wl, COLS), decode_terms(model, hw, wl, ServingLayout.of(COLS))
     assert np.array_equal(a["stage_s"], b["stage_s"]) and np.array_equal(a["comm_s"], b["comm_s"])
+
+
+def test_the_training_model_reads_a_typed_layout_keyed_like_the_columns():
+    """TrainingLayout: the layout columns of a grid (its cost columns left out), frozen; the step
+    time and memory of a layout equal those of its columns, row for row, also after `take`."""
+    from parallmelism.config.kernel_tables import kernel_model
+    from parallmelism.cost.layout import TRAINING_FIELDS, TrainingLayout
+    from parallmelism.cost.memory import training_memory
+    from parallmelism.cost.steptime import training_time
+    from parallmelism.grid import enumerate_training_layouts
+    from parallmelism.specs import GridSpec, TrainWorkload
+
+    model, hw = load_option("model", "mixtral-8x7b"), load_option("hardware", "h100-sxm-80gb")
+    wl = TrainWorkload(seq_len=4096, global_batch=256)
+    cols = dict(enumerate_training_layouts(model, hw, wl, GridSpec(ngpus=[64])).columns)
+    cols["time_step_s"] = np.zeros(len(cols["tp"]))  # a cost column beside the layout: not a field
+    lay = TrainingLayout.of(cols)
+    assert TrainingLayout.of(lay) is lay and len(lay) == len(cols["tp"]) > 10
+    assert not hasattr(lay, "time_step_s") and set(TRAINING_FIELDS) <= set(cols)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lay.tp = np.array([1])  # type: ignore[misc]
+    with pytest.raises(KeyError):
+        TrainingLayout.of({k: v for k, v in cols.items() if k != "vpp"})
+    km = kernel_model(hw)
+    a, b = training_time(cols, model, hw, wl, km), training_time(lay, model, hw, wl, km)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    idx = np.array([7, 0, 3])
+    sub = training_time(lay.take(idx), model, hw, wl, km)
+    assert np.array_equal(sub["time_step_s"], a["time_step_s"][idx])
+    m_a, m_b = training_memory(cols, model, hw, wl), training_memory(lay.rows(5), model, hw, wl)
+    assert np.array_equal(m_a["mem_total_gib"][:5], m_b["mem_total_gib"])
