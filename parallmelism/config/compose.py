@@ -339,9 +339,6 @@ def _check_group_choice(override) -> None:
 def to_run_config(cfg):
     """Validate a composed DictConfig into a RunConfig (one-line error on bad values)."""
     from omegaconf import OmegaConf
-    from pydantic import ValidationError
-
-    from ..specs import RunConfig
 
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
@@ -350,6 +347,16 @@ def to_run_config(cfg):
     if not isinstance(data, dict):
         raise UserError(f"bad configuration: the top level is a {type(data).__name__}, not a mapping of sections")
     data.pop("hydra", None)
+    return _validated_run(data)
+
+
+def _validated_run(data: dict):
+    """A RunConfig from a plain mapping, checked as every composed config is: magnitudes, no
+    true/false where a number belongs, the specs' validators, and derived sizes that fit the array math."""
+    from pydantic import ValidationError
+
+    from ..specs import RunConfig
+
     _check_magnitudes(data)
     _check_no_bool_numbers(RunConfig, data)
     try:
@@ -511,10 +518,6 @@ def run_with_fields(run, fields: dict[str, Any]):
     once and sets its points' fields here (0.2 ms against 0.2 s). Values interpolated from a set
     field in the option file (`${...}`) are not recomputed; a key that is not a field of the
     composed config is a KeyError (the caller composes instead, for Hydra's own message)."""
-    from pydantic import ValidationError
-
-    from ..specs import RunConfig
-
     data = run.model_dump()
     for key, value in fields.items():
         node, parts = data, key.split(".")
@@ -523,11 +526,4 @@ def run_with_fields(run, fields: dict[str, Any]):
         if not isinstance(node, dict) or parts[-1] not in node:
             raise KeyError(key)
         node[parts[-1]] = value
-    _check_magnitudes(data)
-    _check_no_bool_numbers(RunConfig, data)
-    try:
-        new = RunConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(format_validation_error(exc)) from None
-    _check_derived_sizes(new)
-    return new
+    return _validated_run(data)

@@ -61,6 +61,18 @@ def get(row: dict, key: str, default=None):
     return default if _blank(v) else v
 
 
+def result_row(row: dict, quantity: str, unit: str, measured, predicted) -> dict:
+    """One line of validate's table: the case, what is compared (unit), measured vs predicted, its source."""
+    return {
+        "case": row["case"],
+        "quantity": quantity,
+        "unit": unit,
+        "measured": float(measured),
+        "predicted": float(predicted),
+        "source": get(row, "source", ""),
+    }
+
+
 def as_int(row, key, default=None):
     v = get(row, key, default)
     if v is None:

@@ -25,7 +25,7 @@ The shipped copy is `parallmelism/cases/inference_measured.csv`.
 
 from __future__ import annotations
 
-from .cases import DEFAULT_HARDWARE, CaseKind, as_int, evaluate_one, get, model_of
+from .cases import DEFAULT_HARDWARE, CaseKind, as_int, evaluate_one, get, model_of, result_row
 
 QUANTITIES = {"ttft_ms": "measured_ttft_ms", "itl_ms": "measured_itl_ms"}
 PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
@@ -84,16 +84,7 @@ def _inference_rows(df, ctx):
         for q, value in measured.items():
             if value is None or q not in predicted:
                 continue
-            rows.append(
-                {
-                    "case": row["case"],
-                    "quantity": q,
-                    "unit": "ms",
-                    "measured": float(value),
-                    "predicted": predicted[q],
-                    "source": get(row, "source", ""),
-                }
-            )
+            rows.append(result_row(row, q, "ms", value, predicted[q]))
     return rows
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import UserError
-from .cases import CaseKind, evaluate_one, get, train_run_of
+from .cases import CaseKind, evaluate_one, get, result_row, train_run_of
 
 # memory case quantity -> how to read it from an evaluated row
 MEMORY_QUANTITIES = {
@@ -37,16 +37,7 @@ def memory_rows(df, ctx):
             raise UserError(f"case {row['case']!r}: unknown quantity {q!r}; known: {', '.join(MEMORY_QUANTITIES)}")
         run = train_run_of(row, *ctx)
         pred = float(MEMORY_QUANTITIES[q](evaluate_one(run)))
-        rows.append(
-            {
-                "case": row["case"],
-                "quantity": q,
-                "unit": "GiB",
-                "measured": float(row["measured_gib"]),
-                "predicted": pred,
-                "source": get(row, "source", ""),
-            }
-        )
+        rows.append(result_row(row, q, "GiB", row["measured_gib"], pred))
     return rows
 
 

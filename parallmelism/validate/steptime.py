@@ -122,7 +122,7 @@ from __future__ import annotations
 
 
 from ..errors import UserError
-from .cases import CaseKind, as_bool, as_int, data_parallel_size, evaluate_one, get, train_run_of
+from .cases import CaseKind, as_bool, as_int, data_parallel_size, evaluate_one, get, result_row, train_run_of
 
 QUANTITY = "step_time_s"
 
@@ -269,16 +269,7 @@ def _step_time_rows(df, ctx):
     for row in df.to_dict("records"):
         run = step_time_run_of(row, ctx)
         pred = float(evaluate_one(run)["time_step_s"])
-        rows.append(
-            {
-                "case": row["case"],
-                "quantity": QUANTITY,
-                "unit": "s",
-                "measured": float(row["step_time_s"]),
-                "predicted": pred,
-                "source": get(row, "source", ""),
-            }
-        )
+        rows.append(result_row(row, QUANTITY, "s", row["step_time_s"], pred))
     return rows
 
 
