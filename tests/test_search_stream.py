@@ -69,6 +69,16 @@ def gpt3_two_counts():
     return runs, df
 
 
+@pytest.fixture(scope="module")
+def gpt3_five_counts():
+    """Five GPU counts at micro-batch 1: five partitions in two tasks (as the fixture above: two
+    workers both work), a third of its rows (39k, many chunks of 3,001), for the tests whose property
+    (bytes, pruning) holds for any grid of several tasks and chunks."""
+    runs = _runs(GPT3 + ["grid.ngpus=[16,32,64,128,256]", "grid.max_micro_batch=1"])
+    df, _ = one_shot(runs[0])
+    return runs, df
+
+
 def _assert_same_rows(a, b):
     assert list(a.columns) == list(b.columns) and len(a) == len(b)
     for c in a.columns:  # column by column: assert_frame_equal takes ~10 s on 100k x 70 categoricals
@@ -165,11 +175,11 @@ def test_parquet_sink_leaves_nothing_on_failure(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_table_sink_bytes_do_not_depend_on_chunks_or_workers(gpt3_two_counts, tmp_path, fmt):
+def test_table_sink_bytes_do_not_depend_on_chunks_or_workers(gpt3_five_counts, tmp_path, fmt):
     """One file streamed chunk by chunk: the same bytes serial or parallel; CSV the same bytes for
     any chunk size too (a Parquet row group is a chunk, so there only the content is the same);
     the rows of the one-shot evaluation, in its order."""
-    runs, df = gpt3_two_counts
+    runs, df = gpt3_five_counts
     written = []
     for chunk_rows, workers in [(1 << 18, 1), (3001, 1), (3001, 2)]:
         path = tmp_path / f"t{chunk_rows}-{workers}.{fmt}"
@@ -215,8 +225,8 @@ def test_missing_time_column_is_one_sentence():
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_pruning_unfit_rows_keeps_the_same_answer(gpt3_two_counts, workers):
-    runs, df = gpt3_two_counts
+def test_pruning_unfit_rows_keeps_the_same_answer(gpt3_five_counts, workers):
+    runs, df = gpt3_five_counts
     make = lambda: [
         TopKCollector(4, "mem_total_gib", group_by=["ngpus"], where="fits"),  # noqa: E731
         ParetoCollector([("ngpus", "min"), ("mem_activations_gib", "min")], where="fits"),
