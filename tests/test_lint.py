@@ -28,8 +28,10 @@ def test_ruff_format_is_clean():
 
 
 def test_mypy_is_clean():
-    """`mypy parallmelism` (config in pyproject.toml: pydantic plugin) finds no error."""
-    r = subprocess.run(
-        [sys.executable, "-m", "mypy", "parallmelism", "--no-incremental"], cwd=REPO, capture_output=True, text=True
-    )
+    """`mypy parallmelism` (config in pyproject.toml: pydantic plugin) finds no error.
+
+    Incremental, with the checkout's .mypy_cache (gitignored; the one `mypy parallmelism` keeps
+    too): a clean clone (CI) checks every module as --no-incremental did (measured 12.6 vs 13.3 CPU
+    s), a later run only the changed ones and their dependents (0.6 CPU s when nothing changed)."""
+    r = subprocess.run([sys.executable, "-m", "mypy", "parallmelism"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
