@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_app, run_cli
 
 from parallmelism.errors import UserError
 from parallmelism.study.spec import StudySpec, expand_points, point_id
@@ -126,7 +126,7 @@ def test_a_point_holds_the_rows_best_writes_for_its_overrides(tmp_path):
     for model, flops, domain in (("tiny-gpt", 1200, 4), ("llama3.1-8b", 800, 16)):
         values = {"model": model, "hardware.peak_tflops.bf16": flops, "hardware.scale_up.domain_size": domain}
         got = pq.read_table(tmp_path / "two" / "data" / f"point={point_id(values)}" / "part-0.parquet").to_pandas()
-        best = run_cli(
+        best = run_app(
             "best", f"model={model}", f"hardware.peak_tflops.bf16={flops}", f"hardware.scale_up.domain_size={domain}",
             "grid.ngpus=[8]", "-cd", "mine", "--top", "1", "-q", "--out", "best.parquet", cwd=tmp_path,
         )  # fmt: skip
@@ -168,10 +168,10 @@ def test_ray_study_survives_a_failed_point_and_a_killed_worker_and_resumes(tmp_p
     record = json.loads((tmp_path / "out" / "failures" / f"point={failing}.json").read_text())
     assert record["point"] == failing and "max_position=2048" in record["reason"]
 
-    refused = run_cli("merge", "out", "--out", "m.parquet", cwd=tmp_path)
+    refused = run_app("merge", "out", "--out", "m.parquet", cwd=tmp_path)
     assert refused.returncode == 2 and "incomplete: 1 of 21 points" in refused.stderr, refused.stderr
     assert not (tmp_path / "m.parquet").exists()
-    partial = run_cli("merge", "out", "--out", "partial.parquet", "--allow-partial", cwd=tmp_path)
+    partial = run_app("merge", "out", "--out", "partial.parquet", "--allow-partial", cwd=tmp_path)
     assert partial.returncode == 0 and "from 20 points, 1 missing" in partial.stderr + partial.stdout
 
     stray = tmp_path / "out" / "data" / f".point={failing}.999.deadbeef.tmp"
@@ -186,14 +186,14 @@ def test_ray_study_survives_a_failed_point_and_a_killed_worker_and_resumes(tmp_p
     single = run_cli("study", "run", local, cwd=tmp_path)
     assert single.returncode == 0, single.stderr
     for folder in ("out", "single"):
-        res = run_cli("merge", folder, "--out", f"{folder}.parquet", cwd=tmp_path)
+        res = run_app("merge", folder, "--out", f"{folder}.parquet", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
     ray_rows = pq.read_table(tmp_path / "out.parquet")
     one_rows = pq.read_table(tmp_path / "single.parquet")
     assert ray_rows.num_rows == one_rows.num_rows >= 21
     assert ray_rows.equals(one_rows)  # manifest order, every column and value
     assert set(ray_rows.column("point").to_pylist()) == {point_id(r) for r in rows}
-    cmp = run_cli("compare", "single.parquet", "out.parquet", "--rtol", "0", cwd=tmp_path)  # keyed by point too
+    cmp = run_app("compare", "single.parquet", "out.parquet", "--rtol", "0", cwd=tmp_path)  # keyed by point too
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr
 
 
