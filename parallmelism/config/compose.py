@@ -99,12 +99,27 @@ def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, st
             )
     if group == "hardware":
         if "kernels" in values:
-            values["kernels"] = table_beside_file(values["kernels"], Path(where[name]))
+            values["kernels"] = measured_on_this_file(table_beside_file(values["kernels"], Path(where[name])), values)
         values["efficiency"] = resolve_efficiency(name, raw, where)
         overheads = resolve_overheads(name, raw, where)
         if overheads is not None:
             values["overheads"] = overheads
     return with_defaults(group, values)
+
+
+def measured_on_this_file(kernels, values: dict):
+    """`kernels:` with the physics its table was measured on pinned to the file's own peak FLOP/s and
+    HBM bandwidth (unless the file states them): the table's residuals are measured/physics on that
+    part, so an override of `hardware.peak_tflops.*` or `hardware.hbm_bandwidth_gbps` (a what-if,
+    a co-design point) scales the kernel times it governs instead of being divided out again."""
+    if not isinstance(kernels, dict) or not kernels.get("table"):
+        return kernels
+    out = dict(kernels)
+    if out.get("measured_peak_tflops") is None and isinstance(values.get("peak_tflops"), dict):
+        out["measured_peak_tflops"] = dict(values["peak_tflops"])
+    if out.get("measured_hbm_bandwidth_gbps") is None and values.get("hbm_bandwidth_gbps") is not None:
+        out["measured_hbm_bandwidth_gbps"] = values["hbm_bandwidth_gbps"]
+    return out
 
 
 def table_beside_file(kernels, yaml_path: Path):

@@ -82,7 +82,11 @@ def kernel_tables(hw):
         own = None
         if name:
             sms = int(getattr(spec, "sm_count", None) or REFERENCE_SM_COUNT)
-            own = load_table(path, hw.peak_tflops, hw.hbm_bandwidth_gbps, sms, path == resolve_table(REFERENCE_TABLE))
+            # residuals against the part the table was measured on (specs Kernels.measured_*), so that an
+            # override of this accelerator's peaks or HBM bandwidth moves the kernel times it governs
+            peaks = getattr(spec, "measured_peak_tflops", None) or hw.peak_tflops
+            hbm = getattr(spec, "measured_hbm_bandwidth_gbps", None) or hw.hbm_bandwidth_gbps
+            own = load_table(path, peaks, hbm, sms, path == resolve_table(REFERENCE_TABLE))
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"kernel table {path}: unreadable ({exc})") from None
     return KernelTables(own, reference)

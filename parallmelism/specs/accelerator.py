@@ -75,6 +75,19 @@ class Kernels(BaseModel):
         description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a "
         "profiled PyTorch SDPA kernel, e.g. on CPU)",
     )
+    measured_peak_tflops: Optional[dict[str, Annotated[float, Field(ge=PEAK_TFLOPS[0], le=PEAK_TFLOPS[1])]]] = Field(
+        None,
+        description="dense TFLOP/s per dtype of the part the table was measured on: the table's residuals "
+        "are taken against that physics and applied to this accelerator's, so an override of peak_tflops "
+        "scales kernel times (a what-if); None: this file's peak_tflops (set so when the file is composed)",
+    )
+    measured_hbm_bandwidth_gbps: Optional[float] = Field(
+        None,
+        ge=LINK_GBPS[0],
+        le=LINK_GBPS[1],
+        description="HBM GB/s of the part the table was measured on (as measured_peak_tflops); None: this "
+        "file's hbm_bandwidth_gbps",
+    )
 
 
 class Overheads(BaseModel):
