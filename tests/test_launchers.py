@@ -12,7 +12,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from conftest import run_cli
+from conftest import run_app, run_cli
 
 SHARDS = ["llama3.1-8b", "mixtral-8x7b"]
 COMMON = ["grid.ngpus=[8]", "grid.max_micro_batch=1"]
@@ -59,7 +59,7 @@ def test_multirun_launcher_writes_one_part_per_shard_and_merge_combines_them(
     by_model = {pd.read_csv(p)["model"].iloc[0]: len(pd.read_csv(p)) for p in parts}
     assert by_model == expected_rows
     out = tmp_path / "merged.parquet"
-    r = run_cli("merge", *parts, "--out", out)
+    r = run_app("merge", *parts, "--out", out, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     merged = pd.read_parquet(out)
     assert merged["model"].value_counts().to_dict() == expected_rows
@@ -85,9 +85,9 @@ def test_best_multirun_merges_to_the_single_process_best_table(tmp_path):
     parts = sorted(sweep_dir.glob("*/part.csv"))
     assert len(parts) == len(SHARDS)
     merged = tmp_path / "merged.csv"
-    assert run_cli("merge", *parts, "--out", merged).returncode == 0
+    assert run_app("merge", *parts, "--out", merged, cwd=tmp_path).returncode == 0
     single = tmp_path / "single.csv"
-    r = run_cli(
+    r = run_app(
         "best", "model=" + ",".join(SHARDS), *common, "--quiet", "--out", single, "--workers", "1", cwd=tmp_path
     )
     assert r.returncode == 0, r.stderr
