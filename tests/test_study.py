@@ -204,7 +204,7 @@ def test_study_refuses_a_folder_holding_it_and_unknown_options(tmp_path):
     res = run_cli("study", "run", study, cwd=tmp_path)
     assert res.returncode == 2 and "model=not-a-model is not a model option" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "bad").exists()
-    status = run_cli("study", "status", tmp_path / "nowhere", cwd=tmp_path)
+    status = run_app("study", "status", tmp_path / "nowhere", cwd=tmp_path)
     assert status.returncode == 2 and "holds no study" in status.stderr
 
 
@@ -216,9 +216,9 @@ def test_resume_of_a_copied_study_keeps_its_points(tmp_path):
     assert run_cli("study", "run", study, cwd=tmp_path).returncode == 0
     shutil.copy(tmp_path / "points.csv", tmp_path / "old.csv")
     (tmp_path / "points.csv").write_text("model,hardware.peak_tflops.bf16\nllama3.1-8b,900\nllama3.1-8b,1000\n")
-    res = run_cli("study", "resume", study, cwd=tmp_path)
+    res = run_app("study", "resume", study, cwd=tmp_path)
     assert res.returncode == 2 and "now lists other points" in res.stderr, res.stderr
-    again = run_cli("study", "run", study, cwd=tmp_path)
+    again = run_app("study", "run", study, cwd=tmp_path)
     assert again.returncode == 2 and "holds another study" in again.stderr, again.stderr
 
 
@@ -267,9 +267,9 @@ def test_best_full_output_keeps_every_row_as_sweep_writes_it(tmp_path):
     study = _write_study(tmp_path, "s", {"kind": "local", "workers": 1}, "s")
     study.write_text(study.read_text().replace('"top": 1,', '"top": 1, "full_output": true,'))
     assert run_cli("study", "run", study, cwd=tmp_path).returncode == 0
-    res = run_cli("merge", "s/rows", "--out", "rows.parquet", cwd=tmp_path)
+    res = run_app("merge", "s/rows", "--out", "rows.parquet", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    sweep = run_cli(
+    sweep = run_app(
         "sweep", "model=llama3.1-8b", "grid.ngpus=[8]", "hardware.peak_tflops.bf16=800", "-q", "--out", "s.parquet",
         cwd=tmp_path,
     )  # fmt: skip
@@ -336,5 +336,5 @@ def test_local_engine_reruns_a_lost_worker_and_records_nothing_fitting(tmp_path)
         assert resumed.returncode == 2, resumed.stdout + resumed.stderr
         assert "4 of 5 points complete" in resumed.stdout and "1 point failed" in resumed.stdout, resumed.stdout
         assert (tmp_path / out / "data" / f"point={crashing}" / "part-0.parquet").is_file()
-        status = run_cli("study", "status", out, cwd=tmp_path)
+        status = run_app("study", "status", out, cwd=tmp_path)
         assert status.returncode == 2 and "5 points, 4 complete, 1 failed, 0 not run" in status.stdout, status.stdout
