@@ -382,3 +382,17 @@ def test_case_files_from_other_editors_read_as_the_plain_file(d, tmp_path, kind)
         assert code == 0, text
         tables.append(pd.read_csv(tmp_path / f"{g.stem}.out.csv"))
     pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_a_folder_is_swept_for_stale_temporaries_once_per_process(tmp_path, monkeypatch):
+    """A study writes one partition after another into data/: the folder is listed for a killed
+    run's temporaries at the first write of a process, not at every one (quadratic in the points)."""
+    from parallmelism.report import writer
+
+    swept = []
+    monkeypatch.setattr(writer, "remove_stale_temps", lambda folder: swept.append(folder) or [])
+    for i in range(5):
+        writer.create_temp(writer.temp_beside(tmp_path / f"point={i}"), folder=True)
+    (tmp_path / "sub").mkdir()
+    writer.create_temp(writer.temp_beside(tmp_path / "sub" / "x.csv"))
+    assert swept == [tmp_path, tmp_path / "sub"]

@@ -277,11 +277,20 @@ def remove_stale_temps(folder: Path) -> list[Path]:
     return removed
 
 
+# Folders this process has swept already: a study writes thousands of partitions into one data/ folder,
+# and listing it again for each (27,732 points at 10^10 layouts: ~4 * 10^8 names matched) would cost more
+# than the points; a killed run's temporaries are still removed by the first write of each later process.
+_SWEPT_FOLDERS: set[str] = set()
+
+
 def create_temp(tmp: Path, folder: bool = False) -> None:
     """Create the temporary file (or folder) with the permissions the umask allows (0666 / 0777
     minus the umask, as any new file); never an existing one. Stale temporaries of killed runs
-    in that folder go first (remove_stale_temps)."""
-    remove_stale_temps(tmp.parent)
+    in that folder go first (remove_stale_temps, once per folder and process)."""
+    swept = os.fspath(tmp.parent)
+    if swept not in _SWEPT_FOLDERS:
+        remove_stale_temps(tmp.parent)
+        _SWEPT_FOLDERS.add(swept)
     if folder:
         tmp.mkdir(mode=0o777)
     else:
