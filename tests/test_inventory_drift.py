@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import shared_reference
+from conftest import PINNED_AXES, shared_reference
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option, option_files
 from parallmelism.cost import comm, flops, inference, roofline, states
@@ -140,19 +140,8 @@ def test_serving_expert_all_to_all_is_the_training_dispatch(ep, tp):
 def cp_breakdown(recompute, cp_comm_type="p2p", model_name="llama3.1-8b", **grid_kw):
     model, hw = load_option("model", model_name), HW["h100-sxm-80gb"]
     wl = TrainWorkload(seq_len=16384, global_batch=16, cp_comm_type=cp_comm_type)
-    grid = dict(
-        ngpus=[16],
-        tp=[2],
-        pp=[1],
-        cp=[4],
-        ep=[1],
-        micro_batch=[1],
-        vpp=[1],
-        dp_sharding=["NO_OP"],
-        recompute=[recompute],
-        sequence_parallel=[True],
-    )
-    grid.update(grid_kw)
+    grid = {**PINNED_AXES, "ngpus": [16], "tp": [2], "cp": [4], "dp_sharding": ["NO_OP"], "recompute": [recompute]}
+    grid.update({"sequence_parallel": [True], **grid_kw})
     cols = enumerate_training_layouts(model, hw, wl, GridSpec(**grid)).columns
     cols = {k: np.asarray(v)[:1] for k, v in cols.items()}
     return (
