@@ -86,12 +86,11 @@ class PointSink(Collector):
     def update(self, cols: dict) -> None:
         import pyarrow.parquet as pq
 
-        from ..report.writer import arrow_table
-        from ..search.frames import frame_of_run
+        from ..search.frames import arrow_of_run
 
         if not cols or len(cols["_row"]) == 0:
             return
-        table = _with_point_columns(arrow_table(frame_of_run(self.run, cols)), self.ctx, self.point)
+        table = _with_point_columns(arrow_of_run(self.run, cols), self.ctx, self.point)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.tmp / PART_FILE, table.schema)
         self._writer.write_table(table)
