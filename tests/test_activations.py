@@ -1,8 +1,9 @@
-"""Activation memory against Korthikanti et al. 2022 (Table 2 and the interleaving factor)."""
+"""Activation memory against Korthikanti et al. 2022 (Table 2; the in-flight micro-batches of the
+schedules, with the interleaving factor, are tests/test_pipeline.py's)."""
 
 import pytest
 
-from parallmelism.cost.activations import inflight_micro_batches, layer_activation_bytes
+from parallmelism.cost.activations import layer_activation_bytes
 from parallmelism.grid import RECOMPUTE_CODE
 from parallmelism.specs import ModelSpec
 
@@ -71,17 +72,6 @@ def test_cp_divides_sequence_terms():
     one = float(layer_activation_bytes(m, 8192, 1, 8, 1, True, SEL, flash=True))
     four = float(layer_activation_bytes(m, 8192, 1, 8, 4, True, SEL, flash=True))
     assert four == pytest.approx(one / 4)
-
-
-def test_inflight_1f1b_interleaved_gpipe():
-    # 1F1B: the first stage holds p micro-batches (when m >= p), the last stage 1.
-    assert float(inflight_micro_batches(8, 1, 64, "1f1b", "first")) == 8
-    assert float(inflight_micro_batches(8, 1, 64, "1f1b", "last")) == 1
-    assert float(inflight_micro_batches(8, 1, 4, "1f1b", "first")) == 4  # capped by m
-    # Interleaved with v chunks: first stage holds L·(1 + (p-1)/(p·v)) layers = p·(1 + (p-1)/(p·v)) stage-units
-    p, v = 8, 3
-    assert float(inflight_micro_batches(p, v, 64, "1f1b", "first")) == pytest.approx(p * (1 + (p - 1) / (p * v)))
-    assert float(inflight_micro_batches(8, 1, 64, "gpipe", "first")) == 64
 
 
 def test_korthikanti_figure1_memory_through_validate():

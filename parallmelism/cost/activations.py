@@ -86,25 +86,6 @@ def layer_activation_bytes(
     return np.where(recompute == FULL, 2.0 * h * tok / r, full_layer)
 
 
-def inflight_micro_batches(pp, vpp, m, schedule: str, rank) -> np.ndarray:
-    """Layer-micro-batches of activations a stage holds, in units of (L/pp layers x 1 micro-batch).
-
-    1F1B: stage i holds min(pp - i, m) micro-batches (first stage: pp). Interleaved 1F1B with
-    v chunks: rank i holds min(2(pp-i-1) + (v-1)·pp + 1, m·v) chunks of L/(pp·v) layers, so the
-    first stage holds L·(1 + (pp-1)/(pp·v)) layers' worth (Korthikanti eq. for interleaving).
-    GPipe holds all m micro-batches. Zero-bubble (ZB-H1) keeps 1F1B's in-flight count.
-    `rank` is the pipeline rank (array), or "first" / "last".
-    """
-    pp, vpp, m = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m))
-    rank = {"first": np.zeros_like(pp), "last": pp - 1}.get(rank, rank) if isinstance(rank, str) else rank
-    rank = np.asarray(rank, dtype=np.float64)
-    if schedule == "gpipe":
-        return m.copy()
-    plain = np.minimum(pp - rank, m)
-    chunks = np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp)
-    return np.where(vpp > 1, chunks / vpp, plain)
-
-
 def logits_bytes(model: ModelSpec, s: int, b, t, cp) -> np.ndarray:
     """Last stage: bf16 logits (2SbV/t) and their fp32 copy kept by cross-entropy (4SbV/t)."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))

@@ -415,20 +415,6 @@ def pp_hop_s(hw, model, T, tp, cp, dp, pp):
     return np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
 
 
-def pp_times_s(hop, pp, vpp, m, overlap: bool = True):
-    """(link, exposed, fill_drain) seconds of pipeline send/recv per step on one stage, from the
-    seconds of one hop (`pp_hop_s`).
-
-    link: this GPU's 2·m·v transfers (activation forward, gradient backward). exposed (<= link):
-    with asynchronous P2P (overlap) none of its own transfers waits on the wire; with blocking
-    send/recv every one of them does. fill_drain: the 2·(p−1)·v hops the warm-up and cool-down
-    chain waits for on the other stages' links, part of the pipeline bubble (module docstring)."""
-    link = 2.0 * m * vpp * hop
-    fill_drain = 2.0 * (pp - 1) * vpp * hop
-    exposed = np.zeros_like(link) if overlap else link
-    return link, exposed, fill_drain
-
-
 __all__ = [
     "EP_CALLS_PER_MOE_LAYER_FORWARD",
     "forward_passes",
@@ -445,7 +431,6 @@ __all__ = [
     "dp_step_times_s",
     "hsdp_replica_reduce_s",
     "pp_hop_s",
-    "pp_times_s",
     "pp_hop_bytes",
     "tp_collective_bytes",
     "cp_chunk_bytes",

@@ -23,7 +23,8 @@ scale-up domain, the faster of ring, tree and PAT across domains):
         the decode tokens of a mixed iteration too
   PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
 
-Phases (per replica; dp replicas run independently, so throughput scales with dp):
+Phases (per replica; dp replicas run independently, so throughput scales with dp; the pipeline
+schedules are cost/pipeline.py's):
   prefill  static batching: the batch's b prompts, split over sp ranks (load-balanced causal
            chunks): `prefill_ms`. With pp > 1 the prompt goes through the stages in n_c chunks
            (sequence pipeline):
@@ -64,6 +65,7 @@ from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .inference_memory import inference_memory
 from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
 from .layout import ServingLayout
+from . import pipeline
 from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
@@ -228,9 +230,9 @@ def prefill_terms(model, hw, wl, cols, chunks):
 
 
 def decode_micro_batches(cols: ServingLayout | dict):
-    """Decode micro-batches in flight, min(batch, pp)."""
+    """Decode micro-batches in flight, min(batch, pp) (`pipeline.decode_micro_batches`)."""
     lay = ServingLayout.of(cols)
-    return np.minimum(lay.batch, lay.pp)
+    return pipeline.decode_micro_batches(lay.batch, lay.pp)
 
 
 def spec_positions(wl) -> int:
@@ -275,7 +277,7 @@ def best_prefill(model, hw, wl, cols):
         if c * 2 > wl.input_len:
             break
         r = prefill_terms(model, hw, wl, cols, np.full(len(pp), c))
-        t = (c + pp - 1) * (r["stage_s"] + r["hop_s"])
+        t = pipeline.prefill_pipeline_s(c, pp, r["stage_s"], r["hop_s"])
         t = np.where((pp == 1) & (c > 1), np.inf, t)
         better = t < best_t
         best_t = np.where(better, t, best_t)
@@ -301,20 +303,19 @@ def continuous_terms(model, hw, wl, cols, draft=None):
     dec = decode_terms(model, hw, wl, cols)
     m = decode_micro_batches(cols)
     t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
-    t_dec = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
+    t_dec = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
     n_p, _ = prefill_chunk_plan(wl, b)
     # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
     td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
     pre = prefill_terms(model, hw, wl, cols, n_p)
     if wl.chunked_prefill:
         mix = mixed_stage_terms(stage_terms, model, hw, wl, cols, td_mix, n_p)
-        # the micro-batch with the chunk replaces a decode micro-batch once per stage (pp = 1: the
-        # iteration is that one micro-batch); a chunk never shortens it, though its pass streams
-        # the weights at the prefill kernels' eff.hbm where the decode pass has eff.decode_hbm
-        t_mix = t_dec + (pp / m) * np.maximum(mix["stage_s"] - dec["stage_s"], 0.0)
+        # a chunk never shortens the iteration, though its pass streams the weights at the
+        # prefill kernels' eff.hbm where the decode pass has eff.decode_hbm
+        t_mix = pipeline.mixed_iteration_s(t_dec, pp, m, mix["stage_s"], dec["stage_s"])
     else:  # the chunk is a forward pass of its own through every stage
         mix = pre
-        t_mix = pp * (pre["stage_s"] + pre["hop_s"]) + t_iter
+        t_mix = pipeline.decode_step_s(pp, pre["stage_s"], pre["hop_s"]) + t_iter
     state = closed_loop(
         t_dec,
         t_mix,
@@ -348,7 +349,7 @@ def inference_columns(
     spec_e = expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens) if wl.spec_method != "none" else 1.0
     if wl.batching == "continuous":
         dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, draft)
-        prefill_s = (chunks + pp - 1) * mixed_s / pp
+        prefill_s = pipeline.chunked_prefill_s(chunks, pp, mixed_s)
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
@@ -359,7 +360,7 @@ def inference_columns(
         dec = decode_terms(model, hw, wl, lay)
         m = decode_micro_batches(lay)
         t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, decode_terms)
-        step_s = pp * (dec["stage_s"] + dec["hop_s"]) + t_prop + t_iter
+        step_s = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
         mixed_s = prefill_s
         load = np.zeros_like(step_s)
         wait_s = np.zeros_like(step_s)
@@ -383,7 +384,7 @@ def inference_columns(
             "output_len": np.full(len(pp), wl.output_len),
             "prefill_chunks": chunks,
             "decode_micro_batches": m,
-            "decode_pp_idle": 1.0 - m / pp,
+            "decode_pp_idle": pipeline.decode_pp_idle(b, pp),
             "prefill_ms": prefill_s * 1e3,
             "decode_step_ms": step_s * 1e3,
             "spec_tokens_per_step": np.full(len(pp), spec_e),

@@ -44,6 +44,7 @@ import numpy as np
 from .inference_ops import causal_pairs
 from .layout import ServingLayout
 from .ops import ACT_BYTES
+from .pipeline import chunked_prefill_s
 
 BISECTION_STEPS = 40
 
@@ -108,7 +109,7 @@ def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = T
     others = (b - 1) / b
     # with pp stages the prompt's chunks follow each other through the stages (the seed's sequence
     # pipeline): n_p + pp − 1 stage slots of t_mix/pp each; pp = 1: n_p iterations
-    prefill_s = (n_p + np.asarray(pp, dtype=np.float64) - 1) * t_mix / pp
+    prefill_s = chunked_prefill_s(n_p, pp, t_mix)
     stall = np.maximum(t_mix - t_dec, 0.0) if fused else t_mix
 
     def at(lam):

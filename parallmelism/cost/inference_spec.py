@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from .layout import ServingLayout
+from .pipeline import decode_step_s
 from .shapes import layers_on_busiest_stage
 
 
@@ -41,7 +42,7 @@ def proposer_step_s(model, draft, hw, wl, cols, decode_terms):
     if wl.spec_method == "draft":
         c = replace(lay, layers_per_stage=layers_on_busiest_stage(draft.layers, pp))
         d = decode_terms(draft, hw, wl, c, tokens_per_seq=1)
-        return pp * (d["stage_s"] + d["hop_s"])
+        return decode_step_s(pp, d["stage_s"], d["hop_s"])
     # MTP module: one layer of the model plus the shared embedding and output head, on one stage;
     # its block follows the last layer (DeepSeek-V3 §2.2: layer L, a MoE layer like the ones before it)
     c = replace(

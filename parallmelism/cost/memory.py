@@ -16,6 +16,7 @@ from ..specs import AcceleratorSpec, MemStage, ModelSpec, TrainWorkload, labels,
 from ..units import GIB
 from . import activations as act
 from .params import params_per_gpu
+from .pipeline import inflight_micro_batches
 from .keys import per_key, stacked
 from .layout import TrainingLayout
 from .select import argmax3
@@ -87,9 +88,7 @@ def _layer_activations(model, wl, c: TrainingLayout) -> dict[str, np.ndarray]:
         out["moe_working"] = act.layer_activation_bytes(
             recompute=np.zeros_like(rc), moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw
         )
-    out["inflight_first"] = act.inflight_micro_batches(
-        c.pp, np.ones_like(c.vpp), c.num_micro_batches, wl.schedule, "first"
-    )
+    out["inflight_first"] = inflight_micro_batches(c.pp, np.ones_like(c.vpp), c.num_micro_batches, wl.schedule, "first")
     return out
 
 
@@ -142,7 +141,7 @@ def _stage_activations(model, wl, c: TrainingLayout, stage: str, acts: dict) -> 
     if model.moe is not None:
         per_mb = per_mb + n_moe * acts["moe"]
         working = np.where(n_moe > 0, np.maximum(working, acts["moe_working"]), working)
-    inflight = act.inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
+    inflight = inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
     layers_bytes = per_mb * inflight
     # Full recompute rebuilds one layer's activations at a time during backward.
     layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)

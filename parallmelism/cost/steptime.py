@@ -6,8 +6,8 @@ when pp = 1) with its layer count (`grid.stage_layer_split`):
                          + exposed TP + CP + EP time                      [comm.py]
   per stage         m·T_mb + exposed DP + optimizer step (Adam bytes ÷ HBM)
   step              max over stages + bubble + exposed PP send/recv
-  bubble            rate·m·T_mb(typical stage), rate = (p−1)/(v·m) (1F1B, interleaved),
-                    (p−1)/m (GPipe), (p−1)/(3m) (ZB-H1)             [pipeline.bubble_rate]
+  bubble            rate·m·T_mb(typical stage) + fill/drain P2P hops, rate = (p−1)/(v·m)
+                    (1F1B, interleaved), (p−1)/m (GPipe), (p−1)/(3m) (ZB-H1)  [pipeline.py]
 which is m·T_mb(slowest) + (p−1)/v·T_mb(middle) for 1F1B: the steady state runs at the slowest
 stage's pace (the last stage with the output head, or a fuller middle stage), warm-up and
 cool-down pass through the other stages at a middle stage's pace.
@@ -34,7 +34,6 @@ from .comm import (
     ep_layer_time_s,
     hsdp_replica_reduce_s,
     pp_hop_s,
-    pp_times_s,
     tp_layer_times_s,
 )
 from .links import axes_on_scale_out, axis_spans, bind_to_links, link_busy_s, scale_up_port_share
@@ -49,7 +48,7 @@ from .flops import (
 )
 from .params import params_per_gpu
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
-from .pipeline import bubble_rate
+from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
@@ -598,7 +597,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
     # Fill and drain run through the other stages: a middle stage's pace (first/last mean when pp <= 2).
     t_mb = {name: stages[name]["t_mb"] for name in STAGES}
     shared = {
-        "t_mb_typical": np.where(pp > 2, t_mb["middle"], 0.5 * (t_mb["first"] + t_mb["last"])),
+        "t_mb_typical": fill_drain_stage_s(pp, t_mb["first"], t_mb["middle"], t_mb["last"]),
         "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols.micro_batch, cp), tp, cp, dp, pp),
         **{"on_out_" + ax: on_out[ax] for ax in AXES},
     }
@@ -618,7 +617,7 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     pp_port = scale_up_port_share(hw, cols.tp, cols.cp, cols.dp, cols.ep, cols.pp)["pp"]
     pp_busy = link_busy_s({"pp": pp_link}, on_out, ("pp",), {"pp": pp_port})  # the stages' other axes: busy_<link>
     rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = rate * m * shared["t_mb_typical"][inv] + pp_fill_drain  # idle compute + the fill/drain chain's P2P hops
+    bubble = training_bubble_s(rate, m, shared["t_mb_typical"][inv], pp_fill_drain)
 
     # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
     # own step-level overheads (contention of the DP traffic it still hides, stragglers): each
