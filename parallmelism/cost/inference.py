@@ -374,7 +374,7 @@ def inference_columns(
         tput = dp * b / tpot_s
     else:
         tput = dp * b * wl.output_len / e2e_s
-    ngpus = cols["ngpus"]
+    ngpus = lay.dp * lay.tp * lay.pp * lay.sp  # the job's GPUs: dp replicas of tp·pp·sp (grid/inference.py)
     gpus_per_replica = np.asarray(lay.tp * lay.pp * lay.sp, dtype=np.float64)
     out = dict(cols)
     out.update(inference_memory(lay, model, hw, wl, chunks, prefill_sequences(lay, wl)))

@@ -67,11 +67,10 @@ def prefill_chunk_plan(wl, batch):
     return n_p, new_tokens / n_p
 
 
-def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
+def mixed_stage_terms(stage_terms, model, hw, wl, lay: ServingLayout, decode_tokens, n_p):
     """Stage terms of one micro-batch carrying `decode_tokens` decode tokens (per micro-batch) and
     the mean prefill chunk of one prompt split into n_p chunks (`stage_terms` of cost.inference)."""
-    cols = ServingLayout.of(cols)
-    sp = np.asarray(cols.sp, dtype=np.float64)
+    sp = np.asarray(lay.sp, dtype=np.float64)
     S = wl.input_len
     Td = np.asarray(decode_tokens, dtype=np.float64)
     ctx = S + wl.output_len / 2
@@ -86,7 +85,7 @@ def mixed_stage_terms(stage_terms, model, hw, wl, cols, decode_tokens, n_p):
         model,
         hw,
         wl,
-        cols,
+        lay,
         tokens=Td + chunk,
         attn_pairs=dec_pairs + (causal_pairs(S) - causal_pairs(hit)) / n_p / sp,
         kv_read_tokens=kv_read,

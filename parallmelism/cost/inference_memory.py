@@ -63,7 +63,7 @@ def workspace_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, sp
 
 
 def inference_memory(
-    cols: ServingLayout | dict[str, np.ndarray],
+    lay: ServingLayout,
     model: ModelSpec,
     hw,
     wl: InferenceWorkload,
@@ -72,7 +72,6 @@ def inference_memory(
 ) -> dict[str, np.ndarray]:
     """Memory columns; `prefill_sequences` prompts share one prefill step (1 for continuous
     batching, batch for static), so the workspace scales with it and the KV cache with batch."""
-    lay = ServingLayout.of(cols)
     tp, pp, sp, ep, b = lay.tp, lay.pp, lay.sp, lay.ep, lay.batch
     n = lay.layers_per_stage
     linear, half = weight_elements_per_gpu(model, tp, ep, n, pp)

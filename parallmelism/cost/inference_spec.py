@@ -17,6 +17,7 @@ expected number of accepted tokens). The iteration overhead is paid once per ste
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Mapping
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def expected_tokens_per_step(acceptance: float, k: int) -> float:
     return (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
-def proposer_step_s(model, draft, hw, wl, cols, decode_terms):
+def proposer_step_s(model, draft, hw, wl, cols: ServingLayout | Mapping[str, np.ndarray], decode_terms):
     """Seconds of ONE proposer step for the batch (array over rows); 0 without speculation."""
     lay = ServingLayout.of(cols)
     if wl.spec_method == "none":
