@@ -5,3 +5,4 @@ MIB = float(2**20)
 GB = 1e9  # bytes in a GB: bandwidths (`_gbps`) are GB/s = 1e9 bytes/s
 TFLOP = 1e12
 US = 1e-6  # seconds in a microsecond
+MS = 1e-3  # seconds in a millisecond

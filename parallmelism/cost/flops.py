@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import ModelSpec, moe_layers_in_range
+from ..specs import BYTES_PER_ELEMENT, ModelSpec, moe_layers_in_range
 from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import (
     busiest_stage_first_layer,
@@ -54,6 +54,31 @@ from .shapes import (
     sp_divisor,
     tokens_per_rank,
 )
+from .states import GRAD_BYTES, MASTER_WEIGHT_BYTES, MOMENT_BYTES, WORKING_WEIGHT_BYTES
+
+# Bytes per element of what the ops read and write (specs.BYTES_PER_ELEMENT): bf16 activations and
+# weights, an fp32 main gradient (Megatron's gradient-accumulation fusion accumulates wgrad into it)
+# and 1-byte dropout masks (Korthikanti et al. 2022 §4.1).
+ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])
+MAIN_GRAD_BYTES = float(BYTES_PER_ELEMENT["fp32"])
+MASK_BYTES = 1.0
+RW_BYTES = 2 * ACT_BYTES  # an element-wise op (norm, RoPE, GELU, permute): read its input, write its output
+WEIGHT_BWD_BYTES = (
+    WORKING_WEIGHT_BYTES + 2 * MAIN_GRAD_BYTES
+)  # wgrad/dgrad: weights read again, main grad read + written
+RESIDUAL_BYTES = 3 * ACT_BYTES  # a residual add: read both summands, write the sum
+DROPOUT_BYTES = MASK_BYTES + ACT_BYTES  # a dropout fused into the op: its mask and its dropped output written
+SWIGLU_BYTES = 3 * ACT_BYTES  # read gate and up, write their product (GELU: RW_BYTES)
+CP_MERGE_BYTES = 3 * ACT_BYTES  # a ring step's merge: read output and partial output, write output
+# Cross-entropy over fp32 probabilities (head_ops docstring): per logit 2 + 4 + 4 + 4 bytes forward, 8 backward.
+CROSS_ENTROPY_FWD_BYTES = 14.0
+CROSS_ENTROPY_BWD_BYTES = 8.0
+EMBEDDING_BWD_BYTES = 2 * MAIN_GRAD_BYTES  # the scatter-add reads and writes the fp32 main gradient's rows
+# A causal kernel skips the key blocks above the diagonal: half the s×s FLOPs (FlashAttention-2).
+CAUSAL_FRACTION = 0.5
+# FlashAttention-2's backward runs 5 GEMMs to the forward's 2 (it recomputes QKᵀ): 2.5× the forward
+# FLOPs, the convention of Dao 2023's benchmarks (§4.1); its bytes are taken at the same multiple.
+FLASH_BWD_FACTOR = 2.5
 
 
 def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, column_parallel=False, weight_copies=1.0):
@@ -63,10 +88,10 @@ def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, colu
     `weight_copies` weight matrices [K,N]: the same FLOPs, and every expert's weights read and its
     main gradient accumulated."""
     flops = 2.0 * M * K * N
-    act = 2.0 * (M * K + M * N)
+    act = ACT_BYTES * (M * K + M * N)
     w = K * N * np.asarray(weight_copies, dtype=np.float64)
-    fwd = act + 2.0 * w
-    bwd = 2.0 * act + (10.0 * w if weight else 2.0 * w)
+    fwd = act + WORKING_WEIGHT_BYTES * w
+    bwd = 2.0 * act + (WEIGHT_BWD_BYTES * w if weight else WORKING_WEIGHT_BYTES * w)
     dim = np.minimum(np.minimum(K, N), M)
     return Op(
         name,
@@ -108,11 +133,11 @@ def layer_ops(
     drop = 1.0 if model.dropout else 0.0
     qkv_n = q / t + 2.0 * d * g_l
     vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
-    ops = [Op("norm_attn", MEMORY, 0.0, 4.0 * T * h / r)]
+    ops = [Op("norm_attn", MEMORY, 0.0, RW_BYTES * T * h / r)]
     if model.mla is None:
         ops.append(_gemm("qkv", T, h, qkv_n, norm_fused=True, column_parallel=True))
         if model.position_embedding == "rope":
-            ops.append(Op("rope", MEMORY, 0.0, 4.0 * T * (q / t + d * g_l)))
+            ops.append(Op("rope", MEMORY, 0.0, RW_BYTES * T * (q / t + d * g_l)))
     else:
         ops += _mla_projection_ops(model, T, t)
         vw = a * model.mla.v_head_dim
@@ -122,10 +147,10 @@ def layer_ops(
             Op(
                 "attention_core",
                 ATTENTION,
-                4.0 * T * s * q / t * 0.5,
-                2.0 * T * (2 * q / t + 2 * d * g_l) + 2.0 * (s - s / cp) * b * 2 * d * g_l,
-                2.5,
-                2.5,
+                4.0 * T * s * q / t * CAUSAL_FRACTION,
+                ACT_BYTES * T * (2 * q / t + 2 * d * g_l) + ACT_BYTES * (s - s / cp) * b * 2 * d * g_l,
+                FLASH_BWD_FACTOR,
+                FLASH_BWD_FACTOR,
                 selective=True,
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
@@ -140,10 +165,10 @@ def layer_ops(
             Op(
                 "attention_core",
                 ATTENTION,
-                2.0 * T * s * (q + vw) / t * 0.5,
-                2.0 * T * (q / t + vw / t + kv_l) + 2.0 * (s - s / cp) * b * kv_l,
-                2.5,
-                2.5,
+                2.0 * T * s * (q + vw) / t * CAUSAL_FRACTION,
+                ACT_BYTES * T * (q / t + vw / t + kv_l) + ACT_BYTES * (s - s / cp) * b * kv_l,
+                FLASH_BWD_FACTOR,
+                FLASH_BWD_FACTOR,
                 selective=True,
                 dim=np.asarray(float(d)),
                 seq=_cp_chunk(s, cp),
@@ -160,7 +185,7 @@ def layer_ops(
                 "attention_scores",
                 MATMUL,
                 2.0 * T * s * q / t,
-                2.0 * (T * q / t + s * b * q / t) + 2.0 * scores,
+                ACT_BYTES * (T * q / t + s * b * q / t) + ACT_BYTES * scores,
                 2.0,
                 2.0,
                 selective=True,
@@ -169,12 +194,20 @@ def layer_ops(
                 low_precision=False,
                 attention_core=True,
             ),
-            Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
+            Op(
+                "softmax",
+                MEMORY,
+                0.0,
+                RW_BYTES * scores + drop * (ACT_BYTES + DROPOUT_BYTES) * scores,
+                2.0,
+                2.0,
+                selective=True,
+            ),
             Op(
                 "attention_values",
                 MATMUL,
                 2.0 * T * s * vw / t,
-                2.0 * scores + 2.0 * (s * b * vw / t + T * vw / t),
+                ACT_BYTES * scores + ACT_BYTES * (s * b * vw / t + T * vw / t),
                 2.0,
                 2.0,
                 selective=True,
@@ -191,7 +224,7 @@ def layer_ops(
                 "attention_scores",
                 MATMUL,
                 2.0 * T * s * q / t,
-                2.0 * (T * q / t + s * b * d * g_l) + 2.0 * scores,
+                ACT_BYTES * (T * q / t + s * b * d * g_l) + ACT_BYTES * scores,
                 2.0,
                 2.0,
                 selective=True,
@@ -200,12 +233,20 @@ def layer_ops(
                 low_precision=False,
                 attention_core=True,
             ),
-            Op("softmax", MEMORY, 0.0, 4.0 * scores + drop * 5.0 * scores, 2.0, 2.0, selective=True),
+            Op(
+                "softmax",
+                MEMORY,
+                0.0,
+                RW_BYTES * scores + drop * (ACT_BYTES + DROPOUT_BYTES) * scores,
+                2.0,
+                2.0,
+                selective=True,
+            ),
             Op(
                 "attention_values",
                 MATMUL,
                 2.0 * T * s * q / t,
-                2.0 * scores + 2.0 * (s * b * d * g_l + T * q / t),
+                ACT_BYTES * scores + ACT_BYTES * (s * b * d * g_l + T * q / t),
                 2.0,
                 2.0,
                 selective=True,
@@ -229,15 +270,15 @@ def layer_ops(
                 "cp_merge",
                 MEMORY,
                 0.0,
-                steps * 6.0 * T * vw / t,
+                steps * CP_MERGE_BYTES * T * vw / t,
                 selective=True,
-                bwd_bytes_abs=steps * 6.0 * T * (q / t + kv_w),
+                bwd_bytes_abs=steps * CP_MERGE_BYTES * T * (q / t + kv_w),
             )
         )
     ops += [
         _gemm("out_proj", T, vw / t, h),
-        Op("residual_attn", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r),
-        Op("norm_mlp", MEMORY, 0.0, 4.0 * T * h / r),
+        Op("residual_attn", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r),
+        Op("norm_mlp", MEMORY, 0.0, RW_BYTES * T * h / r),
     ]
     if moe_layer:
         moe = model.require_moe()
@@ -249,17 +290,17 @@ def layer_ops(
         up = model.mlp_up_matrices * I / t
         ops += [
             _gemm("router", T / r, h, np.asarray(float(E)), low_precision=False),
-            Op("permute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
+            Op("permute", MEMORY, 0.0, RW_BYTES * routed * h),
             _gemm("experts_up", routed, h, up, weight_copies=local),
-            Op("activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * routed * I / t),
+            Op("activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * routed * I / t),
             _gemm("experts_down", routed, I / t, h, weight_copies=local),
-            Op("unpermute", MEMORY, 0.0, 2.0 * 2.0 * routed * h),
+            Op("unpermute", MEMORY, 0.0, RW_BYTES * routed * h),
         ]
         if moe.num_shared_experts:
             sI = moe.shared_expert_ffn * moe.num_shared_experts
             ops += [
                 _gemm("shared_up", T, h, model.mlp_up_matrices * sI / t, norm_fused=True, column_parallel=True),
-                Op("shared_activation", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * sI / t),
+                Op("shared_activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * T * sI / t),
                 _gemm("shared_down", T, sI / t, h),
             ]
     else:
@@ -273,10 +314,15 @@ def layer_ops(
                 norm_fused=True,
                 column_parallel=True,
             ),
-            Op("swiglu" if model.gated else "gelu", MEMORY, 0.0, (6.0 if model.gated else 4.0) * T * I / t),
+            Op(
+                "swiglu" if model.gated else "gelu",
+                MEMORY,
+                0.0,
+                (SWIGLU_BYTES if model.gated else RW_BYTES) * T * I / t,
+            ),
             _gemm("down" if model.gated else "fc2", T, I / t, h),
         ]
-    ops.append(Op("residual_mlp", MEMORY, 0.0, (6.0 + drop * 3.0) * T * h / r))
+    ops.append(Op("residual_mlp", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r))
     return ops
 
 
@@ -300,14 +346,14 @@ def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
         rq = m.q_lora_rank
         ops = [
             _gemm("q_down", T, h, np.asarray(float(rq)), norm_fused=True),
-            Op("q_norm", MEMORY, 0.0, 4.0 * T * rq),
+            Op("q_norm", MEMORY, 0.0, RW_BYTES * T * rq),
             _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t),
         ]
     return ops + [
         _gemm("kv_down", T, h, np.asarray(float(m.latent_width)), norm_fused=True),
-        Op("kv_norm", MEMORY, 0.0, 4.0 * T * rkv),
+        Op("kv_norm", MEMORY, 0.0, RW_BYTES * T * rkv),
         _gemm("kv_up", T, np.asarray(float(rkv)), a * (n + v) / t),
-        Op("rope", MEMORY, 0.0, 4.0 * T * (a * p / t + p)),
+        Op("rope", MEMORY, 0.0, RW_BYTES * T * (a * p / t + p)),
     ]
 
 
@@ -329,9 +375,16 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     r = sp_divisor(t, sp)
     T = tokens_per_rank(s, b, cp)
     return [
-        Op("final_norm", MEMORY, 0.0, 4.0 * T * h / r),
+        Op("final_norm", MEMORY, 0.0, RW_BYTES * T * h / r),
         _gemm("logits", T, h, V / t, low_precision=False),
-        Op("cross_entropy", MEMORY, 0.0, 14.0 * T * V / t, 2.0, bwd_bytes_abs=8.0 * T * V / t),
+        Op(
+            "cross_entropy",
+            MEMORY,
+            0.0,
+            CROSS_ENTROPY_FWD_BYTES * T * V / t,
+            2.0,
+            bwd_bytes_abs=CROSS_ENTROPY_BWD_BYTES * T * V / t,
+        ),
     ]
 
 
@@ -342,18 +395,23 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
     T = tokens_per_rank(s, b, cp)
-    drop = 3.0 if model.dropout else 0.0
-    return [Op("embedding", MEMORY, 0.0, (4.0 + drop) * T * h / r, 2.0, bwd_bytes_abs=(8.0 + drop) * T * h / r)]
+    drop = DROPOUT_BYTES if model.dropout else 0.0
+    fwd, bwd = (RW_BYTES + drop) * T * h / r, (EMBEDDING_BWD_BYTES + drop) * T * h / r
+    return [Op("embedding", MEMORY, 0.0, fwd, 2.0, bwd_bytes_abs=bwd)]
 
 
-def optimizer_bytes_per_param(weight_bytes: float = 2.0, grad_bytes: float = 4.0, moment_bytes: float = 8.0) -> float:
+def optimizer_bytes_per_param(
+    weight_bytes: float = WORKING_WEIGHT_BYTES,
+    grad_bytes: float = GRAD_BYTES["fp32"],
+    moment_bytes: float = MOMENT_BYTES["fp32"],
+) -> float:
     """Adam step over a parameter shard: read fp32 param, m, v (12 B; m and v in bf16 8 B:
     `states.MOMENT_BYTES`) and the main grad (4 B fp32, 2 B bf16), write fp32 param, m, v (12 B,
     or 8) and the working weights (`states.optimizer_weight_bytes`: bf16 2 B; fp8 parameters,
     row-wise and transposed, 2 B): 30 B (22 with bf16 moments). The fp8 copies of bf16 weights
     are not written here: the GEMM (Transformer Engine) casts them (`roofline.weight_cast_bytes`,
     placed by `steptime.weight_casts_per_micro_batch`). FLOPs are negligible."""
-    return 2.0 * (4.0 + moment_bytes) + grad_bytes + weight_bytes
+    return 2.0 * (MASTER_WEIGHT_BYTES + moment_bytes) + grad_bytes + weight_bytes
 
 
 # ---- closed forms ------------------------------------------------------------------------------

@@ -41,19 +41,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..units import MS, US
 from .inference_ops import causal_pairs
 from .layout import ServingLayout
 from .ops import ACT_BYTES
 from .pipeline import chunked_prefill_s
 
-BISECTION_STEPS = 40
+BISECTION_STEPS = 40  # halvings of λ's bracket: it ends 2^-40 (~1e-12) of its first width wide
 
 
 def iteration_overhead_s(model, hw) -> float:
     """Fixed seconds of one serving iteration: eff.iteration_overhead_ms + eff.moe_layer_overhead_us
     per MoE layer of the model (all stages: the iteration passes every layer once)."""
     eff = hw.efficiency
-    return eff.iteration_overhead_ms * 1e-3 + eff.moe_layer_overhead_us * 1e-6 * model.num_moe_layers
+    return eff.iteration_overhead_ms * MS + eff.moe_layer_overhead_us * US * model.num_moe_layers
 
 
 def prefill_chunk_plan(wl, batch):

@@ -33,6 +33,8 @@ from .layout import ServingLayout
 from .ops import ACT_BYTES, HALF_BYTES
 from .shapes import kv_cache_width_per_rank
 
+FP32_BYTES = BYTES_PER_ELEMENT["fp32"]
+
 
 def kv_cache_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, layers_on_stage, sp, context):
     """2·L_stage·g_l·d·bytes·context / sp bytes on one GPU for one sequence
@@ -58,7 +60,7 @@ def workspace_bytes_per_sequence(model: ModelSpec, wl: InferenceWorkload, tp, sp
     chunk_tokens = wl.input_len / sp / np.asarray(prefill_chunks, dtype=np.float64)
     per_token = (2 * model.hidden + widest) * ACT_BYTES
     gathered_kv = np.where(sp > 1, wl.input_len * 2 * kv_l * ACT_BYTES, 0.0)
-    logits = model.vocab / tp * 4
+    logits = model.vocab / tp * FP32_BYTES  # fp32 logits of the last position
     return chunk_tokens * per_token + gathered_kv + logits
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import DPSharding
+from ..specs import BYTES_PER_ELEMENT, DPSharding
 from .shapes import dense_dp_size, expert_dp_size
 
 NO_OP, OS, OSG, FS = (
@@ -50,6 +50,14 @@ NO_OP, OS, OSG, FS = (
 LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp4": 1.0}  # row-wise + column-wise copies per parameter
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 MOMENT_BYTES = {"fp32": 8.0, "bf16": 4.0}  # Adam m and v per parameter, by workload.optimizer_moments_dtype
+# Mixed-precision Adam (Micikevicius et al. 2018; Rajbhandari et al. 2020, ZeRO §3.1: 2 + 2 + 12
+# bytes per parameter): 16-bit working weights, an fp32 master copy the optimizer updates.
+WORKING_WEIGHT_BYTES = float(BYTES_PER_ELEMENT["bf16"])  # bf16 weights the GEMMs read
+MASTER_WEIGHT_BYTES = float(BYTES_PER_ELEMENT["fp32"])  # fp32 master copy (FULLY_SHARD: the parameter)
+FP8_PARAM_BYTES = float(BYTES_PER_ELEMENT["fp8"])  # an fp8 parameter all-gather (workload.fp8_param_gather)
+# FULLY_SHARD keeps the unit in use and the next one gathered, its all-gather in flight (PyTorch
+# FSDP2's implicit prefetch of one module, FSDP1's default BackwardPrefetch.BACKWARD_PRE).
+FSDP_PREFETCH_UNITS = 2
 
 
 def low_precision_copy_bytes(precision: str) -> float:
@@ -62,7 +70,7 @@ def working_weight_bytes(wl) -> float:
     FULLY_SHARD): bf16 (2) plus the low-precision copies; with fp8 parameters
     (workload.fp8_param_gather) the fp8 row-wise and transposed copies are the weights, 2 B."""
     lowp = low_precision_copy_bytes(wl.precision)
-    return lowp if wl.fp8_param_gather else 2.0 + lowp
+    return lowp if wl.fp8_param_gather else WORKING_WEIGHT_BYTES + lowp
 
 
 def optimizer_weight_bytes(wl) -> float:
@@ -71,13 +79,13 @@ def optimizer_weight_bytes(wl) -> float:
     copies of bf16 weights are cast by the GEMMs that run in fp8 (Transformer Engine;
     `roofline.weight_cast_bytes`, placed by `steptime.weight_casts_per_micro_batch`), not by the
     optimizer."""
-    return low_precision_copy_bytes(wl.precision) if wl.fp8_param_gather else 2.0
+    return low_precision_copy_bytes(wl.precision) if wl.fp8_param_gather else WORKING_WEIGHT_BYTES
 
 
 def param_gather_bytes(wl) -> float:
     """Bytes per parameter of a parameter all-gather (distributed optimizer, FSDP): bf16, or fp8
     with workload.fp8_param_gather."""
-    return 1.0 if wl.fp8_param_gather else 2.0
+    return FP8_PARAM_BYTES if wl.fp8_param_gather else WORKING_WEIGHT_BYTES
 
 
 def reduces_every_micro_batch(sharding, policy: str = "auto"):
@@ -92,10 +100,10 @@ def reduces_every_micro_batch(sharding, policy: str = "auto"):
 def bytes_per_param(
     sharding,
     n,
-    weight_bytes: float = 2.0,
-    grad_bytes: float = 4.0,
+    weight_bytes: float = WORKING_WEIGHT_BYTES,
+    grad_bytes: float = GRAD_BYTES["fp32"],
     grad_policy: str = "auto",
-    moment_bytes: float = 8.0,
+    moment_bytes: float = MOMENT_BYTES["fp32"],
 ) -> dict[str, np.ndarray]:
     """Bytes of weights, grads and optimizer per parameter for sharding codes over n ranks
     (weight_bytes: `working_weight_bytes`, bf16 = 2; grad_bytes: GRAD_BYTES[grad_reduce_dtype];
@@ -104,11 +112,11 @@ def bytes_per_param(
     sharding = np.asarray(sharding)
     n = np.asarray(n, dtype=np.float64)
     fully = sharding == FS
-    weights = np.where(fully, 4.0 / n, float(weight_bytes))
+    weights = np.where(fully, MASTER_WEIGHT_BYTES / n, float(weight_bytes))
     # only the 1/n shard is kept where each micro-batch's gradients are reduced as they come
     sharded_grads = ((sharding == OSG) | fully) & reduces_every_micro_batch(sharding, grad_policy)
     grads = np.where(sharded_grads, grad_bytes / n, grad_bytes)
-    master = 4.0 + moment_bytes  # the fp32 master copy and the moments (FULLY_SHARD: the moments only)
+    master = MASTER_WEIGHT_BYTES + moment_bytes  # the fp32 master copy and the moments (FULLY_SHARD: the moments only)
     optimizer = np.where(sharding == NO_OP, master, np.where(fully, moment_bytes / n, master / n))
     return {"weights": weights, "grads": grads, "optimizer": optimizer}
 
@@ -118,10 +126,10 @@ def group_bytes_per_param(
     dp,
     cp,
     ep,
-    weight_bytes: float = 2.0,
-    grad_bytes: float = 4.0,
+    weight_bytes: float = WORKING_WEIGHT_BYTES,
+    grad_bytes: float = GRAD_BYTES["fp32"],
     grad_policy: str = "auto",
-    moment_bytes: float = 8.0,
+    moment_bytes: float = MOMENT_BYTES["fp32"],
 ):
     """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
     dense_group = dense_dp_size(dp, cp)
@@ -139,9 +147,9 @@ def model_states_bytes(
     dp,
     cp,
     ep,
-    weight_bytes: float = 2.0,
+    weight_bytes: float = WORKING_WEIGHT_BYTES,
     per_param=None,
-    grad_bytes: float = 4.0,
+    grad_bytes: float = GRAD_BYTES["fp32"],
 ):
     """Weights, grads, optimizer bytes on one GPU for its dense and expert parameter shards.
 
@@ -156,7 +164,12 @@ def model_states_bytes(
 
 
 def fsdp_gather_bytes(
-    layer_params_per_gpu, sharding, prefetch_units: int = 2, layers=1, reshard_after_forward=True, gather_bytes=2.0
+    layer_params_per_gpu,
+    sharding,
+    prefetch_units: int = FSDP_PREFETCH_UNITS,
+    layers=1,
+    reshard_after_forward=True,
+    gather_bytes=WORKING_WEIGHT_BYTES,
 ):
     """FULLY_SHARD gathers each layer's weights before use (bf16, or fp8: `param_gather_bytes`): the
     current unit and one prefetched.
