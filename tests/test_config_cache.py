@@ -24,7 +24,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 def test_second_load_comes_from_the_cache_and_is_equal(cache_dir, monkeypatch):
     first = load_run_configs(OVERRIDES)
-    assert len(list(cache_dir.glob("*.json"))) == 1
+    assert len(list(cache_dir.glob(f"*{cache.SUFFIX}"))) == 1
 
     def no_composition(*args, **kwargs):
         raise AssertionError("composed again")
@@ -68,9 +68,28 @@ def test_cache_off_and_unwritable_cache_still_compose(tmp_path, monkeypatch):
 
 def test_a_corrupt_entry_is_composed_again(cache_dir):
     load_run_configs(OVERRIDES)
-    (entry,) = cache_dir.glob("*.json")
+    (entry,) = cache_dir.glob(f"*{cache.SUFFIX}")
     entry.write_text("{not json")
     assert load_run_configs(OVERRIDES)[0][1].model.name == "llama3.1-8b"
+
+
+def test_an_entry_naming_other_code_is_composed_again_not_run(cache_dir, tmp_path):
+    """Entries are pickled specs; loading accepts the classes of parallmelism.specs only, so an
+    entry naming any other callable (here one that would write a file) is refused and composed again."""
+    import pickle
+    from pathlib import Path
+
+    load_run_configs(OVERRIDES)
+    (entry,) = cache_dir.glob(f"*{cache.SUFFIX}")
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    entry.write_bytes(pickle.dumps({"format": cache.FORMAT, "jobs": [OVERRIDES], "runs": [Payload()]}))
+    assert load_run_configs(OVERRIDES)[0][1].model.name == "llama3.1-8b"
+    assert not marker.exists()
 
 
 def test_failures_are_not_cached(cache_dir):
@@ -78,7 +97,7 @@ def test_failures_are_not_cached(cache_dir):
 
     with pytest.raises(UserError):
         load_run_configs(["model=no-such-model"])
-    assert not cache_dir.exists() or not list(cache_dir.glob("*.json"))
+    assert not cache_dir.exists() or not list(cache_dir.glob(f"*{cache.SUFFIX}"))
 
 
 def test_pinned_show_imports_neither_hydra_nor_pandas_once_cached(cache_dir):
@@ -89,13 +108,17 @@ def test_pinned_show_imports_neither_hydra_nor_pandas_once_cached(cache_dir):
         "from parallmelism.cli.app import main\n"
         f"sys.argv = ['parallmelism', *{args!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "from parallmelism.specs import AcceleratorSpec, RunConfig\n"
         "print('LOADED', 'hydra' in sys.modules, 'pandas' in sys.modules, file=sys.stderr)\n"
+        # the specs defer building their validators; a cached run validates nothing, so builds none
+        "print('BUILT', RunConfig.__pydantic_complete__, AcceleratorSpec.__pydantic_complete__, file=sys.stderr)\n"
     )
     env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir.parent), "PATH": "/usr/bin:/bin"}
     first = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     second = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     assert "LOADED True False" in first.stderr, first.stderr
     assert "LOADED False False" in second.stderr, second.stderr
+    assert "BUILT False False" in second.stderr, second.stderr
     assert first.stdout == second.stdout and "time_step_s" in first.stdout
 
 

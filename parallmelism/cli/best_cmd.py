@@ -64,7 +64,8 @@ def best(
             lambda rs, cs: stream(rs, cs, quiet, chunk_rows, "searching", workers),
             with_full_output([], runs, full_output),
         )
-        to = console()
+        # a quiet search without files prints nothing: no console, so rich is never imported (~20 ms)
+        to = console() if not quiet or out is not None or full_output is not None else None
         if not quiet:
             where = ""
             if len(runs) == 1:  # one model and accelerator: say it once, in the title

@@ -6,10 +6,15 @@ What composition produces is a pure function of
   - every file under the shipped conf/, models/, hardware/ and under each user folder's models/,
     model/, hardware/, workload/ and grid/ (path and
     content; ~300 KB shipped, hashed in about a millisecond),
-  - the parallmelism version (specs, defaults and validation rules) and the current folder,
-so the RunConfigs (as JSON, validated again on load: ~50 µs per point) are cached under that key
-in the subfolder `compose/` of $PARALLMELISM_CACHE_DIR (default: $XDG_CACHE_HOME/parallmelism or
-~/.cache/parallmelism), one `<64 hex digits>.json` file per key.
+  - the parallmelism version and the source of the code that composes and validates (config/ and
+    specs/: defaults, validation rules and the specs' fields), and the current folder,
+so the RunConfigs are cached under that key in the subfolder `compose/` of $PARALLMELISM_CACHE_DIR
+(default: $XDG_CACHE_HOME/parallmelism or ~/.cache/parallmelism), one `<64 hex digits>.pickle` file
+per key. An entry holds the validated specs themselves (pickled: ~0.1 ms to load) rather than
+their JSON: validating JSON again builds every spec's pydantic validator first (~16 ms, the specs
+defer that build until a spec is validated), and the key already covers every input validation
+read. Loading accepts only the spec classes of parallmelism.specs (a restricted unpickler), so an
+entry cannot name any other code; anything else in it means the entry is composed again.
 Failures are never cached. PARALLMELISM_CACHE=0 turns the cache off; an unwritable cache folder
 only means no cache. At most MAX_ENTRIES entries are kept (oldest removed). The cache owns only
 what it wrote: pruning looks in its own subfolder and at its own names (an entry, or a temporary
@@ -20,8 +25,10 @@ what it wrote: pruning looks in its own subfolder and at its own names (an entry
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import pickle
 import re
 import tempfile
 import time
@@ -29,14 +36,16 @@ from pathlib import Path
 
 from .paths import data_root
 
-FORMAT = 2  # 2: output.format defaults to None (the extension), no longer csv
+FORMAT = 3  # 2: output.format defaults to None (the extension), no longer csv; 3: pickled specs
 USER_SUBFOLDERS = ("models", "model", "hardware", "workload", "grid")
 MAX_ENTRIES = 256
 MAX_ENTRY_BYTES = 8 << 20  # a sweep of thousands of points is composed, not cached
 
 
 SUBFOLDER = "compose"  # the cache's own folder inside the cache directory
-ENTRY_NAME = re.compile(r"^[0-9a-f]{64}\.json$")  # a key (sha256 hex) and .json: what store() writes
+SUFFIX = ".pickle"
+# a key (sha256 hex) and .pickle: what store() writes (.json: format 2's entries, pruned as they age)
+ENTRY_NAME = re.compile(r"^[0-9a-f]{64}\.(pickle|json)$")
 TEMP_NAME = re.compile(r"^\.entry\.[A-Za-z0-9_]+\.tmp$")  # store()'s temporary (tempfile.mkstemp)
 STALE_TEMP_S = 600  # a temporary this old is a killed run's (a store takes milliseconds)
 
@@ -55,14 +64,15 @@ def cache_dir() -> Path | None:
 LARGE_FILE_BYTES = 4 << 20  # bigger files are identified by size and modification time
 
 
-def _tree_signature(root: Path, digest) -> None:
-    """Every file under root: relative path and content (size and mtime for very large files)."""
+def _tree_signature(root: Path, digest, suffix: str = "") -> None:
+    """Every file under root (whose name ends with suffix): relative path and content (size and
+    mtime for very large files)."""
     if not root.is_dir():
         digest.update(f"missing:{root}\n".encode())
         return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
-        for name in sorted(filenames):
+        for name in sorted(n for n in filenames if n.endswith(suffix)):
             path = os.path.join(dirpath, name)
             try:
                 st = os.stat(path)
@@ -85,6 +95,9 @@ def cache_key(overrides: list[str], user_dirs: list[Path]) -> str | None:
     digest = hashlib.sha256()
     digest.update(json.dumps([FORMAT, __version__, list(overrides), [str(d) for d in user_dirs]]).encode())
     digest.update(os.getcwd().encode())
+    package = Path(__file__).resolve().parent.parent
+    for sub in ("config", "specs"):  # the code that composes and validates: a changed rule re-validates
+        _tree_signature(package / sub, digest, suffix=".py")
     root = data_root()
     for sub in ("conf", "models", "hardware"):
         _tree_signature(root / sub, digest)
@@ -94,35 +107,50 @@ def cache_key(overrides: list[str], user_dirs: list[Path]) -> str | None:
     return digest.hexdigest()
 
 
-def load(key: str | None):
-    """[(job overrides, RunConfig)] stored under key, or None (absent, unreadable, or stale format)."""
+class _SpecUnpickler(pickle.Unpickler):
+    """Unpickles the spec classes of parallmelism.specs and nothing else (no other class or
+    function can be named by an entry)."""
+
+    def find_class(self, module: str, name: str):
+        if module.startswith("parallmelism.specs.") and "." not in name:
+            import importlib
+            from enum import Enum
+
+            from pydantic import BaseModel
+
+            found = getattr(importlib.import_module(module), name, None)
+            if isinstance(found, type) and issubclass(found, (BaseModel, Enum)) and found.__module__ == module:
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not a spec class")
+
+
+def _read(key: str | None):
+    """The entry stored under key (a dict of FORMAT), or None (off, absent, unreadable, stale)."""
     folder = cache_dir()
     if key is None or folder is None:
         return None
     try:
-        data = json.loads((folder / f"{key}.json").read_text())
-        from ..specs import RunConfig
-
-        return [(job, RunConfig.model_validate(run)) for job, run in zip(data["jobs"], data["runs"])]
+        data = _SpecUnpickler(io.BytesIO((folder / f"{key}{SUFFIX}").read_bytes())).load()
     except Exception:  # noqa: BLE001 - a cache entry that cannot be used is composed again
         return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
-def store(key: str | None, results: list) -> None:
+def _write(key: str | None, data: dict) -> None:
     """Write the entry atomically; any failure (read-only home, full disk) only means no cache."""
     folder = cache_dir()
     if key is None or folder is None:
         return
-    text = json.dumps({"jobs": [job for job, _ in results], "runs": [rc.model_dump(mode="json") for _, rc in results]})
-    if len(text) > MAX_ENTRY_BYTES:
+    blob = pickle.dumps({"format": FORMAT, **data}, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(blob) > MAX_ENTRY_BYTES:
         return
     tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".entry.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, folder / f"{key}.json")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, folder / f"{key}{SUFFIX}")
         tmp = None
         _prune(folder)
     except OSError:
@@ -130,6 +158,38 @@ def store(key: str | None, results: list) -> None:
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def load(key: str | None):
+    """[(job overrides, RunConfig)] stored under key, or None (absent, unreadable, or stale format)."""
+    from ..specs import RunConfig
+
+    data = _read(key)
+    try:
+        if data is None or not all(isinstance(rc, RunConfig) for rc in data["runs"]):
+            return None
+        return [(list(job), rc) for job, rc in zip(data["jobs"], data["runs"], strict=True)]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def store(key: str | None, results: list) -> None:
+    """Store a command line's [(job overrides, RunConfig)] under key."""
+    _write(key, {"jobs": [list(job) for job, _ in results], "runs": [rc for _, rc in results]})
+
+
+def option(group: str, name: str, user_dirs: list[Path], load_it):
+    """A validated model or hardware option by name: from the cache, or load_it() (then stored).
+    Keyed as a command line is (the files, the code, the user folders), under its own kind."""
+    from pydantic import BaseModel
+
+    key = cache_key([f"option:{group}={name}"], user_dirs)
+    data = _read(key)
+    if data is not None and isinstance(data.get("option"), BaseModel):
+        return data["option"]
+    spec = load_it()
+    _write(key, {"option": spec})
+    return spec
 
 
 def _prune(folder: Path) -> None:

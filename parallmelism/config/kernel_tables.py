@@ -55,9 +55,17 @@ def load_table(path, peak_tflops: dict, hbm_gbps: float, sms: int, require_all: 
 
 @lru_cache(maxsize=1)
 def reference_accelerator():
+    """The reference accelerator's spec (through the composition cache: no YAML read once cached)."""
+    from . import cache
     from .compose import load_option
+    from .paths import user_config_dirs
 
-    return load_option("hardware", REFERENCE_ACCELERATOR)
+    return cache.option(
+        "hardware",
+        REFERENCE_ACCELERATOR,
+        user_config_dirs(None),
+        lambda: load_option("hardware", REFERENCE_ACCELERATOR),
+    )
 
 
 def reference_table():

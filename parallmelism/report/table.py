@@ -1,12 +1,15 @@
-"""Rich terminal tables (edge module: the core never imports rich)."""
+"""Rich terminal tables (edge module: the core never imports rich). rich is imported where a table
+is built: a quiet command (`best -q`) asks this module for its column choices only and prints nothing."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..schema import LAYOUT_AXES
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.table import Table
 
 DEFAULT_COLUMNS = [
     "ngpus",
@@ -160,6 +163,9 @@ def fit_table(
         if left_out
         else None
     )
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title, show_lines=False, caption=caption)
     for c in shown:
         right_c = kinds[c] == "number" or c in right
@@ -190,6 +196,8 @@ def _records(columns, cells, kinds, rows, width, title) -> Group:
     import textwrap
 
     from rich.cells import cell_len
+    from rich.console import Group
+    from rich.text import Text
 
     lines = textwrap.wrap(title, width) if title else []
     for i in range(rows):

@@ -25,7 +25,7 @@ class Efficiency(BaseModel):
     matmul_fp8 is required: a hardware file spells each value or takes another file's block
     (`efficiency: {from: NAME}`), so no accelerator runs on a number nobody chose for it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     matmul: float = Field(..., gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
     attention: float = Field(..., gt=0, le=1, description="flash attention core, fraction of peak")
@@ -60,7 +60,7 @@ class Kernels(BaseModel):
     """Kernel-level efficiency source (cost/kernels.py): a measured kernel table, or the rule for
     accelerators without one (the reference H100 table's residuals on this accelerator's physics)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     table: Optional[str] = Field(
         None,
@@ -94,7 +94,7 @@ class Overheads(BaseModel):
     """Named end-to-end overheads beyond kernels and exposed links (cost/overheads.py), fitted once
     per accelerator by `python -m parallmelism.validate.calibrate`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     # upper limits: physical ranges, orders of magnitude past any accelerator (a value near 1e308
     # would overflow the step time to inf): a second per layer launch, an hour of host time per step
@@ -107,7 +107,7 @@ class Overheads(BaseModel):
 
 
 class ScaleUp(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     name: str = ""
     domain_size: PositiveInt = Field(description="GPUs that share the scale-up fabric (NVLink domain)")
@@ -122,7 +122,7 @@ class ScaleUp(BaseModel):
 
 
 class ScaleOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     name: str = ""
     bandwidth_gbps: float = Field(ge=LINK_GBPS[0], le=LINK_GBPS[1], description="per GPU, per direction, GB/s")
@@ -130,7 +130,7 @@ class ScaleOut(BaseModel):
 
 
 class AcceleratorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     name: str
     display_name: Optional[str] = None
@@ -145,8 +145,8 @@ class AcceleratorSpec(BaseModel):
     scale_up: ScaleUp
     scale_out: Optional[ScaleOut] = None
     efficiency: Efficiency
-    kernels: Kernels = Kernels()
-    overheads: Overheads = Overheads()
+    kernels: Kernels = Field(default_factory=Kernels)
+    overheads: Overheads = Field(default_factory=Overheads)
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0, le=1e6)
     tdp_w: float = Field(0.0, ge=0, le=1e6)
 

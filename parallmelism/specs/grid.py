@@ -24,7 +24,7 @@ def _as_list(value):
 
 
 class GridSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     ngpus: list[PositiveInt] = Field(min_length=1)
     tp: Optional[list[PositiveInt]] = None

@@ -14,7 +14,7 @@ class MoESpec(BaseModel):
     (l - first_dense_layers) % layer_freq == 0 (Megatron `--moe-layer-freq`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     num_experts: PositiveInt
     top_k: PositiveInt
@@ -57,7 +57,7 @@ class MLASpec(BaseModel):
     (heads = kv heads after decompression).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     q_lora_rank: Optional[PositiveInt] = Field(None, description="None: no query compression")
     kv_lora_rank: PositiveInt
@@ -79,7 +79,7 @@ class MLASpec(BaseModel):
 class ModelSpec(BaseModel):
     """Shapes of the model. Notation follows `formulas.md`: h, L, a, g, d, I, V."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     name: str
     display_name: Optional[str] = None

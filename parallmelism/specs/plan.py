@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 
 class PlanSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     # training: at most one of days / gpus / budget_usd picks the plan (none: cheapest)
     days: Optional[PositiveFloat] = Field(None, description="finish within this many days (fewest GPUs that do)")

@@ -14,7 +14,7 @@ from .workload import InferenceWorkload, TrainWorkload
 
 
 class OutputSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     path: Optional[str] = Field(None, description="file to write; default results/<model>_<hardware>_<workload>.<fmt>")
     # None: the path's extension sets it (csv for the default name); given, it must agree with the
@@ -31,14 +31,14 @@ class OutputSpec(BaseModel):
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     model: ModelSpec
     hardware: AcceleratorSpec
     workload: Union[TrainWorkload, InferenceWorkload] = Field(discriminator="kind")
     grid: GridSpec
-    output: OutputSpec = OutputSpec()
-    plan: PlanSpec = PlanSpec()
+    output: OutputSpec = Field(default_factory=OutputSpec)
+    plan: PlanSpec = Field(default_factory=PlanSpec)
 
     @model_validator(mode="after")
     def _overlap_needs_its_axis(self):

@@ -15,7 +15,7 @@ BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4
 class TrainWorkload(BaseModel):
     """One optimizer step of mixed-precision training with Adam."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     kind: Literal["train"] = "train"
     seq_len: PositiveInt = Field(description="s, tokens per sequence")
@@ -143,7 +143,7 @@ class TrainWorkload(BaseModel):
 class InferenceWorkload(BaseModel):
     """Serving: prefill of `input_len` tokens then `output_len` decode steps for `batch` sequences."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     kind: Literal["inference"] = "inference"
     input_len: PositiveInt = 2048
