@@ -135,19 +135,19 @@ def test_pinned_show_imports_neither_hydra_nor_pandas_once_cached(cache_dir):
 def test_small_best_and_sweep_import_neither_hydra_nor_pandas_once_cached(cache_dir, tmp_path, command):
     """Start-up (issue 29): best's table is row dicts (report/records.py) and sweep writes Arrow
     record batches from the evaluated arrays (search/frames.py arrow_of_run): no pandas; the
-    kernel tables' reference accelerator is read without OmegaConf (config/compose.py _resolved)."""
+    kernel tables' reference accelerator is read without OmegaConf (config/compose.py _resolved), and once cached without YAML."""
     args = [c.format(tmp=tmp_path) for c in command] + OVERRIDES
     probe = (
         "import sys\n"
         "from parallmelism.cli.app import main\n"
         f"sys.argv = ['parallmelism', *{args!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', *(m in sys.modules for m in ('hydra', 'pandas', 'omegaconf')), file=sys.stderr)\n"
+        "print('LOADED', *(m in sys.modules for m in ('hydra', 'pandas', 'omegaconf', 'yaml')), file=sys.stderr)\n"
     )
     env = {"PYTHONPATH": str(REPO), "PARALLMELISM_CACHE_DIR": str(cache_dir.parent), "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
     second = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
-    assert "LOADED False False False" in second.stderr, second.stderr
+    assert "LOADED False False False False" in second.stderr, second.stderr
 
 
 def test_the_cache_removes_only_its_own_files(cache_dir, monkeypatch):
