@@ -100,6 +100,14 @@ def kernel_tables(hw):
     return KernelTables(own, reference)
 
 
+def sustained(hw):
+    """`hw` with its peaks at the clock it sustains under its power cap (specs AcceleratorSpec.
+    sustained_clock_fraction): the physics a kernel time is taken on. Unchanged at fraction 1 (every
+    uncapped part). A table measured on a capped part states measured_peak_tflops at that clock."""
+    fraction = getattr(hw, "sustained_clock_fraction", 1.0)
+    return hw if fraction == 1.0 else hw.model_copy(update={"peak_tflops": hw.sustained_peak_tflops()})
+
+
 def kernel_model(hw):
     """The accelerator's cost.kernels.KernelModel over the tables `kernel_tables` reads."""
     from ..cost.kernels import KernelModel
@@ -107,7 +115,7 @@ def kernel_model(hw):
 
     tables = kernel_tables(hw)
     try:
-        return KernelModel(hw, tables)
+        return KernelModel(sustained(hw), tables)
     except (ValueError, KeyError) as exc:
         raise UserError(
             f"kernel table {tables.own.path if tables.own else REFERENCE_TABLE}: unreadable ({exc})"

@@ -94,7 +94,7 @@ def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):
 def op_time_s(op, hw: AcceleratorSpec, wl: InferenceWorkload, hbm_eff: float):
     """(time per call, compute time, memory time) of one op: the roofline max (cost.roofline)."""
     eff = hw.efficiency
-    fp8 = hw.peak_flops("fp8") * eff.matmul_fp8 if wl.precision == "fp8" and eff.matmul_fp8 else None
+    fp8 = hw.sustained_flops("fp8") * eff.matmul_fp8 if wl.precision == "fp8" and eff.matmul_fp8 else None
     rate = op_rate(op, Rates(hw, wl.precision), eff.gemm_tile_rows, fp8)
     hbm_rate = hw.hbm_bandwidth_gbps * 1e9 * hbm_eff
     t = roofline_time_s(op.flops, op.bytes, rate, hbm_rate)

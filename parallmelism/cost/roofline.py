@@ -73,8 +73,9 @@ class Rates:
         check_precision(hw, precision)
         eff = hw.efficiency
         fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
-        self.gemm_peak = hw.peak_flops(precision) * (fp8_eff or eff.matmul)
-        self.bf16_peak = hw.peak_flops("bf16")
+        # at the clock the part sustains under its power cap (specs AcceleratorSpec.sustained_flops)
+        self.gemm_peak = hw.sustained_flops(precision) * (fp8_eff or eff.matmul)
+        self.bf16_peak = hw.sustained_flops("bf16")
         self.attention = self.bf16_peak * eff.attention
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
         self.precision = precision

@@ -149,6 +149,16 @@ class AcceleratorSpec(BaseModel):
     overheads: Overheads = Field(default_factory=Overheads)
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0, le=1e6)
     tdp_w: float = Field(0.0, ge=0, le=1e6)
+    # A part run under a power cap below the one its datasheet peak is quoted at sustains a lower
+    # tensor-core clock (Meta's Grand Teton H100 at 500 W against the 700 W H100 SXM): its kernels
+    # run at peak_tflops x this fraction (sustained_flops). MFU stays against the datasheet peak.
+    sustained_clock_fraction: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="sustained tensor-core clock under tdp_w over the clock peak_tflops is quoted at "
+        "(dimensionless); kernel physics and serving rates use peak_tflops x this, MFU the datasheet peak",
+    )
 
     @model_validator(mode="after")
     def _checks(self):
@@ -171,3 +181,12 @@ class AcceleratorSpec(BaseModel):
             if key in self.peak_tflops:
                 return self.peak_tflops[key] * 1e12
         return self.peak_tflops["bf16"] * 1e12
+
+    def sustained_flops(self, dtype: str) -> float:
+        """FLOP/s the tensor cores sustain under this part's power cap: peak_flops x sustained_clock_fraction."""
+        return self.peak_flops(dtype) * self.sustained_clock_fraction
+
+    def sustained_peak_tflops(self) -> dict[str, float]:
+        """peak_tflops with every dtype at the sustained clock (the physics kernel times are taken on)."""
+        f = self.sustained_clock_fraction
+        return dict(self.peak_tflops) if f == 1.0 else {k: v * f for k, v in self.peak_tflops.items()}
