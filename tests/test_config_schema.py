@@ -219,7 +219,12 @@ BEFORE_INHERITANCE = {
     "a100-sxm-80gb": dict(A100, matmul_fp8=None),
     "a100-sxm-40gb": dict(A100, matmul_fp8=None),
     "h200-sxm-141gb": dict(H100, matmul_fp8=0.65),
-    **{n: dict(H100, matmul_fp8=None) for n in ("b200-180gb", "gb200-nvl72", "gb300-nvl72", "mi300x-192gb", "tpu-v5p")},
+    **{n: dict(H100, matmul_fp8=0.65) for n in ("h100-grand-teton-96gb", "h100-nvl-94gb", "h800-sxm-80gb", "h20-96gb")},
+    **{
+        n: dict(H100, matmul_fp8=None)
+        for n in ("b200-180gb", "gb200-nvl72", "gb300-nvl72", "mi300x-192gb", "tpu-v5p")
+        + ("b300-288gb", "mi325x-256gb", "mi355x-288gb", "tpu-v5e", "tpu-v6e")
+    },
 }
 
 
@@ -294,7 +299,10 @@ def test_yaml_key_given_twice_is_one_sentence(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", ["b200-180gb", "gb200-nvl72", "gb300-nvl72", "h200-sxm-141gb", "mi300x-192gb", "tpu-v5p"]
+    "name",
+    ["b200-180gb", "gb200-nvl72", "gb300-nvl72", "h200-sxm-141gb", "mi300x-192gb", "tpu-v5p"]
+    + ["h100-grand-teton-96gb", "h100-nvl-94gb", "h800-sxm-80gb", "h20-96gb", "b300-288gb"]
+    + ["mi325x-256gb", "mi355x-288gb", "tpu-v5e", "tpu-v6e"],
 )
 def test_unmeasured_accelerators_inherit_the_h100_overheads(name):
     """One fit, one place: accelerators without end-to-end rows take the H100 overheads by `from:`."""
