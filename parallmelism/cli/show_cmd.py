@@ -83,10 +83,11 @@ def show(
             return
         out.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS, width=out.width), crop=False)
         # where the step time goes (cost/breakdown.py) for the chosen layout's coded columns
-        from ..config.kernel_tables import kernel_model
+        from ..config.kernel_tables import kernel_model, kernel_source
         from ..cost.breakdown import training_breakdown
         from ..report.steptime_tables import step_time_tables
 
+        out.print(kernel_source(run.hardware), markup=False)  # pinned by a measured table, or by spec
         layout = {k: v[[chosen]] for k, v in cols.items()}
         bd = training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))
         for table in step_time_tables(bd, width=out.width):

@@ -120,3 +120,70 @@ def kernel_model(hw):
         raise UserError(
             f"kernel table {tables.own.path if tables.own else REFERENCE_TABLE}: unreadable ({exc})"
         ) from None
+
+
+def _shown_path(path: Path) -> str:
+    """A table path as a user finds it: relative to the shipped folder, else as it is."""
+    from .paths import data_root
+
+    try:
+        return str(Path(path).resolve().relative_to(data_root().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _taken_from_reference(own) -> list[str]:
+    """The kernel families an own table lacks, which the model takes from the reference table
+    (cost.kernels.KernelModel._completed)."""
+    from ..cost.kernels import ATTENTION_PARTS
+
+    parts = {p for _, p in own.attention}
+    missing = [] if own.gemm else ["GEMMs"]
+    names = {"fwd": "attention forward", "bwd": "attention backward"}
+    missing += [names[p] for p in ("fwd", "bwd") if p not in parts]
+    if not {"fwd_block", "bwd_block"} <= parts and set(ATTENTION_PARTS) - parts:
+        missing.append("non-causal attention blocks (its causal ratios plus the H100's block saving)")
+    if not own.has_hbm:
+        missing.append("HBM transfers")
+    return missing
+
+
+def kernel_source(hw) -> str:
+    """One sentence: where a training layout's compute times come from on `hw` (issue 32 item 5):
+    its measured kernel table, with what overrides of the peaks or HBM bandwidth scale in it, or the
+    H100 table scaled by spec; and the sustained clock of a power-capped part."""
+    spec = getattr(hw, "kernels", None)
+    tables = kernel_tables(hw)
+    ref = reference_accelerator()
+    if tables.own is not None:
+        text = f"compute times from measured kernel table {_shown_path(tables.own.path)}"
+        measured = getattr(spec, "measured_peak_tflops", None) or hw.peak_tflops
+        scaled = [
+            f"{k} {measured[k]:,.6g} -> {v:,.6g} TFLOP/s (x{v / measured[k]:.2f})"
+            for k, v in sorted(hw.peak_tflops.items())
+            if k in measured and v != measured[k]
+        ]
+        hbm = getattr(spec, "measured_hbm_bandwidth_gbps", None) or hw.hbm_bandwidth_gbps
+        if hbm != hw.hbm_bandwidth_gbps:
+            scaled.append(f"HBM {hbm:,.6g} -> {hw.hbm_bandwidth_gbps:,.6g} GB/s (x{hw.hbm_bandwidth_gbps / hbm:.2f})")
+        text += (
+            f" (overrides scale it: {', '.join(scaled)})"
+            if scaled
+            else " (at the peaks and HBM bandwidth it was measured on)"
+        )
+        lacking = _taken_from_reference(tables.own)
+        if lacking:
+            text += f"; {', '.join(lacking)} from the H100 table hardware/{REFERENCE_TABLE} by rule"
+    else:
+        from ..cost.kernels import REFERENCE_SM_COUNT
+
+        sms = int(getattr(spec, "sm_count", None) or REFERENCE_SM_COUNT)
+        text = (
+            f"compute times scaled from the H100 table hardware/{REFERENCE_TABLE} by spec (no measured table for "
+            f"{hw.name}: bf16 {hw.peak_tflops['bf16']:,.6g} vs {ref.peak_tflops['bf16']:,.6g} TFLOP/s, "
+            f"HBM {hw.hbm_bandwidth_gbps:,.6g} vs {ref.hbm_bandwidth_gbps:,.6g} GB/s, {sms} vs {REFERENCE_SM_COUNT} SMs)"
+        )
+    fraction = getattr(hw, "sustained_clock_fraction", 1.0)
+    if fraction != 1.0:
+        text += f"; at the sustained clock under the {hw.tdp_w:g} W cap ({fraction:g} of the datasheet peak)"
+    return text
