@@ -228,3 +228,32 @@ def test_case_file_missing_columns(tmp_path):
     bad.write_text("case,foo\nx,1\n")
     code, out = invoke("validate", "--cases", str(bad))
     assert code == 2 and "known column sets" in out
+
+
+@pytest.mark.parametrize("command", ["show", "plan", "list"])
+def test_a_command_run_alone_is_the_command_of_the_whole_app(command):
+    """main builds the app with only the command it is asked for (start-up, issue 29): that
+    command's help is the whole app's, and no other command's module is imported."""
+    import subprocess
+    import sys
+
+    from parallmelism.cli.app import COMMANDS
+
+    others = [f"parallmelism.cli.{m}" for name, (m, _, _) in COMMANDS.items() if name != command]
+    alone = (
+        "import sys\n"
+        "from parallmelism.cli.app import main\n"
+        f"sys.argv = ['parallmelism', {command!r}, '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print('OTHERS', [m for m in {others!r} if m in sys.modules], file=sys.stderr)\n"
+    )
+    whole = (
+        f"from parallmelism.cli.app import build_app\nbuild_app()([{command!r}, '--help'], prog_name='parallmelism')\n"
+    )
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "COLUMNS": "100"}
+    one, every = (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+        for code in (alone, whole)
+    )
+    assert "OTHERS []" in one.stderr, one.stderr
+    assert one.stdout == every.stdout and f"parallmelism {command}" in one.stdout

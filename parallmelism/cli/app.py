@@ -6,13 +6,26 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
-    help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.",
-)
+from .common import EXTRA  # commands taking Hydra overrides accept extra arguments
+
+# Every command, in the order `--help` lists them: name -> (module in cli/, attribute, context).
+# A typer sub-app (plan, study) has None for context. `main` builds the app with only the command
+# it is asked for: the other modules are not imported and typer builds no click command for them.
+COMMANDS: dict[str, tuple[str, str, dict | None]] = {
+    "sweep": ("sweep_cmd", "sweep", EXTRA),
+    "show": ("show_cmd", "show", EXTRA),
+    "best": ("best_cmd", "best", EXTRA),
+    "pareto": ("pareto_cmd", "pareto", EXTRA),
+    "plan": ("plan_cmds", "plan_app", None),
+    "study": ("study_cmd", "study_app", None),
+    "plot": ("plot_cmd", "plot", EXTRA),
+    "validate": ("validate_cmd", "validate", EXTRA),
+    "list": ("list_cmd", "list_", {}),
+    "merge": ("merge_cmd", "merge", {}),
+    "compare": ("compare_cmd", "compare", {}),  # CI regression check
+    "import-hf": ("import_hf_cmd", "import_hf", {}),
+    "profile": ("profile_cmd", "profile", {}),
+}
 
 
 def _print_version(value: bool):
@@ -23,7 +36,6 @@ def _print_version(value: bool):
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False,
@@ -37,34 +49,35 @@ def _root(
     """Analytical cost model for LLM parallelism: memory, time and cost of every layout."""
 
 
-from .best_cmd import best  # noqa: E402
-from .compare_cmd import compare  # noqa: E402  (CI regression check)
-from .import_hf_cmd import import_hf  # noqa: E402
-from .list_cmd import list_  # noqa: E402
-from .merge_cmd import merge  # noqa: E402
-from .pareto_cmd import pareto  # noqa: E402
-from .plan_cmds import plan_app  # noqa: E402
-from .plot_cmd import plot  # noqa: E402
-from .profile_cmd import profile  # noqa: E402
-from .show_cmd import show  # noqa: E402
-from .study_cmd import study_app  # noqa: E402
-from .sweep_cmd import sweep  # noqa: E402
-from .validate_cmd import validate  # noqa: E402
-from .common import EXTRA  # noqa: E402  (commands taking Hydra overrides accept extra arguments)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with the command `only` alone (what one invocation needs)."""
+    import importlib
 
-app.command(context_settings=EXTRA)(sweep)
-app.command(context_settings=EXTRA)(show)
-app.command(context_settings=EXTRA)(best)
-app.command(context_settings=EXTRA)(pareto)
-app.add_typer(plan_app, name="plan")
-app.add_typer(study_app, name="study")
-app.command(context_settings=EXTRA)(plot)
-app.command(context_settings=EXTRA)(validate)
-app.command("list")(list_)
-app.command()(merge)
-app.command()(compare)
-app.command("import-hf")(import_hf)
-app.command()(profile)
+    built = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
+        help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.",
+    )
+    built.callback()(_root)
+    for name, (module, attribute, context) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+        if context is None:
+            built.add_typer(command, name=name)
+        else:
+            built.command(name, context_settings=context or None)(command)
+    return built
+
+
+def __getattr__(name: str):
+    """`app`: the whole app (tests and embedders import it), built on first use."""
+    if name == "app":
+        globals()["app"] = whole = build_app()
+        return whole
+    raise AttributeError(name)
 
 
 def _raise_on_termination() -> None:
@@ -95,6 +108,12 @@ def main():
     from .common import console, print_error
 
     _raise_on_termination()
+    import sys
+
+    # `parallmelism show ...`: only show's module and click command; anything else (--help,
+    # --version, a mistyped command) gets the whole app and its usual answer
+    asked = sys.argv[1] if len(sys.argv) > 1 else None
+    app = build_app(asked) if asked in COMMANDS else build_app()
     try:
         code = app(standalone_mode=False)
     except typer.TyperException as exc:  # click's command-line errors, as typer exposes them

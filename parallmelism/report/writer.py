@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -215,6 +214,8 @@ def temp_beside(path: Path) -> Path:
     """The name of a new temporary beside `path` (`.NAME.<pid>.<random>.tmp`). Only a name: a
     writer records it first and creates it second, so an interrupt at any moment after the
     creation finds it recorded and removes it."""
+    import secrets  # here, not at the top: hmac and _hashlib are ~3 ms of every command's start-up
+
     return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
