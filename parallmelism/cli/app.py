@@ -108,7 +108,14 @@ def main():
     from .common import console, print_error
 
     _raise_on_termination()
+    import os
     import sys
+
+    # OpenBLAS starts a thread per core when numpy is imported, ~0.06 CPU-s of every command here;
+    # the cost model is element-wise array work that never calls BLAS, and its workers are
+    # processes. A value the user set is kept; `profile` (torch kernels) is left alone.
+    if sys.argv[1:2] != ["profile"]:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     # `parallmelism show ...`: only show's module and click command; anything else (--help,
     # --version, a mistyped command) gets the whole app and its usual answer
