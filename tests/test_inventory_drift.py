@@ -109,6 +109,25 @@ def test_moe_layers_per_stage_are_integers_in_serving_as_in_training(pp):
     assert np.all(np.isfinite(lin_a))
 
 
+@pytest.mark.parametrize("tp, dp, inside", [(4, 1, True), (2, 2, True), (8, 1, False), (4, 4, False)])
+@pytest.mark.parametrize("tokens", [1.0, 64.0, 4096.0])
+def test_a_pipeline_hop_sends_each_tp_rank_its_slice_in_serving_as_in_training(tp, dp, inside, tokens):
+    """A pipeline boundary: each TP rank sends its 1/t slice, 2·T·h/t bytes (Megatron's
+    scatter-gather, Narayanan et al. 2021 §4.1; vLLM's send-allgather, `send_tensor_dict(...,
+    all_gather_group=get_tp_group())`). Serving sent all 2·T·h bytes from every TP rank; the hop
+    is now training's function, and both equal alpha + S/beta of the link by hand."""
+    hw, model = HW["h100-sxm-80gb"], load_option("model", "llama3.1-70b")
+    got = float(serving_terms(model, hw, InferenceWorkload(), tp, pp=2, dp=dp, tokens=tokens)["hop_s"][0])
+    S = 2.0 * tokens * model.hidden / tp
+    if inside:  # neighbour stage tp·dp ranks away, inside the 8-GPU NVLink domain
+        bw, lat = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up, hw.scale_up.latency_us
+    else:  # on the next node: one NIC
+        bw, lat = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out, hw.scale_out.latency_us
+    assert got == pytest.approx(lat * 1e-6 + S / (bw * 1e9), rel=1e-12)
+    training = comm.pp_hop_s(hw, model, np.array([tokens]), np.array([tp]), np.array([tp * 1 * dp]), np.array([2]))
+    assert got == float(training[0])
+
+
 def flops_split(L, pp):
     from parallmelism.cost.shapes import stage_layer_split
 

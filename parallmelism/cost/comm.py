@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..specs import BYTES_PER_ELEMENT
 from .collectives import collective_time_s, group_collective_time_s, group_link, scale_up_group_gbps
 from .states import FS, NO_OP
 from .shapes import (
@@ -59,6 +60,9 @@ from .shapes import (
     sp_divisor,
     tokens_per_rank,
 )
+
+
+ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])  # B per element: activations, their gradients and K,V travel in bf16
 
 
 def p2p_link(hw, span):
@@ -77,12 +81,12 @@ def p2p_link(hw, span):
 def tp_collective_bytes(model, T):
     """2·T·h: the bf16 activations of the micro-batch's T tokens on a rank, the payload S of each
     TP all-reduce, all-gather and reduce-scatter (Korthikanti et al. 2022 §4.2.2)."""
-    return 2.0 * T * model.hidden
+    return ACT_BYTES * T * model.hidden
 
 
 def cp_chunk_bytes(model, s, b, t, cp):
     """K and V of one CP chunk in bf16, 2·(s/cp)·b·kv_width: what each ring hop passes on."""
-    return tokens_per_rank(s, b, cp) * kv_width_per_rank(model, t) * 2.0
+    return tokens_per_rank(s, b, cp) * kv_width_per_rank(model, t) * ACT_BYTES
 
 
 def ep_dispatch_bytes(model, T, t, sp, moe_imbalance):
@@ -90,7 +94,7 @@ def ep_dispatch_bytes(model, T, t, sp, moe_imbalance):
     2·T·k·load·h, and that divided by t under sequence parallelism (each TP rank routes its own
     T/t tokens; ep_layer_time_s)."""
     moe = model.require_moe()
-    full = 2.0 * T * moe.top_k * moe_token_load(moe, moe_imbalance) * model.hidden
+    full = ACT_BYTES * T * moe.top_k * moe_token_load(moe, moe_imbalance) * model.hidden
     return full, full / sp_divisor(t, sp)
 
 
@@ -403,16 +407,26 @@ def hsdp_replica_reduce_s(
 
 
 def pp_hop_bytes(model, T, t):
-    """Bytes one GPU sends across a pipeline boundary per micro-batch and direction: 2·T·h/t."""
-    return 2.0 * T * model.hidden / np.asarray(t, dtype=np.float64)
+    """Bytes one GPU sends across a pipeline boundary per micro-batch (training) or pass (serving)
+    and direction: 2·T·h/t, each TP rank its 1/t slice of the T tokens' bf16 hidden states.
+
+    Training: Megatron's scatter-gather optimisation (Narayanan et al. 2021 §4.1; with sequence
+    parallelism the activations are sharded already). Serving: vLLM's send-allgather, the same
+    split (`vllm/v1/worker/gpu_worker.py` execute_model: `get_pp_group().send_tensor_dict(
+    output.tensors, all_gather_group=get_tp_group())`; `vllm/distributed/parallel_state.py`
+    GroupCoordinator.send_tensor_dict: "send-allgather: send only a slice, then do allgather",
+    `tensor.reshape(all_gather_size, -1)[all_gather_rank]`). The receiver's NVLink all-gather
+    that rebuilds the tensor is not counted, in either schedule."""
+    return ACT_BYTES * T * model.hidden / np.asarray(t, dtype=np.float64)
 
 
-def pp_hop_s(hw, model, T, tp, cp, dp, pp):
-    """Seconds of one send/recv of S = 2·T·h/t bytes to the neighbour stage, t·cp·dp ranks away
-    (0 without a pipeline)."""
+def pp_hop_s(hw, model, T, tp, stride, pp):
+    """Seconds of one send/recv of S = `pp_hop_bytes` to the neighbour stage, `stride` ranks away
+    (training t·cp·dp, serving t·sp·dp: Megatron rank order, PP slowest); 0 without a pipeline.
+    One function for both schedules, so a hop of the same tokens and layout costs the same."""
     S = pp_hop_bytes(model, T, tp)
-    bw, lat = p2p_link(hw, 2 * tp * cp * dp)
-    return np.where(pp > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
+    bw, lat = p2p_link(hw, 2 * np.asarray(stride, dtype=np.float64))
+    return np.where(np.asarray(pp) > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
 
 
 __all__ = [

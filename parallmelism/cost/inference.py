@@ -21,7 +21,8 @@ scale-up domain, the faster of ring, tree and PAT across domains):
         with the attention of the layer (only the excess is exposed); decode: all-gather of
         the partial attention outputs and log-sum-exps (b·(q_l·2 + a_l·4) bytes per rank), for
         the decode tokens of a mixed iteration too
-  PP    send/recv of T·h·2 bytes per stage boundary (stride tp·sp·dp)
+  PP    send/recv of T·h·2/tp bytes per TP rank and stage boundary (stride tp·sp·dp): vLLM's
+        send-allgather, the training hop (`comm.pp_hop_s`)
 
 Phases (per replica; dp replicas run independently, so throughput scales with dp; the pipeline
 schedules are cost/pipeline.py's):
@@ -60,7 +61,7 @@ import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
 from .collectives import group_collective_time_s as _collective
-from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispatch_bytes, tp_layer_calls
+from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispatch_bytes, pp_hop_s, tp_layer_calls
 from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .inference_memory import inference_memory
 from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
@@ -176,7 +177,7 @@ def stage_terms(
     if decode_part is not None:  # decode tokens (a decode pass, or those riding in a mixed one)
         partial = np.asarray(decode_part[0], dtype=np.float64) * (a_l * out_width * ACT_BYTES + a_l * 4) * sp
         comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
-    hop = np.where(pp > 1, _collective(hw, "send_recv", act, 2, tp * sp * dp), 0.0)
+    hop = pp_hop_s(hw, model, T, tp, tp * sp * dp, pp)  # each TP rank its 1/t slice (vLLM send-allgather)
     comm_s = sum(comm.values())
     return {
         "ops": ops,

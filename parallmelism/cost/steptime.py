@@ -598,7 +598,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
     t_mb = {name: stages[name]["t_mb"] for name in STAGES}
     shared = {
         "t_mb_typical": fill_drain_stage_s(pp, t_mb["first"], t_mb["middle"], t_mb["last"]),
-        "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols.micro_batch, cp), tp, cp, dp, pp),
+        "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols.micro_batch, cp), tp, tp * cp * dp, pp),
         **{"on_out_" + ax: on_out[ax] for ax in AXES},
     }
     return stages, {k: to_shape(v, tp.shape) for k, v in shared.items()}
