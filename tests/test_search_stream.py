@@ -317,14 +317,17 @@ def test_arrow_chunks_and_row_dicts_equal_the_dataframe_path(overrides):
 
 def test_default_workers_use_free_cores_only(monkeypatch):
     """Issue 29: the default never runs more workers than cores free of other work (a loaded
-    2-core box gets one process), and needs two tasks per worker; an explicit count is lowered to
-    the tasks there are (and, from the CLI, to the cores), with the sentence saying so."""
+    2-core box gets one process), and needs MIN_TASKS_PER_WORKER (4) tasks per worker (GPT-3 175B
+    @ 4096, 5 tasks, was slower on 2 workers than on one); an explicit count is lowered to the
+    tasks there are (and, from the CLI, to the cores), with the sentence saying so."""
     from parallmelism.search import driver
 
     monkeypatch.setattr(driver, "available_cores", lambda: 4)
     monkeypatch.setattr(driver.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
     assert driver.worker_count(None, 100) == (4, None)
-    assert driver.worker_count(None, 5) == (1, None)  # fewer than two tasks per free core
+    assert driver.worker_count(None, 12) == (3, None)  # four tasks per worker
+    assert driver.worker_count(None, 7) == (1, None)  # fewer than four tasks for each of two workers
+    assert driver.worker_count(None, 8) == (2, None)
     monkeypatch.setattr(driver.os, "getloadavg", lambda: (2.6, 0.0, 0.0))
     assert driver.worker_count(None, 100) == (1, None)  # 1.4 cores free: one process
     monkeypatch.setattr(driver.os, "getloadavg", lambda: (1.4, 0.0, 0.0))

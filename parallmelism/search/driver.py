@@ -89,16 +89,24 @@ def free_cores() -> int:
     return max(1, min(cores, int(cores - load + 0.5)))
 
 
+# A worker costs its fork and its first cost-model calls, and tasks in separate processes no
+# longer share cost-model calls (one process evaluates a run's tasks together: `evaluated_tasks`).
+# Measured on 2 free cores (bench_cli, issue 29): GPT-3 175B @ 4096 A100, 5 tasks, 2 workers took
+# 1.07x the wall time of one; Llama-3.1-405B over five counts, 15 tasks, 0.76x; a 10^6-row sweep,
+# 39 tasks, 0.68x. Four tasks per worker keeps the first single-process and the others parallel.
+MIN_TASKS_PER_WORKER = 4
+
+
 def worker_count(requested: int | None, tasks: int, cap_to_cores: bool = False) -> tuple[int, str | None]:
     """(worker processes, the sentence saying why a requested count was lowered, or None).
 
-    Default: the free cores (`free_cores`) when there are at least two and the grid has at least
-    two tasks for each, else 1 (one process is never slower than several competing for a core, and
-    a small grid does not pay for the pool). A requested count is lowered to the tasks there are
-    and, with `cap_to_cores` (the CLI), to the cores this process may run on."""
+    Default: as many of the free cores (`free_cores`) as the grid has MIN_TASKS_PER_WORKER tasks
+    for, when that is at least two, else 1 (one process is never slower than several competing for
+    a core, and a small grid does not pay for the pool). A requested count is lowered to the tasks
+    there are and, with `cap_to_cores` (the CLI), to the cores this process may run on."""
     if requested is None:
-        free = free_cores()
-        return (free if free >= 2 and tasks >= 2 * free else 1), None
+        n = min(free_cores(), tasks // MIN_TASKS_PER_WORKER)
+        return (n if n >= 2 else 1), None
     n, why = requested, None
     if cap_to_cores and n > available_cores():
         n = available_cores()
