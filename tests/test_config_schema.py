@@ -222,9 +222,11 @@ BEFORE_INHERITANCE = {
     **{n: dict(H100, matmul_fp8=0.65) for n in ("h100-grand-teton-96gb", "h100-nvl-94gb", "h800-sxm-80gb", "h20-96gb")},
     **{
         n: dict(H100, matmul_fp8=None)
-        for n in ("b200-180gb", "gb200-nvl72", "gb300-nvl72", "mi300x-192gb", "tpu-v5p")
-        + ("b300-288gb", "mi325x-256gb", "mi355x-288gb", "tpu-v5e", "tpu-v6e")
+        for n in ("b200-180gb", "gb200-nvl72", "gb300-nvl72", "tpu-v5p")
+        + ("b300-288gb", "mi355x-288gb", "tpu-v5e", "tpu-v6e")
     },
+    # issue 32: the MI300X's own published RCCL busbw and fp8 GEMM fractions (its file), the MI325X takes them
+    **{n: dict(H100, scale_up=0.707, matmul_fp8=0.443) for n in ("mi300x-192gb", "mi325x-256gb")},
 }
 
 

@@ -46,14 +46,24 @@ def test_show_names_the_measured_table_that_pins_the_h100():
 
 def test_show_says_which_overrides_scale_the_table():
     out = _show("hardware=h100-sxm-80gb", "hardware.peak_tflops.bf16=1978", "hardware.hbm_bandwidth_gbps=6700")
-    assert "overrides scale it: bf16 989 -> 1,978 TFLOP/s (x2.00), HBM 3,350 -> 6,700 GB/s (x2.00)" in out
+    assert (
+        "scaled from the physics it was measured on: bf16 989 -> 1,978 TFLOP/s (x2.00), HBM 3,350 -> 6,700 GB/s (x2.00)"
+        in out
+    )
 
 
 def test_show_says_an_accelerator_without_a_table_is_scaled_by_spec():
-    out = _show("hardware=mi300x-192gb")
+    out = _show("hardware=mi355x-288gb")
     assert "compute times scaled from the H100 table hardware/kernels/h100-sxm-80gb.csv by spec" in out
-    assert "no measured table for mi300x-192gb: bf16 1,307.4 vs 989 TFLOP/s, HBM 5,300 vs 3,350 GB/s" in out
-    assert "304 vs 132 SMs" in out
+    assert "no measured table for mi355x-288gb: bf16 2,516.6 vs 989 TFLOP/s, HBM 8,000 vs 3,350 GB/s" in out
+    assert "256 vs 132 SMs" in out
+
+
+def test_show_names_the_published_amd_table_and_what_it_lacks():
+    out = _show("hardware=mi325x-256gb")
+    assert "compute times from measured kernel table hardware/kernels/mi300x-192gb.csv" in out
+    assert "scaled from the physics it was measured on: HBM 5,300 -> 6,000 GB/s (x1.13)" in out
+    assert "bf16 GEMMs, attention forward, attention backward" in out and "fp8 GEMMs" not in out
 
 
 def test_a_partial_table_names_what_it_takes_from_the_h100_table():

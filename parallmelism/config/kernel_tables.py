@@ -132,13 +132,18 @@ def _shown_path(path: Path) -> str:
         return str(path)
 
 
-def _taken_from_reference(own) -> list[str]:
+def _taken_from_reference(own, hw) -> list[str]:
     """The kernel families an own table lacks, which the model takes from the reference table
     (cost.kernels.KernelModel._completed)."""
     from ..cost.kernels import ATTENTION_PARTS
 
     parts = {p for _, p in own.attention}
-    missing = [] if own.gemm else ["GEMMs"]
+    if not own.gemm:
+        missing = ["GEMMs"]
+    elif set(own.gemm) - {"fp32"}:
+        missing = [f"{d} GEMMs" for d in ("bf16", "fp8", "fp4") if d in hw.peak_tflops and d not in own.gemm]
+    else:
+        missing = []
     names = {"fwd": "attention forward", "bwd": "attention backward"}
     missing += [names[p] for p in ("fwd", "bwd") if p not in parts]
     if not {"fwd_block", "bwd_block"} <= parts and set(ATTENTION_PARTS) - parts:
@@ -167,11 +172,11 @@ def kernel_source(hw) -> str:
         if hbm != hw.hbm_bandwidth_gbps:
             scaled.append(f"HBM {hbm:,.6g} -> {hw.hbm_bandwidth_gbps:,.6g} GB/s (x{hw.hbm_bandwidth_gbps / hbm:.2f})")
         text += (
-            f" (overrides scale it: {', '.join(scaled)})"
+            f" (scaled from the physics it was measured on: {', '.join(scaled)})"
             if scaled
             else " (at the peaks and HBM bandwidth it was measured on)"
         )
-        lacking = _taken_from_reference(tables.own)
+        lacking = _taken_from_reference(tables.own, hw)
         if lacking:
             text += f"; {', '.join(lacking)} from the H100 table hardware/{REFERENCE_TABLE} by rule"
     else:

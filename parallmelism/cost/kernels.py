@@ -310,8 +310,8 @@ class KernelModel:
         """A table that lacks a family (e.g. aiconfigurator's A100 tables: no attention backward, no
         HBM transfers; a profile from before attention blocks were timed: no non-causal blocks)
         takes that family from the reference H100 table (the rule for accelerators without a
-        table), the rest from its own measurements. GEMMs come from the reference only when the
-        table has none. A missing non-causal block of a backend is that backend's own causal
+        table), the rest from its own measurements. GEMMs come from the reference when the table
+        has none, and per precision when it measured others (AMD's published MI300X GEMMs are fp8). A missing non-causal block of a backend is that backend's own causal
         residual plus the reference's block-minus-causal residual at the same shape (what the
         block saves over a causal kernel, on this table's causal times)."""
         import copy
@@ -319,6 +319,8 @@ class KernelModel:
         ref = self.reference
         t = copy.copy(own)
         t.gemm = dict(own.gemm) if own.gemm else dict(ref.gemm)
+        if set(own.gemm) - {"fp32"}:  # tensor-core GEMMs measured: a precision it lacks from the reference
+            t.gemm = {**ref.gemm, **own.gemm}  # (MI300X: fp8 published, bf16 not; a CPU fp32 table keeps its own)
         t.attention = dict(own.attention)
         own_parts = {p for _, p in own.attention}
         for (b, p), res in ref.attention.items():
