@@ -226,7 +226,7 @@ BEFORE_INHERITANCE = {
         + ("b300-288gb", "mi355x-288gb", "tpu-v5e", "tpu-v6e")
     },
     # issue 32: the MI300X's own published RCCL busbw and fp8 GEMM fractions (its file), the MI325X takes them
-    **{n: dict(H100, scale_up=0.707, matmul_fp8=0.443) for n in ("mi300x-192gb", "mi325x-256gb")},
+    **{n: dict(H100, scale_up=0.707, matmul_fp8=0.771) for n in ("mi300x-192gb", "mi325x-256gb")},
 }
 
 

@@ -116,7 +116,11 @@ def measured_on_this_file(kernels, values: dict):
         return kernels
     out = dict(kernels)
     if out.get("measured_peak_tflops") is None and isinstance(values.get("peak_tflops"), dict):
-        out["measured_peak_tflops"] = dict(values["peak_tflops"])
+        # at the clock the part sustains under its power cap (specs AcceleratorSpec.sustained_clock_fraction):
+        # the physics its kernels were timed on; 1 for every part without a stated fraction
+        fraction = values.get("sustained_clock_fraction", 1.0)
+        peaks = values["peak_tflops"]
+        out["measured_peak_tflops"] = dict(peaks) if fraction == 1.0 else {k: v * fraction for k, v in peaks.items()}
     if out.get("measured_hbm_bandwidth_gbps") is None and values.get("hbm_bandwidth_gbps") is not None:
         out["measured_hbm_bandwidth_gbps"] = values["hbm_bandwidth_gbps"]
     return out

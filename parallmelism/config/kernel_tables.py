@@ -103,7 +103,8 @@ def kernel_tables(hw):
 def sustained(hw):
     """`hw` with its peaks at the clock it sustains under its power cap (specs AcceleratorSpec.
     sustained_clock_fraction): the physics a kernel time is taken on. Unchanged at fraction 1 (every
-    uncapped part). A table measured on a capped part states measured_peak_tflops at that clock."""
+    uncapped part). A table measured on this part is pinned at this clock when composed
+    (compose.measured_on_this_file); one measured on another part states that part's."""
     fraction = getattr(hw, "sustained_clock_fraction", 1.0)
     return hw if fraction == 1.0 else hw.model_copy(update={"peak_tflops": hw.sustained_peak_tflops()})
 
@@ -163,10 +164,11 @@ def kernel_source(hw) -> str:
     if tables.own is not None:
         text = f"compute times from measured kernel table {_shown_path(tables.own.path)}"
         measured = getattr(spec, "measured_peak_tflops", None) or hw.peak_tflops
+        physics = sustained(hw).peak_tflops  # what the kernel model runs this part at
         scaled = [
             f"{k} {measured[k]:,.6g} -> {v:,.6g} TFLOP/s (x{v / measured[k]:.2f})"
-            for k, v in sorted(hw.peak_tflops.items())
-            if k in measured and v != measured[k]
+            for k, v in sorted(physics.items())
+            if k in measured and abs(v / measured[k] - 1.0) > 1e-9
         ]
         hbm = getattr(spec, "measured_hbm_bandwidth_gbps", None) or hw.hbm_bandwidth_gbps
         if hbm != hw.hbm_bandwidth_gbps:
