@@ -53,10 +53,10 @@ def test_show_says_which_overrides_scale_the_table():
 
 
 def test_show_says_an_accelerator_without_a_table_is_scaled_by_spec():
-    out = _show("hardware=mi355x-288gb")
+    out = _show("hardware=b300-288gb")
     assert "compute times scaled from the H100 table hardware/kernels/h100-sxm-80gb.csv by spec" in out
-    assert "no measured table for mi355x-288gb: bf16 2,516.6 vs 989 TFLOP/s, HBM 8,000 vs 3,350 GB/s" in out
-    assert "256 vs 132 SMs" in out
+    assert "no measured table for b300-288gb: bf16 2,250 vs 989 TFLOP/s, HBM 8,000 vs 3,350 GB/s" in out
+    assert "160 vs 132 SMs" in out
 
 
 def test_show_names_the_published_amd_table_and_what_it_lacks():
