@@ -45,27 +45,46 @@ from typing import Any
 
 import numpy as np
 
-REFERENCE_SM_COUNT = 132
-GEMM_TILE = (64.0, 128.0)
-GEMM_SPLIT_K_MIN = 1024.0
-GEMM_PEAK_FRACTION = {"bf16": 0.78, "fp8": 0.69}
-GEMM_HBM_FRACTION = 0.85
-GEMM_LAUNCH_S = 7e-6
-ATTENTION_BLOCK = 128.0
-ATTENTION_PEAK_FRACTION = 0.6
-ATTENTION_LAUNCH_S = 10e-6
+# Physics constants: fitted roughly to the H100 table (source: python -m parallmelism.validate.kernel_report,
+# which prints them and the per-row errors), except where a line names another source.
+REFERENCE_SM_COUNT = 132  # SMs of the H100 SXM the reference table was measured on (NVIDIA H100 datasheet)
+GEMM_TILE = (64.0, 128.0)  # output rows × columns per CTA tile (CUTLASS/cuBLAS Hopper tile shape)
+GEMM_SPLIT_K_MIN = 1024.0  # elements of k per split-k slice, at least
+GEMM_PEAK_FRACTION = {"bf16": 0.78, "fp8": 0.69}  # fraction of the dtype's dense peak FLOP/s
+GEMM_HBM_FRACTION = 0.85  # fraction of HBM bandwidth a GEMM streams its operands at
+GEMM_LAUNCH_S = 7e-6  # seconds: fixed cost of one GEMM kernel
+GEMM_INPUT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per input element (other dtypes as bf16)
+GEMM_OUTPUT_BYTES = 2.0  # bytes per output element (bf16 output)
+ATTENTION_BLOCK = 128.0  # query rows per CTA of a fused attention kernel (FlashAttention-2/3, cuDNN)
+ATTENTION_PEAK_FRACTION = 0.6  # fraction of bf16 peak FLOP/s of a fused attention kernel
+ATTENTION_LAUNCH_S = 10e-6  # seconds: fixed cost of one attention kernel
 BACKENDS = ("cudnn", "flash2", "flash3")
 # causal kernels (fwd, bwd) and non-causal blocks of a context-parallel ring step (fwd_block, bwd_block)
 ATTENTION_PARTS = ("fwd", "bwd", "fwd_block", "bwd_block")
-IDW_POWER = 3.0
+IDW_POWER = 3.0  # inverse-distance weighting exponent of the residual interpolation
+# Decode regime (h100_decode_kernels.csv, L2 flushed as in a decode step):
+#   skinny GEMM   forward kernels at m <= DECODE_GEMM_MAX_ROWS rows of a dtype with `gemm_decode` rows
+#                 (weight streaming, m 1-256) take their residual from those rows and the table's other
+#                 forward rows at such m (the curves' m = 16-256); larger m from all GEMM rows, as before:
+#                 the decode rows stay out of that set so that they move no training-sized GEMM
+#   grouped GEMM  one MoE layer's experts as one grouped kernel (torch._grouped_mm, what fused-MoE
+#                 kernels do): the physics of one GEMM of rows-per-expert × k × (n · experts) (the
+#                 experts' weights streamed once, their FLOPs summed), residual over (rows per expert,
+#                 weight elements per expert, experts) from the `moe_grouped` rows, which time gate+up and
+#                 down together: GROUPED_EXPERT_MATRICES = 3 matrices of k × n per expert (SwiGLU)
+#   decode attention  one query per sequence against a KV cache: KV bytes / HBM bandwidth +
+#                 ATTENTION_LAUNCH_S, residual over (sequences × KV heads, context) from the
+#                 attention rows of part `decode`
+DECODE_GEMM_MAX_ROWS = 256.0  # rows (tokens): the largest m of the gemm_decode rows of the H100 table
+GROUPED_EXPERT_MATRICES = 3.0  # gate, up, down projections of one SwiGLU expert (the moe_grouped rows' layer)
 # A GEMM's backward runs two kernels on the same layer shape (m tokens, k in, n out):
 # dgrad dX = dY·Wᵀ and wgrad dW = Xᵀ·dY. The table labels them by the layer shape; their residuals
 # are told apart by a fourth coordinate, half a doubling of a dimension apart (the parts of a shape
 # differ by up to 35 % in the H100 table, e.g. the wgrad of a down projection).
 GEMM_PARTS = ("fwd", "dgrad", "wgrad")
-GEMM_PART_DISTANCE = 0.5
-_CHUNK = 2048
-_MEMO_MAX = 1 << 16
+GEMM_PART_DISTANCE = 0.5  # log2 units between the dgrad/wgrad/fwd residual coordinates (above)
+_CHUNK = 2048  # query rows per IDW block (bounds the distance matrix's memory)
+_MEMO_MAX = 1 << 16  # remembered residuals (shapes) before the memo is cleared
 _KEY_WEIGHTS = np.array([1.0, np.pi * 1e3, np.e * 1e6, np.sqrt(2.0) * 1e9])
 
 
@@ -74,19 +93,37 @@ def _util(ctas, sms):
     return ctas / np.maximum(waves, 1.0) / sms
 
 
-def gemm_physics_s(m, k, n, dtype, peak_flops, hbm_bps, sms):
-    """Quantized roofline of one GEMM (module docstring), seconds."""
+def gemm_physics_s(m, k, n, dtype, peak_flops, hbm_bps, sms, weight_bytes=None):
+    """Quantized roofline of one GEMM (module docstring), seconds. `weight_bytes`: bytes per element
+    of B when they differ from the inputs' (weight-only quantized serving: int4 or fp8 weights with
+    bf16 math, dequantized in registers); None: the input dtype's."""
     m, k, n = (np.asarray(x, dtype=np.float64) for x in (m, k, n))
     tiles = np.ceil(m / GEMM_TILE[0]) * np.ceil(n / GEMM_TILE[1])
     splits = np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, k / GEMM_SPLIT_K_MIN))
     util = _util(tiles * splits, sms)
     frac = GEMM_PEAK_FRACTION.get(dtype, GEMM_PEAK_FRACTION["bf16"])
     t_c = 2.0 * m * k * n / (peak_flops * frac * util)
-    in_bytes = 1.0 if dtype in ("fp8", "fp4") else 2.0
-    if dtype == "fp4":
-        in_bytes = 0.5
-    t_m = (in_bytes * (m * k + k * n) + 2.0 * m * n) / (hbm_bps * GEMM_HBM_FRACTION)
+    in_bytes = GEMM_INPUT_BYTES.get(dtype, GEMM_INPUT_BYTES["bf16"])
+    if weight_bytes is None:
+        inputs = in_bytes * (m * k + k * n)
+    else:
+        inputs = in_bytes * m * k + np.asarray(weight_bytes, dtype=np.float64) * k * n
+    t_m = (inputs + GEMM_OUTPUT_BYTES * m * n) / (hbm_bps * GEMM_HBM_FRACTION)
     return np.maximum(t_c, t_m) + GEMM_LAUNCH_S
+
+
+def decode_attention_physics_s(kv_bytes, flops, hbm_bps, peak_bf16):
+    """One-query attention over a KV cache (module docstring, decode regime): the cache streamed
+    once at HBM bandwidth, or its FLOPs at the attention kernels' fraction of peak where more (MLA's
+    many query heads on one latent), plus a launch, seconds."""
+    t_m = np.asarray(kv_bytes, dtype=np.float64) / hbm_bps
+    t_c = np.asarray(flops, dtype=np.float64) / (peak_bf16 * ATTENTION_PEAK_FRACTION)
+    return np.maximum(t_m, t_c) + ATTENTION_LAUNCH_S
+
+
+def decode_attention_flops(query_heads, context, head_dim):
+    """4·heads·context·d: QKᵀ and ·V of one query per head (query heads × sequences)."""
+    return 4.0 * np.asarray(query_heads, dtype=np.float64) * np.asarray(context, dtype=np.float64) * head_dim
 
 
 def attention_physics_s(flops, seq, heads, peak_bf16, sms):
@@ -232,6 +269,7 @@ class KernelTable:
                     coords = np.stack([s, h], axis=1)
                 base = attention_physics_s(flops, s, h, peak["bf16"], sms)
                 self.attention[(backend, direction)] = _Residuals(_log2(coords), _log_ratio(t, base))
+        self._decode_families(rows, f, peak, bw, sms)
         self.has_hbm = any(r["family"] == "hbm" for r in rows)
         if not require_all:
             if not (self.gemm or self.attention or self.has_hbm):
@@ -270,6 +308,44 @@ class KernelTable:
             self.hbm_log_bytes = np.array([])
             self.hbm_fraction = np.array([])
 
+    def _decode_families(self, rows, f, peak, bw, sms):
+        """Residuals of the decode regime (module docstring): skinny GEMMs per dtype, the grouped
+        expert layer, one-query attention (None where the table has no such rows)."""
+        self.gemm_decode = {}
+        for dtype in sorted({r["dtype"] for r in rows if r["family"] == "gemm_decode"}):
+            g = [r for r in rows if r["family"] == "gemm_decode" and r["dtype"] == dtype]
+            m, k, n, t = (np.array([f(r, c) for r in g]) for c in ("m", "k", "n", "measured_s"))
+            base = gemm_physics_s(m, k, n, dtype, peak.get(dtype, peak["bf16"]), bw, sms)
+            points = np.stack([_log2(m), _log2(k), _log2(n)], axis=1)
+            values = _log_ratio(t, base)
+            main = self.gemm.get(dtype)
+            if main is not None:  # the table's other forward GEMMs of this regime (the curves' m = 16-256)
+                keep = (main.points[:, 3] == 0.0) & (main.points[:, 0] <= np.log2(DECODE_GEMM_MAX_ROWS))
+                points, values = (
+                    np.concatenate([points, main.points[keep, :3]]),
+                    np.concatenate([values, main.values[keep]]),
+                )
+            self.gemm_decode[dtype] = _Residuals(points, values)
+        g = [r for r in rows if r["family"] == "moe_grouped" and r["part"] == "grouped"]
+        self.grouped = None
+        if g:
+            m, k, n, e, t = (np.array([f(r, c) for r in g]) for c in ("m", "k", "n", "experts", "measured_s"))
+            base = gemm_physics_s(m, k, GROUPED_EXPERT_MATRICES * n * e, "bf16", peak["bf16"], bw, sms)
+            coords = np.stack([_log2(m), _log2(GROUPED_EXPERT_MATRICES * k * n), _log2(e)], axis=1)
+            self.grouped = _Residuals(coords, _log_ratio(t, base))
+        a = [r for r in rows if r["family"] == "attention" and r["part"] == "decode"]
+        self.decode_attention = None
+        if a:
+            b, kv, ctx, t = (np.array([f(r, c) for r in a]) for c in ("bytes", "kv_heads", "kv_seq", "measured_s"))
+            fl = decode_attention_flops(
+                np.array([f(r, "heads") for r in a]), ctx, np.array([f(r, "head_dim") for r in a])
+            )
+            base = decode_attention_physics_s(b, fl, bw, peak["bf16"])
+            self.decode_attention = _Residuals(np.stack([_log2(kv), _log2(ctx)], axis=1), _log_ratio(t, base))
+        for res in [*self.gemm_decode.values(), self.grouped, self.decode_attention]:
+            if res is not None and not (np.all(np.isfinite(res.values)) and np.all(np.isfinite(res.points))):
+                raise ValueError("a decode-regime row with a blank, zero or negative size or time")
+
 
 @dataclass(frozen=True)
 class KernelTables:
@@ -300,6 +376,22 @@ class KernelModel:
             self.table = self._completed(tables.own)
         else:
             self.table = tables.own
+        self._decode_from(tables)
+
+    def _decode_from(self, tables: KernelTables) -> None:
+        """The decode regime's residuals: the own table's rows of each family, else the reference's
+        (the rule for accelerators without a table). Skinny GEMMs: an own table with GEMM rows at
+        m <= DECODE_GEMM_MAX_ROWS but no gemm_decode rows (aiconfigurator's, m from 1) keeps its own
+        GEMM residuals there (they measure that regime on this accelerator)."""
+        own, ref = tables.own, tables.reference
+        if own is not None and own.gemm_decode:
+            self.gemm_decode = own.gemm_decode
+        elif own is not None and any(np.any(2.0 ** r.points[:, 0] <= DECODE_GEMM_MAX_ROWS) for r in own.gemm.values()):
+            self.gemm_decode = {}
+        else:
+            self.gemm_decode = ref.gemm_decode
+        self.grouped = (own.grouped if own is not None else None) or ref.grouped
+        self.decode_attention = (own.decode_attention if own is not None else None) or ref.decode_attention
 
     @staticmethod
     def _incomplete(t: KernelTable) -> bool:
@@ -349,18 +441,49 @@ class KernelModel:
     def peak_flops(self, dtype):
         return self.peak.get(dtype, self.peak["bf16"])
 
-    def gemm_s(self, m, k, n, dtype="bf16", part="fwd"):
+    def gemm_s(self, m, k, n, dtype="bf16", part="fwd", weight_bytes=None):
         """Seconds of the `part` (fwd | dgrad | wgrad) kernel of a layer GEMM C[m,n] = A[m,k]·B[k,n]
         in `dtype` (bf16 | fp8 | fp4); dgrad and wgrad execute the same 2mkn FLOPs."""
-        return self.gemm_parts_s(m, k, n, dtype, (part,))[0]
+        return self.gemm_parts_s(m, k, n, dtype, (part,), weight_bytes)[0]
 
-    def gemm_parts_s(self, m, k, n, dtype="bf16", parts=GEMM_PARTS) -> list:
-        """`gemm_s` of each of `parts` on the same shapes (the physics once, one residual lookup)."""
+    def gemm_parts_s(self, m, k, n, dtype="bf16", parts=GEMM_PARTS, weight_bytes=None) -> list:
+        """`gemm_s` of each of `parts` on the same shapes (the physics once, one residual lookup).
+        A forward kernel at m <= DECODE_GEMM_MAX_ROWS takes the decode regime's residual where this
+        model has skinny-GEMM rows of `dtype` (module docstring). `weight_bytes`: per element of the
+        weights when they are narrower than `dtype` (weight-only quantization; gemm_physics_s)."""
         gemm = self.table.gemm
         res = gemm.get(dtype) or gemm.get("bf16") or next(iter(gemm.values()))  # a CPU profile: fp32 only
-        base = gemm_physics_s(m, k, n, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms)
+        base = gemm_physics_s(m, k, n, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms, weight_bytes)
         extras = [GEMM_PART_DISTANCE * GEMM_PARTS.index(p) for p in parts]
-        return [base * np.exp(r) for r in res.at_extras((m, k, n), extras)]
+        out = res.at_extras((m, k, n), extras)
+        skinny_res = self.gemm_decode.get(dtype)
+        if skinny_res is not None and "fwd" in parts:
+            skinny = np.asarray(m) <= DECODE_GEMM_MAX_ROWS
+            if np.any(skinny):
+                i = parts.index("fwd")
+                out[i] = np.where(skinny, skinny_res(np.maximum(m, 1.0), k, n), out[i])
+        return [base * np.exp(r) for r in out]
+
+    def grouped_gemm_s(self, rows, k, n, experts, dtype="bf16", weight_bytes=None):
+        """Seconds of one grouped GEMM over `experts` experts, each C[rows,n] = A[rows,k]·B[k,n]
+        (module docstring, decode regime): the physics of rows × k × (n·experts), the residual of
+        the moe_grouped rows at (rows, k·n, experts)."""
+        rows = np.maximum(np.asarray(rows, dtype=np.float64), 1.0)
+        e = np.maximum(np.asarray(experts, dtype=np.float64), 1.0)
+        nn = np.asarray(n, dtype=np.float64) * e
+        base = gemm_physics_s(rows, k, nn, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms, weight_bytes)
+        if self.grouped is None:  # a table without grouped rows: the GEMM rule at that shape
+            return self.gemm_s(rows, k, nn, dtype) if weight_bytes is None else base
+        return base * np.exp(self.grouped(rows, np.asarray(k, dtype=np.float64) * n, e))
+
+    def decode_attention_s(self, kv_bytes, flops, streams, context):
+        """Seconds of one-query attention reading `kv_bytes` of KV cache and executing `flops`:
+        `streams` = sequences × KV heads on the GPU, `context` = key positions per sequence (module
+        docstring, decode regime)."""
+        base = decode_attention_physics_s(kv_bytes, flops, self.hbm_bps, self.peak_flops("bf16"))
+        if self.decode_attention is None:
+            return base
+        return base * np.exp(self.decode_attention(np.maximum(streams, 1.0), np.maximum(context, 1.0)))
 
     def attention_s(self, flops, seq, heads, backward=False, backend=None):
         """Seconds of a causal fused attention executing `flops` (causal-halved, 2.5× in bwd), at
@@ -381,6 +504,13 @@ class KernelModel:
         """The model's seconds for one kernel-table row (a row object with the table's columns)."""
         if r.family == "gemm":
             return float(self.gemm_s(r.m, r.k, r.n, r.dtype, r.part))
+        if r.family == "gemm_decode":
+            return float(self.gemm_s(r.m, r.k, r.n, r.dtype, "fwd"))
+        if r.family == "moe_grouped":
+            return float(self.grouped_gemm_s(r.m, r.k, GROUPED_EXPERT_MATRICES * r.n, r.experts, r.dtype))
+        if r.family == "attention" and r.part == "decode":
+            fl = decode_attention_flops(r.heads, r.kv_seq, r.head_dim)
+            return float(self.decode_attention_s(r.bytes, fl, r.kv_heads, r.kv_seq))
         if r.family == "attention" and r.part.endswith("_block"):
             fl = _table_row_flops(r)
             return float(self.attention_block_s(fl, r.seq, r.kv_seq, r.heads, r.part.startswith("bwd"), r.backend))

@@ -19,6 +19,13 @@ One row per measured kernel, in one format for every family (cost.kernels reads 
   measured_s   median kernel time, seconds
   cast_input_s fp8 GEMM rows of the curves: unfused amax + scale + cast of A (upper bound on TE's fused cast)
   source       file the row comes from
+Decode regime (rows_from_decode: shared/reference/h100_decode_kernels.csv, one-token-at-a-time kernels):
+  gemm_decode  forward GEMM at m = 1-256 tokens (part fwd, m, k, n): the skinny, weight-streaming regime
+  moe_grouped  one MoE layer's routed experts as one torch._grouped_mm (part grouped): m = rows per
+               expert that got tokens (routed copies / experts, at least 1), k = hidden, n = expert FFN
+               width, experts = experts that got tokens; gate+up and down in one time (3 k×n matrices)
+  attention    part decode: one query per sequence against a KV cache (seq 1, kv_seq = context,
+               heads and kv_heads = per GPU × sequences, bytes = K+V bytes read)
 The header lines of the source files (hardware, software versions, date, method) are copied on top.
 """
 
@@ -47,6 +54,7 @@ COLUMNS = (
     "cast_input_s",
     "source",
     "kv_seq",
+    "experts",
 )
 BACKENDS = {"cudnn_attention": "cudnn", "flash_attention": "flash2", "cudnn": "cudnn", "flash2": "flash2"}
 
@@ -147,6 +155,41 @@ def rows_from_attention_grid(df, src: str):
     return out
 
 
+def rows_from_decode(df, src: str):
+    """Rows of the decode-kernel file (module docstring, decode regime). Its MoE rows time the same
+    layer as a per-expert loop of launches too; the table keeps the grouped kernel, the one fused-MoE
+    serving kernels run (the loop is 20x slower for 128 small experts)."""
+    import re
+
+    out = []
+    for r in df.to_dict("records"):
+        base: dict[str, Any] = {c: None for c in COLUMNS} | {"source": src, "dtype": "bf16"}
+        if r["kind"] == "gemm":
+            out.append(
+                {**base, "family": "gemm_decode", "part": "fwd", "m": r["tokens_or_batch"], "k": r["k"]}
+                | {"n": r["n"], "measured_s": r["s"]}
+            )
+        elif r["kind"] == "moe":
+            # routed copies on the rank: tokens·top_k, over the EP size the shape names (experts spread over ep ranks)
+            ep = re.search(r"-ep(\d+)$", r["shape"])
+            copies = r["tokens_or_batch"] * r["top_k"] / (int(ep.group(1)) if ep else 1)
+            touched = r["experts_touched"]
+            out.append(
+                {**base, "family": "moe_grouped", "part": "grouped", "m": max(copies / touched, 1.0), "k": r["k"]}
+                | {"n": r["n"], "experts": touched, "measured_s": r["grouped_mm_s"]}
+            )
+        elif r["kind"] == "attention":
+            b = r["tokens_or_batch"]
+            out.append(
+                {**base, "family": "attention", "part": "decode", "seq": 1, "kv_seq": r["context"]}
+                | {"heads": r["q_heads"] * b, "kv_heads": r["kv_heads"] * b, "head_dim": 128, "backend": "sdpa"}
+                | {"bytes": r["bytes"], "measured_s": r["s"]}
+            )
+        else:
+            raise ValueError(f"{src}: unknown decode kernel kind {r['kind']!r}")
+    return out
+
+
 def rows_from(path: Path):
     """Kernel-table rows (dicts of COLUMNS) of one measurement file (either shared format, an
     attention-block grid, or an aiconfigurator parquet table)."""
@@ -157,6 +200,8 @@ def rows_from(path: Path):
     df = pd.read_csv(path, comment="#")
     if "q_len" in df.columns:
         return rows_from_attention_grid(df, path.name)
+    if "kind" in df.columns:
+        return rows_from_decode(df, path.name)
     src = path.name
     out = []
     for r in df.to_dict("records"):
