@@ -9,7 +9,8 @@ and every other constant held at the accelerator's YAML, in this order:
   iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
   moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
   request_overhead_ms    0..20 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1)
-A constant without rows of its kind keeps the YAML value (the README rule: the value of the same
+Then, per constant fitted on rows of two or more sources, the leave-one-source-out error (refit
+without a source, error on that source). A constant without rows of its kind keeps the YAML value (the README rule: the value of the same
 serving stack on the nearest measured accelerator). Disaggregated rows are reported, not fitted. Prints the fit, then per case family
 (model × input/output lengths) the ITL and TTFT mean |error| at the fitted value, TTFT under load
 against the reported (not validated) TTFT column, and the H200 / H100 ITL ratio the model gives
@@ -106,6 +107,33 @@ def fit_parts(hw_rows, models):
     )
 
 
+def leave_one_source_out(hw_rows, ctx, models, values):
+    """Per fitted overhead with rows from two or more sources (the `source` column): refit it on the
+    other sources' rows (the other overheads at `values`) and report the mean |error| on the held-out
+    source's rows, then over every held-out row. The out-of-sample error of the fit."""
+    out = []
+    for field, part, grid, which in fit_parts(hw_rows, models):
+        sources = sorted({r["source"] for r in part})
+        if not part:
+            continue
+        if len(sources) < 2:
+            out.append(f"  LOSO {field}: one source ({len(part)} rows), nothing to hold out")
+            continue
+        held = []
+        for src in sources:
+            rest = [r for r in part if r["source"] != src]
+            test = [r for r in part if r["source"] == src]
+            _, best = grid_fit(rest, ctx, values, field, grid, which)
+            errs = errors(test, predict(test, ctx, None, {**values, field: float(best)}))[which]
+            held += errs
+            out.append(
+                f"  LOSO {field}: hold out {src[:60]!r} ({len(errs)} rows): fit {best:g} on the rest, "
+                f"held-out mean |error| {mean_abs(errs):.2f} %"
+            )
+        out.append(f"  LOSO {field}: all held-out rows mean |error| {mean_abs(held):.2f} % ({len(held)} rows)")
+    return out
+
+
 def rows_by_accelerator(files=None):
     """Serving rows of the case files (default: the shipped parallmelism/cases/inference_*.csv) by
     accelerator name."""
@@ -149,6 +177,8 @@ def main(argv):
             f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
             f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})"
         )
+        for line in leave_one_source_out(hw_rows, ctx, models, values):
+            print(line)
     h100 = [r for r in by_hw.get("h100-sxm-80gb", []) if model_of(r, models).moe is None]
     if h100:
         h200_values = fitted.get("h200-sxm-141gb") or {

@@ -88,9 +88,10 @@ def record_of(cols: dict[str, np.ndarray], i: int, run: RunConfig) -> dict:
 def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:
     """Serving cost columns (cost/inference.py) for inference layout rows (grid/inference.py)."""
     from .config.drafts import draft_model_of
+    from .config.kernel_tables import kernel_model
     from .cost.inference import inference_columns
 
     wl = run.workload
     assert isinstance(wl, InferenceWorkload), "serving columns need an inference workload"
     draft = draft_model_of(run.model, wl)
-    return inference_columns(cols, run.model, run.hardware, wl, draft)
+    return inference_columns(cols, run.model, run.hardware, wl, kernel_model(run.hardware), draft)

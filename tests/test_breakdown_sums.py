@@ -144,9 +144,9 @@ def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching
     n = len(cols["tp"])
     assume(n > 0)
     one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
-    cols_out = inference_columns(one, model, hw, wl).items()
+    cols_out = inference_columns(one, model, hw, wl, kernels(hw_name)).items()
     row = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in cols_out if np.asarray(v).dtype.kind in "biuf"}
-    recs = inference_breakdown(one, model, hw, wl)
+    recs = inference_breakdown(one, model, hw, wl, kernels(hw_name))
     pp = row["pp"]
 
     def phase(name, bound=None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.inference import breakdown_for_row, decode_terms, prefill_terms
 from parallmelism.engine import evaluate
@@ -54,7 +55,7 @@ def test_absorbed_decode_flops_and_latent_cache_bytes(tp):
         input_len=4000, output_len=2000, batch=16, kv_dtype="fp8", weight_dtype="fp8", precision="fp8"
     )
     b, ctx, a = 16, 4000 + 2000 / 2, A / tp
-    d = decode_terms(m, hw, wl, cols_of(tp=tp, batch=b, ngpus=tp))
+    d = decode_terms(m, hw, wl, cols_of(tp=tp, batch=b, ngpus=tp), km=kernel_model(hw))
     proj = h_rq = H * RQ + RQ * a * (N + P) + H * (RKV + P) + a * N * RKV + a * RKV * V + a * V * H
     assert h_rq == proj
     attn = a * ctx * (RKV + P) + a * ctx * RKV  # latent scores (576-wide) and latent values (512-wide)
@@ -75,7 +76,7 @@ def test_prefill_runs_the_naive_form():
     m, hw = load_option("model", "deepseek-v3"), load_option("hardware", "h100-sxm-80gb")
     S = 2048
     wl = InferenceWorkload(input_len=S, output_len=16)
-    pre = prefill_terms(m, hw, wl, cols_of(), np.array([1]))
+    pre = prefill_terms(m, hw, wl, cols_of(), np.array([1]), km=kernel_model(hw))
     pairs = S * (S + 1) / 2
     proj = S * (H * RQ + RQ * A * (N + P) + H * (RKV + P) + RKV * A * (N + V) + A * V * H)
     attn = pairs * A * (N + P) + pairs * A * V  # causal QKᵀ with d_qk = 192, ·V with d_v = 128
@@ -87,7 +88,7 @@ def test_decode_reads_far_fewer_kv_bytes_than_the_mha_shape():
     """Per cached token and layer: absorbed 576 values vs a·(n+p+v) = 40960 decompressed (71x)."""
     m, hw = load_option("model", "deepseek-v3"), load_option("hardware", "h100-sxm-80gb")
     wl = InferenceWorkload(input_len=32000, output_len=2, batch=64)
-    d = decode_terms(m, hw, wl, cols_of(batch=64))
+    d = decode_terms(m, hw, wl, cols_of(batch=64), km=kernel_model(hw))
     kv = sum(float(op.other_bytes[0]) for op in d["ops"] if op.name.startswith("attention_latent"))
     ctx = 32001
     assert kv / (64 * ctx * A * (N + P + V) * 2) == pytest.approx(576 / 40960, rel=0.01)
@@ -104,7 +105,7 @@ def test_dp_attention_with_expert_parallel_all_to_all_across_nodes():
     df, _ = evaluate(run)
     r = df.iloc[0]
     assert (r["tp"], r["dp"], r["ep"]) == (1, 16, 16) and np.isfinite(r["tpot_ms"])
-    rec = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl)}
+    rec = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw))}
     a2a = rec[("decode", "ep_all_to_all")]["time_ms"]
     # 2 x 58 MoE layers, each GPU sends 64 tokens · 8 experts · 7168 · 2 bytes · 15/16 off-rank,
     # at no more than the NIC's 50 GB/s: the all-to-all cannot be faster than that

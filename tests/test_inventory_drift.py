@@ -54,7 +54,7 @@ def serving_terms(model, hw, wl, tp, pp=1, ep=1, sp=1, dp=1, tokens=1.0):
         kv_write_tokens=T,
         kv_read_bytes=2,
         head_tokens=T,
-        hbm_eff=hw.efficiency.decode_hbm,
+        km=kernel_model(hw),
         prefill=False,
     )
 
@@ -232,7 +232,7 @@ def test_the_mtp_proposer_layer_is_a_moe_layer_like_the_last():
     seen = {}
 
     def spy(m, hw_, wl_, c, tokens_per_seq=None):
-        out = inference.decode_terms(m, hw_, wl_, c, tokens_per_seq)
+        out = inference.decode_terms(m, hw_, wl_, c, tokens_per_seq, km=kernel_model(hw_))
         seen["router"] = next(float(np.asarray(op.count)[0]) for op in out["ops"] if op.name == "router")
         return out
 

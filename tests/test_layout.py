@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from parallmelism.config import load_option
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.cost.inference import decode_terms, inference_columns
 from parallmelism.cost.layout import ServingLayout
 from parallmelism.specs import InferenceWorkload
@@ -40,10 +41,13 @@ def test_a_layout_is_frozen_typed_and_made_once():
 def test_the_serving_model_reads_the_same_numbers_from_a_layout_or_columns():
     model, hw = load_option("model", "llama3.1-70b"), load_option("hardware", "h100-sxm-80gb")
     wl = InferenceWorkload(batch=4)
-    from_cols = inference_columns(dict(COLS), model, hw, wl)
-    again = inference_columns(dict(COLS), model, hw, wl)
+    from_cols = inference_columns(dict(COLS), model, hw, wl, kernel_model(hw))
+    again = inference_columns(dict(COLS), model, hw, wl, kernel_model(hw))
     assert all(np.array_equal(from_cols[k], again[k]) for k in from_cols)
-    a, b = decode_terms(model, hw, wl, COLS), decode_terms(model, hw, wl, ServingLayout.of(COLS))
+    a, b = (
+        decode_terms(model, hw, wl, COLS, km=kernel_model(hw)),
+        decode_terms(model, hw, wl, ServingLayout.of(COLS), km=kernel_model(hw)),
+    )
     assert np.array_equal(a["stage_s"], b["stage_s"]) and np.array_equal(a["comm_s"], b["comm_s"])
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from parallmelism.config import load_option
+from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.cost import pipeline as pl
 from parallmelism.cost.inference import decode_terms, prefill_terms
 from parallmelism.cost.inference_iteration import iteration_overhead_s
@@ -92,12 +93,13 @@ def test_static_serving_step_is_the_decode_pipeline():
     assert len(df) == 1
     row = df.iloc[0]
     lay = ServingLayout.of({k: np.array([row[k]]) for k in ("tp", "pp", "sp", "ep", "dp", "batch", "layers_per_stage")})
-    dec = decode_terms(model, hw, wl, lay)
+    km = kernel_model(hw)
+    dec = decode_terms(model, hw, wl, lay, km=km)
     t_iter = iteration_overhead_s(model, hw)
     assert row["decode_micro_batches"] == 2 and row["decode_pp_idle"] == 0.5
     assert row["decode_step_ms"] == pytest.approx(1e3 * (4 * (dec["stage_s"][0] + dec["hop_s"][0]) + t_iter), rel=1e-12)
     c = int(row["prefill_chunks"])
     assert c > 1  # 8192 tokens on 4 stages: chunking shortens the fill
-    pre = prefill_terms(model, hw, wl, lay, np.array([c]))
+    pre = prefill_terms(model, hw, wl, lay, np.array([c]), km=km)
     expected = (c + 4 - 1) * (pre["stage_s"][0] + pre["hop_s"][0]) + t_iter
     assert row["prefill_ms"] == pytest.approx(1e3 * expected, rel=1e-12)

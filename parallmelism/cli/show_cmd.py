@@ -72,12 +72,14 @@ def show(
         _print_fit_line(out, row, run.hardware)
         if run.workload.kind == "inference":
             from ..config.drafts import draft_model_of
+            from ..config.kernel_tables import kernel_model
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
 
             out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS, width=out.width), crop=False)
+            km = kernel_model(run.hardware)
             records = breakdown_for_row(
-                row, run.model, run.hardware, run.workload, draft_model_of(run.model, run.workload)
+                row, run.model, run.hardware, run.workload, km, draft_model_of(run.model, run.workload)
             )
             out.print(breakdown_table(records, width=out.width), crop=False)
             return

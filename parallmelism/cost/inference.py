@@ -1,12 +1,13 @@
 """Serving time: prefill (TTFT) and decode step (TPOT) roofline over serving layouts.
 
-One op on one GPU takes (JAX scaling book roofline)
-    time = max(FLOPs / (peak · eff_compute), HBM bytes / (HBM bandwidth · eff_hbm))
-and is compute- or memory-bound by whichever term wins (ops in `cost.inference_ops`). Matmuls
-use eff.matmul · min(1, m/eff.gemm_tile_rows) with m the GEMM's rows (tokens): a decode GEMM with
-a handful of rows still pays a full tensor-core tile; attention uses eff.attention; prefill streams
-at eff.hbm, decode steps at eff.decode_hbm (small-batch kernels). Peak FLOP/s is the workload's
-matmul precision (attention at bf16); fp8 GEMMs reach eff.matmul_fp8 of the fp8 peak when set.
+One op on one GPU takes its forward kernel time from the accelerator's kernel model, the same
+kernels training's forward runs (`cost.roofline.serving_ops_times`, ops in `cost.inference_ops`):
+GEMMs at (tokens, k, n) in the workload precision, decode-sized ones (m <= 256) from measured
+skinny GEMMs; MoE experts as one grouped kernel over the experts that got tokens; attention as the
+prompt's causal kernel plus a one-query kernel over the KV cache for decode tokens (measured on
+H100 at batch 1-64, context 1k-32k, `h100_decode_kernels.csv`); memory ops at the measured HBM
+fraction. Other accelerators: the H100 residuals on their own peak, bandwidth and SMs (cost.kernels).
+An op is compute- or memory-bound by the roofline's ridge (FLOPs at peak vs bytes at bandwidth).
 
 Collectives per layer: the training model's functions, so one collective of the same bytes, group
 and link costs the same in both (`collectives.group_collective_time_s`: NCCL ring inside the
@@ -45,9 +46,9 @@ schedules are cost/pipeline.py's):
            Static batching: the batch's prompts are prefilled together (sequence pipeline above),
            then decode steps; TTFT = prefill + one iteration overhead + request overhead, ρ = 0.
   request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
-Calibration (H100, `parallmelism validate`, cases/inference_measured.csv + inference_nim_h100.csv;
-kernels: the efficiency block's decode_hbm and matmul_fp8; named overheads fitted by
-benchmarks/fit_serving_overhead.py: iteration_overhead_ms, request_overhead_ms): the error per
+Calibration (`parallmelism validate`, cases/inference_*.csv; kernels from kernel measurements
+only; named overheads fitted once per accelerator by benchmarks/fit_serving_overhead.py:
+iteration_overhead_ms, moe_layer_overhead_us, request_overhead_ms): the error per
 case is in the committed validation table tests/golden/validation.csv. TTFT at higher concurrency
 in those closed-loop benchmarks is not validated (it follows the load generator's arrival bursts).
 Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
@@ -56,6 +57,8 @@ cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) 
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -70,36 +73,13 @@ from . import pipeline
 from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
-from .roofline import Rates
-from .roofline import op_time_s as roofline_time_s
+from .kernels import KernelModel
+from .roofline import Rates, serving_ops_times
 from .ops import OpKind
 from .shapes import kv_cache_width_per_rank, moe_token_load
 
 PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
 BOUNDS = np.array([b.label for b in (Bound.COMPUTE, Bound.MEMORY, Bound.COMMUNICATION)])  # _bound's stack order
-
-
-def op_rate(op, rates: Rates, tile_rows: int, fp8_peak=None):
-    """Achievable FLOP/s of one op: GEMMs at peak(precision)·matmul·min(1, m/tile_rows) (m rows =
-    tokens; a partly filled tensor-core tile costs a full one), the flash attention core at
-    peak(bf16)·attention (cost.roofline), memory ops none."""
-    if op.kind == OpKind.MATMUL:
-        m = np.maximum(np.asarray(op.dim, dtype=np.float64), 1.0)  # 0 rows: no FLOPs, no NaN
-        peak = rates.gemm_peak if fp8_peak is None else fp8_peak
-        return peak * np.minimum(1.0, m / tile_rows)
-    if op.kind == OpKind.ATTENTION:
-        return rates.attention + 0 * op.flops
-    return np.full(np.shape(op.flops), np.inf)
-
-
-def op_time_s(op, hw: AcceleratorSpec, wl: InferenceWorkload, hbm_eff: float):
-    """(time per call, compute time, memory time) of one op: the roofline max (cost.roofline)."""
-    eff = hw.efficiency
-    fp8 = hw.sustained_flops("fp8") * eff.matmul_fp8 if wl.precision == "fp8" and eff.matmul_fp8 else None
-    rate = op_rate(op, Rates(hw, wl.precision), eff.gemm_tile_rows, fp8)
-    hbm_rate = hw.hbm_bandwidth_gbps * 1e9 * hbm_eff
-    t = roofline_time_s(op.flops, op.bytes, rate, hbm_rate)
-    return t, op.flops / rate, op.bytes / hbm_rate
 
 
 def stage_terms(
@@ -114,13 +94,14 @@ def stage_terms(
     kv_write_tokens,
     kv_read_bytes,
     head_tokens,
-    hbm_eff,
+    km: KernelModel,
     prefill: bool,
     prompt_tokens=None,
     decode_part=None,
 ):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
-    stage on one GPU. Returns a dict of arrays (seconds, FLOPs, bytes)."""
+    stage on one GPU, each op timed by the kernel model `km` (config.kernel_tables.kernel_model).
+    Returns a dict of arrays (seconds, FLOPs, bytes)."""
     lay = ServingLayout.of(cols)
     tp, pp, sp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (lay.tp, lay.pp, lay.sp, lay.ep, lay.dp))
     n = np.asarray(lay.layers_per_stage, dtype=np.float64)
@@ -147,9 +128,9 @@ def stage_terms(
         decode_part=decode_part,
     )
     ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
-    times = [op_time_s(op, hw, wl, hbm_eff) for op in ops]
-    compute_s = sum(op.count * np.where(tc >= tm, t, 0.0) for op, (t, tc, tm) in zip(ops, times))
-    memory_s = sum(op.count * np.where(tc >= tm, 0.0, t) for op, (t, tc, tm) in zip(ops, times))
+    times = serving_ops_times(ops, Rates(hw, wl.precision, km))
+    compute_s = sum(op.count * np.where(cb, t, 0.0) for op, (t, cb) in zip(ops, times))
+    memory_s = sum(op.count * np.where(cb, 0.0, t) for op, (t, cb) in zip(ops, times))
     flops = sum(op.count * op.flops for op in ops)
     hbm = sum(op.count * op.bytes for op in ops)
 
@@ -171,7 +152,7 @@ def stage_terms(
     out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
     if prefill:
         kv_all = prompt_tokens * kv_width * ACT_BYTES
-        attn_s = sum(t for op, (t, _, _) in zip(ops, times) if op.kind == OpKind.ATTENTION)
+        attn_s = sum(t for op, (t, _) in zip(ops, times) if op.kind == OpKind.ATTENTION)
         ag = _collective(hw, "all_gather", kv_all, sp, tp)
         comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
     if decode_part is not None:  # decode tokens (a decode pass, or those riding in a mixed one)
@@ -201,7 +182,7 @@ def prefill_sequences(cols: ServingLayout | dict, wl):
     return np.ones_like(b) if wl.batching == "continuous" else b
 
 
-def prefill_terms(model, hw, wl, cols, chunks):
+def prefill_terms(model, hw, wl, cols, chunks, *, km: KernelModel):
     """Stage terms of one prefill chunk when the prompts are cut into `chunks` (array) pieces."""
     cols = ServingLayout.of(cols)
     sp = np.asarray(cols.sp, dtype=np.float64)
@@ -224,7 +205,7 @@ def prefill_terms(model, hw, wl, cols, chunks):
         kv_write_tokens=tokens,
         kv_read_bytes=ACT_BYTES,
         head_tokens=n_pre / c,
-        hbm_eff=hw.efficiency.hbm,
+        km=km,
         prefill=True,
         prompt_tokens=n_pre * S,
     )
@@ -241,7 +222,7 @@ def spec_positions(wl) -> int:
     return wl.spec_tokens + 1 if wl.spec_method != "none" else 1
 
 
-def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
+def decode_terms(model, hw, wl, cols, tokens_per_seq=None, *, km: KernelModel):
     """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context; with
     speculative decoding the verify pass carries tokens_per_seq = k+1 positions per sequence (the
     cache is read once per sequence, k+1 positions written)."""
@@ -263,12 +244,12 @@ def decode_terms(model, hw, wl, cols, tokens_per_seq=None):
         kv_write_tokens=Td / sp,
         kv_read_bytes=BYTES_PER_ELEMENT[wl.kv_dtype],
         head_tokens=Td,
-        hbm_eff=hw.efficiency.decode_hbm,
+        km=km,
         prefill=False,
     )
 
 
-def best_prefill(model, hw, wl, cols):
+def best_prefill(model, hw, wl, cols, km: KernelModel):
     """(TTFT seconds, chunk count) minimizing (n_c + pp − 1)·(stage + hop) over PREFILL_CHUNKS."""
     cols = ServingLayout.of(cols)
     pp = np.asarray(cols.pp, dtype=np.float64)
@@ -277,7 +258,7 @@ def best_prefill(model, hw, wl, cols):
     for c in PREFILL_CHUNKS:
         if c * 2 > wl.input_len:
             break
-        r = prefill_terms(model, hw, wl, cols, np.full(len(pp), c))
+        r = prefill_terms(model, hw, wl, cols, np.full(len(pp), c), km=km)
         t = pipeline.prefill_pipeline_s(c, pp, r["stage_s"], r["hop_s"])
         t = np.where((pp == 1) & (c > 1), np.inf, t)
         better = t < best_t
@@ -291,7 +272,7 @@ def _bound(terms):
     return BOUNDS[np.argmax(stack, axis=0)]
 
 
-def continuous_terms(model, hw, wl, cols, draft=None):
+def continuous_terms(model, hw, wl, cols, km: KernelModel, draft=None):
     """Iteration-level serving (cost.inference_iteration): decode and mixed iteration times, the
     prompt's chunk plan and the closed-loop steady state, plus the prefill-only terms of one chunk
     (FLOPs, collectives and bound of the prompt's own work)."""
@@ -301,18 +282,17 @@ def continuous_terms(model, hw, wl, cols, draft=None):
     pp = np.asarray(cols.pp, dtype=np.float64)
     b = np.asarray(cols.batch, dtype=np.float64)
     t_iter = iteration_overhead_s(model, hw)
-    dec = decode_terms(model, hw, wl, cols)
+    dec = decode_terms(model, hw, wl, cols, km=km)
     m = decode_micro_batches(cols)
-    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, decode_terms)
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, partial(decode_terms, km=km))
     t_dec = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
     n_p, _ = prefill_chunk_plan(wl, b)
     # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
     td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
-    pre = prefill_terms(model, hw, wl, cols, n_p)
+    pre = prefill_terms(model, hw, wl, cols, n_p, km=km)
     if wl.chunked_prefill:
-        mix = mixed_stage_terms(stage_terms, model, hw, wl, cols, td_mix, n_p)
-        # a chunk never shortens the iteration, though its pass streams the weights at the
-        # prefill kernels' eff.hbm where the decode pass has eff.decode_hbm
+        mix = mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, cols, td_mix, n_p)
+        # a chunk never shortens the iteration
         t_mix = pipeline.mixed_iteration_s(t_dec, pp, m, mix["stage_s"], dec["stage_s"])
     else:  # the chunk is a forward pass of its own through every stage
         mix = pre
@@ -338,10 +318,12 @@ def inference_columns(
     model: ModelSpec,
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
+    km: KernelModel,
     draft: ModelSpec | None = None,
 ) -> dict[str, np.ndarray]:
-    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `draft` is the
-    draft model when wl.spec_method == "draft". `cols` is returned with the cost columns added;
+    """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `km`: the
+    accelerator's kernel model (config.kernel_tables.kernel_model), as training_time takes it;
+    `draft` is the draft model when wl.spec_method == "draft". `cols` is returned with the cost columns added;
     the cost model reads its layout as a ServingLayout."""
     lay = ServingLayout.of(cols)
     pp = np.asarray(lay.pp, dtype=np.float64)
@@ -349,18 +331,18 @@ def inference_columns(
     overhead_s = hw.efficiency.request_overhead_ms * 1e-3
     spec_e = expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens) if wl.spec_method != "none" else 1.0
     if wl.batching == "continuous":
-        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, draft)
+        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, km, draft)
         prefill_s = pipeline.chunked_prefill_s(chunks, pp, mixed_s)
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
         t_iter = iteration_overhead_s(model, hw)
-        prefill_s, chunks = best_prefill(model, hw, wl, lay)
+        prefill_s, chunks = best_prefill(model, hw, wl, lay, km)
         prefill_s = prefill_s + t_iter
-        pre = prefill_terms(model, hw, wl, lay, chunks)
-        dec = decode_terms(model, hw, wl, lay)
+        pre = prefill_terms(model, hw, wl, lay, chunks, km=km)
+        dec = decode_terms(model, hw, wl, lay, km=km)
         m = decode_micro_batches(lay)
-        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, decode_terms)
+        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km))
         step_s = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
         mixed_s = prefill_s
         load = np.zeros_like(step_s)
@@ -417,6 +399,7 @@ def inference_breakdown(
     model: ModelSpec,
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
+    km: KernelModel,
     draft: ModelSpec | None = None,
 ) -> list[dict]:
     """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
@@ -433,16 +416,22 @@ def inference_breakdown(
 
         b = np.asarray(one.batch, dtype=np.float64)
         chunks, _ = prefill_chunk_plan(wl, b)
-        phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
+        phases = [
+            ("prefill", prefill_terms(model, hw, wl, one, chunks, km=km)),
+            ("decode", decode_terms(model, hw, wl, one, km=km)),
+        ]
         if wl.chunked_prefill:
             td_mix = np.ceil((b - 1) / decode_micro_batches(one)) * spec_positions(wl)
-            phases.append(("mixed", mixed_stage_terms(stage_terms, model, hw, wl, one, td_mix, chunks)))
+            phases.append(("mixed", mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, one, td_mix, chunks)))
     else:
-        _, chunks = best_prefill(model, hw, wl, one)
-        phases = [("prefill", prefill_terms(model, hw, wl, one, chunks)), ("decode", decode_terms(model, hw, wl, one))]
+        _, chunks = best_prefill(model, hw, wl, one, km)
+        phases = [
+            ("prefill", prefill_terms(model, hw, wl, one, chunks, km=km)),
+            ("decode", decode_terms(model, hw, wl, one, km=km)),
+        ]
     records = []
     for phase, terms in phases:
-        for op, (t, tc, tm) in zip(terms["ops"], terms["times"]):
+        for op, (t, cb) in zip(terms["ops"], terms["times"]):
             count = float(op.count[0])
             if count == 0 or (float(op.flops[0]) == 0 and float(op.bytes[0]) == 0):  # op not run this pass
                 continue
@@ -455,7 +444,7 @@ def inference_breakdown(
                     "weight_bytes": float(op.weight_bytes[0]),
                     "other_bytes": float(op.other_bytes[0]),
                     "time_ms": count * float(t[0]) * 1e3,
-                    "bound": "compute" if tc[0] >= tm[0] else "memory",
+                    "bound": "compute" if cb[0] else "memory",
                 }
             )
         for name, t in list(terms["comm"].items()) + [("pp_send_recv", terms["hop_s"])]:
@@ -473,7 +462,7 @@ def inference_breakdown(
                     }
                 )
         if phase != "prefill" and wl.spec_method != "none":
-            t_prop = wl.spec_tokens * float(proposer_step_s(model, draft, hw, wl, one, decode_terms)[0])
+            t_prop = wl.spec_tokens * float(proposer_step_s(model, draft, hw, wl, one, partial(decode_terms, km=km))[0])
             records.append(
                 {
                     "phase": phase,
@@ -503,7 +492,12 @@ def inference_breakdown(
 
 
 def breakdown_for_row(
-    row: dict, model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, draft: ModelSpec | None = None
+    row: dict,
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    km: KernelModel,
+    draft: ModelSpec | None = None,
 ) -> list[dict]:
     """`inference_breakdown` of one evaluated row (a dict with the layout columns); `draft`: the
     draft model of spec_method=draft (loaded by config.draft_model_of)."""
@@ -512,4 +506,4 @@ def breakdown_for_row(
     if wl.spec_method == "draft" and draft is None:
         raise ValueError("spec_method=draft needs the draft model (config.draft_model_of)")
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    return inference_breakdown(cols, model, hw, wl, draft)
+    return inference_breakdown(cols, model, hw, wl, km, draft)

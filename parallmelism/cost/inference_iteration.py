@@ -12,10 +12,9 @@ rest of the budget with a prefill chunk (chunked prefill). Two kinds of iteratio
                         t_mix = t_dec(b−1) + (pp/m)·(stage(decode + chunk) − stage(decode))
                      (the chunk rides in one of the m decode micro-batches and passes every stage once;
                      its increment is at least 0, and the decode tokens' sp attention merge is in both)
-Stage times are the roofline of the ops (`cost.inference.stage_terms`: per op max(FLOPs/rate,
-bytes/bandwidth), summed, plus the layer collectives). The weights are read once per iteration
-for all its tokens; a mixed iteration streams at eff.hbm (prefill kernels), a decode iteration at
-eff.decode_hbm. t_iter = eff.iteration_overhead_ms (scheduler, sampling, launches, host sync) +
+Stage times are the ops' kernel times (`cost.inference.stage_terms`: the kernel model's forward
+kernels, summed, plus the layer collectives). The weights are read once per iteration for all its
+tokens. t_iter = eff.iteration_overhead_ms (scheduler, sampling, launches, host sync) +
 eff.moe_layer_overhead_us per MoE layer (routing, token permutation, grouped-GEMM launches): named
 constants per accelerator fitted on serving ITL (benchmarks/fit_serving_overhead.py). Each
 chunk is the prompt's MEAN chunk (later chunks attend to more keys; the sum over chunks is exact).
@@ -93,7 +92,6 @@ def mixed_stage_terms(stage_terms, model, hw, wl, lay: ServingLayout, decode_tok
         kv_write_tokens=Td / sp + chunk,
         kv_read_bytes=ACT_BYTES,
         head_tokens=Td + 1.0 / n_p,
-        hbm_eff=hw.efficiency.hbm,
         prefill=True,
         decode_part=(Td, dec_pairs, dec_pairs),
         prompt_tokens=S / n_p,

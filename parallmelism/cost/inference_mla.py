@@ -27,7 +27,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
-from .ops import ACT_BYTES, HALF_BYTES, Op, serving_op
+from .ops import (
+    ACT_BYTES,
+    HALF_BYTES,
+    Op,
+    ServingAttention,
+    decode_attention_shape,
+    prompt_attention_shape,
+    serving_op,
+)
 from .shapes import heads_per_rank
 
 
@@ -61,7 +69,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     def linear(name, n_in, n_out, rows, weights=None):
         w = (n_in * n_out if weights is None else weights) * wb
         # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
-        return serving_op(
+        op = serving_op(
             name,
             "matmul",
             count,
@@ -70,6 +78,8 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
             rows * (n_in + n_out) * ab,
             rows,
         )
+        op.mkn = (rows, n_in, n_out)
+        return op
 
     def norm(name, width):
         return serving_op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
@@ -84,16 +94,45 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     ops += [kv_a, norm("kv_a_norm", rkv)]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
     ops.append(linear("kv_b_proj", rkv, a_l * (n + v), Kn))
+    seq, heads = prompt_attention_shape(Tn, Pn, a_l)
+    ctx, seqs = decode_attention_shape(Ta, Pa, Ka)
+
+    def naive_form(share):  # the prompt's MHA kernel (d_qk = n+p, d_v = v), no decode tokens
+        return ServingAttention(share, 2 * Pn * a_l * (n + p + v), seq, heads, zero, zero, zero, zero)
+
+    def absorbed_form(share):  # one latent "KV head" per sequence, read once by both halves
+        flops = 2 * Pa * a_l * (latent + rkv)
+        return ServingAttention(share, zero, zero, zero, Ka * latent * kvb, flops, seqs, ctx)
+
     ops.append(
         serving_op(
-            "attention_qk", "attention", count, 2 * Pn * a_l * (n + p), zero, (Tn + Kn) * a_l * (n + p) * ab, inf
+            "attention_qk",
+            "attention",
+            count,
+            2 * Pn * a_l * (n + p),
+            zero,
+            (Tn + Kn) * a_l * (n + p) * ab,
+            inf,
+            naive_form((n + p) / (n + p + v)),
         )
     )
-    ops.append(serving_op("attention_pv", "attention", count, 2 * Pn * a_l * v, zero, (Kn + Tn) * a_l * v * ab, inf))
+    ops.append(
+        serving_op(
+            "attention_pv",
+            "attention",
+            count,
+            2 * Pn * a_l * v,
+            zero,
+            (Kn + Tn) * a_l * v * ab,
+            inf,
+            naive_form(v / (n + p + v)),
+        )
+    )
     # absorbed decode form: latent scores and values, per-head W_UK before and W_UV after
     q_absorb = linear("q_absorb", n, rkv, Ta, weights=a_l * n * rkv)
     q_absorb.flops = 2 * Ta * a_l * n * rkv
     q_absorb.other_bytes = Ta * a_l * (n + rkv) * ab
+    q_absorb.mkn = (Ta, n, a_l * rkv)  # a_l per-head GEMMs (Ta, n, r_kv): the FLOPs and weights of one this wide
     ops.append(q_absorb)
     ops.append(
         serving_op(
@@ -104,14 +143,25 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
             zero,
             Ka * latent * kvb + Ta * a_l * latent * ab,
             inf,
+            absorbed_form(latent / (latent + rkv)),
         )
     )
     ops.append(
-        serving_op("attention_latent_pv", "attention", count, 2 * Pa * a_l * rkv, zero, Ta * a_l * rkv * ab, inf)
+        serving_op(
+            "attention_latent_pv",
+            "attention",
+            count,
+            2 * Pa * a_l * rkv,
+            zero,
+            Ta * a_l * rkv * ab,
+            inf,
+            absorbed_form(rkv / (latent + rkv)),
+        )
     )
     v_up = linear("v_up", rkv, v, Ta, weights=a_l * rkv * v)
     v_up.flops = 2 * Ta * a_l * rkv * v
     v_up.other_bytes = Ta * a_l * (rkv + v) * ab
+    v_up.mkn = (Ta, rkv, a_l * v)  # a_l per-head GEMMs (Ta, r_kv, v)
     ops.append(v_up)
     ops.append(linear("output_proj", a_l * v, h, T))
     return ops

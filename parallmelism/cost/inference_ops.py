@@ -30,7 +30,15 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from .flops import busiest_stage_layer_counts
 from .inference_mla import mla_attention_ops
-from .ops import ACT_BYTES, HALF_BYTES, Op, serving_op
+from .ops import (
+    ACT_BYTES,
+    HALF_BYTES,
+    Op,
+    ServingAttention,
+    decode_attention_shape,
+    prompt_attention_shape,
+    serving_op,
+)
 from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank
 
 
@@ -110,11 +118,14 @@ def layer_ops(
     def norm(name, count):
         return serving_op(name, "memory", count, zero, zero + h * HALF_BYTES, 2 * T * h * ab, inf)
 
-    def linear(name, count, n_in, n_out, tokens=T, weight_bytes=wb, weights=None):
+    def linear(name, count, n_in, n_out, tokens=T, weight_bytes=wb, weights=None, low_precision=True):
         w = (n_in * n_out if weights is None else weights) * weight_bytes
-        return serving_op(
+        op = serving_op(
             name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens, tokens * (n_in + n_out) * ab, tokens
         )
+        op.mkn = (tokens, n_in, n_out)
+        op.low_precision = low_precision
+        return op
 
     # Without flash attention the scores are written by QKᵀ and the probabilities read by ·V, one
     # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
@@ -126,6 +137,8 @@ def layer_ops(
     Td, Pd, Kd = (np.asarray(x, dtype=np.float64) for x in decode_part)
     # K (or V) bytes read per local KV head: decode positions from the cache, the rest at kv_read_bytes
     kv_read = (kv_pos - Kd) * kv_read_bytes + Kd * kvb
+    prompt = prompt_attention_shape(T - Td, pairs - Pd, a_l)
+    decode = decode_attention_shape(Td, Pd, Kd)
     if model.mla is not None:
         ops = [norm("attn_norm", all_layers)]
         ops += mla_attention_ops(
@@ -133,6 +146,17 @@ def layer_ops(
         )
         ops.append(norm("mlp_norm", all_layers))
         return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
+    shape = ServingAttention(
+        share=0.5,  # QKᵀ and ·V: the same FLOPs
+        prefill_flops=4 * (pairs - Pd) * a_l * d,
+        seq=prompt[0],
+        heads=prompt[1],
+        kv_bytes=2 * Kd * kv_l * kvb,
+        decode_flops=4 * Pd * a_l * d,
+        streams=decode[1] * g_l,
+        context=decode[0],
+        unfused_bytes=scores,
+    )
     ops = [
         norm("attn_norm", all_layers),
         linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
@@ -145,6 +169,7 @@ def layer_ops(
             zero,
             T * q_l * ab + kv_read * kv_l + 2 * kv_write_tokens * kv_l * kvb + scores,
             inf,
+            shape,
         ),
         # probabilities · V: same FLOPs; reads V, writes the output
         serving_op(
@@ -155,6 +180,7 @@ def layer_ops(
             zero,
             kv_read * kv_l + T * q_l * ab + scores,
             inf,
+            shape,
         ),
         linear("output_proj", all_layers, q_l, h),
         norm("mlp_norm", all_layers),
@@ -187,10 +213,14 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         Ie_l = moe.ffn_hidden / expert_tp(tp, ep)
         per_expert = np.maximum(T_e / local, 1.0)  # GEMM rows per local expert
         ml = np.asarray(moe_layers, dtype=np.float64)
-        ops.append(linear("router", ml, h, E, weight_bytes=HALF_BYTES))
+        ops.append(linear("router", ml, h, E, weight_bytes=HALF_BYTES, low_precision=False))  # bf16, as in training
         up = linear("experts_gate_up", ml, h, mult * Ie_l, tokens=T_e, weights=touched * h * mult * Ie_l)
         down = linear("experts_down", ml, Ie_l, h, tokens=T_e, weights=touched * Ie_l * h)
         up.dim = down.dim = per_expert
+        # one grouped kernel over the experts that got tokens, rows = routed copies per such expert
+        rows = np.maximum(T_e / np.maximum(touched, 1.0), 1.0)
+        up.mkn, down.mkn = (rows, h, mult * Ie_l), (rows, Ie_l, h)
+        up.experts = down.experts = touched
         ops += [up, down]
         if moe.num_shared_experts:
             Is_l = moe.num_shared_experts * moe.shared_expert_ffn / tp
@@ -209,20 +239,22 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     T = np.asarray(tokens, dtype=np.float64)
     Th = np.asarray(head_tokens, dtype=np.float64) + 0 * T
     inf = np.full_like(T, np.inf)
+    lm_head = serving_op(
+        "lm_head",
+        "matmul",
+        np.where(has_head, 1.0, 0.0) + 0 * T,
+        2 * Th * h * V / tp,
+        h * V / tp * HALF_BYTES + 0 * T,
+        Th * (h * ACT_BYTES + V / tp * 4),
+        Th,
+    )
+    lm_head.mkn, lm_head.low_precision = (Th, h, V / tp), False  # logits stay bf16, as in training
     emb = np.where(has_embedding, 1.0, 0.0) + 0 * T
     head = np.where(has_head, 1.0, 0.0) + 0 * T
     return [
         serving_op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
         serving_op("final_norm", "memory", head, 0 * T, 0 * T + h * HALF_BYTES, 2 * Th * h * ACT_BYTES, inf),
-        serving_op(
-            "lm_head",
-            "matmul",
-            head,
-            2 * Th * h * V / tp,
-            h * V / tp * HALF_BYTES + 0 * T,
-            Th * (h * ACT_BYTES + V / tp * 4),
-            Th,
-        ),
+        lm_head,
     ]
 
 

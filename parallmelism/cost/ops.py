@@ -36,6 +36,24 @@ MATMUL, ATTENTION, MEMORY = OpKind.MATMUL, OpKind.ATTENTION, OpKind.MEMORY
 
 
 @dataclass
+class ServingAttention:
+    """Kernel shapes of a serving attention op, timed by cost.roofline.serving_ops_times: one layer's
+    attention core is a causal kernel over the prompt tokens of the pass (prefill form) plus a
+    one-query kernel over the KV cache for its decode tokens; the op (scores or values half) takes
+    `share` of both. Arrays broadcast over layout rows."""
+
+    share: Any  # this op's share of the layer's attention kernels (by FLOPs)
+    prefill_flops: Any  # FLOPs of the prompt tokens' kernel (both halves; 0 in a decode pass)
+    seq: Any  # query length of that kernel's causal equivalent: 2 · pairs / tokens
+    heads: Any  # query heads on the GPU × prompt sequences of that kernel (parallel CTAs)
+    kv_bytes: Any  # KV-cache bytes the decode tokens read (both halves; 0 in a prefill pass)
+    decode_flops: Any  # FLOPs of the decode tokens' kernel (both halves)
+    streams: Any  # decode sequences × KV heads (or latent heads) on the GPU
+    context: Any  # key positions each decode query reads on this GPU
+    unfused_bytes: Any = 0.0  # this op's scores and probabilities in HBM without flash attention
+
+
+@dataclass
 class Op:
     """Arrays broadcast over layout rows."""
 
@@ -60,6 +78,8 @@ class Op:
     attention_core: bool = False
     norm_fused: bool = False
     column_parallel: bool = False
+    experts: Any = None  # serving MoE GEMM: experts one grouped kernel runs (mkn per expert)
+    serving_attention: ServingAttention | None = None  # serving attention op: its kernels' shapes
 
     @property
     def bytes(self):
@@ -74,8 +94,9 @@ ACT_BYTES = 2  # serving activations in bf16
 HALF_BYTES = 2  # serving norms, router, embedding and head stay 16-bit (vLLM / TensorRT-LLM fp8, int4 checkpoints)
 
 
-def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, rows) -> Op:
-    """A serving op: `count` calls of `flops` and weight + other bytes each; `rows` = GEMM rows."""
+def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, rows, attention=None) -> Op:
+    """A serving op: `count` calls of `flops` and weight + other bytes each; `rows` = GEMM rows;
+    `attention`: an attention op's kernel shapes."""
     k = OpKind[kind.upper()]
     return Op(
         name,
@@ -86,4 +107,23 @@ def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, ro
         count=count,
         weight_bytes=weight_bytes,
         attention_core=k == OpKind.ATTENTION,
+        serving_attention=attention,
     )
+
+
+def prompt_attention_shape(tokens, pairs, heads):
+    """(query length, heads × sequences) of the causal kernel with the prompt tokens' `tokens` and
+    query-key `pairs` (S tokens of one causal prompt: S(S+1)/2 pairs, so length ≈ 2·pairs/tokens; a
+    chunk attending to a cached prefix runs as that many CTAs of the same total work)."""
+    t, p = (np.asarray(x, dtype=np.float64) for x in (tokens, pairs))
+    seq = np.where(t > 0, 2.0 * p / np.where(t > 0, t, 1.0), 0.0)
+    return seq, np.where(seq > 0, heads * t / np.where(seq > 0, seq, 1.0), 0.0)
+
+
+def decode_attention_shape(tokens, pairs, kv_positions):
+    """(key positions per decode query, decode sequences) of a pass's decode tokens: each of
+    `tokens` queries reads pairs/tokens keys, and the cache positions read, `kv_positions`, are
+    that context once per sequence."""
+    t, p, k = (np.asarray(x, dtype=np.float64) for x in (tokens, pairs, kv_positions))
+    ctx = np.where(t > 0, p / np.where(t > 0, t, 1.0), 0.0)
+    return ctx, np.where(ctx > 0, k / np.where(ctx > 0, ctx, 1.0), 0.0)

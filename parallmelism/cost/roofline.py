@@ -17,21 +17,31 @@ H100 rule for accelerators without one):
   memory ops   bytes ÷ (HBM bandwidth · measured fraction at that transfer size)
 and each is at least its HBM bytes ÷ that bandwidth (the fp32 main-gradient traffic of wgrad).
 
-Serving (cost/inference.py) uses `Rates.flops_rate`, from the `efficiency` block:
-  GEMM         peak(dtype) · matmul; fp8 raises the peak of GEMMs only (attention core and elementwise ops stay bf16), at eff.matmul_fp8 when
-               the accelerator sets it
-  attention    attention core, fused (flash) or eager (QKᵀ and ·V batched GEMMs): peak(bf16) · attention
-               (serving runs forward passes only; training backward times come from cost.kernels)
-  memory ops   hbm_bandwidth · hbm (FLOPs ≈ 0)
-The bound of an op is "compute" when the FLOP term is the larger, else "memory".
+Serving (cost/inference.py, `serving_ops_times`) takes the same forward kernels from the same model:
+  GEMM         the forward kernel at (m tokens, k, n) in the GEMM dtype (the workload precision; the
+               router and logits GEMMs in bf16, as in training), with the weights' own bytes when
+               they are narrower (weight-only quantization); at m <= 256 tokens the kernel model's
+               decode regime (measured skinny GEMMs). No Transformer Engine casts: serving engines
+               quantize activations inside the preceding kernel
+  MoE experts  one grouped kernel over the experts that got tokens (cost.kernels.grouped_gemm_s)
+  attention    the prompt tokens' causal kernel (`attention_s` at the causal equivalent of the
+               pass's tokens and pairs) plus the decode tokens' one-query kernel over the KV cache
+               (`decode_attention_s`), each op its share; without flash attention the scores and
+               probabilities also cross HBM (`memory_s`)
+  memory ops   bytes ÷ (HBM bandwidth · measured fraction at that transfer size)
+A serving kernel is not floored by `memory_s` of its bytes: that fraction is measured on copy
+kernels, below what one-query attention reaches (up to 20 % at batch 64, 32k context); training's
+floor is there for the backward's fp32 gradient traffic, which its kernels do not measure. The bound
+of a serving op is "compute" when its FLOPs at the dtype's peak take longer than its bytes at the
+HBM bandwidth (the roofline's ridge), else "memory".
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .ops import ATTENTION, MATMUL, Op
-from .kernels import KernelModel
+from .ops import ACT_BYTES, ATTENTION, MATMUL, Op
+from .kernels import KernelModel, first_of_each
 
 LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
 
@@ -69,14 +79,13 @@ class Rates:
 
     def __init__(self, hw, precision: str, kernels: KernelModel | None = None):
         """`kernels`: the accelerator's kernel model (config.kernel_tables.kernel_model), which
-        training's op times read; serving's roofline (`flops_rate`) needs none."""
+        training's and serving's op times read; `gemm_peak` and `hbm` (the efficiency block's
+        achievable roofs) only draw the roofline plot (report.plots)."""
         check_precision(hw, precision)
         eff = hw.efficiency
         fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
         # at the clock the part sustains under its power cap (specs AcceleratorSpec.sustained_flops)
         self.gemm_peak = hw.sustained_flops(precision) * (fp8_eff or eff.matmul)
-        self.bf16_peak = hw.sustained_flops("bf16")
-        self.attention = self.bf16_peak * eff.attention
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
         self.precision = precision
         self._hw = hw
@@ -101,19 +110,6 @@ class Rates:
     def memory_s(self, nbytes):
         """Seconds to stream `nbytes` through HBM (measured fraction at that size)."""
         return self.kernels.memory_s(nbytes)
-
-    def flops_rate(self, op: Op):
-        """Forward FLOP/s of a serving op from the `efficiency` fractions."""
-        attention = self.attention
-        if op.kind == MATMUL:
-            if op.attention_core:
-                # Eager attention's batched GEMMs (K or N = head_dim) run in the activation dtype
-                # at the attention-core fraction, like the fused kernel.
-                return attention
-            return self.gemm_peak
-        if op.kind == ATTENTION:
-            return attention
-        return np.inf
 
 
 def weight_cast_bytes(op: Op, dtype: str):
@@ -170,11 +166,6 @@ def training_ops_variants(ops: list[Op], rates: Rates, wl, backward_casts=(False
             chosen[i] = picked + (np.where(use, cast[j], 0.0), np.where(use, nbytes[j], 0.0), use)
         out[backward_cast] = [chosen.get(i, t + (zero, zero, no)) for i, t in enumerate(times)]
     return out
-
-
-def op_time_s(flops, nbytes, flops_rate, hbm_rate):
-    """Roofline: max(FLOPs/rate, bytes/HBM rate), seconds."""
-    return np.maximum(np.asarray(flops) / flops_rate, np.asarray(nbytes) / hbm_rate)
 
 
 def _joined(values, shape) -> np.ndarray:
@@ -305,3 +296,82 @@ def _share(part, whole):
     """part / whole, 1 where whole is 0."""
     whole = np.asarray(whole, dtype=np.float64)
     return np.where(whole > 0, np.asarray(part) / np.where(whole > 0, whole, 1.0), 1.0)
+
+
+def serving_ops_times(ops: list[Op], rates: Rates) -> list:
+    """(seconds per call, compute-bound?) of each serving op (module docstring, Serving): its forward
+    kernels from the kernel model, the same kernels a training forward runs for the same shapes.
+    The GEMMs of one dtype (and the grouped ones) are looked up in one kernel-model call, and
+    attention ops that share their kernels' shapes (QKᵀ and ·V) once: every step is element-wise."""
+    km = rates.kernels
+    shape = np.broadcast_shapes(*[np.shape(x) for op in ops for x in (op.flops, op.bytes)])
+    mem = _split(km.memory_s(_joined([op.bytes for op in ops], shape)), len(ops), shape)
+    out: list = [(mem_s, np.zeros(shape, dtype=bool)) for mem_s in mem]  # memory ops
+    groups: dict[tuple, list[int]] = {}
+    for i, op in enumerate(ops):
+        if op.kind == MATMUL and op.mkn is not None:
+            groups.setdefault((rates.gemm_dtype(op), op.experts is not None), []).append(i)
+    for (dtype, grouped), idx in groups.items():
+        for i, t in zip(idx, _serving_gemms_s([ops[i] for i in idx], dtype, grouped, km, shape)):
+            flops = np.broadcast_to(np.asarray(ops[i].flops, dtype=np.float64), shape)
+            bound = flops / km.peak_flops(dtype) >= np.asarray(ops[i].bytes) / km.hbm_bps
+            out[i] = (np.where(flops > 0, t, 0.0), np.broadcast_to(bound, shape))
+    kernels: dict[int, tuple] = {}  # id(ServingAttention) -> (prompt kernel s, decode kernel s)
+    for i, op in enumerate(ops):
+        a = op.serving_attention
+        if op.kind != ATTENTION or a is None:
+            continue
+        pf, kvb = (np.asarray(x, dtype=np.float64) for x in (a.prefill_flops, a.kv_bytes))
+        if id(a) not in kernels:
+            pf_, kvb_ = np.broadcast_to(pf, shape), np.broadcast_to(kvb, shape)
+            prompt = _once_per_shape(
+                km.attention_s, np.maximum(pf_, 1.0), np.maximum(a.seq, 1.0), np.maximum(a.heads, 1.0)
+            )
+            decode = _once_per_shape(km.decode_attention_s, kvb_, a.decode_flops, a.streams, a.context)
+            kernels[id(a)] = (
+                np.where(pf_ > 0, prompt.reshape(shape), 0.0),
+                np.where(kvb_ > 0, decode.reshape(shape), 0.0),
+            )
+        prompt, decode = kernels[id(a)]
+        t = a.share * (prompt + decode)
+        unfused = np.asarray(a.unfused_bytes, dtype=np.float64)
+        if np.any(unfused > 0):  # eager attention: scores written and probabilities read
+            t = t + np.where(unfused > 0, km.memory_s(np.maximum(unfused, 1.0)), 0.0)
+        out[i] = (np.broadcast_to(t, shape), np.broadcast_to(prompt >= decode, shape))
+    return out
+
+
+def _serving_gemms_s(ops: list[Op], dtype: str, grouped: bool, km: KernelModel, shape) -> list:
+    """Forward kernel seconds of serving GEMM ops in `dtype` (one kernel-model call for all): plain
+    GEMMs at (m, k, n), or grouped over `op.experts` experts of (m, k, n) each; the weights at their
+    own bytes per element where narrower than the inputs (weight-only quantization)."""
+    in_bytes = LOW_PRECISION_BYTES.get(dtype, ACT_BYTES)
+    experts = [1.0 if op.experts is None else np.maximum(np.asarray(op.experts, dtype=np.float64), 1.0) for op in ops]
+    m, k, n = (_joined([op.mkn[j] for op in ops], shape) for j in range(3))
+    e = _joined(experts, shape)
+    per_weight = _joined([op.weight_bytes for op in ops], shape) / (k * n * e)
+    w_bytes = np.where((per_weight < in_bytes) & (per_weight > 0), per_weight, in_bytes)
+    if grouped:
+        t = _once_per_shape(lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4]), m, k, n, e, w_bytes)
+    else:
+        t = _once_per_shape(
+            lambda *c: km.gemm_s(np.maximum(c[0], 1.0), c[1], c[2], dtype, "fwd", c[4]), m, k, n, e, w_bytes
+        )
+    return _split(t, len(ops), shape)
+
+
+# incommensurate weights: a float key per row (a hash, not an order) and a second one to check it
+_SHAPE_KEY = (1.0, np.pi, np.e, np.sqrt(2.0), np.sqrt(3.0))
+_SHAPE_CHECK = (np.sqrt(5.0), 1.0, np.sqrt(7.0), np.pi, np.e)
+
+
+def _once_per_shape(fn, *cols) -> np.ndarray:
+    """fn(*cols) (element-wise over rows, at most 5 columns) evaluated once per distinct row: a sweep
+    repeats few distinct kernel shapes (they depend on tp, ep and token counts). Rows are matched by a
+    float key, checked with a second one; on a collision every row is evaluated."""
+    cols = tuple(np.ravel(np.asarray(c, dtype=np.float64)) for c in np.broadcast_arrays(*cols))
+    first, inv = first_of_each(sum(w * c for w, c in zip(_SHAPE_KEY, cols)))
+    check = sum(w * c for w, c in zip(_SHAPE_CHECK, cols))
+    if not np.array_equal(check[first][inv], check):
+        return np.asarray(fn(*cols), dtype=np.float64)
+    return np.asarray(fn(*(c[first] for c in cols)), dtype=np.float64)[inv]
