@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from parallmelism.config import load_option, option_files
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.cost.breakdown import training_breakdown
+from parallmelism.cost.collective_ops import transfer_time_s
+from parallmelism.cost.links import scale_up_port_share
 from parallmelism.cost.inference import inference_breakdown, inference_columns
 from parallmelism.cost.steptime import AXES, training_time
 from parallmelism.grid import enumerate_training_layouts
@@ -45,7 +47,14 @@ def close(a, b):
     return a == pytest.approx(b, rel=REL, abs=1e-15)
 
 
-def check_training_tables(bd: dict, row: dict) -> None:
+DP_ROLES = [
+    role + suffix
+    for role in ("dp grad reduce", "dp param gather", "fsdp param gather", "hsdp replica reduce")
+    for suffix in ("", " (experts)")
+]
+
+
+def check_training_tables(bd: dict, row: dict, hw, cols) -> None:
     """The four tables of `show` against the row's time columns (first row of `row`)."""
     at = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in row.items() if k != "bound"}
     parts = {k: v for k, (v, _) in bd["summary"]["where_time_goes"].items()}
@@ -62,12 +71,50 @@ def check_training_tables(bd: dict, row: dict) -> None:
         assert close(sum(c["time_link_s"] for c in by_axis[ax]), at[f"time_comm_{ax}_s"])
         assert close(sum(c["time_exposed_s"] for c in by_axis[ax]), at[f"time_comm_{ax}_exposed_s"])
     assert close(sum(c["time_exposed_s"] for c in bd["collectives"]), at["time_comm_exposed_s"])
+    # one row per collective: each is its calls of the shown bytes over the shown group and link
+    # (the one link model), exposes no more than it keeps its link busy, and DP roles stand apart
+    keys = [(c["axis"], c["role"], c["collective"], c["group"], c["stride"]) for c in bd["collectives"]]
+    assert len(keys) == len(set(keys))
+    for c in bd["collectives"]:
+        assert -1e-15 <= c["time_exposed_s"] <= c["time_link_s"] * (1 + REL) + 1e-15
+        if c["axis"] != "ep" or hw.scale_out is None or c["link"] == "scale_up":  # EP across nodes: DeepEP's own time
+            one = float(transfer_time_s(hw, c["collective"], c["bytes"], c["group"], c["stride"]))
+            assert close(c["calls_per_step"] * one, c["time_link_s"])
+        assert c["link"] == (
+            "scale_out"
+            if hw.scale_out is not None and c["group"] * c["stride"] > hw.scale_up.domain_size
+            else "scale_up"
+        )
+    assert {c["role"] for c in bd["collectives"] if c["axis"] == "dp"} <= set(DP_ROLES)
+    # per-link: a group-by of the per-collective rows by the link each runs on
+    port = scale_up_port_share(hw, *(np.asarray(cols[k]).reshape(-1)[:1] for k in ("tp", "cp", "dp", "ep", "pp")))
+    for r in bd["links"]:
+        tier = "scale_out" if "(this GPU's)" in r["link"] else "scale_up"
+        on = [c for c in bd["collectives"] if c["link"] == tier]
+        share = {
+            c["axis"]: 1.0 if tier == "scale_out" else float(np.asarray(port[c["axis"]]).reshape(-1)[0]) for c in on
+        }
+        assert close(r["busy_s"], sum(share[c["axis"]] * c["time_link_s"] for c in on))
+        assert close(r["exposed_s"], sum(share[c["axis"]] * c["time_exposed_s"] for c in on))
+    if hw.scale_up.topology == "switch":  # every axis counts its whole port: the links' exposed seconds are the row's
+        assert close(sum(r["exposed_s"] for r in bd["links"]), at["time_comm_exposed_s"])
     # per-link: busy seconds are the row's, split into the part the windows hide and the exposed part
     links = {r["link"].split(" ")[0]: r for r in bd["links"]}
     busy = [at["link_scale_up_busy_s"]] + ([at["link_scale_out_busy_s"]] if len(bd["links"]) > 1 else [])
     assert [r["busy_s"] for r in bd["links"]] == pytest.approx(busy, rel=REL, abs=1e-15)
     for r in links.values():
         assert close(r["overlappable_s"] + r["exposed_s"], r["busy_s"])
+
+
+# where the schedule hides what: the defaults, every overlap on, none, launches serialised, and
+# hybrid sharding (shard groups, then the replica all-reduce)
+SCHEDULE_OPTIONS = [
+    {},
+    {"overlap_tp_comm": True, "overlap_ep_comm": True},
+    {"overlap_dp_comm": False, "overlap_pp_comm": False},
+    {"launch_blocking": True},
+    {"dp_shard_size": 2},
+]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -81,15 +128,16 @@ def check_training_tables(bd: dict, row: dict) -> None:
     recompute=st.sampled_from(["none", "selective", "full"]),
     sharding=st.sampled_from(["NO_OP", "OPTIMIZER_STATES", "OPTIMIZER_STATES_AND_GRADS", "FULLY_SHARD"]),
     low=st.sampled_from([("bf16", 0), ("fp8", 0), ("fp8", 2)]),
+    options=st.sampled_from(SCHEDULE_OPTIONS),
     pick=st.integers(0, 10**6),
 )
 def test_training_show_tables_sum_to_the_row(
-    hw_name, model_name, ngpus, log_tp, pp, cp, recompute, sharding, low, pick
+    hw_name, model_name, ngpus, log_tp, pp, cp, recompute, sharding, low, options, pick
 ):
     hw, model = option("hardware", hw_name), option("model", model_name)
     precision, edge = low
     assume(precision == "bf16" or hw.peak_flops(precision) > hw.peak_flops("bf16"))
-    wl = TrainWorkload(seq_len=4096, global_batch=256, precision=precision, fp8_bf16_edge_layers=edge)
+    wl = TrainWorkload(seq_len=4096, global_batch=256, precision=precision, fp8_bf16_edge_layers=edge, **options)
     grid = GridSpec(
         ngpus=[ngpus],
         tp=[min(2**log_tp, hw.scale_up.domain_size)],
@@ -103,7 +151,7 @@ def test_training_show_tables_sum_to_the_row(
     assume(n > 0)
     one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
     row = training_time(one, model, hw, wl, kernels(hw_name))
-    check_training_tables(training_breakdown(one, model, hw, wl, kernels(hw_name)), row)
+    check_training_tables(training_breakdown(one, model, hw, wl, kernels(hw_name)), row, hw, one)
 
 
 def test_the_bf16_edge_layers_are_in_show_at_bf16():
@@ -115,7 +163,7 @@ def test_the_bf16_edge_layers_are_in_show_at_bf16():
     cols = enumerate_training_layouts(model, hw, wl, GridSpec(ngpus=[64], tp=[8], pp=[4], cp=[1])).columns
     one = {k: np.asarray(v)[:1] for k, v in cols.items()}
     bd = training_breakdown(one, model, hw, wl, kernels("h100-sxm-80gb"))
-    check_training_tables(bd, training_time(one, model, hw, wl, kernels("h100-sxm-80gb")))
+    check_training_tables(bd, training_time(one, model, hw, wl, kernels("h100-sxm-80gb")), hw, one)
     assert bd["summary"]["critical_stage"] == "last"
     qkv = [r for r in bd["ops"] if r["op"] == "qkv"]
     assert [(r["count"], r["dtype"]) for r in qkv] == [(18, "fp8"), (2, "bf16")]

@@ -22,6 +22,8 @@ from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option, option_files
 from parallmelism.cost import comm, flops, inference, roofline, states
 from parallmelism.cost.breakdown import training_breakdown
+from parallmelism.cost.collective_ops import transfer_time_s
+from parallmelism.cost.collectives import collective_time_s
 from parallmelism.cost.comm import ep_all_to_all_time_s, tp_layer_times_s
 from parallmelism.cost.steptime import training_time
 from parallmelism.grid import enumerate_training_layouts
@@ -178,32 +180,49 @@ def test_show_counts_the_cp_transfers_the_time_model_pays(recompute, transfers):
     """p2p ring, c = 4: 3(c − 1) = 9 transfers per layer and micro-batch, 4(c − 1) = 12 when the
     attention forward reruns (full or selective recompute), each one K,V chunk hop."""
     bd, row, model, hw, wl, cols = cp_breakdown(recompute)
-    rec = next(c for c in bd["collectives"] if c["axis"] == "cp")
-    assert rec["per_layer_per_micro_batch"] == transfers
-    # the time model's link seconds are that many hops of the shown bytes on the shown link
-    bw, lat = comm.p2p_link(hw, 4 * 2)
-    hop = float(comm.collective_time_s("send_recv", rec["bytes"], 2, bw, lat))
+    (rec,) = (c for c in bd["collectives"] if c["axis"] == "cp")
+    assert rec["collective"] == "send_recv" and rec["group"] == 4 and rec["stride"] == 2
     layers = int(cols["layers_per_stage"][0]) if int(cols["pp"][0]) > 1 else model.layers
     m = int(cols["num_micro_batches"][0])
+    assert rec["calls_per_step"] == transfers * layers * m
+    # the time model's link seconds are that many hops of the shown bytes on the shown link
+    bw, lat = comm.p2p_link(hw, 4 * 2)
+    hop = float(collective_time_s("send_recv", rec["bytes"], 2, bw, lat))
     assert float(row["time_comm_cp_s"][0]) == pytest.approx(transfers * hop * layers * m, rel=1e-9)
+    assert rec["wire_bytes"] == rec["bytes"]  # a send/recv puts its bytes on the wire once
+
+
+def per_layer_calls(bd, cols, model, axis, role=None, layers=None):
+    """Calls per layer and micro-batch of an axis's rows (a role's) in `show`'s per-collective table."""
+    if layers is None:
+        layers = int(cols["layers_per_stage"][0]) if int(cols["pp"][0]) > 1 else model.layers
+    m = int(cols["num_micro_batches"][0])
+    rows = [c for c in bd["collectives"] if c["axis"] == axis and role in (None, c["role"])]
+    return sum(c["calls_per_step"] for c in rows) / (m * layers)
 
 
 @pytest.mark.parametrize("recompute, calls", [("none", 3), ("selective", 4)])
 def test_show_counts_the_cp_all_gathers_the_time_model_pays(recompute, calls):
-    bd, *_ = cp_breakdown(recompute, "all_gather")
-    assert next(c for c in bd["collectives"] if c["axis"] == "cp")["per_layer_per_micro_batch"] == calls
+    bd, _, model, _, _, cols = cp_breakdown(recompute, "all_gather")
+    assert per_layer_calls(bd, cols, model, "cp") == calls
+    kinds = {c["collective"]: c["calls_per_step"] for c in bd["collectives"] if c["axis"] == "cp"}
+    assert (
+        set(kinds) == {"all_gather", "reduce_scatter"} and kinds["all_gather"] == (calls - 1) * kinds["reduce_scatter"]
+    )
 
 
 @pytest.mark.parametrize("sp, recompute, calls", [(True, "full", 14), (True, "none", 10), (False, "full", 6)])
 def test_show_counts_the_tp_and_ep_calls_the_time_model_pays(sp, recompute, calls):
     """TP (Korthikanti et al. 2022 §4.2.2): SP 4 forward + 2 exposed + 4 hidden backward, the
     forward again under full recompute; no SP 2 + 2, +2. EP: dispatch + combine per pass."""
-    bd, *_ = cp_breakdown(
+    bd, _, model, _, _, cols = cp_breakdown(
         recompute, model_name="mixtral-8x7b", cp=[1], ep=[8], sequence_parallel=[sp], ngpus=[16], tp=[2]
     )
-    recs = {c["axis"]: c for c in bd["collectives"]}
-    assert recs["tp"]["per_layer_per_micro_batch"] == calls
-    assert recs["ep"]["per_layer_per_micro_batch"] == (6 if recompute == "full" else 4)
+    assert per_layer_calls(bd, cols, model, "tp", "tp") == calls
+    assert per_layer_calls(bd, cols, model, "ep") == (6 if recompute == "full" else 4)  # every Mixtral layer is MoE
+    # the MoE dispatch's TP all-gather and combine's reduce-scatter: their own rows, one each per pass
+    passes = 3 if recompute == "full" else 2
+    assert per_layer_calls(bd, cols, model, "tp", "tp moe") == (2 * passes if sp else 0)
 
 
 def test_weight_cast_docstrings_say_the_gemm_casts():
@@ -269,3 +288,31 @@ def test_every_shipped_model_and_accelerator_prices_training_and_serving_alike(h
         n_moe = float(np.asarray(router.count)[0])
         first = 0 if pp == 1 else int(flops_split(model.layers, pp)[0][0])
         assert n_moe.is_integer() and n_moe == float(flops.moe_layer_counts(model, first, n)[1])
+    # every serving collective is a record of the inventory; training's builder of the same
+    # transfer (its TP layer, its MoE dispatch without SP, its pipeline hop) gives the same bytes,
+    # group and stride, and the one link model the same seconds per call
+    T, t = np.array([tokens]), np.array([float(tp)])
+    training = {
+        "tp": comm.tp_layer_ops(hw, model, T, t, {"all_reduce": 1.0})[0],
+        "pp hop": comm.pp_hop_op(hw, model, T, t, t, np.array([pp])),
+    }
+    if model.is_moe:
+        training["ep"] = comm.ep_layer_ops(hw, model, T, t, np.array([1.0]), 1.0, False)[0]
+    for rec in terms["collectives"]:
+        if rec.role not in training:
+            continue
+        other = training[rec.role]
+
+        def key(op):
+            return (op.kind, *(scalar(x) for x in (op.nbytes, op.group, op.stride)))
+
+        assert key(rec) == key(other)
+        same = scalar(transfer_time_s(hw, rec.kind, rec.nbytes, rec.group, rec.stride))
+        if rec.role == "ep":  # EP inside the TP group needs no all-to-all in serving (ep = 1 here)
+            assert scalar(rec.time_s) == 0.0
+        else:
+            assert scalar(rec.time_s) == scalar(other.time_s) == same
+
+
+def scalar(x) -> float:
+    return float(np.asarray(x).reshape(-1)[0])

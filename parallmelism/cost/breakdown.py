@@ -10,21 +10,22 @@ the row's time columns (tests/test_breakdown_sums.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 import numpy as np
 
-from ..specs import Bound, DPSharding
-from .collectives import group_link
+from ..specs import Bound
+from .collective_ops import CollectiveOp
 from .comm import (
-    cp_chunk_bytes,
-    cp_layer_transfers,
-    ep_dispatch_bytes,
-    ep_layer_calls,
-    p2p_link,
-    pp_hop_bytes,
-    tp_collective_bytes,
+    cp_layer_ops,
+    dp_group_ops,
+    ep_layer_ops,
+    forward_passes,
+    hsdp_replica_op,
+    pp_hop_op,
     tp_layer_calls,
+    tp_layer_ops,
 )
 from .layout import TrainingLayout
 from .links import scale_up_port_share
@@ -36,13 +37,19 @@ from .steptime import (
     LAYER_SETS,
     NONE,
     SELECTIVE,
+    _dp_reductions,
+    _dp_terms,
+    _micro_batch_terms,
     _stage_layout,
     _training_time,
+    bf16_edge_layers,
+    dp_role_exposed_s,
+    stage_op_counts,
     stage_ops,
     weight_casts_per_micro_batch,
 )
-from .shapes import dense_dp_size, dp_shard_ranks, tokens_per_rank
-from .states import reduces_every_micro_batch
+from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
+from .states import FS, GRAD_BYTES, NO_OP, param_gather_bytes
 
 STAGES = ("first", "middle", "last")
 
@@ -61,10 +68,8 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
     stage = STAGES[crit]
     rates: Rates = ctx["rates"]
     tp, cp, ep, dp, pp = (_f(x) for x in (cols.tp, cols.cp, cols.ep, cols.dp, cols.pp))
-    b, m = _f(cols.micro_batch), _f(cols.num_micro_batches)
-    sp = bool(cols.sequence_parallel[0])
+    m = _f(cols.num_micro_batches)
     rc = int(cols.recompute[0])
-    s = wl.seq_len
     n_layers = _stage_layout(cols, model.layers)[stage][0][:1]
     # the op list the step time sums on the critical stage (steptime.stage_ops), grouped by op:
     # transformer layers first (dense, dense kept in bf16, MoE), then the embedding and the head
@@ -98,99 +103,9 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
                 }
             )
 
-    def link(size, stride, kind="ring"):
-        bw_, lat = group_link(hw, size, stride, kind=kind)
-        return _f(bw_), _f(lat)
-
-    T = float(tokens_per_rank(s, b, cp))
-    colls = []
-    if tp > 1:
-        bw_, _ = link(tp, 1)
-        kinds = "all_gather + reduce_scatter" if sp else "all_reduce"
-        n = sum(_f(c) for calls in tp_layer_calls(sp, rc == FULL).values() for c in calls)
-        colls.append(
-            {
-                "axis": "tp",
-                "collective": kinds,
-                "group": int(tp),
-                "bytes": float(tp_collective_bytes(model, T)),
-                "per_layer_per_micro_batch": n,
-                "bandwidth_gbps": bw_,
-            }
-        )
-    if cp > 1:
-        bw_, _ = (_f(x) for x in p2p_link(hw, cp * tp))
-        gather = wl.cp_comm_type == "all_gather"
-        colls.append(
-            {
-                "axis": "cp",
-                "collective": "all_gather (K,V) fwd + bwd, reduce_scatter (dK,dV)"
-                if gather
-                else "send_recv (ring K,V)",
-                "group": int(cp),
-                "bytes": _f(cp_chunk_bytes(model, s, b, tp, cp)) * (cp if gather else 1),
-                "per_layer_per_micro_batch": sum(_f(x) for x in cp_layer_transfers(cp, rc != NONE, wl.cp_comm_type)),
-                "bandwidth_gbps": link(cp, tp)[0] if gather else bw_,
-            }
-        )
-    if model.is_moe and ep > 1:
-        bw_, _ = link(ep, tp, "all_to_all")
-        colls.append(
-            {
-                "axis": "ep",
-                "collective": "all_to_all (dispatch + combine)",
-                "group": int(ep),
-                "bytes": _f(ep_dispatch_bytes(model, T, tp, sp, wl.moe_imbalance)[1]),
-                "per_layer_per_micro_batch": _f(ep_layer_calls(rc == FULL)),
-                "bandwidth_gbps": bw_,
-            }
-        )
-    dp_group = int(dense_dp_size(dp, cp))
-    if dp_group > 1:
-        bw_, _ = link(dp_group, tp)
-        sh = DPSharding(int(cols.dp_sharding[0]))
-        g = f"{wl.grad_reduce_dtype} grads"
-        w = "fp8 params" if wl.fp8_param_gather else "bf16 params"
-        names = {
-            DPSharding.NO_OP: f"all_reduce ({g})",
-            DPSharding.OPTIMIZER_STATES: f"reduce_scatter ({g}) + all_gather ({w})",
-            DPSharding.OPTIMIZER_STATES_AND_GRADS: f"reduce_scatter ({g}) + all_gather ({w})",
-            DPSharding.FULLY_SHARD: f"all_gather ({w}) fwd + bwd per micro-batch, reduce_scatter ({g})",
-        }
-        per_mb = bool(reduces_every_micro_batch(np.asarray([int(sh)]), wl.dp_grad_reduce)[0])
-        when = "; grads reduced every micro-batch" if per_mb else "; grads reduced once, last micro-batch"
-        shard = int(dp_shard_ranks(np.asarray([dp]), np.asarray([int(sh)]), wl.dp_shard_size)[0])
-        if shard < dp:  # hybrid sharding: the group and link of the shard groups; replicas named
-            dp_group = int(shard * cp)
-            bw_, _ = link(dp_group, tp)
-            when = f"; HSDP, then all_reduce of the shard over {int(dp // shard)} replicas" + when
-        colls.append(
-            {
-                "axis": "dp",
-                "collective": names[sh] + when,
-                "group": dp_group,
-                "bytes": float("nan"),
-                "per_layer_per_micro_batch": float("nan"),
-                "bandwidth_gbps": bw_,
-            }
-        )
-    if pp > 1:
-        bw_, _ = (_f(x) for x in p2p_link(hw, 2 * tp * cp * dp))
-        colls.append(
-            {
-                "axis": "pp",
-                "collective": "send_recv (activations, grads)",
-                "group": 2,
-                "bytes": _f(pp_hop_bytes(model, T, tp)),
-                "per_layer_per_micro_batch": float("nan"),
-                "bandwidth_gbps": bw_,
-            }
-        )
-    for c in colls:
-        c["time_link_s"] = _f(out[f"time_comm_{c['axis']}_s"])
-        c["time_exposed_s"] = _f(out[f"time_comm_{c['axis']}_exposed_s"])
-
-    links = link_records(hw, out, ctx["on_out"], scale_up_port_share(hw, tp, cp, dp, ep, pp))
+    records = training_collectives(cols, model, hw, wl, out, ctx, stage)
+    colls = collective_table(hw, records)
+    links = link_table(hw, records, scale_up_port_share(hw, tp, cp, dp, ep, pp))
 
     step = _f(out["time_step_s"])
     opt = _f(ctx["pick"]("opt"))
@@ -215,12 +130,160 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
     return {"summary": summary, "ops": ops, "collectives": colls, "links": links}
 
 
-def link_records(hw, out, on_out, port_share=None) -> list[dict]:
-    """Per physical link of one critical-stage GPU (cost/links.py): achievable bandwidth per
-    direction, busy seconds per step, the part the overlap windows hide, the exposed part (an axis
-    split over both links, hybrid sharding's DP, counts its share on each; on a mesh scale-up each
-    axis counts its share of the port, port_share: `links.scale_up_port_share`), and the axes whose
-    transfers it carries. on_out: the step time's NIC share per axis (its ctx["on_out"])."""
+def training_collectives(cols: TrainingLayout, model, hw, wl, out, ctx, stage: str) -> list[CollectiveOp]:
+    """The collectives one GPU of the critical `stage` issues in a step (first row of `cols`), as
+    the inventory's records (cost/collective_ops.py) built by the step time's own functions
+    (cost/comm.py): calls per step, link seconds per call, and the exposed seconds per step.
+
+    Exposure: the step time decides it per axis (cost/steptime.py: overlap windows, then the
+    busiest-link bound, `links.bind_to_links`). A record's own part is what the schedule never
+    hides (TP forward and exposed backward calls, the MoE dispatch's TP gather and scatter, a CP
+    all-gather, EP without overlap_ep_comm, every call without its overlap option or under
+    launch_blocking) or, for a DP role, that role's exposure under its own window
+    (`steptime.dp_role_exposed_s`); what the axis exposes beyond the parts is spread over its
+    records in proportion to their hideable seconds (link − own part), as the link bound spreads
+    its deficit over the axes. The records of an axis so sum to its time columns."""
+    one = cols.rows(1)
+    tp, cp, ep, dp, pp, vpp = (
+        np.asarray(x, dtype=np.float64) for x in (one.tp, one.cp, one.ep, one.dp, one.pp, one.vpp)
+    )
+    b, m = np.asarray(one.micro_batch, dtype=np.float64), _f(one.num_micro_batches)
+    sp = bool(one.sequence_parallel[0])
+    rc = int(one.recompute[0])
+    full = rc == FULL
+    s = wl.seq_len
+    T = tokens_per_rank(s, b, cp)
+    counts = dict(stage_op_counts(one, model, bf16_edge_layers(wl))[stage])
+    layers = sum(_f(counts.get(name, 0.0)) for name in LAYER_SETS)  # the layers on the stage
+    n_moe = _f(counts.get("moe", 0.0))
+    blocking = wl.launch_blocking
+    placed: list[tuple[CollectiveOp, float]] = []  # (record with calls per step, own exposed seconds)
+
+    def per_step(op: CollectiveOp, times: float, own_exposed: bool):
+        """op's calls per layer and micro-batch over `times` layer-micro-batches of the step."""
+        step = replace(op, calls=_f(op.calls) * times, time_s=_f(op.time_s), scope="step")
+        placed.append((step, _f(step.link_s) if own_exposed else 0.0))
+
+    # TP: the layer's collectives; the forward and exposed backward calls are exposed, the hidden
+    # backward calls (or all of them under overlap_tp_comm) hide (comm.tp_layer_times_s)
+    calls = tp_layer_calls(sp, full)
+    hides_all = wl.hides("tp")
+    for op in tp_layer_ops(hw, model, T, tp, {k: c[0] + c[1] + c[2] for k, c in calls.items()}):
+        c = calls[op.kind]
+        own = 0.0 if hides_all else _f(c[0] + c[1]) * m * layers * _f(op.time_s)
+        step = replace(op, calls=_f(op.calls) * m * layers, time_s=_f(op.time_s), scope="step")
+        placed.append((step, _f(step.link_s) if blocking else own))
+    if model.is_moe:  # EP all-to-all (hidden only under overlap_ep_comm) and its TP gather and scatter
+        for op in ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher):
+            per_step(op, m * n_moe, op.axis == "tp" or not wl.hides("ep"))
+    for op in cp_layer_ops(hw, model, s, b, tp, cp, rc != NONE, wl.cp_comm_type):
+        per_step(op, m * layers, blocking or op.kind != "send_recv")
+    placed += _dp_collectives(one, model, hw, wl, ctx, stage, m)
+    hop = pp_hop_op(hw, model, T, tp, tp * cp * dp, pp)  # 2·m·v transfers per step (pipeline.pp_times_s)
+    placed.append((replace(hop, calls=_f(2.0 * m * vpp), time_s=_f(hop.time_s), scope="step"), 0.0))
+
+    records = []
+    for ax in AXES:
+        mine = [(op, own) for op, own in placed if op.axis == ax and _f(op.link_s) > 0]
+        total = _f(out[f"time_comm_{ax}_exposed_s"])
+        rest = total - sum(own for _, own in mine)
+        hideable = [_f(op.link_s) - own for op, own in mine]
+        weights = hideable if sum(hideable) > 0 else [_f(op.link_s) for op, _ in mine]
+        for (op, own), w in zip(mine, weights):
+            records.append(replace(op, exposed_s=own + rest * w / sum(weights)))
+    return records
+
+
+def _dp_collectives(one: TrainingLayout, model, hw, wl, ctx, stage, m) -> list[tuple[CollectiveOp, float]]:
+    """The DP records of the critical stage, calls per step, with each role's own exposure: the
+    gradient reduce (per reduction), the distributed optimizer's gather, the FSDP gathers (per unit,
+    micro-batch and pass), hybrid sharding's replica all-reduce, each over the dense and the
+    expert parameters' groups (comm.dp_group_ops, comm.hsdp_replica_op; steptime._dp_terms)."""
+    rates = ctx["rates"]
+    sh = int(one.dp_sharding[0])
+    d = _dp_terms(one, model, hw, wl, rates)[stage]
+    r = _micro_batch_terms(one, model, hw, wl, rates)[stage]
+    reductions = _f(_dp_reductions(d, m))
+    passes = _f(forward_passes(np.asarray(one.recompute) == FULL)) if wl.fsdp_reshard_after_forward else 1.0
+    tp, cp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (one.tp, one.cp, one.ep, one.dp))
+    role_link = {"reduce": _f(d["reduce"]) * reductions, "zero": _f(d["zero_gather"]), "fsdp": _f(d["fsdp_per_mb"]) * m}
+    if wl.hides("dp"):
+        role_exp = dict(zip(("reduce", "zero", "fsdp"), (_f(x) for x in dp_role_exposed_s(d, r, m, reductions))))
+    else:
+        role_exp = dict(role_link)
+    grad, param = GRAD_BYTES[wl.grad_reduce_dtype], param_gather_bytes(wl)
+    out = []
+    for group in ("dense", "experts"):
+        g = _dp_terms(one, model, hw, wl, rates, group=group)[stage]
+        P = g["params"]
+        if not np.any(P):
+            continue
+        dp_s = g["dp_shard"]
+        n, stride = (dense_dp_size(dp_s, cp), tp) if group == "dense" else (expert_dp_size(dp_s, cp, ep), tp * ep)
+        ops = dp_group_ops(hw, P, n, stride, sh, g["units"], wl.dp_bucket_params, grad, param)
+        picked = [(ops["all_reduce" if sh == NO_OP else "reduce_scatter"], reductions, "reduce")]
+        if sh == FS:
+            picked.append((ops["fsdp_gather"], m * passes, "fsdp"))
+        elif sh != NO_OP:
+            picked.append((ops["zero_gather"], 1.0, "zero"))
+        if wl.dp_shard_size is not None and sh != NO_OP:
+            replicas = dp / dp_s
+            picked.append(
+                (
+                    hsdp_replica_op(hw, P, n, stride, replicas, sh, g["units"], grad, wl.dp_bucket_params),
+                    reductions,
+                    "reduce",
+                )
+            )
+        for op, times, role in picked:
+            name = op.role if group == "dense" else op.role + " (experts)"  # the expert parameters' group
+            step = replace(op, role=name, calls=_f(op.calls) * times, time_s=_f(op.time_s), scope="step")
+            link = _f(step.link_s)
+            share = link / role_link[role] if role_link[role] > 0 else 0.0
+            out.append((step, role_exp[role] * share))
+    return out
+
+
+# one row of `show`'s per-collective table per distinct (axis, role, kind, group, stride)
+COLLECTIVE_KEY = ("axis", "role", "kind", "group", "stride")
+
+
+def collective_table(hw, records: list[CollectiveOp]) -> list[dict]:
+    """`show`'s per-collective table: the records grouped by COLLECTIVE_KEY, calls, link and
+    exposed seconds per step summed; bytes per call (S, nccl-tests size) and on the wire per rank
+    and direction (S · busbw factor), and the link each runs on."""
+    rows: dict[tuple, dict] = {}
+    for op in records:
+        key = (op.axis, op.role, op.kind, int(_f(op.group)), int(_f(op.stride)))
+        bw, _lat = op.link(hw)
+        row = rows.setdefault(
+            key,
+            {
+                "axis": op.axis,
+                "role": op.role,
+                "collective": op.kind,
+                "group": key[3],
+                "stride": key[4],
+                "bytes": _f(op.nbytes),
+                "wire_bytes": _f(op.wire_bytes),
+                "calls_per_step": 0.0,
+                "link": "scale_out" if bool(np.asarray(op.on_scale_out(hw)).reshape(-1)[0]) else "scale_up",
+                "bandwidth_gbps": _f(bw),
+                "time_link_s": 0.0,
+                "time_exposed_s": 0.0,
+            },
+        )
+        row["calls_per_step"] += _f(op.calls)
+        row["time_link_s"] += _f(op.link_s)
+        row["time_exposed_s"] += _f(op.exposed_s)
+    return list(rows.values())
+
+
+def link_table(hw, records: list[CollectiveOp], port_share=None) -> list[dict]:
+    """`show`'s per-link table, a group-by of the records by the link each runs on (cost/links.py):
+    achievable bandwidth per direction, busy seconds per step (on a mesh scale-up an axis counts
+    its share of the port, port_share: `links.scale_up_port_share`), the part the overlap windows
+    hide, the exposed part, and the axes it carries."""
     recs = []
     tiers = [("scale_up", hw.scale_up.name or "scale-up", hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up)]
     if hw.scale_out is not None:
@@ -232,11 +295,11 @@ def link_records(hw, out, on_out, port_share=None) -> list[dict]:
             )
         )
     for key, name, bw in tiers:
+        on = [op for op in records if bool(np.asarray(op.on_scale_out(hw)).reshape(-1)[0]) == (key == "scale_out")]
         port = {ax: 1.0 if key == "scale_out" else _f((port_share or {}).get(ax, 1.0)) for ax in AXES}
-        share = {ax: _f(on_out[ax]) if key == "scale_out" else 1.0 - _f(on_out[ax]) for ax in AXES}
-        axes = [ax for ax in AXES if share[ax] > 0 and _f(out[f"time_comm_{ax}_s"]) > 0]
-        busy = _f(out[f"link_{key}_busy_s"])
-        exposed = sum(share[ax] * port[ax] * _f(out[f"time_comm_{ax}_exposed_s"]) for ax in axes)
+        busy = sum(port[op.axis] * _f(op.link_s) for op in on)
+        exposed = sum(port[op.axis] * _f(op.exposed_s) for op in on)
+        axes = [ax for ax in AXES if any(op.axis == ax for op in on)]
         recs.append(
             {
                 "link": name,

@@ -49,53 +49,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import BYTES_PER_ELEMENT
-from .collectives import collective_time_s, group_collective_time_s, group_link, scale_up_group_gbps
-from .states import FS, NO_OP
-from .shapes import (
-    dense_dp_size,
-    expert_dp_size,
-    kv_width_per_rank,
-    moe_token_load,
-    sp_divisor,
-    tokens_per_rank,
+from .collective_ops import (
+    ACT_BYTES,
+    CollectiveOp,
+    collective,
+    cp_chunk_bytes,
+    ep_all_to_all_time_s,
+    ep_dispatch_bytes,
+    ep_distinct_nodes_per_token,
+    p2p_link,
+    pp_hop_bytes,
+    tp_collective_bytes,
 )
-
-
-ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])  # B per element: activations, their gradients and K,V travel in bf16
-
-
-def p2p_link(hw, span):
-    """Point-to-point link of a ring or chain whose ranks extend over `span` consecutive ranks:
-    scale-up when span <= domain_size (on a mesh the one link between the two GPUs), else one NIC
-    per rank (the boundary hop sets the pace)."""
-    span = np.asarray(span, dtype=np.float64)
-    up = scale_up_group_gbps(hw, np.full(span.shape, 2.0))  # two GPUs: one link of a mesh
-    if hw.scale_out is None:
-        return np.full(span.shape, up), np.full(span.shape, hw.scale_up.latency_us)
-    inside = span <= hw.scale_up.domain_size
-    out = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out
-    return np.where(inside, up, out), np.where(inside, hw.scale_up.latency_us, hw.scale_out.latency_us)
-
-
-def tp_collective_bytes(model, T):
-    """2·T·h: the bf16 activations of the micro-batch's T tokens on a rank, the payload S of each
-    TP all-reduce, all-gather and reduce-scatter (Korthikanti et al. 2022 §4.2.2)."""
-    return ACT_BYTES * T * model.hidden
-
-
-def cp_chunk_bytes(model, s, b, t, cp):
-    """K and V of one CP chunk in bf16, 2·(s/cp)·b·kv_width: what each ring hop passes on."""
-    return tokens_per_rank(s, b, cp) * kv_width_per_rank(model, t) * ACT_BYTES
-
-
-def ep_dispatch_bytes(model, T, t, sp, moe_imbalance):
-    """(TP-group bytes, EP all-to-all bytes per rank) of one MoE dispatch: the routed copies
-    2·T·k·load·h, and that divided by t under sequence parallelism (each TP rank routes its own
-    T/t tokens; ep_layer_time_s)."""
-    moe = model.require_moe()
-    full = ACT_BYTES * T * moe.top_k * moe_token_load(moe, moe_imbalance) * model.hidden
-    return full, full / sp_divisor(t, sp)
+from .collectives import group_link
+from .states import FS, NO_OP
+from .shapes import dense_dp_size, expert_dp_size
 
 
 # Collective calls per layer and micro-batch: the one place the schedule's counts live. The time
@@ -144,6 +112,14 @@ def ep_layer_calls(full_recompute):
     return EP_CALLS_PER_MOE_LAYER_FORWARD * forward_passes(full_recompute)
 
 
+def tp_layer_ops(hw, model, T, t, calls) -> list[CollectiveOp]:
+    """The TP collectives of one layer and micro-batch, {kind: calls} (training: the forward,
+    backward exposed and backward hidden calls of `tp_layer_calls` together; serving: its
+    forward), each of S = 2·T·h over the t ranks, stride 1."""
+    S = tp_collective_bytes(model, T)
+    return [collective(hw, "tp", "tp", kind, S, t, 1, c) for kind, c in calls.items()]
+
+
 def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time, overlap_all: bool):
     """(link, exposed) seconds of one layer's TP collectives for one micro-batch.
 
@@ -159,15 +135,30 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     for the all-reduce). overlap_all (Megatron-Core tp_comm_overlap): every collective hides
     under the layer's GEMMs, exposed = max(0, link − GEMM time).
     """
-    S = tp_collective_bytes(model, T)
     calls = tp_layer_calls(sp, full_recompute)
-    one = {kind: group_collective_time_s(hw, kind, S, t, 1) for kind in calls}
+    ops = tp_layer_ops(hw, model, T, t, {kind: c[0] + c[1] + c[2] for kind, c in calls.items()})
+    one = {op.kind: op.time_s for op in ops}
     fwd, bwd_exposed, bwd_hidden = (sum(calls[kind][i] * one[kind] for kind in calls) for i in range(3))
     window = np.where(sp, colpar_bwd, 0.5 * colpar_bwd)
     link = fwd + bwd_exposed + bwd_hidden
     if overlap_all:
         return link, np.maximum(0.0, link - gemm_time)
     return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
+
+
+def cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type="p2p") -> list[CollectiveOp]:
+    """The CP transfers of one layer and micro-batch (`cp_layer_transfers` calls): p2p, the ring's
+    K,V chunk hops (send/recv over the cp-rank ring, stride t); all_gather, the whole sequence's
+    K,V all-gathered (forward, again under recompute, and backward) and dK,dV reduce-scattered."""
+    fwd, bwd = cp_layer_transfers(cp, forward_rerun, comm_type)
+    chunk = cp_chunk_bytes(model, s, b, t, cp)
+    if comm_type == "all_gather":
+        full_kv = chunk * np.asarray(cp, dtype=np.float64)
+        return [
+            collective(hw, "cp", "cp", "all_gather", full_kv, cp, t, fwd + 1.0),
+            collective(hw, "cp", "cp", "reduce_scatter", full_kv, cp, t, 1.0 + 0.0 * fwd),
+        ]
+    return [collective(hw, "cp", "cp", "send_recv", chunk, cp, t, fwd + bwd)]
 
 
 def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, comm_type="p2p"):
@@ -192,15 +183,12 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     for backward and dK,dV reduce-scattered after it; "the all-gather communication latency is
     exposed in the critical path" (Llama 3), so exposed = link."""
     rc = np.where(forward_rerun, 1.0, 0.0)
+    ops = cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type)
     if comm_type == "all_gather":
-        full_kv = cp_chunk_bytes(model, s, b, t, cp) * np.asarray(cp, dtype=np.float64)
-        ag = group_collective_time_s(hw, "all_gather", full_kv, cp, t)
-        rs = group_collective_time_s(hw, "reduce_scatter", full_kv, cp, t)
+        ag, rs = (op.time_s for op in ops)
         link = ag * (1 + rc) + ag + rs
         return link, link
-    chunk = cp_chunk_bytes(model, s, b, t, cp)
-    bw, lat = p2p_link(hw, cp * t)
-    hop = collective_time_s("send_recv", chunk, 2, bw, lat)
+    hop = ops[0].time_s
     hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
     n_fwd, n_bwd = cp_layer_transfers(cp, forward_rerun)
     causal_f, block_f = ring_step_windows_s(core_fwd[0], core_fwd[1], hops)
@@ -225,43 +213,6 @@ def ring_step_windows_s(core_s, causal_step_s, hops):
     return np.asarray(causal_step_s), later
 
 
-def ep_distinct_nodes_per_token(top_k: int, nodes, max_nodes=None):
-    """D, the expected number of distinct nodes a token's k routed copies land on when experts are
-    spread evenly over `nodes` nodes: N·(1 − (1 − 1/N)^k) for uniform routing, at most the model's
-    node limit (node-limited routing: DeepSeek-V3 sends a token to at most 4 nodes, §2.1.2)."""
-    N = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
-    D = N * (1.0 - (1.0 - 1.0 / N) ** top_k)
-    return D if max_nodes is None else np.minimum(D, float(max_nodes))
-
-
-def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
-    """Seconds of one EP dispatch (or combine) of S_a2a bytes per rank (k routed copies).
-
-    alltoall (Megatron's alltoall dispatcher): every copy is its own message; across nodes each
-      rank's NIC carries the (n−k_loc)/n of S that leaves its node (`collectives.group_link`).
-    flex (Megatron-Core's flex dispatcher over DeepEP): a token crosses to each remote node it is
-      routed to once (RDMA), and NVLink forwards it to that node's experts. Per rank, with N EP
-      nodes of k_loc EP ranks each and D distinct nodes per token (`ep_distinct_nodes_per_token`):
-        NIC     (S/k)·D·(N−1)/N / scale_out + (N−1)·α_out
-        NVLink  S·(k_loc−1)/k_loc / scale_up + (k_loc−1)·α_up
-      the two run at once: time = max(NIC, NVLink). Inside one domain both are the all-to-all."""
-    a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
-    if dispatcher == "alltoall" or hw.scale_out is None:
-        return a2a
-    moe = model.require_moe()
-    ep, t = np.asarray(ep, dtype=np.float64), np.asarray(t, dtype=np.float64)
-    domain = hw.scale_up.domain_size
-    k_loc = np.clip(np.floor(domain / t), 1.0, np.maximum(ep, 1.0))
-    nodes = ep / k_loc
-    remote = ep_distinct_nodes_per_token(moe.top_k, nodes, moe.max_nodes_per_token) * (nodes - 1.0) / nodes
-    S = np.asarray(S_a2a, dtype=np.float64)
-    out_bw = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out * 1e9
-    up_bw = scale_up_group_gbps(hw, k_loc) * 1e9
-    nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * 1e-6
-    nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * 1e-6
-    return np.where(ep * t > domain, np.maximum(nic, nvl), a2a)
-
-
 def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall"):
     """(EP link, TP link) seconds of one MoE layer's token dispatch + combine, one micro-batch; both
     exposed (they sit between the router and the experts).
@@ -273,13 +224,27 @@ def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False
     all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
     Forward dispatch + combine, the same in backward, again in a full-recompute forward.
     dispatcher: `ep_all_to_all_time_s`."""
+    sp = np.asarray(sp, dtype=bool)
+    a2a, ag, rs = (op.time_s for op in ep_layer_ops(hw, model, T, t, ep, moe_imbalance, full_recompute, sp, dispatcher))
+    return a2a * ep_layer_calls(full_recompute), np.where(sp, ag + rs, 0.0) * forward_passes(full_recompute)
+
+
+def ep_layer_ops(
+    hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall"
+) -> list[CollectiveOp]:
+    """The EP all-to-all (dispatch + combine, `ep_layer_calls`) of one MoE layer and micro-batch,
+    and under sequence parallelism the TP all-gather after the dispatch and reduce-scatter before
+    the combine (role "tp moe", one each per pass; `ep_layer_time_s`)."""
     t = np.asarray(t, dtype=np.float64)
     sp = np.asarray(sp, dtype=bool)
     S_full, S_a2a = ep_dispatch_bytes(model, T, t, sp, moe_imbalance)
     a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher)
-    ag = group_collective_time_s(hw, "all_gather", S_full, t, 1)
-    rs = group_collective_time_s(hw, "reduce_scatter", S_full, t, 1)
-    return a2a * ep_layer_calls(full_recompute), np.where(sp, ag + rs, 0.0) * forward_passes(full_recompute)
+    passes = np.where(sp, forward_passes(full_recompute), 0.0)
+    return [
+        collective(hw, "ep", "ep", "all_to_all", S_a2a, ep, t, ep_layer_calls(full_recompute), time_s=a2a),
+        collective(hw, "tp", "tp moe", "all_gather", S_full, t, 1, passes),
+        collective(hw, "tp", "tp moe", "reduce_scatter", S_full, t, 1, passes),
+    ]
 
 
 MEGATRON_BUCKET_MIN_PARAMS = 40_000_000  # Megatron-Core DistributedDataParallelConfig.bucket_size default:
@@ -300,8 +265,14 @@ def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
     """`calls` collectives of nbytes/calls each over one group: the bandwidth term once, the
     latency term (ring (n−1)·α per step, tree log n) once per call."""
     S = np.asarray(nbytes, dtype=np.float64)
+    return np.where(S > 0, chunked_collective(hw, "dp", "", kind, S, size, stride, calls).link_s, 0.0)
+
+
+def chunked_collective(hw, axis, role, kind, nbytes, size, stride, calls, scope="step") -> CollectiveOp:
+    """`calls` calls (at least 1) of nbytes/calls each over one group (`chunked_collective_time_s`)."""
     calls = np.maximum(np.asarray(calls, dtype=np.float64), 1.0)
-    return np.where(S > 0, calls * group_collective_time_s(hw, kind, S / calls, size, stride), 0.0)
+    S = np.asarray(nbytes, dtype=np.float64) / calls
+    return collective(hw, axis, role, kind, S, size, stride, calls, scope)
 
 
 def dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params):
@@ -322,6 +293,40 @@ def _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep):
     if isinstance(dense, tuple):
         return tuple(x + y for x, y in zip(dense, experts))
     return dense + experts
+
+
+# dp_group_ops' records, in the order dp_step_times_s takes them
+DP_OPS = ("all_reduce", "reduce_scatter", "zero_gather", "fsdp_gather")
+
+
+def dp_group_ops(
+    hw, P, n, stride, sharding, fsdp_units, bucket_params, grad_bytes, param_bytes
+) -> dict[str, CollectiveOp]:
+    """The DP collectives of P parameters over one n-rank group `stride` ranks apart
+    (`dp_step_times_s`), each in its calls (`dp_reduce_calls`): the gradient all-reduce (no
+    sharding) or reduce-scatter, calls per reduction; the distributed optimizer's parameter
+    all-gather, calls per step; the FSDP gather, one call per unit and pass. The caller picks the
+    ones its sharding issues."""
+    buckets, reduce_calls = dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params)
+    G, W = grad_bytes * P, param_bytes * P
+    return {
+        "all_reduce": chunked_collective(hw, "dp", "dp grad reduce", "all_reduce", G, n, stride, reduce_calls),
+        "reduce_scatter": chunked_collective(hw, "dp", "dp grad reduce", "reduce_scatter", G, n, stride, reduce_calls),
+        "zero_gather": chunked_collective(hw, "dp", "dp param gather", "all_gather", W, n, stride, buckets),
+        "fsdp_gather": chunked_collective(hw, "dp", "fsdp param gather", "all_gather", W, n, stride, fsdp_units),
+    }
+
+
+def hsdp_replica_op(hw, P, n_shard, stride, replicas, sharding, fsdp_units, grad_bytes, bucket_params) -> CollectiveOp:
+    """Hybrid sharding's all-reduce of each rank's 1/n_shard gradient shard across `replicas`
+    ranks `stride`·n_shard apart, in as many calls as the shard group's reduce-scatter
+    (`hsdp_replica_reduce_s`), calls per reduction."""
+    P = np.asarray(P, dtype=np.float64)
+    _, calls = dp_reduce_calls(P, n_shard, sharding, fsdp_units, bucket_params)  # as the shard's reduce-scatter
+    shard_bytes = grad_bytes * P / n_shard
+    return chunked_collective(
+        hw, "dp", "hsdp replica reduce", "all_reduce", shard_bytes, replicas, stride * n_shard, calls
+    )
 
 
 def dp_step_times_s(
@@ -357,11 +362,8 @@ def dp_step_times_s(
     n_dense, n_exp = dense_dp_size(dp, cp), expert_dp_size(dp, cp, ep)
 
     def one(P, n, stride):
-        buckets, reduce_calls = dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params)
-        ar = chunked_collective_time_s(hw, "all_reduce", grad_bytes * P, n, stride, reduce_calls)
-        rs = chunked_collective_time_s(hw, "reduce_scatter", grad_bytes * P, n, stride, reduce_calls)
-        ag_zero = chunked_collective_time_s(hw, "all_gather", param_bytes * P, n, stride, buckets)
-        ag_fsdp = chunked_collective_time_s(hw, "all_gather", param_bytes * P, n, stride, fsdp_units)
+        ops = dp_group_ops(hw, P, n, stride, sharding, fsdp_units, bucket_params, grad_bytes, param_bytes)
+        ar, rs, ag_zero, ag_fsdp = (np.where(ops[k].nbytes > 0, ops[k].link_s, 0.0) for k in DP_OPS)
         reduce = np.where(sharding == NO_OP, ar, rs)
         zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
         passes = forward_passes(full_recompute) if reshard_after_forward else 1.0
@@ -397,36 +399,25 @@ def hsdp_replica_reduce_s(
     replicas = np.where(sharding == NO_OP, 1.0, dp / dp_shard)
 
     def one(P, n_shard, stride):
-        P = np.asarray(P, dtype=np.float64)
-        _, calls = dp_reduce_calls(P, n_shard, sharding, fsdp_units, bucket_params)  # as the shard's reduce-scatter
-        shard_bytes = grad_bytes * P / n_shard
-        return chunked_collective_time_s(hw, "all_reduce", shard_bytes, replicas, stride * n_shard, calls)
+        op = hsdp_replica_op(hw, P, n_shard, stride, replicas, sharding, fsdp_units, grad_bytes, bucket_params)
+        return np.where(op.nbytes > 0, op.link_s, 0.0)
 
     n_dense, n_exp = dense_dp_size(dp_shard, cp), expert_dp_size(dp_shard, cp, ep)
     return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, np.asarray(tp, dtype=np.float64), ep)
-
-
-def pp_hop_bytes(model, T, t):
-    """Bytes one GPU sends across a pipeline boundary per micro-batch (training) or pass (serving)
-    and direction: 2·T·h/t, each TP rank its 1/t slice of the T tokens' bf16 hidden states.
-
-    Training: Megatron's scatter-gather optimisation (Narayanan et al. 2021 §4.1; with sequence
-    parallelism the activations are sharded already). Serving: vLLM's send-allgather, the same
-    split (`vllm/v1/worker/gpu_worker.py` execute_model: `get_pp_group().send_tensor_dict(
-    output.tensors, all_gather_group=get_tp_group())`; `vllm/distributed/parallel_state.py`
-    GroupCoordinator.send_tensor_dict: "send-allgather: send only a slice, then do allgather",
-    `tensor.reshape(all_gather_size, -1)[all_gather_rank]`). The receiver's NVLink all-gather
-    that rebuilds the tensor is not counted, in either schedule."""
-    return ACT_BYTES * T * model.hidden / np.asarray(t, dtype=np.float64)
 
 
 def pp_hop_s(hw, model, T, tp, stride, pp):
     """Seconds of one send/recv of S = `pp_hop_bytes` to the neighbour stage, `stride` ranks away
     (training t·cp·dp, serving t·sp·dp: Megatron rank order, PP slowest); 0 without a pipeline.
     One function for both schedules, so a hop of the same tokens and layout costs the same."""
-    S = pp_hop_bytes(model, T, tp)
-    bw, lat = p2p_link(hw, 2 * np.asarray(stride, dtype=np.float64))
-    return np.where(np.asarray(pp) > 1, collective_time_s("send_recv", S, 2, bw, lat), 0.0)
+    return pp_hop_op(hw, model, T, tp, stride, pp).time_s
+
+
+def pp_hop_op(hw, model, T, tp, stride, pp, calls=1.0, scope="stage") -> CollectiveOp:
+    """One pipeline boundary's send/recv (`pp_hop_s`): a chain of 2 stages `stride` ranks apart,
+    none (group 1, 0 s) without a pipeline."""
+    group = np.where(np.asarray(pp) > 1, 2.0, 1.0)
+    return collective(hw, "pp", "pp hop", "send_recv", pp_hop_bytes(model, T, tp), group, stride, calls, scope)
 
 
 __all__ = [
@@ -445,7 +436,17 @@ __all__ = [
     "dp_step_times_s",
     "hsdp_replica_reduce_s",
     "pp_hop_s",
+    "pp_hop_op",
     "pp_hop_bytes",
+    "tp_layer_ops",
+    "cp_layer_ops",
+    "ep_layer_ops",
+    "chunked_collective",
+    "dp_group_ops",
+    "hsdp_replica_op",
+    "DP_OPS",
+    "ACT_BYTES",
+    "CollectiveOp",
     "tp_collective_bytes",
     "cp_chunk_bytes",
     "ep_dispatch_bytes",

@@ -58,13 +58,14 @@ cost_per_million_tokens = ngpus · cost_per_gpu_hour_usd / (3600 · throughput) 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
-from .collectives import group_collective_time_s as _collective
-from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_all_to_all_time_s, ep_dispatch_bytes, pp_hop_s, tp_layer_calls
+from .collective_ops import CollectiveOp, collective
+from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_layer_ops, pp_hop_op, tp_layer_calls, tp_layer_ops
 from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .inference_memory import inference_memory
 from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
@@ -79,7 +80,59 @@ from .ops import OpKind
 from .shapes import kv_cache_width_per_rank, moe_token_load
 
 PREFILL_CHUNKS = (1, 2, 4, 8, 16, 32, 64)
+LSE_BYTES = float(BYTES_PER_ELEMENT["fp32"])  # B per head and token: a partial attention's log-sum-exp in fp32
 BOUNDS = np.array([b.label for b in (Bound.COMPUTE, Bound.MEMORY, Bound.COMMUNICATION)])  # _bound's stack order
+
+
+# serving's per-layer collectives by role (cost/collective_ops.py ROLES): the names `stage_terms`'
+# "comm" and the per-op explanation give them
+COMM_NAMES = {
+    "tp": "tp_all_reduce",
+    "ep": "ep_all_to_all",
+    "sp kv gather": "sp_kv_all_gather",
+    "sp attention merge": "sp_attention_merge",
+}
+
+
+def serving_collectives(
+    model, hw, wl, lay: ServingLayout, T, n, moe_layers, prefill: bool, prompt_tokens, decode_part, ops, times
+) -> list[CollectiveOp]:
+    """The collectives of one pass through the busiest stage (`n` layers, `moe_layers` of them
+    MoE), built and timed as training builds and times its own (cost/collective_ops.py): calls
+    and exposed seconds per stage pass ("layer" scope: summed over the stage's layers), and the
+    pipeline hop per boundary ("stage" scope, placed by cost/pipeline.py)."""
+    tp, pp, sp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (lay.tp, lay.pp, lay.sp, lay.ep, lay.dp))
+    # forward only, no sequence parallelism: 2 all-reduces per layer (comm.tp_layer_calls)
+    (ar,) = tp_layer_ops(hw, model, T, tp, {"all_reduce": tp_layer_calls(False, False)["all_reduce"][0]})
+    colls = [replace(ar, calls=ar.calls * n)]
+    if model.moe is not None:
+        # EP across replicas: every TP rank holds the replica's T tokens (no sequence parallelism)
+        # and dispatches them, the training model's dispatch (comm.ep_layer_ops). EP inside TP
+        # needs no all-to-all: the TP all-reduce sums the experts' partial outputs
+        a2a = ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, False, False, wl.moe_dispatcher)[0]
+        colls.append(
+            replace(
+                a2a,
+                calls=EP_CALLS_PER_MOE_LAYER_FORWARD * moe_layers,
+                time_s=np.where(ep_in_tp(tp, ep), 0.0, a2a.time_s),
+            )
+        )
+    a_l, _ = local_heads(model, tp)
+    # per position: K and V of the local KV heads, or MLA's latent + rope key (all heads share it)
+    kv_width = kv_cache_width_per_rank(model, tp)
+    out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
+    if prefill:
+        kv_all = prompt_tokens * kv_width * ACT_BYTES
+        attn_s = sum(t for op, (t, _) in zip(ops, times) if op.kind == OpKind.ATTENTION)
+        ag = collective(hw, "sp", "sp kv gather", "all_gather", kv_all, sp, tp, n)
+        colls.append(replace(ag, exposed_s=n * np.maximum(ag.time_s - attn_s, 0.0)))  # under the layer's attention
+    if decode_part is not None:  # decode tokens (a decode pass, or those riding in a mixed one)
+        partial = np.asarray(decode_part[0], dtype=np.float64) * (a_l * out_width * ACT_BYTES + a_l * LSE_BYTES) * sp
+        colls.append(collective(hw, "sp", "sp attention merge", "all_gather", partial, sp, tp, n))
+    colls = [op if op.exposed_s is not None else replace(op, exposed_s=op.link_s) for op in colls]
+    # each TP rank sends its 1/t slice across a boundary (vLLM send-allgather, comm.pp_hop_op)
+    colls.append(pp_hop_op(hw, model, T, tp, tp * sp * dp, pp))
+    return colls
 
 
 def stage_terms(
@@ -134,31 +187,9 @@ def stage_terms(
     flops = sum(op.count * op.flops for op in ops)
     hbm = sum(op.count * op.bytes for op in ops)
 
-    h = model.hidden
-    act = T * h * ACT_BYTES
-    # forward only, no sequence parallelism: 2 all-reduces per layer (comm.tp_layer_calls)
-    tp_all_reduces = tp_layer_calls(False, False)["all_reduce"][0]
-    comm = {"tp_all_reduce": tp_all_reduces * n * _collective(hw, "all_reduce", act, tp, 1)}
-    if model.moe is not None:
-        # EP across replicas: every TP rank holds the replica's T tokens (no sequence parallelism)
-        # and dispatches them, the training model's dispatch (comm.ep_all_to_all_time_s). EP inside
-        # TP needs no all-to-all: the TP all-reduce sums the experts' partial outputs
-        _, S_a2a = ep_dispatch_bytes(model, T, tp, False, wl.moe_imbalance)
-        a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, tp, wl.moe_dispatcher)
-        comm["ep_all_to_all"] = EP_CALLS_PER_MOE_LAYER_FORWARD * moe_layers * np.where(ep_in_tp(tp, ep), 0.0, a2a)
-    a_l, _ = local_heads(model, tp)
-    # per position: K and V of the local KV heads, or MLA's latent + rope key (all heads share it)
-    kv_width = kv_cache_width_per_rank(model, tp)
-    out_width = model.mla.kv_lora_rank if model.mla is not None else model.d  # absorbed output per head
-    if prefill:
-        kv_all = prompt_tokens * kv_width * ACT_BYTES
-        attn_s = sum(t for op, (t, _) in zip(ops, times) if op.kind == OpKind.ATTENTION)
-        ag = _collective(hw, "all_gather", kv_all, sp, tp)
-        comm["sp_kv_all_gather"] = n * np.maximum(ag - attn_s, 0.0)
-    if decode_part is not None:  # decode tokens (a decode pass, or those riding in a mixed one)
-        partial = np.asarray(decode_part[0], dtype=np.float64) * (a_l * out_width * ACT_BYTES + a_l * 4) * sp
-        comm["sp_attention_merge"] = n * _collective(hw, "all_gather", partial, sp, tp)
-    hop = pp_hop_s(hw, model, T, tp, tp * sp * dp, pp)  # each TP rank its 1/t slice (vLLM send-allgather)
+    colls = serving_collectives(model, hw, wl, lay, T, n, moe_layers, prefill, prompt_tokens, decode_part, ops, times)
+    comm = {COMM_NAMES[op.role]: op.exposed_s for op in colls if op.scope == "layer"}
+    hop = next(op.time_s for op in colls if op.role == "pp hop")
     comm_s = sum(comm.values())
     return {
         "ops": ops,
@@ -166,6 +197,7 @@ def stage_terms(
         "compute_s": compute_s,
         "memory_s": memory_s,
         "comm": comm,
+        "collectives": colls,
         "comm_s": comm_s,
         "stage_s": compute_s + memory_s + comm_s,
         "hop_s": hop,
@@ -447,17 +479,20 @@ def inference_breakdown(
                     "bound": "compute" if cb[0] else "memory",
                 }
             )
-        for name, t in list(terms["comm"].items()) + [("pp_send_recv", terms["hop_s"])]:
-            if float(t[0]) > 0:
+        for coll in terms["collectives"]:  # calls per stage pass (summed over its layers), or per boundary
+            name, t = (
+                (COMM_NAMES[coll.role], coll.exposed_s) if coll.scope == "layer" else ("pp_send_recv", coll.time_s)
+            )
+            if float(np.asarray(t).reshape(-1)[0]) > 0:
                 records.append(
                     {
                         "phase": phase,
                         "op": name,
-                        "calls": float("nan"),
+                        "calls": float(np.asarray(coll.calls).reshape(-1)[0]),
                         "flops": 0.0,
                         "weight_bytes": 0.0,
                         "other_bytes": 0.0,
-                        "time_ms": float(t[0]) * 1e3,
+                        "time_ms": float(np.asarray(t).reshape(-1)[0]) * 1e3,
                         "bound": "communication",
                     }
                 )

@@ -424,9 +424,11 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     return out
 
 
-def _dp_terms(cols: TrainingLayout, model, hw, wl, rates):
+def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = None):
     """Per stage kind, per step: DP link seconds by role (FSDP per micro-batch) and optimizer step.
-    The three stage kinds go through one pass, their rows laid end to end (first, middle, last)."""
+    The three stage kinds go through one pass, their rows laid end to end (first, middle, last).
+    group "dense" or "experts": the link seconds of that parameter group's DP group alone (`show`
+    lists the two groups' collectives apart); None: both, as the step time takes them."""
     K = len(cols.tp)
     tp, cp, ep, dp = (np.tile(np.asarray(x, dtype=np.float64), 3) for x in (cols.tp, cols.cp, cols.ep, cols.dp))
     sh = np.tile(np.asarray(cols.dp_sharding), 3)
@@ -436,6 +438,8 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates):
         np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES]) for i in range(4)
     )
     p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
+    if group is not None:  # the other group's parameters reduce nothing
+        p = {**p, ("experts" if group == "dense" else "dense"): 0.0 * p["dense"]}
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
     units = n_layers + np.where(has_emb, 1.0, 0.0) + np.where(has_head, 1.0, 0.0)  # FSDP units of the stage
     dp_s = dp_shard_ranks(dp, sh, wl.dp_shard_size)  # the sharding group's DP ranks (HSDP: fewer)
@@ -479,6 +483,8 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates):
         "fsdp_per_mb": fsdp,
         "opt_bytes": opt_bytes,
     }
+    if group is not None:  # what `show` needs to rebuild the group's collectives (cost/breakdown.py)
+        terms.update(params=p[group], units=units, dp_shard=dp_s)
     terms = {k: to_shape(v, (3 * K,)) for k, v in terms.items()}
     return {st: {k: v[i * K : (i + 1) * K] for k, v in terms.items()} for i, st in enumerate(STAGES)}
 
@@ -528,14 +534,21 @@ def _dp_link_exposed(d, r, m, reductions, overlap: bool):
     # timeline, so at most m·T_mb of DP traffic hides in all. A window is compute plus what else
     # holds the micro-batch (`other`: exposed TP/CP/EP on their own links, launch overheads),
     # during which the NIC moves DP traffic too: a window shrinks by no more than the step does.
+    reduce_exp, gather_exp, fsdp_exp = dp_role_exposed_s(d, r, m, reductions)
+    dp_exp = reduce_exp + gather_exp + fsdp_exp
+    return link, np.maximum(dp_exp, link - m * r["t_mb"])
+
+
+def dp_role_exposed_s(d, r, m, reductions):
+    """(gradient reduce, ZeRO parameter gather, FSDP gathers) exposed seconds per step of a stage,
+    each under its own window, with overlap_dp_comm (`_dp_link_exposed`)."""
     other = r["t_mb"] - r["compute_mb"]
     timeline = m * r["t_mb"]
-    dp_exp = (
-        np.maximum(0.0, reduce - reductions * (r["bwd_rc"] + other))
-        + np.maximum(0.0, d["zero_gather"] - (r["fwd"] + other))
-        + np.maximum(0.0, fsdp - timeline)
+    return (
+        np.maximum(0.0, d["reduce"] * reductions - reductions * (r["bwd_rc"] + other)),
+        np.maximum(0.0, d["zero_gather"] - (r["fwd"] + other)),
+        np.maximum(0.0, d["fsdp_per_mb"] * m - timeline),
     )
-    return link, np.maximum(dp_exp, link - timeline)
 
 
 def _dp_nic_share(d, reductions, link, on_out_dp, hybrid: bool):

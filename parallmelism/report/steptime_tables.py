@@ -53,7 +53,12 @@ def step_time_tables(bd: dict, width: int | None = None) -> list[Table | Group]:
     return [
         fit_table(list(cells), cells, kinds, width, title=title, keep=("seconds",), hint=HINT),
         records_table(bd["ops"], "per-op roofline (one GPU, one micro-batch; time_step_s = per step)", width),
-        records_table(bd["collectives"], "per-collective (bytes of the full buffer; link and exposed per step)", width),
+        records_table(
+            bd["collectives"],
+            "per-collective (bytes per call: nccl-tests size; wire_bytes: per rank and direction; "
+            "calls, link and exposed seconds per step)",
+            width,
+        ),
         records_table(
             bd.get("links", []),
             "per link of one critical-stage GPU (busy = Σ its transfers per step; "
