@@ -275,7 +275,8 @@ def test_megatron_fp16_rows_reduce_fp16_gradients():
         "workload.precision=fp16",
         "workload.seq_len=2048",  # GPT-3's learned position table
     )
-    assert code == 0 and "all_reduce (fp16 grads)" in out, out
+    row = next(line for line in out.splitlines() if "dp grad reduce" in line)
+    assert code == 0 and "all_reduce" in row and "fp16 grads" in row, out
 
 
 def test_fsdp_and_moe_rows_within_the_bar(table):

@@ -104,7 +104,7 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
             )
 
     records = training_collectives(cols, model, hw, wl, out, ctx, stage)
-    colls = collective_table(hw, records)
+    colls = collective_table(hw, records, payloads(wl))
     links = link_table(hw, records, scale_up_port_share(hw, tp, cp, dp, ep, pp))
 
     step = _f(out["time_step_s"])
@@ -248,10 +248,22 @@ def _dp_collectives(one: TrainingLayout, model, hw, wl, ctx, stage, m) -> list[t
 COLLECTIVE_KEY = ("axis", "role", "kind", "group", "stride")
 
 
-def collective_table(hw, records: list[CollectiveOp]) -> list[dict]:
+def payloads(wl) -> dict[str, str]:
+    """What each role's bytes are, in the dtype they travel in (comm.ACT_BYTES; the gradient
+    reduce in workload.grad_reduce_dtype, the parameter gathers in fp8 with fp8_param_gather)."""
+    grads = f"{wl.grad_reduce_dtype} grads"
+    params = "fp8 params" if wl.fp8_param_gather else "bf16 params"
+    act = "bf16 activations, grads"
+    out = {"tp": act, "tp moe": "bf16 routed tokens", "cp": "bf16 K,V (dK,dV)", "ep": "bf16 routed tokens"}
+    out.update({"dp grad reduce": grads, "hsdp replica reduce": grads, "dp param gather": params})
+    out.update({"fsdp param gather": params, "pp hop": act})
+    return out
+
+
+def collective_table(hw, records: list[CollectiveOp], payload: Mapping[str, str]) -> list[dict]:
     """`show`'s per-collective table: the records grouped by COLLECTIVE_KEY, calls, link and
-    exposed seconds per step summed; bytes per call (S, nccl-tests size) and on the wire per rank
-    and direction (S · busbw factor), and the link each runs on."""
+    exposed seconds per step summed; what moves (payload by role, `payloads`), bytes per call (S,
+    nccl-tests size) and on the wire per rank and direction (S · busbw factor), the link."""
     rows: dict[tuple, dict] = {}
     for op in records:
         key = (op.axis, op.role, op.kind, int(_f(op.group)), int(_f(op.stride)))
@@ -262,6 +274,7 @@ def collective_table(hw, records: list[CollectiveOp]) -> list[dict]:
                 "axis": op.axis,
                 "role": op.role,
                 "collective": op.kind,
+                "payload": payload[op.role.removesuffix(" (experts)")],
                 "group": key[3],
                 "stride": key[4],
                 "bytes": _f(op.nbytes),
