@@ -27,8 +27,11 @@ from typing import Any
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
+from ..units import GB, US
 from .collectives import busbw_factor, collective_time_s, group_collective_time_s, group_link, scale_up_group_gbps
 from .shapes import kv_width_per_rank, moe_token_load, sp_divisor, tokens_per_rank
+
+P2P_PAIR = 2.0  # ranks of one send/recv: a hop of a ring or chain is one pair
 
 # what a record's `role` names: the transfer, the axis whose group runs it (tp, cp, ep, dp, pp;
 # serving's prompt sharding sp), and what calls count per
@@ -102,7 +105,7 @@ def transfer_time_s(hw, kind: str, nbytes, group, stride):
     if kind == "send_recv":
         n = np.asarray(group, dtype=np.float64)
         bw, lat = p2p_link(hw, n * np.asarray(stride, dtype=np.float64))
-        return collective_time_s("send_recv", nbytes, np.minimum(n, 2.0), bw, lat)
+        return collective_time_s("send_recv", nbytes, np.minimum(n, P2P_PAIR), bw, lat)
     return group_collective_time_s(hw, kind, nbytes, group, stride)
 
 
@@ -122,7 +125,7 @@ def p2p_link(hw, span):
     scale-up when span <= domain_size (on a mesh the one link between the two GPUs), else one NIC
     per rank (the boundary hop sets the pace)."""
     span = np.asarray(span, dtype=np.float64)
-    up = scale_up_group_gbps(hw, np.full(span.shape, 2.0))  # two GPUs: one link of a mesh
+    up = scale_up_group_gbps(hw, np.full(span.shape, P2P_PAIR))  # two GPUs: one link of a mesh
     if hw.scale_out is None:
         return np.full(span.shape, up), np.full(span.shape, hw.scale_up.latency_us)
     inside = span <= hw.scale_up.domain_size
@@ -180,10 +183,10 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
     nodes = ep / k_loc
     remote = ep_distinct_nodes_per_token(moe.top_k, nodes, moe.max_nodes_per_token) * (nodes - 1.0) / nodes
     S = np.asarray(S_a2a, dtype=np.float64)
-    out_bw = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out * 1e9
-    up_bw = scale_up_group_gbps(hw, k_loc) * 1e9
-    nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * 1e-6
-    nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * 1e-6
+    out_bw = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out * GB
+    up_bw = scale_up_group_gbps(hw, k_loc) * GB
+    nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * US
+    nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * US
     return np.where(ep * t > domain, np.maximum(nic, nvl), a2a)
 
 
@@ -203,6 +206,7 @@ def pp_hop_bytes(model, T, t):
 
 __all__ = [
     "ACT_BYTES",
+    "P2P_PAIR",
     "ROLES",
     "CollectiveOp",
     "collective",

@@ -53,6 +53,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..units import GB, US
+
 KINDS = (
     "all_reduce",
     "all_gather",
@@ -80,7 +82,7 @@ def busbw_factor(kind: str, size):
 
 def busbw_gbps(kind: str, nbytes, size, time_s):
     """Bus bandwidth (GB/s) of a measured or modelled collective, nccl-tests convention."""
-    return np.asarray(nbytes, dtype=np.float64) / np.asarray(time_s, dtype=np.float64) / 1e9 * busbw_factor(kind, size)
+    return np.asarray(nbytes, dtype=np.float64) / np.asarray(time_s, dtype=np.float64) / GB * busbw_factor(kind, size)
 
 
 def scale_up_group_gbps(hw, members):
@@ -155,8 +157,8 @@ def collective_time_s(
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     S = np.asarray(nbytes, dtype=np.float64)
     n = np.asarray(size, dtype=np.float64)
-    beta = np.asarray(bandwidth_gbps, dtype=np.float64) * 1e9
-    alpha = np.asarray(latency_us, dtype=np.float64) * 1e-6
+    beta = np.asarray(bandwidth_gbps, dtype=np.float64) * GB
+    alpha = np.asarray(latency_us, dtype=np.float64) * US
     if algorithm == "hierarchical":
         if kind != "all_reduce" or local_size is None:
             raise ValueError("hierarchical needs kind='all_reduce' and local_size/inner link")

@@ -51,6 +51,7 @@ import numpy as np
 
 from .collective_ops import (
     ACT_BYTES,
+    P2P_PAIR,
     CollectiveOp,
     collective,
     cp_chunk_bytes,
@@ -62,13 +63,18 @@ from .collective_ops import (
     tp_collective_bytes,
 )
 from .collectives import group_link
-from .states import FS, NO_OP
+from .states import FS, GRAD_BYTES, NO_OP, WORKING_WEIGHT_BYTES
 from .shapes import dense_dp_size, expert_dp_size
 
 
 # Collective calls per layer and micro-batch: the one place the schedule's counts live. The time
 # model multiplies link times by them, and `show` (cost/breakdown.py) prints them.
 EP_CALLS_PER_MOE_LAYER_FORWARD = 2  # the dispatch and the combine all-to-all
+TP_COLLECTIVES_PER_LAYER_FORWARD = 2.0  # after attention's output projection and after the MLP (Megatron f/g)
+CP_CHUNKS_PER_BACKWARD_HOP = 2.0  # a p2p ring's backward hop: the K,V chunk and the dK,dV accumulated so far
+# The column-parallel GEMMs' backward is a dgrad and a wgrad GEMM of equal FLOPs (2·T·k·n each):
+# without SP the input-gradient all-reduce hides under the wgrad half (`tp_layer_times_s`)
+WGRAD_SHARE_OF_BACKWARD = 0.5
 
 
 def forward_passes(full_recompute):
@@ -84,7 +90,8 @@ def tp_layer_calls(sp, full_recompute) -> dict[str, tuple]:
     forward (again under full recompute), 2 all-gathers exposed backward and 2 + 2 hidden."""
     sp = np.asarray(sp, dtype=bool)
     rerun = np.where(full_recompute, 2.0, 1.0)
-    no_sp, with_sp = np.where(sp, 0.0, 2.0), np.where(sp, 2.0, 0.0)
+    no_sp = np.where(sp, 0.0, TP_COLLECTIVES_PER_LAYER_FORWARD)
+    with_sp = np.where(sp, TP_COLLECTIVES_PER_LAYER_FORWARD, 0.0)
     return {
         "all_reduce": (no_sp * rerun, 0.0 * no_sp, no_sp),
         "all_gather": (with_sp * rerun, with_sp, with_sp),
@@ -103,7 +110,7 @@ def cp_layer_transfers(cp, forward_rerun, comm_type="p2p"):
     if comm_type == "all_gather":
         return 1.0 + rc, 2.0 + 0.0 * rc
     hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
-    return hops * (1 + rc), hops * 2.0
+    return hops * (1 + rc), hops * CP_CHUNKS_PER_BACKWARD_HOP
 
 
 def ep_layer_calls(full_recompute):
@@ -139,7 +146,7 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     ops = tp_layer_ops(hw, model, T, t, {kind: c[0] + c[1] + c[2] for kind, c in calls.items()})
     one = {op.kind: op.time_s for op in ops}
     fwd, bwd_exposed, bwd_hidden = (sum(calls[kind][i] * one[kind] for kind in calls) for i in range(3))
-    window = np.where(sp, colpar_bwd, 0.5 * colpar_bwd)
+    window = np.where(sp, colpar_bwd, WGRAD_SHARE_OF_BACKWARD * colpar_bwd)
     link = fwd + bwd_exposed + bwd_hidden
     if overlap_all:
         return link, np.maximum(0.0, link - gemm_time)
@@ -199,7 +206,7 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     bwd_exp = np.where(
         ring,
         np.maximum(0.0, hop - block_b)
-        + middle * np.maximum(0.0, 2.0 * hop - block_b)
+        + middle * np.maximum(0.0, CP_CHUNKS_PER_BACKWARD_HOP * hop - block_b)
         + np.maximum(0.0, hop - causal_b),
         0.0,
     )
@@ -343,8 +350,8 @@ def dp_step_times_s(
     fsdp_units=1.0,
     bucket_params=None,
     reshard_after_forward: bool = True,
-    grad_bytes=4.0,
-    param_bytes=2.0,
+    grad_bytes=GRAD_BYTES["fp32"],
+    param_bytes=WORKING_WEIGHT_BYTES,
 ):
     """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
 
@@ -384,7 +391,7 @@ def hsdp_replica_reduce_s(
     dp_shard,
     ep,
     fsdp_units=1.0,
-    grad_bytes=4.0,
+    grad_bytes=GRAD_BYTES["fp32"],
     bucket_params=None,
 ):
     """Per gradient reduction, seconds of hybrid sharding's all-reduce across replicas (HSDP:
@@ -416,7 +423,7 @@ def pp_hop_s(hw, model, T, tp, stride, pp):
 def pp_hop_op(hw, model, T, tp, stride, pp, calls=1.0, scope="stage") -> CollectiveOp:
     """One pipeline boundary's send/recv (`pp_hop_s`): a chain of 2 stages `stride` ranks apart,
     none (group 1, 0 s) without a pipeline."""
-    group = np.where(np.asarray(pp) > 1, 2.0, 1.0)
+    group = np.where(np.asarray(pp) > 1, P2P_PAIR, 1.0)
     return collective(hw, "pp", "pp hop", "send_recv", pp_hop_bytes(model, T, tp), group, stride, calls, scope)
 
 
