@@ -304,17 +304,24 @@ def serving_ops_times(ops: list[Op], rates: Rates) -> list:
     The GEMMs of one dtype (and the grouped ones) are looked up in one kernel-model call, and
     attention ops that share their kernels' shapes (QKᵀ and ·V) once: every step is element-wise."""
     km = rates.kernels
-    shape = np.broadcast_shapes(*[np.shape(x) for op in ops for x in (op.flops, op.bytes)])
-    mem = _split(km.memory_s(_joined([op.bytes for op in ops], shape)), len(ops), shape)
-    out: list = [(mem_s, np.zeros(shape, dtype=bool)) for mem_s in mem]  # memory ops
+    nbytes = [op.bytes for op in ops]
+    shape = np.broadcast_shapes(*[np.shape(x) for op, b in zip(ops, nbytes) for x in (op.flops, b)])
+    out: list = [None] * len(ops)
     groups: dict[tuple, list[int]] = {}
+    memory = []
     for i, op in enumerate(ops):
         if op.kind == MATMUL and op.mkn is not None:
             groups.setdefault((rates.gemm_dtype(op), op.experts is not None), []).append(i)
+        elif op.kind != ATTENTION or op.serving_attention is None:
+            memory.append(i)
+    if memory:  # memory ops: their bytes at the measured HBM fraction
+        mem = _split(km.memory_s(_joined([nbytes[i] for i in memory], shape)), len(memory), shape)
+        for i, t in zip(memory, mem):
+            out[i] = (t, np.zeros(shape, dtype=bool))
     for (dtype, grouped), idx in groups.items():
         for i, t in zip(idx, _serving_gemms_s([ops[i] for i in idx], dtype, grouped, km, shape)):
             flops = np.broadcast_to(np.asarray(ops[i].flops, dtype=np.float64), shape)
-            bound = flops / km.peak_flops(dtype) >= np.asarray(ops[i].bytes) / km.hbm_bps
+            bound = flops / km.peak_flops(dtype) >= np.asarray(nbytes[i]) / km.hbm_bps
             out[i] = (np.where(flops > 0, t, 0.0), np.broadcast_to(bound, shape))
     kernels: dict[int, tuple] = {}  # id(ServingAttention) -> (prompt kernel s, decode kernel s)
     for i, op in enumerate(ops):
@@ -324,14 +331,16 @@ def serving_ops_times(ops: list[Op], rates: Rates) -> list:
         pf, kvb = (np.asarray(x, dtype=np.float64) for x in (a.prefill_flops, a.kv_bytes))
         if id(a) not in kernels:
             pf_, kvb_ = np.broadcast_to(pf, shape), np.broadcast_to(kvb, shape)
-            prompt = _once_per_shape(
-                km.attention_s, np.maximum(pf_, 1.0), np.maximum(a.seq, 1.0), np.maximum(a.heads, 1.0)
-            )
-            decode = _once_per_shape(km.decode_attention_s, kvb_, a.decode_flops, a.streams, a.context)
-            kernels[id(a)] = (
-                np.where(pf_ > 0, prompt.reshape(shape), 0.0),
-                np.where(kvb_ > 0, decode.reshape(shape), 0.0),
-            )
+            prompt, decode = np.zeros(shape), np.zeros(shape)
+            if np.any(pf_ > 0):  # a pass with prompt tokens
+                t = _once_per_shape(
+                    km.attention_s, np.maximum(pf_, 1.0), np.maximum(a.seq, 1.0), np.maximum(a.heads, 1.0)
+                )
+                prompt = np.where(pf_ > 0, t.reshape(shape), 0.0)
+            if np.any(kvb_ > 0):  # a pass with decode tokens
+                t = _once_per_shape(km.decode_attention_s, kvb_, a.decode_flops, a.streams, a.context)
+                decode = np.where(kvb_ > 0, t.reshape(shape), 0.0)
+            kernels[id(a)] = (prompt, decode)
         prompt, decode = kernels[id(a)]
         t = a.share * (prompt + decode)
         unfused = np.asarray(a.unfused_bytes, dtype=np.float64)
