@@ -161,11 +161,21 @@ def _idw(points, values, query):
     return out
 
 
+# Below this many rows first_of_each sorts (np.unique: 1.5 ms at 16k rows) rather than import
+# pandas, ~0.3 s of a small question's ~0.3 s start-up (issue 29); above it pandas pays for itself.
+FACTORIZE_MIN_ROWS = 1 << 14
+
+
 def first_of_each(key):
     """(index of the first row of each distinct value of `key`, each row's distinct-value number):
-    np.unique's return_index and return_inverse by hashing, not sorting (pandas.factorize: ~6x
-    faster on a sweep chunk's 10^5 rows of a few hundred shapes; the residual of a shape does not
-    depend on the order shapes are found in)."""
+    np.unique's return_index and return_inverse. Large keys by hashing, not sorting (pandas.factorize:
+    ~6x faster on a sweep chunk's 10^5 rows of a few hundred shapes), small ones with np.unique
+    (no pandas import); the numbering differs (order of appearance or sorted), and callers gather
+    a value per distinct key back with it, so their result does not depend on it."""
+    key = np.asarray(key)
+    if key.size < FACTORIZE_MIN_ROWS:
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first.astype(np.int64), inv.ravel()
     import pandas as pd
 
     inv, uniques = pd.factorize(key)
