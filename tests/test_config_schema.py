@@ -181,17 +181,17 @@ def test_documented_overrides_compose():
     ((_, run),) = load_run_configs(
         [
             "workload.overlap_pp_comm=false",
-            "hardware.efficiency.decode_hbm=0.5",
+            "hardware.efficiency.request_overhead_ms=5",
             "hardware.efficiency.matmul_fp8=0.6",
-            "hardware.efficiency.gemm_tile_rows=128",
+            "hardware.efficiency.moe_layer_overhead_us=12.5",
         ]
     )
     assert run.workload.overlap_pp_comm is False
     eff = run.hardware.efficiency
-    assert (eff.decode_hbm, eff.matmul_fp8, eff.gemm_tile_rows) == (0.5, 0.6, 128)
+    assert (eff.request_overhead_ms, eff.matmul_fp8, eff.moe_layer_overhead_us) == (5, 0.6, 12.5)
     # an accelerator that inherits its efficiency block has the same keys on the command line
-    ((_, run),) = load_run_configs(["hardware=b200-180gb", "hardware.efficiency.decode_hbm=0.45"])
-    assert run.hardware.efficiency.decode_hbm == 0.45
+    ((_, run),) = load_run_configs(["hardware=b200-180gb", "hardware.efficiency.request_overhead_ms=4.5"])
+    assert run.hardware.efficiency.request_overhead_ms == 4.5
 
 
 # The efficiency blocks as the accelerator files spelled them out before `from:` existed (commit a2e1a0d),
@@ -200,20 +200,18 @@ def test_documented_overrides_compose():
 # fractions (attention_backward, matmul_half_dim) have since moved to measured kernels (cost/kernels.py). The serving
 # overheads since refitted (benchmarks/fit_serving_overhead.py, serving ops timed by the kernel model: request
 # 6.0 ms, iteration 0.05 ms, MoE layer 0 us) are the H100 values every H100-derived part takes; H200 also takes
-# the H100 fp8 serving fraction.
+# the H100 fp8 serving fraction. The serving kernel fractions (attention, decode_hbm, gemm_tile_rows) left
+# the block when serving ops took their times from the kernel model.
 H100 = dict(
     matmul=0.67,
-    attention=0.6,
     hbm=0.7,
     scale_up=0.8,
     scale_out=0.94,
-    decode_hbm=0.6,
     request_overhead_ms=6.0,
     iteration_overhead_ms=0.05,
     moe_layer_overhead_us=0.0,
-    gemm_tile_rows=64,
 )
-A100 = dict(H100, matmul=0.74, attention=0.25, hbm=0.9, scale_out=0.96)
+A100 = dict(H100, matmul=0.74, hbm=0.9, scale_out=0.96)
 BEFORE_INHERITANCE = {
     "h100-sxm-80gb": dict(H100, matmul_fp8=0.65),
     "h100-sxm-80gb-profiled": dict(H100, matmul_fp8=0.65),  # `profile` copies its --base efficiencies
@@ -252,7 +250,7 @@ def _hw(tmp_path, name, efficiency: str):
 def test_user_accelerator_inherits_and_overrides(tmp_path):
     _hw(tmp_path, "mygpu", "efficiency:\n  from: h100-sxm-80gb\n  matmul: 0.5\n")
     eff = load_option("hardware", "mygpu", [str(tmp_path)]).efficiency
-    assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.gemm_tile_rows == 64
+    assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.iteration_overhead_ms == 0.05
     ((_, run),) = load_run_configs(["hardware=mygpu", "hardware.efficiency.hbm=0.66"], [str(tmp_path)])
     assert run.hardware.efficiency.matmul == 0.5 and run.hardware.efficiency.hbm == 0.66
 
@@ -261,7 +259,7 @@ def test_user_accelerator_inherits_and_overrides(tmp_path):
     "efficiency,message",
     [
         ("", "efficiency is missing matmul"),  # no block: no silent calibration
-        ("efficiency: {matmul: 0.5}\n", "efficiency is missing attention"),  # partial block without from:
+        ("efficiency: {matmul: 0.5}\n", "efficiency is missing hbm"),  # partial block without from:
         ("efficiency: {from: nosuch}\n", "from='nosuch' is not a known accelerator"),
         ("efficiency: {from: mygpu}\n", "chain loops"),
     ],

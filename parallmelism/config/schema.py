@@ -3,7 +3,7 @@
 A YAML file under models/, hardware/, conf/workload/ or conf/grid/ holds values only; the keys it
 leaves out come from the spec class (`specs/`), so every field is on the composed config and can be
 overridden on the command line by its documented name (`workload.overlap_pp_comm=false`,
-`hardware.efficiency.gemm_tile_rows=32`). Required fields without a default stay absent until a file
+`hardware.efficiency.request_overhead_ms=5`). Required fields without a default stay absent until a file
 sets them (pydantic then names what is missing).
 
 Efficiency blocks are the exception to "defaults from the spec": a calibration is never filled in

@@ -27,15 +27,12 @@ class Efficiency(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
-    matmul: float = Field(..., gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s")
-    attention: float = Field(..., gt=0, le=1, description="flash attention core, fraction of peak")
-    hbm: float = Field(..., gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth")
+    # Kernel times (training and serving) come from `kernels` (cost/kernels.py); matmul, hbm and
+    # matmul_fp8 draw the roofline plot's achievable roof (report/plots.py) only.
+    matmul: float = Field(..., gt=0, le=1, description="large GEMMs, fraction of peak FLOP/s (roofline plot)")
+    hbm: float = Field(..., gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth (roofline plot)")
     scale_up: float = Field(..., gt=0, le=1, description="large collectives in the scale-up domain")
     scale_out: float = Field(..., gt=0, le=1, description="large collectives across nodes")
-    # Inference (cost/inference*.py). Decode streams every local weight and the KV cache once per
-    # step through small-batch (GEMV-like) kernels that reach less of the HBM bandwidth than the
-    # large streaming kernels `hbm` describes.
-    decode_hbm: float = Field(..., gt=0, le=1, description="decode step kernels, fraction of HBM bandwidth")
     # Host-side time of one request in an online serving stack (HTTP, tokenizer, scheduler, first
     # token streamed back), added once to TTFT. Set to 0 for offline engine timings (the H100 file's
     # value is the calibration on TensorRT-LLM / NIM online serving, cost/inference.py).
@@ -44,15 +41,12 @@ class Efficiency(BaseModel):
     # launches, host-device sync), paid once per forward pass whatever its tokens; fitted per
     # accelerator on serving ITL by benchmarks/fit_serving_overhead.py (cost/inference_iteration.py).
     iteration_overhead_ms: float = Field(..., ge=0, description="fixed time per serving iteration, ms")
-    # MoE layers add host-bound work per iteration that the roofline of their GEMMs misses (routing
-    # top-k, token permute/unpermute, the grouped-GEMM launch at a few tokens per expert): a fixed
+    # MoE layers add host-bound work per iteration that their kernels' times miss (routing top-k,
+    # token permute/unpermute): a fixed
     # time per MoE layer per iteration, fitted with iteration_overhead_ms by the same script.
     moe_layer_overhead_us: float = Field(..., ge=0, description="fixed time per MoE layer per serving iteration, us")
-    # Serving GEMMs have few rows in decode (the batch). A tensor-core GEMM works on tiles of this
-    # many rows, so m < tile rows still cost a full tile of FLOPs: rate = peak·matmul·min(1, m/tile).
-    gemm_tile_rows: int = Field(..., ge=1, description="GEMM tile height in rows (inference small-batch GEMMs)")
     # fp8 GEMMs reach a lower fraction of their (2x) peak than bf16 GEMMs of theirs (scaling, casts,
-    # smaller tiles); None means `matmul`. Used by the serving roofline (cost/inference.py).
+    # smaller tiles); None means `matmul`. The roofline plot's fp8 roof (report/plots.py).
     matmul_fp8: Optional[float] = Field(None, gt=0, le=1, description="fp8 GEMMs, fraction of fp8 peak")
 
 
