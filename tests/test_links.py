@@ -184,8 +184,9 @@ def test_bad_link_and_overlap_input_is_one_sentence(override, words):
 def test_a_mesh_scale_up_gives_a_group_only_its_own_links():
     """MI300X's Infinity Fabric is fully connected, no switch: each GPU has 7 xGMI links of 64 GB/s
     per direction (128 GB/s bidirectional; AMD's 896 GB/s aggregate), one to each peer. A TP pair
-    talks over one link: 64 · 0.8 (the inherited scale_up efficiency) = 51.2 GB/s, not the port's
-    358.4; a group of 4 over 3 links (153.6); all 8 over all 7 (358.4). A pipeline or CP ring hop
+    talks over one link: 64 · 0.707 (scale_up efficiency from RCCL's measured 316.8 of 448 GB/s
+    bus bandwidth, hardware/mi300x-192gb.yaml) = 45.248 GB/s, not the port's 316.736; a group of 4
+    over 3 links (135.744); all 8 over all 7 (316.736). A pipeline or CP ring hop
     between two GPUs of the node is one link. On the port, a pair's transfers occupy 1/7 of it."""
     from parallmelism.cost.collectives import group_link
     from parallmelism.cost.comm import p2p_link
@@ -193,11 +194,12 @@ def test_a_mesh_scale_up_gives_a_group_only_its_own_links():
 
     mi = load_option("hardware", "mi300x-192gb")
     assert mi.scale_up.topology == "mesh" and H100.scale_up.topology == "switch"
+    one_link_gbps = 64.0 * 0.707
     bw, _ = group_link(mi, np.array([2.0, 4.0, 8.0]), 1.0)
-    assert bw == pytest.approx([51.2, 153.6, 358.4], rel=1e-12)
-    assert float(p2p_link(mi, 8.0)[0]) == pytest.approx(51.2, rel=1e-12)
+    assert bw == pytest.approx([one_link_gbps, 3 * one_link_gbps, 7 * one_link_gbps], rel=1e-12)
+    assert float(p2p_link(mi, 8.0)[0]) == pytest.approx(one_link_gbps, rel=1e-12)
     # two members per node of a group spanning nodes (stride 4): one link each, below 2 NICs
-    assert float(group_link(mi, 16.0, 4.0)[0]) == pytest.approx(51.2, rel=1e-12)
+    assert float(group_link(mi, 16.0, 4.0)[0]) == pytest.approx(one_link_gbps, rel=1e-12)
     assert group_link(H100, np.array([2.0, 8.0]), 1.0)[0] == pytest.approx([360.0, 360.0], rel=1e-12)
     share = scale_up_port_share(mi, 2.0, 1.0, 4.0, 1.0, 1.0)
     assert float(share["tp"]) == pytest.approx(1 / 7) and float(share["dp"]) == pytest.approx(3 / 7)
