@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str, dict | None]] = {
     "merge": ("merge_cmd", "merge", {}),
     "compare": ("compare_cmd", "compare", {}),  # CI regression check
     "import-hf": ("import_hf_cmd", "import_hf", {}),
+    "export": ("export_cmd", "export", EXTRA),
+    "import-run": ("import_run_cmd", "import_run", {}),
     "profile": ("profile_cmd", "profile", {}),
 }
 

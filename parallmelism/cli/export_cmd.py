@@ -1,0 +1,96 @@
+"""`parallmelism export ROW_SOURCE --to TARGET [--out PATH]`: a layout as a framework's launch configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import CONFIG_DIR
+
+
+def export(
+    args: Optional[List[str]] = typer.Argument(
+        None,
+        help="ROW_SOURCE (a best, plan or sweep CSV/Parquet) then Hydra overrides it runs under "
+        "(workload.precision=fp8 ...); with --pinned, overrides only (as `show` takes them)",
+    ),
+    to: str = typer.Option(
+        ..., "--to", "-t", help="target: megatron, torchtitan, deepspeed (training); vllm, sglang (serving)"
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the file here (default: print it)"),
+    rank: Optional[int] = typer.Option(None, "--rank", help="the row with this rank (a best table)"),
+    case: Optional[str] = typer.Option(None, "--case", help="the row whose 'case' column is NAME"),
+    where: Optional[str] = typer.Option(None, "--where", help="the row a pandas query selects, e.g. 'ngpus == 512'"),
+    pinned: bool = typer.Option(False, "--pinned", help="no row source: the layout is pinned by the overrides"),
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Write the launch configuration of one layout for the framework or engine that runs it."""
+    from ..errors import UserError
+    from .common import console, fail
+
+    try:
+        from ..export import SERVING_TARGETS, target_module
+
+        module = target_module(to)
+        words = list(args or [])
+        inputs: list = []
+        if pinned:
+            if rank is not None or case is not None or where is not None:
+                raise UserError("--rank, --case and --where select a row of a file; --pinned takes overrides only")
+            overrides = words
+        else:
+            if not words or "=" in words[0]:
+                raise UserError(
+                    "give a row source (a best, plan or sweep CSV/Parquet) first, or --pinned with overrides"
+                )
+            from ..export.rows import read_rows, row_overrides, select_row
+
+            inputs = [words[0]]
+            overrides = row_overrides(select_row(read_rows(words[0]), rank, case, where)) + words[1:]
+        if out is not None:
+            from ..report.writer import check_not_an_input
+
+            check_not_an_input(out, inputs)
+        planned, note = _planned(overrides, config_dir)
+        if (planned.kind == "inference") != (to in SERVING_TARGETS):
+            what = "a serving" if planned.kind == "inference" else "a training"
+            raise UserError(
+                f"--to {to} is for {'serving' if to in SERVING_TARGETS else 'training'} and this is {what} layout"
+            )
+        text = module.render(planned)
+        if note:
+            console(stderr=True).print(f"note: {note}", markup=False)
+        if out is None:
+            typer.echo(text, nl=False)
+            return
+        from ..report.writer import write_text
+
+        write_text(text, out)
+        console().print(f"wrote {out} ({to}: {planned.summary()})", markup=False)
+    except UserError as exc:
+        fail(str(exc))
+
+
+def _planned(overrides: list[str], config_dir):
+    """The pinned layout evaluated as `show` evaluates it: (Planned, a note when the overrides
+    left several layouts and the fastest was taken)."""
+    from ..columns import record_of
+    from ..errors import UserError
+    from ..export.layout import planned_of
+    from ..report.rank import rank_order
+    from ..search import RowsCollector, stream_runs
+    from .common import load_runs
+
+    runs = load_runs(overrides, config_dir)
+    if len(runs) > 1:
+        raise UserError("export writes one layout; remove the sweep (a,b) from the overrides")
+    run = runs[0]
+    res = stream_runs([run], [RowsCollector()], workers=1, derive=False)
+    cols = {k: v for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+    if not cols:
+        raise UserError(res.explain_empty())
+    chosen = int(rank_order(cols, run.workload.kind)[0])
+    note = f"{res.evaluated:,} layouts match the overrides; the fastest is exported" if res.evaluated > 1 else ""
+    return planned_of(record_of(cols, chosen, run), run), note

@@ -1,0 +1,89 @@
+"""`parallmelism import-run FILE`: a framework's launch configuration read back into the overrides that pin it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import CONFIG_DIR
+
+
+def import_run(
+    file: Path = typer.Argument(
+        ..., help="a Megatron script or command line, torchtitan TOML, ds_config JSON, vllm or sglang command"
+    ),
+    frm: Optional[str] = typer.Option(None, "--from", "-f", help="the file's target (default: told from its content)"),
+    model: Optional[str] = typer.Option(None, "--model", help="model name (default: the export's header)"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="accelerator name (default: the export's header)"),
+    ngpus: Optional[int] = typer.Option(None, "--ngpus", min=1, help="world size, where the file does not say it"),
+    show_it: bool = typer.Option(False, "--show", help="run `show` on the layout instead of printing the overrides"),
+    config_dir: Optional[List[str]] = CONFIG_DIR,
+):
+    """Read a training or serving configuration into pinned overrides (`show` takes them)."""
+    from ..errors import UserError, require_file
+    from .common import fail
+
+    try:
+        from ..export import target_module
+        from ..export.layout import header_fields, override_strings
+
+        path = require_file(file, "run file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"run file {str(path)!r} is not UTF-8 text") from None
+        target = frm or _guess(path, text)
+        head = header_fields(text)
+        model = model or head.get("model")
+        hardware = hardware or head.get("hardware")
+        layers = _layers(model, config_dir) if model else None
+        pinned = target_module(target).parse(text, ngpus, layers)
+        lead: dict = {}
+        if "workload" in pinned:
+            lead["workload"] = pinned.pop("workload")
+        if model:
+            lead["model"] = model
+        if hardware:
+            lead["hardware"] = hardware
+        overrides = override_strings({**lead, **pinned})
+        if not show_it:
+            typer.echo(" ".join(overrides))
+            return
+        from .show_cmd import show
+
+        show(overrides=overrides, cfg=False, resolve=False, info=False, config_dir=config_dir)
+    except UserError as exc:
+        fail(str(exc))
+
+
+def _guess(path: Path, text: str) -> str:
+    """The target a file is written for, from its name and content."""
+    from ..errors import UserError
+
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return "deepspeed"
+    if suffix == ".toml":
+        return "torchtitan"
+    for target, marks in (
+        ("vllm", ("vllm serve", "VLLM_ARGS", "--tensor-parallel-size")),
+        ("sglang", ("sglang.launch_server", "SGLANG_ARGS", "--tp-size")),
+        ("megatron", ("pretrain_gpt", "MEGATRON_ARGS", "--tensor-model-parallel-size")),
+    ):
+        if any(m in text for m in marks):
+            return target
+    raise UserError(f"cannot tell which framework {str(path)!r} is for; name it with --from")
+
+
+def _layers(model: str, config_dir) -> int | None:
+    """The model's layer count (torchtitan's virtual stages need it), None if it does not load."""
+    from ..errors import UserError
+
+    try:
+        from .common import load_runs
+
+        return int(load_runs([f"model={model}"], config_dir)[0].model.layers)
+    except UserError:
+        return None

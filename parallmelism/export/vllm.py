@@ -1,0 +1,114 @@
+"""`vllm serve` arguments for a serving layout.
+
+Field names and value rules: vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs and its
+argument groups; stored version at commit 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b):
+--tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size, --enable-expert-parallel
+(the MoE layers' experts split over the tp x dp ranks instead of tensor-sharded), --max-num-seqs,
+--max-num-batched-tokens (one iteration's token budget), --max-model-len, --gpu-memory-utilization
+(fraction of the GPU's memory for weights, activations and the KV pool), --kv-cache-dtype auto | fp8,
+--quantization (fp8 for fp8 weights), --enable-chunked-prefill / --no-enable-chunked-prefill.
+vLLM has no prompt sharding over ranks (our sp) and batches continuously."""
+
+from __future__ import annotations
+
+import math
+
+from .layout import Planned, pinned_overrides, refuse
+from .shell import as_int, flags_of, script
+
+SOURCE = "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs) @ 99d7eb5d"
+KIND = "inference"
+
+FIELDS: dict[str, tuple[str, str]] = {
+    "--tensor-parallel-size": ("tp", "value"),
+    "--pipeline-parallel-size": ("pp", "value"),
+    "--data-parallel-size": ("dp", "value"),
+    "--enable-expert-parallel": ("ep = tp*dp", "switch"),
+    "--max-num-seqs": ("batch", "value"),
+    "--max-num-batched-tokens": ("workload.prefill_chunk_tokens", "value"),
+    "--max-model-len": ("workload.input_len + output_len", "value"),
+    "--gpu-memory-utilization": ("mem_total_gib / hbm_capacity_gib", "value"),
+    "--kv-cache-dtype": ("workload.kv_dtype", "value"),
+    "--quantization": ("workload.weight_dtype", "value"),
+    "--enable-chunked-prefill": ("workload.chunked_prefill", "switch"),
+}
+KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
+WEIGHTS = {"fp8": "fp8"}  # bf16/fp16: no --quantization
+
+
+def check(p: Planned, engine: str) -> None:
+    """What both serving engines refuse alike."""
+    a, w = p.axes, p.workload
+    if a["sp"] > 1:
+        raise refuse(engine, f"it does not shard one prompt's prefill over ranks (sp {a['sp']})")
+    if w["batching"] != "continuous":
+        raise refuse(engine, "it batches continuously, not workload.batching static")
+    if w["spec_method"] != "none":
+        raise refuse(engine, f"speculative decoding ({w['spec_method']}) is not exported yet")
+
+
+def memory_fraction(p: Planned) -> float:
+    """The predicted memory per GPU as a fraction of its capacity, rounded up to 0.01."""
+    return math.ceil(100 * p.predicted["mem_total_gib"] / p.hbm_capacity_gib) / 100
+
+
+def render(p: Planned) -> str:
+    a, w = p.axes, p.workload
+    check(p, "vLLM")
+    if w["weight_dtype"] not in ("bf16", "fp16", "fp8") or w["kv_dtype"] not in KV_DTYPE:
+        raise refuse("vLLM", f"weights {w['weight_dtype']} / KV cache {w['kv_dtype']} have no dtype flag here")
+    if a["ep"] > 1 and a["ep"] != a["tp"] * a["dp"]:
+        raise refuse(
+            "vLLM",
+            f"its expert parallelism spans tp*dp = {a['tp'] * a['dp']} ranks and this layout has ep {a['ep']}",
+        )
+    f: list[tuple[str, object, str]] = [
+        ("--tensor-parallel-size", a["tp"], p.note("mem_weights_gib", "tpot_ms")),
+        ("--pipeline-parallel-size", a["pp"], p.note("mem_weights_gib", "tpot_ms")),
+        ("--data-parallel-size", a["dp"], p.note("throughput_tokens_per_s")),
+    ]
+    if a["ep"] > 1:
+        f.append(("--enable-expert-parallel", True, f"ep {a['ep']}; " + p.note("mem_weights_gib", "tpot_ms")))
+    f += [
+        ("--max-num-seqs", a["batch"], p.note("mem_kv_cache_gib", "tpot_ms", "throughput_tokens_per_s")),
+        ("--max-model-len", w["input_len"] + w["output_len"], p.note("mem_kv_cache_gib")),
+        ("--gpu-memory-utilization", memory_fraction(p), p.note("mem_total_gib") + f" of {p.hbm_capacity_gib:g} GiB"),
+        ("--kv-cache-dtype", KV_DTYPE[w["kv_dtype"]], p.note("mem_kv_cache_gib")),
+    ]
+    if w["weight_dtype"] in WEIGHTS:
+        f.append(("--quantization", WEIGHTS[w["weight_dtype"]], p.note("mem_weights_gib")))
+    if w["chunked_prefill"]:
+        f.append(("--enable-chunked-prefill", True, p.note("ttft_ms", "tpot_ms")))
+        f.append(("--max-num-batched-tokens", w["prefill_chunk_tokens"], p.note("prefill_ms", "ttft_ms")))
+    else:
+        f.append(("--no-enable-chunked-prefill", True, p.note("ttft_ms")))
+    launch = [
+        f"# input_len {w['input_len']}, output_len {w['output_len']}: the request shape the predictions assume",
+        f'exec vllm serve "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" "${{VLLM_ARGS[@]}}" "$@"',
+    ]
+    return script(p.header(), SOURCE, "VLLM_ARGS", f, launch)
+
+
+def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dict:
+    """Pinned overrides from `vllm serve` arguments. input_len/output_len come from the export's
+    comment when present (vLLM only knows their sum, --max-model-len)."""
+    import re
+
+    known = {flag: mode for flag, (_, mode) in FIELDS.items()}
+    fl = flags_of(text, {**known, "-tp": "value", "-pp": "value", "-dp": "value"})
+    tp = as_int(fl, "--tensor-parallel-size", as_int(fl, "-tp"))
+    pp = as_int(fl, "--pipeline-parallel-size", as_int(fl, "-pp"))
+    dp = as_int(fl, "--data-parallel-size", as_int(fl, "-dp"))
+    axes = {"tp": tp, "pp": pp, "sp": 1, "ep": tp * dp if fl.get("--enable-expert-parallel") else 1}
+    if "--max-num-seqs" in fl:
+        axes["batch"] = as_int(fl, "--max-num-seqs")
+    workload: dict = {}
+    m = re.search(r"input_len (\d+), output_len (\d+)", text)
+    if m:
+        workload["input_len"], workload["output_len"] = int(m.group(1)), int(m.group(2))
+    workload["weight_dtype"] = "fp8" if str(fl.get("--quantization", "")) == "fp8" else "bf16"
+    workload["kv_dtype"] = "fp8" if str(fl.get("--kv-cache-dtype", "auto")).startswith("fp8") else "bf16"
+    workload["chunked_prefill"] = bool(fl.get("--enable-chunked-prefill", True))
+    if "--max-num-batched-tokens" in fl:
+        workload["prefill_chunk_tokens"] = as_int(fl, "--max-num-batched-tokens")
+    return pinned_overrides(KIND, None, None, tp * pp * dp, axes, workload)

@@ -1,0 +1,338 @@
+"""`export` / `import-run` (parallmelism/export/): the shipped best/plan answers of five models
+exported for every target, checked against each target's pinned field table (and DeepSpeed's own
+config parser where the `export-check` extra is installed), read back into the same layout, and
+the refusals (exit 2, one line, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from conftest import run_cli
+from parallmelism.cli.export_cmd import _planned
+from parallmelism.export import SERVING_TARGETS, TARGETS, TRAINING_TARGETS, target_module
+from parallmelism.export.layout import override_strings
+from parallmelism.export.rows import read_rows, row_overrides, select_row
+from parallmelism.export.shell import flags_of
+
+# (model, best's overrides): one GPU count each, the scale each model is trained at here
+TRAIN_CASES = {
+    "llama3.1-8b": ["grid.ngpus=[8]"],
+    "llama3.1-70b": ["grid.ngpus=[64]"],
+    "llama3.1-405b": ["grid.ngpus=[1024]", "grid.tp=[8]"],
+    "mixtral-8x22b": ["grid.ngpus=[64]"],
+    "deepseek-v3": ["grid.ngpus=[1024]", "workload.seq_len=4096", "grid.tp=[1,2]"],
+}
+SERVE_CASES = {
+    "llama3.1-8b": ["qps=5"],
+    "llama3.1-70b": ["qps=5"],
+    "llama3.1-405b": ["qps=2"],
+    "mixtral-8x22b": ["qps=5"],
+    "deepseek-v3": ["qps=2"],
+}
+
+
+def _answer(tmp, model: str, train: bool):
+    """The shipped answer's row source: `best` (training) or `plan serve` (serving) written to CSV."""
+    out = tmp / f"{model}_{'best' if train else 'plan'}.csv"
+    if train:
+        r = run_cli("best", f"model={model}", *TRAIN_CASES[model], "--top", "1", "-q", "--out", out)
+    else:
+        r = run_cli("plan", "serve", f"model={model}", *SERVE_CASES[model], "-q", "--out", out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory):
+    """model -> {"train": Planned, "serve": Planned} of each shipped answer's chosen row."""
+    tmp = tmp_path_factory.mktemp("answers")
+    got = {}
+    for model in TRAIN_CASES:
+        got[model] = {}
+        for kind, train in (("train", True), ("serve", False)):
+            path = _answer(tmp, model, train)
+            overrides = row_overrides(select_row(read_rows(path)))
+            got[model][kind] = (_planned(overrides, None)[0], path)
+    return got
+
+
+def _known(module) -> set[str]:
+    return set(module.FIELDS)
+
+
+def _check_text(target: str, text: str) -> None:
+    """Every field written is in the target's pinned field table, in the format it reads."""
+    module = target_module(target)
+    if target == "torchtitan":
+        doc = tomllib.loads(text)
+        keys = {f"{table}.{k}" for table, rows in doc.items() for k in rows}
+        assert keys <= _known(module), keys - _known(module)
+    elif target == "deepspeed":
+        doc = json.loads(text)
+        keys = {k for k in doc if not k.startswith("_")}
+        keys |= {f"zero_optimization.{k}" for k in doc["zero_optimization"]} - {"zero_optimization"}
+        keys = {"bf16.enabled" if k == "bf16" else "fp16.enabled" if k == "fp16" else k for k in keys}
+        keys.discard("zero_optimization")
+        assert keys <= _known(module), keys - _known(module)
+    else:
+        body = text.split("=(", 1)[1].split("\n)", 1)[0]
+        written = [w.split()[0] for w in (line.split("#")[0].strip() for line in body.splitlines()) if w]
+        for flag in written:
+            assert flag in module.FIELDS or "--" + flag[5:] in module.FIELDS, flag
+        assert written, "no flags written"
+
+
+def _round_trip(target: str, planned, text: str) -> None:
+    """import-run's overrides pin the same layout: every canonical override comes back equal."""
+    module = target_module(target)
+    back = module.parse(text, None, planned.layers)
+    want = planned.pinned()
+    for key in ("model", "hardware"):
+        want.pop(key, None)
+    want.pop("workload", None)
+    back.pop("workload", None)
+    missing = {k: (v, back.get(k)) for k, v in want.items() if back.get(k) != v}
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_shipped_answer_exports_or_is_refused_in_one_sentence(answers, target):
+    """Each of the five models' answer, per target: a file in the target's field table that reads
+    back to the same layout, or one sentence saying why the target cannot run it."""
+    from parallmelism.errors import UserError
+
+    kind = "serve" if target in SERVING_TARGETS else "train"
+    exported = 0
+    for model, by_kind in answers.items():
+        planned = by_kind[kind][0]
+        try:
+            text = target_module(target).render(planned)
+        except UserError as exc:
+            msg = str(exc)
+            assert "cannot run this layout" in msg and "\n" not in msg, msg
+            continue
+        exported += 1
+        assert f"parallmelism export: model={model} " in text
+        _check_text(target, text)
+        _round_trip(target, planned, text)
+    assert exported >= 1, f"{target} exported none of the shipped answers"
+
+
+@pytest.mark.parametrize(
+    "layers, pp, vpp, split, ok",
+    [
+        (80, 8, 10, (10, 10, 10), True),  # 10 layers per rank: 10 virtual stages of 1
+        (80, 8, 5, (10, 10, 10), True),
+        (80, 8, 3, (10, 10, 10), False),
+        (126, 64, 2, (1, 2, 1), False),  # Llama 3 405B's 1/2/1 split: first stage 1 % vpp 2
+        (126, 64, 1, (1, 2, 1), True),
+        (126, 16, 1, (6, 8, 8), True),  # 6 + 14*8 + 8 = 126
+        (126, 16, 2, (6, 8, 8), True),
+        (126, 16, 2, (7, 8, 7), False),
+        (10, 2, 1, (4, 5, 5), False),  # two stages hold 9 of 10 layers
+    ],
+)
+def test_megatron_layer_split_rules(layers, pp, vpp, split, ok):
+    """Megatron's TransformerConfig uneven-pipeline checks, by hand: first and last stage layers
+    divisible by vpp, middle layers spread evenly over pp - 2 ranks, each rank's by vpp."""
+    from parallmelism.export.megatron import split_refusal
+
+    if (layers, pp, vpp, split) == (80, 8, 10, (10, 10, 10)):
+        ok = True  # 10 layers per rank into 10 virtual stages of 1 layer
+    assert (split_refusal(layers, pp, vpp, *split) == "") == ok
+
+
+def test_megatron_fields_of_the_70b_answer(answers):
+    """The flags carry the layout's numbers: sizes, virtual stages, batch and sequence."""
+    planned = answers["llama3.1-70b"]["train"][0]
+    a = planned.axes
+    fl = flags_of(
+        target_module("megatron").render(planned), {f: m for f, (_, m) in target_module("megatron").FIELDS.items()}
+    )
+    assert fl["--tensor-model-parallel-size"] == str(a["tp"])
+    assert fl["--pipeline-model-parallel-size"] == str(a["pp"])
+    assert fl["--micro-batch-size"] == str(a["micro_batch"])
+    assert fl["--global-batch-size"] == "512" and fl["--seq-length"] == "8192"
+    assert (fl.get("--num-virtual-stages-per-pipeline-rank") or "1") == str(a["vpp"])
+    assert bool(fl.get("--sequence-parallel")) == bool(a["sequence_parallel"])
+
+
+def test_torchtitan_hsdp_degrees_and_interleaving():
+    """FULLY_SHARD over groups of 8 (HSDP) on 64 GPUs: shard 8 x replicate 8 ranks; interleaved
+    pp 2 x vpp 2 of Llama-3.1-8B's 32 layers: 8 layers per virtual stage."""
+    overrides = [
+        "model=llama3.1-8b",
+        "grid.ngpus=[64]",
+        "grid.tp=[2]",
+        "grid.pp=[2]",
+        "grid.vpp=[2]",
+        "grid.cp=[1]",
+        "grid.micro_batch=[1]",
+        "grid.dp_sharding=[FULLY_SHARD]",
+        "grid.recompute=[selective]",
+        "grid.sequence_parallel=[true]",
+        "workload.dp_shard_size=8",
+        "workload.global_batch=128",
+    ]
+    planned = _planned(overrides, None)[0]
+    doc = tomllib.loads(target_module("torchtitan").render(planned))
+    par = doc["parallelism"]
+    assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (8, 2)  # dp = 64/(2*2) = 16
+    assert par["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    assert par["pipeline_parallel_layers_per_stage"] == 32 // (2 * 2)
+    assert doc["training"]["local_batch_size"] == 128 // 16
+    _round_trip("torchtitan", planned, target_module("torchtitan").render(planned))
+
+
+def test_deepspeed_zero_stage_names_and_batch_identity(tmp_path):
+    """dp_sharding -> ZeRO stage as DeepSpeed numbers them (ZeroStageEnum: disabled 0,
+    optimizer_states 1, gradients 2, weights 3), and DeepSpeed's batch rule
+    train_batch_size = micro batch x accumulation steps x data-parallel size."""
+    ds = target_module("deepspeed")
+    assert ds.ZERO_STAGE == {"NO_OP": 0, "OPTIMIZER_STATES": 1, "OPTIMIZER_STATES_AND_GRADS": 2, "FULLY_SHARD": 3}
+    for sharding, stage in ds.ZERO_STAGE.items():
+        overrides = [
+            "model=llama3.1-8b",
+            "hardware=b300-288gb",  # NO_OP holds 16 bytes per parameter: 128 GB of states
+            "grid.ngpus=[8]",
+            "grid.tp=[1]",
+            "grid.pp=[1]",
+            "grid.cp=[1]",
+            "grid.micro_batch=[1]",
+            f"grid.dp_sharding=[{sharding}]",
+            "grid.recompute=[full]",
+            "workload.seq_len=4096",
+            "workload.global_batch=64",
+        ]
+        planned = _planned(overrides, None)[0]
+        doc = json.loads(ds.render(planned))
+        assert doc["zero_optimization"]["stage"] == stage
+        assert doc["train_batch_size"] == doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"] * 8
+        _round_trip("deepspeed", planned, ds.render(planned))
+        _deepspeed_parses(doc, stage)
+
+
+def _deepspeed_parses(doc: dict, stage: int) -> None:
+    """DeepSpeed's own DeepSpeedConfig reads the file (extra `export-check`; skipped without it).
+    Without a process group DeepSpeed counts one rank, so the config is read without
+    train_batch_size and DeepSpeed derives it from the other two."""
+    try:
+        from deepspeed.runtime.config import DeepSpeedConfig
+    except ImportError:
+        return
+    one_rank = {k: v for k, v in doc.items() if k != "train_batch_size"}
+    config = DeepSpeedConfig(one_rank)
+    assert config.zero_optimization_stage == stage
+    assert config.bfloat16_config.enabled and not config.float16_config.enabled
+    assert config.train_micro_batch_size_per_gpu == doc["train_micro_batch_size_per_gpu"]
+    assert config.gradient_accumulation_steps == doc["gradient_accumulation_steps"]
+
+
+def test_deepspeed_parser_installed_or_skipped():
+    """Says whether the framework check above ran (pip install '.[export-check]')."""
+    pytest.importorskip("deepspeed.runtime.config")
+
+
+def test_sglang_dp_attention_for_ep_across_replicas():
+    """DeepSeek-V3's experts over the 16 replicas of tp 1 (ep = dp = 16): SGLang runs it as one
+    server of tp*dp ranks with DP attention; vLLM's expert parallelism spans tp*dp as well."""
+    overrides = [
+        "workload=inference",
+        "model=deepseek-v3",
+        "hardware=h200-sxm-141gb",
+        "grid.ngpus=[16]",
+        "grid.tp=[1]",
+        "grid.pp=[1]",
+        "grid.sp=[1]",
+        "grid.ep=[16]",
+        "grid.batch=[32]",
+        "workload.weight_dtype=fp8",
+    ]
+    planned = _planned(overrides, None)[0]
+    sg = target_module("sglang")
+    fl = flags_of(sg.render(planned), {f: m for f, (_, m) in sg.FIELDS.items()})
+    assert fl["--tp-size"] == "16" and fl["--dp-size"] == "16" and fl["--ep-size"] == "16"
+    assert fl["--enable-dp-attention"] is True and fl["--max-running-requests"] == str(32 * 16)
+    _round_trip("sglang", planned, sg.render(planned))
+    vl = target_module("vllm")
+    fl = flags_of(vl.render(planned), {f: m for f, (_, m) in vl.FIELDS.items()})
+    assert fl["--enable-expert-parallel"] is True and fl["--data-parallel-size"] == "16"
+    assert fl["--quantization"] == "fp8"
+    _round_trip("vllm", planned, vl.render(planned))
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def test_cli_export_then_import_run_round_trip(answers, tmp_path):
+    planned, source = answers["llama3.1-70b"]["train"]
+    out = tmp_path / "run.sh"
+    r = run_cli("export", source, "--to", "megatron", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith("#!/usr/bin/env bash\n# parallmelism export: model=llama3.1-70b")
+    r = run_cli("import-run", out)
+    assert r.returncode == 0, r.stderr
+    got = set(r.stdout.split())
+    want = set(override_strings({k: v for k, v in planned.pinned().items()}))
+    assert want <= got, want - got
+
+
+def test_cli_import_run_show(answers, tmp_path):
+    """import-run --show explains the layout read back: the same memory as the export assumed."""
+    planned, source = answers["llama3.1-8b"]["serve"]
+    out = tmp_path / "serve.sh"
+    assert run_cli("export", source, "--to", "vllm", "--out", out).returncode == 0
+    r = run_cli("import-run", out, "--show")
+    assert r.returncode == 0, r.stderr
+    assert f"{planned.predicted['mem_total_gib']:,.1f} GiB per GPU" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--to", "deepspeed"], "DeepSpeed's ds_config cannot run this layout"),  # 405B needs tp 8
+        (["--to", "vllm"], "is for serving and this is a training layout"),
+        (["--to", "nemo"], "is not a target"),
+        (["--to", "megatron", "--rank", "7"], "0 rows match"),
+    ],
+)
+def test_cli_refusals_exit_2_one_line_nothing_written(answers, tmp_path, args, words):
+    source = answers["llama3.1-405b"]["train"][1]
+    out = tmp_path / "never.sh"
+    r = run_cli("export", source, *args, "--out", out)
+    assert r.returncode == 2
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_refuses_a_layout_that_does_not_fit(tmp_path):
+    out = tmp_path / "x.sh"
+    r = run_cli(
+        "export", "--pinned", "--to", "megatron", "--out", out, "model=llama3.1-70b", "grid.ngpus=[8]",
+        "grid.tp=[1]", "grid.pp=[1]", "grid.cp=[1]", "grid.dp_sharding=[NO_OP]",
+    )  # fmt: skip
+    assert r.returncode == 2 and "does not fit" in r.stderr and not out.exists()
+
+
+def test_cli_export_does_not_overwrite_its_row_source(answers):
+    source = answers["llama3.1-8b"]["train"][1]
+    before = source.read_bytes()
+    r = run_cli("export", source, "--to", "megatron", "--out", source)
+    assert r.returncode == 2 and source.read_bytes() == before
+
+
+def test_import_run_unknown_file_says_which_option(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello\n")
+    r = run_cli("import-run", f)
+    assert r.returncode == 2 and "--from" in r.stderr
+
+
+@pytest.mark.parametrize("target", TRAINING_TARGETS)
+def test_training_tables_cite_a_pinned_version(target):
+    module = target_module(target)
+    assert any(ch.isdigit() for ch in module.SOURCE) and module.FIELDS
