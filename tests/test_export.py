@@ -336,3 +336,26 @@ def test_import_run_unknown_file_says_which_option(tmp_path):
 def test_training_tables_cite_a_pinned_version(target):
     module = target_module(target)
     assert any(ch.isdigit() for ch in module.SOURCE) and module.FIELDS
+
+
+def test_import_run_show_needs_the_model_it_cannot_read(tmp_path):
+    """A command line without an export's header names no model: --show says so instead of
+    explaining the default model's layout."""
+    f = tmp_path / "serve.sh"
+    f.write_text("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 4 --max-num-seqs 16\n")
+    r = run_cli("import-run", f)
+    assert r.returncode == 0 and "grid.tp=[4]" in r.stdout and "grid.batch=[16]" in r.stdout
+    r = run_cli("import-run", f, "--show", "--hardware", "h100-sxm-80gb")
+    assert r.returncode == 2 and "--model" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_megatron_reads_the_older_virtual_stage_spelling():
+    """A Megatron command line with --num-layers-per-virtual-pipeline-stage: Llama-3.1-70B's 80
+    layers over pp 4 at 5 layers per virtual stage is vpp 4."""
+    line = (
+        "torchrun pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+        "--num-layers-per-virtual-pipeline-stage 5 --num-layers 80 --micro-batch-size 1 --bf16"
+    )
+    back = target_module("megatron").parse(line, 256)
+    assert back["grid.vpp"] == 4 and back["grid.tp"] == 8 and back["grid.ngpus"] == 256
+    assert target_module("megatron").parse(line.replace(" --num-layers 80", ""), 256, 80)["grid.vpp"] == 4

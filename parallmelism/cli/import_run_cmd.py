@@ -51,6 +51,9 @@ def import_run(
         if not show_it:
             typer.echo(" ".join(overrides))
             return
+        missing = [name for name, value in (("--model", model), ("--hardware", hardware)) if not value]
+        if missing:  # show would silently take the default model or accelerator
+            raise UserError(f"the file names no model or hardware: pass {' and '.join(missing)} to show it")
         from .show_cmd import show
 
         show(overrides=overrides, cfg=False, resolve=False, info=False, config_dir=config_dir)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ..errors import UserError
 from .layout import Planned, pinned_overrides, refuse
 from .shell import as_int, flags_of, script
 
@@ -27,6 +28,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--tensor-model-parallel-size": ("tp", "value"),
     "--pipeline-model-parallel-size": ("pp", "value"),
     "--num-virtual-stages-per-pipeline-rank": ("vpp", "value"),
+    "--num-layers-per-virtual-pipeline-stage": ("layers / (pp*vpp) (read only: the older spelling)", "value"),
+    "--num-layers": ("model.layers (read only)", "value"),
     "--decoder-first-pipeline-num-layers": ("layers_first_stage", "value"),
     "--decoder-last-pipeline-num-layers": ("layers_last_stage", "value"),
     "--context-parallel-size": ("cp", "value"),
@@ -179,6 +182,11 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
             ("micro_batch", "--micro-batch-size"),
         )
     }
+    if "--num-layers-per-virtual-pipeline-stage" in fl:  # vpp = layers per rank / layers per virtual stage
+        total = as_int(fl, "--num-layers", layers or 0)
+        if not total:
+            raise UserError("--num-layers-per-virtual-pipeline-stage needs the model's layers: pass --model")
+        axes["vpp"] = total // axes["pp"] // as_int(fl, "--num-layers-per-virtual-pipeline-stage")
     axes["sequence_parallel"] = bool(fl.get("--sequence-parallel", False))
     axes["recompute"] = str(fl.get("--recompute-granularity", "none"))
     strategy = {v: k for k, v in FSDP_STRATEGY.items()}
