@@ -359,3 +359,22 @@ def test_megatron_reads_the_older_virtual_stage_spelling():
     back = target_module("megatron").parse(line, 256)
     assert back["grid.vpp"] == 4 and back["grid.tp"] == 8 and back["grid.ngpus"] == 256
     assert target_module("megatron").parse(line.replace(" --num-layers 80", ""), 256, 80)["grid.vpp"] == 4
+
+
+def test_row_selectors():
+    """--case, --rank, --where pick one row; without one a best table gives its rank-1 row, a plan
+    its chosen row; several or none left is one sentence."""
+    import pandas as pd
+
+    from parallmelism.errors import UserError
+
+    df = pd.DataFrame({"case": ["a", "b", "c"], "rank": [1, 2, 0], "ngpus": [8, 8, 16], "chosen": [False, True, False]})
+    assert select_row(df, case="b")["rank"] == 2
+    assert select_row(df, rank=0)["case"] == "c"
+    assert select_row(df, where="ngpus == 16")["case"] == "c"
+    assert select_row(df)["case"] == "a"  # rank 1 first
+    assert select_row(df.drop(columns="rank"))["case"] == "b"  # a plan's chosen row
+    with pytest.raises(UserError, match="2 rows match"):
+        select_row(df, where="ngpus == 8")
+    with pytest.raises(UserError, match="'case' column"):
+        select_row(df.drop(columns="case"), case="a")
