@@ -116,6 +116,8 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
     }
     parts.update({f"exposed {ax.upper()} comm": _f(out[f"time_comm_{ax}_exposed_s"]) for ax in AXES})
     parts["named overheads (launch, comm contention, stragglers; cost/overheads.py)"] = _f(out["time_overhead_s"])
+    if "time_offload_exposed_s" in out:
+        parts["exposed activation offload (host link; cost/offload.py)"] = _f(out["time_offload_exposed_s"])
     summary = {
         "critical_stage": stage,
         "layers_on_stage": int(n_layers[0]),

@@ -15,6 +15,7 @@ import numpy as np
 from ..specs import AcceleratorSpec, MemStage, ModelSpec, TrainWorkload, labels, moe_layers_in_range
 from ..units import GIB
 from . import activations as act
+from .offload import offloaded_layers, resident_offloaded_layers
 from .params import params_per_gpu
 from .pipeline import inflight_micro_batches
 from .keys import per_key, stacked
@@ -136,13 +137,18 @@ def _stage_activations(model, wl, c: TrainingLayout, stage: str, acts: dict) -> 
     rank, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
     n_moe = moe_layers_in_range(model, lo, lo + n_layers)
     n_dense = n_layers - n_moe
-    per_mb = n_dense * acts["dense"]
+    # activation offload (cost/offload.py; dense models only, specs/run.py): the stage's first
+    # layers' saved activations go to host, but for the one layer in flight
+    n_off = offloaded_layers(wl.activation_offload_layers, n_layers)
+    per_mb = (n_dense - n_off) * acts["dense"]
     working = acts["working"]
     if model.moe is not None:
         per_mb = per_mb + n_moe * acts["moe"]
         working = np.where(n_moe > 0, np.maximum(working, acts["moe_working"]), working)
     inflight = inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
     layers_bytes = per_mb * inflight
+    host = n_off * acts["dense"] * inflight
+    layers_bytes = layers_bytes + resident_offloaded_layers(n_off) * acts["dense"]
     # Full recompute rebuilds one layer's activations at a time during backward.
     layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
 
@@ -153,6 +159,7 @@ def _stage_activations(model, wl, c: TrainingLayout, stage: str, acts: dict) -> 
         "mem_activations_gib": activations / GIB,
         "mem_logits_gib": logits / GIB,
         "pp_inflight_micro_batches": inflight,
+        "mem_host_offload_gib": host / GIB,
         "activations": activations,
     }
 
@@ -201,4 +208,8 @@ def training_memory(
     out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)
     out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]
     out["fits"] = out["mem_headroom_gib"] >= 0
+    if wl.activation_offload_layers:  # the offloaded activations must fit the host's memory too
+        out["mem_host_offload_gib"] = stacked(acts, K_a, "mem_host_offload_gib", MEM_STAGES)[at_a]
+        if hw.host_memory_gib is not None:
+            out["fits"] = out["fits"] & (out["mem_host_offload_gib"] <= hw.host_memory_gib)
     return out

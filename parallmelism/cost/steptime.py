@@ -47,6 +47,8 @@ from .flops import (
     optimizer_bytes_per_param,
 )
 from .params import params_per_gpu
+from .activations import layer_activation_bytes
+from .offload import offload_exposed_s, offloaded_layers
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
@@ -204,6 +206,7 @@ STAGE_MB_KEYS = (
     "ep",
     "ep_exp",
     "overhead_mb",
+    "offload_mb",
 )
 
 
@@ -411,10 +414,12 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
         hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
         overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)
+        offload_mb = _offload_exposed_mb(cols, model, hw, wl, n_layers, dense)
         r = {
             "compute_mb": compute_mb,
-            "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"] + overhead_mb,
+            "t_mb": compute_mb + k["tp_exp"] + k["cp_exp"] + k["ep_exp"] + overhead_mb + offload_mb,
             "overhead_mb": overhead_mb,
+            "offload_mb": offload_mb,
             "fwd": c["fwd"],
             "bwd_rc": c["bwd"] + c["rc"],
         }
@@ -422,6 +427,27 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
         r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
         out[name] = {key: to_shape(r[key], tp.shape) for key in STAGE_MB_KEYS}
     return out
+
+
+def _offload_exposed_mb(cols: TrainingLayout, model, hw, wl, n_layers, dense):
+    """Exposed activation-offload seconds per micro-batch of a stage of `n_layers` layers
+    (cost/offload.py): its offloaded layers' saved activations (cost/activations.py) to host in
+    forward and back in backward, each copy hidden under one dense layer's forward (`dense`:
+    one layer's op sums) or backward with its recompute. 0 without offload."""
+    if not wl.activation_offload_layers:
+        return 0.0
+    layer_bytes = layer_activation_bytes(
+        model,
+        wl.seq_len,
+        cols.micro_batch,
+        cols.tp,
+        cols.cp,
+        cols.sequence_parallel,
+        cols.recompute,
+        wl.flash_attention,
+    )
+    n_off = offloaded_layers(wl.activation_offload_layers, n_layers)
+    return offload_exposed_s(layer_bytes, hw.host_link_gbps, dense["fwd"], dense["bwd"] + dense["rc"], n_off)
 
 
 def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = None):
@@ -597,6 +623,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
             "compute": m * r["compute_mb"] + d["opt"],
             "opt": d["opt"],
             "overhead": m * r["overhead_mb"],
+            "offload": m * r["offload_mb"],
             "flops": m * r["flops"],
             "bytes": m * r["bytes"] + d["opt_bytes"],
             "cbound": m * r["cbound"],
@@ -698,6 +725,8 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
         out[f"time_comm_{ax}_s"] = comm[ax]
     for ax in AXES:
         out[f"time_comm_{ax}_exposed_s"] = _column(comm_exp[ax], shape)
+    if wl.activation_offload_layers:  # the column exists only where the workload offloads
+        out["time_offload_exposed_s"] = _column(pick("offload"), shape)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update(

@@ -143,6 +143,15 @@ class AcceleratorSpec(BaseModel):
     overheads: Overheads = Field(default_factory=Overheads)
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0, le=1e6)
     tdp_w: float = Field(0.0, ge=0, le=1e6)
+    # The GPU <-> host CPU memory link activation offload moves bytes over (cost/offload.py):
+    # PCIe Gen5 x16 on x86 hosts, NVLink-C2C on Grace. None: no host link described, offload refused.
+    host_link_gbps: Optional[float] = Field(
+        None, ge=LINK_GBPS[0], le=LINK_GBPS[1], description="GPU <-> host memory link, GB/s per direction"
+    )
+    host_link_source: str = Field("", description="where host_link_gbps comes from")
+    host_memory_gib: Optional[float] = Field(
+        None, gt=0, le=HBM_GIB_MAX, description="host (CPU) memory per GPU, GiB; None: not limited"
+    )
     # A part run under a power cap below the one its datasheet peak is quoted at sustains a lower
     # tensor-core clock (Meta's Grand Teton H100 at 500 W against the 700 W H100 SXM): its kernels
     # run at peak_tflops x this fraction (sustained_flops). MFU stays against the datasheet peak.

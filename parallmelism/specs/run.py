@@ -49,6 +49,30 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _offload_needs_a_host_link(self):
+        """Activation offload (cost/offload.py): over the accelerator's host link, of dense layers,
+        never the last layer (Megatron-Core: cpu_offloading_num_layers < num_layers)."""
+        k = getattr(self.workload, "activation_offload_layers", 0)
+        if k == 0:
+            return self
+        if self.hardware.host_link_gbps is None:
+            raise ValueError(
+                f"workload.activation_offload_layers={k} moves activations over the host link, but hardware "
+                f"{self.hardware.name} has no host_link_gbps (set hardware.host_link_gbps=GB/s per direction)"
+            )
+        if self.model.is_moe:
+            raise ValueError(
+                f"workload.activation_offload_layers={k}: activation offload is modelled for dense layers only, "
+                f"and model {self.model.name} has experts"
+            )
+        if k >= self.model.layers:
+            raise ValueError(
+                f"workload.activation_offload_layers={k} must be below model {self.model.name}'s "
+                f"{self.model.layers} layers (Megatron-Core never offloads the last layer)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _imbalance_within_the_experts(self):
         """moe_imbalance = busiest expert's tokens / mean: the busiest expert receives each token
         at most once, so it is at most num_experts / top_k (every token on one expert)."""

@@ -54,6 +54,14 @@ class TrainWorkload(BaseModel):
         "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B"
     )
     moe_imbalance: float = Field(1.0, ge=1.0, description="busiest expert's tokens / mean (1 = balanced)")
+    activation_offload_layers: int = Field(
+        0,
+        ge=0,
+        description="transformer layers per pipeline stage whose saved activations are offloaded to host "
+        "memory in forward and reloaded in backward (Megatron-Core --cpu-offloading "
+        "--cpu-offloading-num-layers N, Transformer Engine's layer-level CPU offload; cost/offload.py); "
+        "needs the accelerator's host_link_gbps",
+    )
     # a physical range: 1e18 is ~70,000 times Llama 3's 15e12 training tokens
     tokens: Optional[float] = Field(None, gt=0, le=1e18, description="training tokens, for plans (at most 1e18)")
     overlap_dp_comm: bool = Field(
