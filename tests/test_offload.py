@@ -137,3 +137,15 @@ def test_refusals(args, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr + r.stdout
     assert "Traceback" not in r.stderr
+
+
+def test_host_memory_bounds_the_fit():
+    """Where the host memory cannot hold the offloaded activations the row does not fit, and `show`
+    says so in one line naming the host memory (not the HBM, which holds its share)."""
+    overrides = RECIPE + ["workload.activation_offload_layers=40", "grid.micro_batch=[1]"]
+    _, row = _row(overrides + ["hardware.host_memory_gib=50"])
+    assert row["mem_host_offload_gib"] == pytest.approx(40 * LAYER_BYTES / 2 / GIB)  # 83.8 GiB > 50
+    assert row["mem_headroom_gib"] >= 0 and not row["fits"]
+    r = run_cli("show", *overrides, "hardware.host_memory_gib=50")
+    assert r.returncode == 0, r.stderr
+    assert "GiB of host memory per GPU" in r.stdout + r.stderr

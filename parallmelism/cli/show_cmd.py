@@ -26,6 +26,14 @@ def _print_fit_line(out, row: dict, hw) -> None:
             f"({usable - need:,.1f} GiB headroom)",
             markup=False,
         )
+    elif need <= usable and "mem_host_offload_gib" in row:  # HBM holds it; the host memory does not
+        out.print(
+            f"warning: this layout does not fit: its offloaded activations need "
+            f"{float(row['mem_host_offload_gib']):,.1f} GiB of host memory per GPU and {hw.name} has "
+            f"{hw.host_memory_gib:,.1f} GiB (hardware.host_memory_gib); its times describe a layout that cannot run",
+            style="bold red",
+            markup=False,
+        )
     else:
         out.print(
             f"warning: this layout does not fit: it needs {need:,.1f} GiB per GPU and {hw.name} has "
