@@ -40,7 +40,7 @@ def kind_of(part: str) -> str:
 def why_slower(winner, row, parts: list[str]) -> tuple[str, str, float]:
     """(loses_on, sentence, seconds slower) for a row compared with the winner of its group."""
     if not bool(row["fits"]):
-        if row["mem_headroom_gib"] >= 0 and "mem_host_offload_gib" in row:  # HBM holds it, the host does not
+        if "mem_host_offload_gib" in row and row["mem_headroom_gib"] >= 0:  # HBM holds it, the host does not
             host = f"does not fit: its offloaded activations need {row['mem_host_offload_gib']:.1f} GiB of host memory"
             return ("memory", host, 0.0)
         return ("memory", f"does not fit: needs {row['mem_total_gib']:.1f} GiB of {row['hbm_usable_gib']:.1f}", 0.0)
