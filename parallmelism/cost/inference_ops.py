@@ -221,6 +221,9 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         rows = np.maximum(T_e / np.maximum(touched, 1.0), 1.0)
         up.mkn, down.mkn = (rows, h, mult * Ie_l), (rows, Ie_l, h)
         up.experts = down.experts = touched
+        imbalance = np.where(ep > 1, moe_imbalance, 1.0)
+        if np.any(imbalance > 1.0):  # the ranks at the mean load (Op.balanced_rows)
+            up.balanced_rows = down.balanced_rows = np.maximum(T_e / imbalance / np.maximum(touched, 1.0), 1.0)
         ops += [up, down]
         if moe.num_shared_experts:
             Is_l = moe.num_shared_experts * moe.shared_expert_ffn / tp

@@ -79,6 +79,10 @@ class Op:
     norm_fused: bool = False
     column_parallel: bool = False
     experts: Any = None  # serving MoE GEMM: experts one grouped kernel runs (mkn per expert)
+    # serving MoE GEMM under moe_imbalance: rows per expert on a rank at the MEAN load. mkn is the
+    # busiest rank's; the step waits for the slowest rank, and a grouped kernel can stream slower at
+    # fewer rows per expert (h100_decode_kernels.csv moe rows), so the op takes the longer of the two
+    balanced_rows: Any = None
     serving_attention: ServingAttention | None = None  # serving attention op: its kernels' shapes
 
     @property

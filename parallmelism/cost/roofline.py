@@ -362,6 +362,10 @@ def _serving_gemms_s(ops: list[Op], dtype: str, grouped: bool, km: KernelModel, 
     w_bytes = np.where((per_weight < in_bytes) & (per_weight > 0), per_weight, in_bytes)
     if grouped:
         t = _once_per_shape(lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4]), m, k, n, e, w_bytes)
+        if any(op.balanced_rows is not None for op in ops):  # the slower of the busiest and a mean rank
+            mb = _joined([op.mkn[0] if op.balanced_rows is None else op.balanced_rows for op in ops], shape)
+            grouped_s = lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4])  # noqa: E731
+            t = np.maximum(t, _once_per_shape(grouped_s, mb, k, n, e, w_bytes))
     else:
         t = _once_per_shape(
             lambda *c: km.gemm_s(np.maximum(c[0], 1.0), c[1], c[2], dtype, "fwd", c[4]), m, k, n, e, w_bytes
