@@ -58,6 +58,8 @@ def test_pools_sized_by_hand():
     # batch 1 at 5 ms -> 2 req/s -> 10 replicas
     d = dis["decode"]
     assert d["batch"] == 32 and d["replicas"] == 1
+    # capacity at 100 % busy: 2 replicas / 0.1 s = 20 prompts/s; 1 replica x 32 req/s
+    assert p["pool_rps"] == pytest.approx(20.0) and d["pool_rps"] == pytest.approx(32.0)
     assert dis["total_gpus"] == 3
 
 

@@ -122,8 +122,9 @@ def plan_serve(
     from ..config.plan_shorthands import rewrite_plan_overrides
     from ..report.plan_summary import check_plan_outputs, serve_summary, write_plan
     from ..search import RowsCollector, frame_of_kept
-    from ..search.plan import plan_qps, serve_binding, serve_plan_failure, serve_plan_table
-    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan
+    from ..search.plan import plan_qps, serve_binding, serve_binding_counts, serve_plan_failure, serve_plan_table
+    from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan, pool_bindings
+    from ..search.serve_recommend import colocated_deployment, disaggregated_deployment, plans_frame, recommend
     from .common import console, fail, load_runs, stream
     from .outputs import out_of
 
@@ -169,11 +170,26 @@ def plan_serve(
             )
         if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
             raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
-        binding = serve_binding(rows, run.workload, run.hardware, run.plan) if len(table) else ""
-        colocated = int(table.iloc[0]["total_gpus"]) if len(table) else None
+        qps = plan_qps(run.plan, run.workload)
+        counts = serve_binding_counts(rows, run.workload, run.hardware, run.plan) if len(table) else None
+        binding = serve_binding(rows, run.workload, run.hardware, run.plan, counts) if len(table) else ""
+        c = table.iloc[0] if len(table) else None
+        colocated = int(c["total_gpus"]) if c is not None else None
         binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
+        pools = (
+            pool_bindings(rows, run.model, run.hardware, run.workload, run.plan, qps, dis)
+            if dis is not None and dis.get("total_gpus") is not None
+            else ("", "")
+        )
+        deployments = [
+            colocated_deployment(c, counts, run.plan, qps),
+            disaggregated_deployment(dis, pools, run.plan, qps),
+        ]
+        rec = recommend(*deployments)
+        plans = plans_frame(run.model.name, run.hardware, run.workload, run.plan, qps, c, dis, deployments, rec.pick)
         to = console()
         if not quiet:
+            to.print(rec.line, markup=False)
             show_table(
                 to,
                 frame_table(
@@ -196,9 +212,8 @@ def plan_serve(
                 ),
                 wide,
             )
-        text = serve_summary(table, run, run.plan, binding)
-        if not quiet:
-            to.print(text, markup=False)
-        write_plan(table, out, text, to)
+        if not quiet:  # the recommendation is already above the table
+            to.print(serve_summary(table, run, run.plan, binding), markup=False)
+        write_plan(plans, out, serve_summary(table, run, run.plan, binding, rec.line), to)
     except UserError as exc:
         fail(str(exc))

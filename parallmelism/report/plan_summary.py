@@ -81,7 +81,9 @@ def train_summary(table, run, plan) -> str:
     return "\n".join(lines)
 
 
-def serve_summary(table, run, plan, binding: str = "") -> str:
+def serve_summary(table, run, plan, binding: str = "", recommended: str = "") -> str:
+    """The serving plan in words: the recommendation (search/serve_recommend.py) when given, the
+    limits and what binds, the disaggregated comparison, the colocated plan and the assumptions."""
     from ..search.plan import plan_qps
 
     hw, model, wl = run.hardware, run.model, run.workload
@@ -92,6 +94,7 @@ def serve_summary(table, run, plan, binding: str = "") -> str:
                 f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s of {wl.input_len} in / "
                 f"{wl.output_len} out tokens",
                 "",
+                *([recommended, ""] if recommended else []),
                 "No colocated layout meets the limits.",
                 binding,
                 "",
@@ -115,6 +118,7 @@ def serve_summary(table, run, plan, binding: str = "") -> str:
             f"# Serving plan: {model.name} on {hw.name}, {qps:g} requests/s ({qps * wl.output_len:,.0f} output tokens/s) "
             f"of {wl.input_len} in / {wl.output_len} out tokens",
             "",
+            *([recommended, ""] if recommended else []),
             f"Limits: {limits}.",
             *([binding] if binding else []),
             "",

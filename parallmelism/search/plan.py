@@ -214,19 +214,32 @@ def serve_plan_table(rows, wl, hw, plan, limits: bool = True):
     return df[[c for c in SERVE_PLAN_COLUMNS if c in df.columns]]
 
 
-def serve_binding(rows, wl, hw, plan) -> str:
-    """Which service-level target sets the fleet size: compare the fewest GPUs meeting both limits
-    with the fewest meeting each alone and with none (the request rate alone)."""
+def serve_binding_counts(rows, wl, hw, plan) -> dict | None:
+    """Fewest GPUs of a colocated plan meeting both limits ("both"), none ("free": the request rate
+    alone), TTFT only ("ttft") and TPOT/ITL only ("tpot"); None when no layout fits."""
     every = serve_plan_table(rows, wl, hw, plan, limits=False)
     if len(every) == 0:
-        return ""
+        return None
 
     def fewest(ttft, tpot):
         ok = _meets(every, plan, ttft, tpot)
         return int(every.loc[ok, "total_gpus"].min()) if ok.any() else None
 
-    both, free = fewest(True, True), fewest(False, False)
-    only_ttft, only_tpot = fewest(True, False), fewest(False, True)
+    return {
+        "both": fewest(True, True),
+        "free": fewest(False, False),
+        "ttft": fewest(True, False),
+        "tpot": fewest(False, True),
+    }
+
+
+def serve_binding(rows, wl, hw, plan, counts: dict | None = None) -> str:
+    """Which service-level target sets the fleet size: compare the fewest GPUs meeting both limits
+    with the fewest meeting each alone and with none (the request rate alone)."""
+    counts = serve_binding_counts(rows, wl, hw, plan) if counts is None else counts
+    if counts is None:
+        return ""
+    both, free, only_ttft, only_tpot = counts["both"], counts["free"], counts["ttft"], counts["tpot"]
     rate = f"{plan_qps(plan, wl):g} requests/s"
     if both is None:
         return ""

@@ -77,6 +77,7 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
     )
     pre["ttft_ms"] = hw.efficiency.request_overhead_ms + (wait + P) * 1e3 + pre["kv_transfer_ms"]
     pre["pool_gpus"] = pre["replicas"] * pre["replica_gpus"]
+    pre["pool_rps"] = pre["replicas"].to_numpy() * pre_lanes / P  # prompts/s the pool prefills at 100 % busy
     if plan.ttft_ms is not None:
         pre = pre[pre["ttft_ms"] <= plan.ttft_ms]
     # decode pool
@@ -85,12 +86,14 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
     spec = dec["spec_tokens_per_step"].to_numpy() if "spec_tokens_per_step" in dec else 1.0
     dec["itl_ms"] = dec["decode_step_ms"].to_numpy() / spec
     rps = lanes * dec["batch"].to_numpy() / (max(wl.output_len - 1, 1) * dec["itl_ms"].to_numpy() / 1e3)
+    dec["replica_rps"] = rps
     dec["replicas"] = np.ceil(qps / (rps * plan.load)).astype(np.int64)
     if pools is not None:
         fits_pool = pools[1] % dec["replica_gpus"].to_numpy() == 0
         dec["replicas"] = pools[1] // dec["replica_gpus"].to_numpy()
         dec = dec[fits_pool & (dec["replicas"].to_numpy() * rps >= qps)].copy()
     dec["pool_gpus"] = dec["replicas"] * dec["replica_gpus"]
+    dec["pool_rps"] = dec["replicas"] * dec["replica_rps"]  # requests/s the pool finishes at 100 % busy
     if plan.tpot_ms is not None:
         dec = dec[dec["itl_ms"] <= plan.tpot_ms]
     if len(pre) == 0 or len(dec) == 0:
@@ -108,6 +111,39 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
         "ttft_ms": float(p["ttft_ms"]),
         "itl_ms": float(d["itl_ms"]),
     }
+
+
+def pool_bindings(rows, model, hw, wl, plan, qps: float, dis: dict) -> tuple[str, str]:
+    """What sets each pool's size, in words: its latency limit when the cheapest pool without
+    that limit has fewer GPUs, else the request rate; a fixed split (prefill_gpus=, decode_gpus=)
+    is set by the user."""
+    p, d = dis["prefill"], dis["decode"]
+    at_p = f"{int(p['replicas']):,} x {int(p['replica_gpus'])} GPUs"
+    at_d = f"{int(d['replicas']):,} x {int(d['replica_gpus'])} GPUs"
+    if plan.prefill_gpus and plan.decode_gpus:
+        return (
+            f"prefill_gpus={plan.prefill_gpus} fixes it at {at_p}",
+            f"decode_gpus={plan.decode_gpus} fixes it at {at_d}",
+        )
+    free = disaggregated_plan(rows, model, hw, wl, plan.model_copy(update={"ttft_ms": None, "tpot_ms": None}), qps)
+    rate = f"the request rate ({qps:g} requests/s) binds"
+    pre = (
+        f"TTFT {plan.ttft_ms:g} ms binds"
+        if plan.ttft_ms is not None
+        and free
+        and free.get("prefill") is not None
+        and free["prefill"]["pool_gpus"] < p["pool_gpus"]
+        else rate
+    )
+    dec = (
+        f"ITL {plan.tpot_ms:g} ms binds"
+        if plan.tpot_ms is not None
+        and free
+        and free.get("decode") is not None
+        and free["decode"]["pool_gpus"] < d["pool_gpus"]
+        else rate
+    )
+    return f"{pre} at {at_p}", f"{dec} at {at_d}"
 
 
 def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
