@@ -147,3 +147,25 @@ def test_plans_frame_schema_is_the_same_whichever_deployment_has_a_plan():
     assert a.loc[0, "total_gpus"] == 8 and a.loc[0, "tp"] == 4 and pd.isna(a.loc[0, "sp"])
     assert a["binding_constraint"].tolist() == [colo.binding, none.binding]
     assert pd.isna(a.loc[1, "total_gpus"]) and pd.isna(b.loc[0, "ttft_ms"])
+
+
+def test_summary_heads_with_the_recommendation_even_without_a_colocated_plan():
+    from types import SimpleNamespace
+
+    from parallmelism.report.plan_summary import serve_summary
+
+    run = SimpleNamespace(
+        hardware=SimpleNamespace(name="h"),
+        model=SimpleNamespace(name="m"),
+        workload=SimpleNamespace(input_len=100, output_len=11),
+    )
+    line = "Recommended: disaggregated prefill/decode on 6 GPUs (2 prefill + 4 decode GPUs); b."
+    text = serve_summary(pd.DataFrame(), run, PlanSpec(qps=5), "- disaggregated prefill/decode: ...", line)
+    assert text.splitlines()[:5] == [
+        "# Serving plan: m on h, 5 requests/s of 100 in / 11 out tokens",
+        "",
+        line,
+        "",
+        "No colocated layout meets the limits.",
+    ]
+    assert "Recommended" not in serve_summary(pd.DataFrame(), run, PlanSpec(qps=5))
