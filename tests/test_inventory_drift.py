@@ -20,11 +20,13 @@ from hypothesis import strategies as st
 from conftest import PINNED_AXES, shared_reference
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option, option_files
-from parallmelism.cost import comm, flops, inference, roofline, states
+from parallmelism.cost import comm, flops, inference, inference_ops, roofline, states
 from parallmelism.cost.breakdown import training_breakdown
 from parallmelism.cost.collective_ops import transfer_time_s
 from parallmelism.cost.collectives import collective_time_s
 from parallmelism.cost.comm import ep_all_to_all_time_s, tp_layer_times_s
+from parallmelism.cost.layer_gemms import SERVING_NAMES, head_gemm, layer_gemms
+from parallmelism.cost.ops import MATMUL
 from parallmelism.cost.steptime import training_time
 from parallmelism.grid import enumerate_training_layouts
 from parallmelism.specs import GridSpec, InferenceWorkload, TrainWorkload
@@ -316,3 +318,60 @@ def test_every_shipped_model_and_accelerator_prices_training_and_serving_alike(h
 
 def scalar(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
+
+
+def gemm_key(op, name) -> tuple:
+    """(name, m, k, n, FLOPs) of a GEMM op as plain floats. A grouped expert GEMM's kernel rows are
+    each schedule's own (serving: copies per touched expert), so its m (the routed token copies)
+    is compared through its FLOPs only."""
+    m, k, n = (scalar(x) for x in op.mkn)
+    return (name, None if name.startswith("experts_") else m, k, n, scalar(op.flops))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    model_name=st.sampled_from(ALL_MODELS),
+    log_tp=st.integers(0, 4),
+    tokens=st.integers(1, 16384),
+)
+def test_a_prefill_pass_and_a_training_forward_run_the_same_gemms(model_name, log_tp, tokens):
+    """One inventory (issue 27 item 1, cost/layer_gemms.py): the GEMMs of a serving prefill pass of
+    T tokens (one prompt, no cache, ep 1) and of a training forward of T tokens (no SP, cp 1, one
+    rank holding every expert) have the same (name, m, k, n) and FLOPs, layer by layer type and for
+    the logits head, and 2·m·k·n FLOPs each (Megatron's convention). Editing one builder's shapes,
+    rows or FLOPs alone fails here."""
+    model = load_option("model", model_name)
+    tp = min(2**log_tp, model.heads)
+    T, t = np.array([float(tokens)]), np.array([float(tp)])
+    serving = inference_ops.layer_ops(
+        model,
+        InferenceWorkload(),
+        t,
+        np.array([1.0]),
+        T,
+        inference_ops.causal_pairs(T),
+        T,
+        T,
+        2,
+        1.0,
+        1.0,
+        1.0 if model.is_moe else 0.0,
+    )
+    serving += inference_ops.head_ops(model, t, T, T, True, True)
+    served = {op.name: gemm_key(op, op.name) for op in serving if op.kind == MATMUL}
+    # the absorbed decode form's per-head GEMMs have no rows in a prefill pass
+    assert all(served.pop(name)[-1] == 0.0 for name in ("q_absorb", "v_up") if name in served)
+    trained = {}
+    for moe_layer in [False, True] if model.is_moe else [False]:
+        ops = flops.layer_ops(model, tokens, 1, t, 1, False, True, moe_layer=moe_layer)
+        for op in ops + flops.head_ops(model, tokens, 1, t, 1, False):
+            if op.kind == MATMUL:
+                key = gemm_key(op, SERVING_NAMES[op.name])
+                assert trained.setdefault(key[0], key) == key  # attention is the same in both layer types
+    assert served == trained
+    inventory = [g for moe in ([False, True] if model.is_moe else [False]) for g in layer_gemms(model, T, t, moe)]
+    for g in inventory + [head_gemm(model, T, t)]:  # routed_tokens defaults to T·k: one rank, balanced
+        m = None if g.group == "experts" else scalar(g.m)
+        assert trained[g.serving_name] == (g.serving_name, m, scalar(g.k), scalar(g.n), scalar(g.flops))
+    for name, m, k, n, f in trained.values():
+        assert f == 2.0 * (m if m is not None else tokens * model.require_moe().top_k) * k * n, name

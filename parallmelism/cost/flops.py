@@ -18,7 +18,8 @@ one GPU (its TP/CP/EP shard). T = (s/cp)·b tokens on the rank; t TP; r = t with
 parallelism (norms, residuals and dropout work on T/t tokens) else 1; g_l = max(g/t, 1) KV
 heads per rank (whole heads are replicated when t > g); 2-byte activations and weights.
 Each op carries forward FLOPs and HBM bytes (read + written) and backward multipliers:
-  GEMMs        bwd = 2× FLOPs (dgrad + wgrad); bytes: activations read/written again, weights
+  GEMMs        shapes from `cost.layer_gemms` (the inventory serving wraps too);
+               bwd = 2× FLOPs (dgrad + wgrad); bytes: activations read/written again, weights
                read once more and the fp32 main gradient read + written (8 bytes/weight)
   flash core   fwd 4·T·s·q/t·c_f FLOPs (c_f = 1/2: causal blocks skipped), bwd 2.5× (recomputes
                QKᵀ; FlashAttention-2); bytes Q, K, V, O (+ dO, dQ, dK, dV in bwd)
@@ -44,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, ModelSpec, moe_layers_in_range
+from .layer_gemms import GemmShape, attention_gemms, head_gemm, mlp_gemms, moe_gemms
 from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import (
     busiest_stage_first_layer,
@@ -109,6 +111,20 @@ def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, colu
     )
 
 
+def _gemm_op(g: GemmShape, weight_copies=1.0) -> Op:
+    """A training op of an inventory GEMM (`cost.layer_gemms`): its shape and flags, `_gemm`'s bytes."""
+    return _gemm(
+        g.name,
+        g.m,
+        g.k,
+        g.n,
+        low_precision=g.low_precision,
+        norm_fused=g.norm_fused,
+        column_parallel=g.column_parallel,
+        weight_copies=weight_copies,
+    )
+
+
 def layer_ops(
     model: ModelSpec,
     s: int,
@@ -131,15 +147,15 @@ def layer_ops(
     T = tokens_per_rank(s, b, cp)
     g_l = kv_heads_per_rank(model.g, t)
     drop = 1.0 if model.dropout else 0.0
-    qkv_n = q / t + 2.0 * d * g_l
     vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
+    gemms = {g.name: g for g in attention_gemms(model, T, t)}
     ops = [Op("norm_attn", MEMORY, 0.0, RW_BYTES * T * h / r)]
     if model.mla is None:
-        ops.append(_gemm("qkv", T, h, qkv_n, norm_fused=True, column_parallel=True))
+        ops.append(_gemm_op(gemms["qkv"]))
         if model.position_embedding == "rope":
             ops.append(Op("rope", MEMORY, 0.0, RW_BYTES * T * (q / t + d * g_l)))
     else:
-        ops += _mla_projection_ops(model, T, t)
+        ops += _mla_projection_ops(model, T, t, gemms)
         vw = a * model.mla.v_head_dim
         kv_l = (q + vw) / t  # decompressed K + V elements per token on the rank
     if flash and model.mla is None:
@@ -276,7 +292,7 @@ def layer_ops(
             )
         )
     ops += [
-        _gemm("out_proj", T, vw / t, h),
+        _gemm_op(gemms["out_proj"]),
         Op("residual_attn", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r),
         Op("norm_mlp", MEMORY, 0.0, RW_BYTES * T * h / r),
     ]
@@ -287,40 +303,34 @@ def layer_ops(
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
         local = experts_per_rank(E, ep)
         I = moe.ffn_hidden
-        up = model.mlp_up_matrices * I / t
+        mg = {g.name: g for g in moe_gemms(model, T, t, routed, sp_divisor=r)}
         ops += [
-            _gemm("router", T / r, h, np.asarray(float(E)), low_precision=False),
+            _gemm_op(mg["router"]),
             Op("permute", MEMORY, 0.0, RW_BYTES * routed * h),
-            _gemm("experts_up", routed, h, up, weight_copies=local),
+            _gemm_op(mg["experts_up"], weight_copies=local),
             Op("activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * routed * I / t),
-            _gemm("experts_down", routed, I / t, h, weight_copies=local),
+            _gemm_op(mg["experts_down"], weight_copies=local),
             Op("unpermute", MEMORY, 0.0, RW_BYTES * routed * h),
         ]
         if moe.num_shared_experts:
             sI = moe.shared_expert_ffn * moe.num_shared_experts
             ops += [
-                _gemm("shared_up", T, h, model.mlp_up_matrices * sI / t, norm_fused=True, column_parallel=True),
+                _gemm_op(mg["shared_up"]),
                 Op("shared_activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * T * sI / t),
-                _gemm("shared_down", T, sI / t, h),
+                _gemm_op(mg["shared_down"]),
             ]
     else:
         I = model.ffn_hidden
+        up, down = mlp_gemms(model, T, t)
         ops += [
-            _gemm(
-                "gate_up" if model.gated else "fc1",
-                T,
-                h,
-                model.mlp_up_matrices * I / t,
-                norm_fused=True,
-                column_parallel=True,
-            ),
+            _gemm_op(up),
             Op(
                 "swiglu" if model.gated else "gelu",
                 MEMORY,
                 0.0,
                 (SWIGLU_BYTES if model.gated else RW_BYTES) * T * I / t,
             ),
-            _gemm("down" if model.gated else "fc2", T, I / t, h),
+            _gemm_op(down),
         ]
     ops.append(Op("residual_mlp", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r))
     return ops
@@ -335,24 +345,23 @@ def _cp_chunk(s, cp):
     return s / np.maximum(cp, 1.0)
 
 
-def _mla_projection_ops(model: ModelSpec, T, t) -> list[Op]:
-    """MLA projections, latent norms and RoPE of one layer (module docstring); down projections
-    replicated over TP, up projections split by heads."""
-    m, h, a = model.require_mla(), model.hidden, model.heads
-    n, p, v, rkv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
+def _mla_projection_ops(model: ModelSpec, T, t, gemms: dict[str, GemmShape]) -> list[Op]:
+    """MLA projections (`layer_gemms.attention_gemms`), latent norms and RoPE of one layer (module
+    docstring); down projections replicated over TP, up projections split by heads."""
+    m, a = model.require_mla(), model.heads
+    p, rkv = m.qk_rope_head_dim, m.kv_lora_rank
     if m.q_lora_rank is None:
-        ops = [_gemm("q_proj", T, h, a * (n + p) / t, norm_fused=True)]
+        ops = [_gemm_op(gemms["q_proj"])]
     else:
-        rq = m.q_lora_rank
         ops = [
-            _gemm("q_down", T, h, np.asarray(float(rq)), norm_fused=True),
-            Op("q_norm", MEMORY, 0.0, RW_BYTES * T * rq),
-            _gemm("q_up", T, np.asarray(float(rq)), a * (n + p) / t),
+            _gemm_op(gemms["q_down"]),
+            Op("q_norm", MEMORY, 0.0, RW_BYTES * T * m.q_lora_rank),
+            _gemm_op(gemms["q_up"]),
         ]
     return ops + [
-        _gemm("kv_down", T, h, np.asarray(float(m.latent_width)), norm_fused=True),
+        _gemm_op(gemms["kv_down"]),
         Op("kv_norm", MEMORY, 0.0, RW_BYTES * T * rkv),
-        _gemm("kv_up", T, np.asarray(float(rkv)), a * (n + v) / t),
+        _gemm_op(gemms["kv_up"]),
         Op("rope", MEMORY, 0.0, RW_BYTES * T * (a * p / t + p)),
     ]
 
@@ -376,7 +385,7 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     T = tokens_per_rank(s, b, cp)
     return [
         Op("final_norm", MEMORY, 0.0, RW_BYTES * T * h / r),
-        _gemm("logits", T, h, V / t, low_precision=False),
+        _gemm_op(head_gemm(model, T, t)),
         Op(
             "cross_entropy",
             MEMORY,

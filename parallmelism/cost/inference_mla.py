@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
+from .layer_gemms import GemmShape, attention_gemms
 from .ops import (
     ACT_BYTES,
     HALF_BYTES,
@@ -34,6 +35,7 @@ from .ops import (
     ServingAttention,
     decode_attention_shape,
     prompt_attention_shape,
+    serving_gemm,
     serving_op,
 )
 from .shapes import heads_per_rank
@@ -49,8 +51,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     count            layers of the stage (calls)
     """
     m = model.require_mla()
-    h, rq, rkv, n, p, v = (
-        model.hidden,
+    rq, rkv, n, p, v = (
         m.q_lora_rank,
         m.kv_lora_rank,
         m.qk_nope_head_dim,
@@ -66,9 +67,8 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     inf = np.full_like(T, np.inf)
     zero = np.zeros_like(T)
 
-    def linear(name, n_in, n_out, rows, weights=None):
+    def linear(name, n_in, n_out, rows, weights=None):  # the absorbed form's per-head GEMMs
         w = (n_in * n_out if weights is None else weights) * wb
-        # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
         op = serving_op(
             name,
             "matmul",
@@ -81,19 +81,26 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
         op.mkn = (rows, n_in, n_out)
         return op
 
+    def gemm(g: GemmShape):  # an inventory GEMM (`cost.layer_gemms`)
+        # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
+        return serving_gemm(g, count, np.where(g.m > 0, g.weight_elements * wb, 0.0) + zero)
+
+    # projections: the prefill form decompresses every key position read (kv_up rows = Kn)
+    proj = {g.name: g for g in attention_gemms(model, T, tp, kv_up_rows=Kn)}
+
     def norm(name, width):
         return serving_op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
 
     ops = []
     if rq is None:
-        ops.append(linear("q_proj", h, a_l * (n + p), T))
+        ops.append(gemm(proj["q_proj"]))
     else:
-        ops += [linear("q_a_proj", h, rq, T), norm("q_a_norm", rq), linear("q_b_proj", rq, a_l * (n + p), T)]
-    kv_a = linear("kv_a_proj", h, latent, T)
+        ops += [gemm(proj["q_down"]), norm("q_a_norm", rq), gemm(proj["q_up"])]
+    kv_a = gemm(proj["kv_down"])
     kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * latent * kvb
     ops += [kv_a, norm("kv_a_norm", rkv)]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
-    ops.append(linear("kv_b_proj", rkv, a_l * (n + v), Kn))
+    ops.append(gemm(proj["kv_up"]))
     seq, heads = prompt_attention_shape(Tn, Pn, a_l)
     ctx, seqs = decode_attention_shape(Ta, Pa, Ka)
 
@@ -163,5 +170,5 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     v_up.other_bytes = Ta * a_l * (rkv + v) * ab
     v_up.mkn = (Ta, rkv, a_l * v)  # a_l per-head GEMMs (Ta, r_kv, v)
     ops.append(v_up)
-    ops.append(linear("output_proj", a_l * v, h, T))
+    ops.append(gemm(proj["out_proj"]))
     return ops

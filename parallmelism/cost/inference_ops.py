@@ -9,9 +9,11 @@ stage. Shapes per GPU (t = tp):
 A multiply-add is 2 FLOPs; non-matmul FLOPs (norms, SiLU, softmax) are not counted (seed), but
 their HBM traffic is.
 
-Every op carries: flops, weight bytes (read once per call), other HBM bytes (activations in and
-out, KV-cache reads and writes), its compute class (matmul | attention | memory) and the GEMM
-size that limits its efficiency (tokens, or tokens per local expert).
+The GEMM shapes (projections, MLP, router, experts, head) come from `cost.layer_gemms`, the one
+inventory training wraps too. Every op carries: flops, weight bytes (read once per call), other
+HBM bytes (activations in and out, KV-cache reads and writes), its compute class (matmul |
+attention | memory) and the GEMM size that limits its efficiency (tokens, or tokens per local
+expert).
 
 Attention convention: CAUSAL. Prefill scores count S(S+1)/2 query-key pairs per sequence
 (`causal_pairs`); decode attends one query to the whole context. With flash attention (default)
@@ -30,6 +32,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from .flops import busiest_stage_layer_counts
 from .inference_mla import mla_attention_ops
+from .layer_gemms import GemmShape, attention_gemms, head_gemm, mlp_gemms, moe_gemms
 from .ops import (
     ACT_BYTES,
     HALF_BYTES,
@@ -37,6 +40,7 @@ from .ops import (
     ServingAttention,
     decode_attention_shape,
     prompt_attention_shape,
+    serving_gemm,
     serving_op,
 )
 from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank
@@ -118,14 +122,8 @@ def layer_ops(
     def norm(name, count):
         return serving_op(name, "memory", count, zero, zero + h * HALF_BYTES, 2 * T * h * ab, inf)
 
-    def linear(name, count, n_in, n_out, tokens=T, weight_bytes=wb, weights=None, low_precision=True):
-        w = (n_in * n_out if weights is None else weights) * weight_bytes
-        op = serving_op(
-            name, "matmul", count, 2 * tokens * n_in * n_out, w + 0 * tokens, tokens * (n_in + n_out) * ab, tokens
-        )
-        op.mkn = (tokens, n_in, n_out)
-        op.low_precision = low_precision
-        return op
+    def linear(g: GemmShape, count, weight_bytes=wb, weights=None):
+        return serving_gemm(g, count, (g.weight_elements if weights is None else weights) * weight_bytes)
 
     # Without flash attention the scores are written by QKᵀ and the probabilities read by ·V, one
     # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
@@ -146,6 +144,7 @@ def layer_ops(
         )
         ops.append(norm("mlp_norm", all_layers))
         return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
+    qkv, out_proj = attention_gemms(model, T, tp)
     shape = ServingAttention(
         share=0.5,  # QKᵀ and ·V: the same FLOPs
         prefill_flops=4 * (pairs - Pd) * a_l * d,
@@ -159,7 +158,7 @@ def layer_ops(
     )
     ops = [
         norm("attn_norm", all_layers),
-        linear("qkv_proj", all_layers, h, q_l + 2 * kv_l),
+        linear(qkv, all_layers),
         # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
         serving_op(
             "attention_qk",
@@ -182,7 +181,7 @@ def layer_ops(
             inf,
             shape,
         ),
-        linear("output_proj", all_layers, q_l, h),
+        linear(out_proj, all_layers),
         norm("mlp_norm", all_layers),
     ]
     return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
@@ -191,13 +190,8 @@ def layer_ops(
 def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) -> list[Op]:
     """Dense MLP (dense layers) and router + routed/shared experts (MoE layers) of one stage."""
     h = model.hidden
-    ops = []
-    I_l = model.ffn_hidden / tp
-    mult = model.mlp_up_matrices
-    ops += [
-        linear("gate_up_proj", np.asarray(dense_layers, dtype=np.float64), h, mult * I_l),
-        linear("down_proj", np.asarray(dense_layers, dtype=np.float64), I_l, h),
-    ]
+    dense = np.asarray(dense_layers, dtype=np.float64)
+    ops = [linear(g, dense) for g in mlp_gemms(model, T, tp)]
     if model.moe is not None:
         moe = model.moe
         E, k = moe.num_experts, moe.top_k
@@ -210,24 +204,21 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         # The busiest GPU gets moe_imbalance × the mean (only when experts are spread, ep > 1).
         T_e = T * k / np.where(in_tp, ep, 1.0) * np.where(ep > 1, moe_imbalance, 1.0)
         touched = experts_touched(local, k, E, np.where(in_tp, T, T * ep))
-        Ie_l = moe.ffn_hidden / expert_tp(tp, ep)
         per_expert = np.maximum(T_e / local, 1.0)  # GEMM rows per local expert
         ml = np.asarray(moe_layers, dtype=np.float64)
-        ops.append(linear("router", ml, h, E, weight_bytes=HALF_BYTES, low_precision=False))  # bf16, as in training
-        up = linear("experts_gate_up", ml, h, mult * Ie_l, tokens=T_e, weights=touched * h * mult * Ie_l)
-        down = linear("experts_down", ml, Ie_l, h, tokens=T_e, weights=touched * Ie_l * h)
+        router, g_up, g_down, *shared = moe_gemms(model, T, tp, T_e, expert_tp(tp, ep))
+        ops.append(linear(router, ml, weight_bytes=HALF_BYTES))  # bf16, as in training
+        up = linear(g_up, ml, weights=touched * g_up.k * g_up.n)  # the touched experts' weights
+        down = linear(g_down, ml, weights=touched * g_down.k * g_down.n)
         up.dim = down.dim = per_expert
         # one grouped kernel over the experts that got tokens, rows = routed copies per such expert
         rows = np.maximum(T_e / np.maximum(touched, 1.0), 1.0)
-        up.mkn, down.mkn = (rows, h, mult * Ie_l), (rows, Ie_l, h)
+        up.mkn, down.mkn = (rows, h, g_up.n), (rows, g_down.k, h)
         up.experts = down.experts = touched
         imbalance = np.where(ep > 1, moe_imbalance, 1.0)
         if np.any(imbalance > 1.0):  # the ranks at the mean load (Op.balanced_rows)
             up.balanced_rows = down.balanced_rows = np.maximum(T_e / imbalance / np.maximum(touched, 1.0), 1.0)
-        ops += [up, down]
-        if moe.num_shared_experts:
-            Is_l = moe.num_shared_experts * moe.shared_expert_ffn / tp
-            ops += [linear("shared_gate_up", ml, h, mult * Is_l), linear("shared_down", ml, Is_l, h)]
+        ops += [up, down] + [linear(g, ml) for g in shared]
     return ops
 
 
@@ -242,16 +233,9 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     T = np.asarray(tokens, dtype=np.float64)
     Th = np.asarray(head_tokens, dtype=np.float64) + 0 * T
     inf = np.full_like(T, np.inf)
-    lm_head = serving_op(
-        "lm_head",
-        "matmul",
-        np.where(has_head, 1.0, 0.0) + 0 * T,
-        2 * Th * h * V / tp,
-        h * V / tp * HALF_BYTES + 0 * T,
-        Th * (h * ACT_BYTES + V / tp * 4),
-        Th,
-    )
-    lm_head.mkn, lm_head.low_precision = (Th, h, V / tp), False  # logits stay bf16, as in training
+    g = head_gemm(model, Th, tp)  # logits stay bf16, as in training
+    lm_head = serving_gemm(g, np.where(has_head, 1.0, 0.0) + 0 * T, g.weight_elements * HALF_BYTES + 0 * T)
+    lm_head.other_bytes = Th * (h * ACT_BYTES + V / tp * 4)  # logits written in fp32
     emb = np.where(has_embedding, 1.0, 0.0) + 0 * T
     head = np.where(has_head, 1.0, 0.0) + 0 * T
     return [

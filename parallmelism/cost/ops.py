@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..specs import Code
+from .layer_gemms import GemmShape
 
 
 class OpKind(Code):
@@ -113,6 +114,17 @@ def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, ro
         attention_core=k == OpKind.ATTENTION,
         serving_attention=attention,
     )
+
+
+def serving_gemm(g: GemmShape, count, weight_bytes) -> Op:
+    """A serving op of an inventory GEMM (`cost.layer_gemms`): `count` calls, each reading
+    `weight_bytes` and its activations (g.m·(k + n) 16-bit elements)."""
+    op = serving_op(
+        g.serving_name, "matmul", count, g.flops, weight_bytes + 0 * g.m, g.m * (g.k + g.n) * ACT_BYTES, g.m
+    )
+    op.mkn = (g.m, g.k, g.n)
+    op.low_precision, op.norm_fused, op.column_parallel = g.low_precision, g.norm_fused, g.column_parallel
+    return op
 
 
 def prompt_attention_shape(tokens, pairs, heads):

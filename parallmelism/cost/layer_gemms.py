@@ -1,0 +1,182 @@
+"""The GEMMs of one transformer layer (and of the logits head) on one GPU: the one inventory of
+their shapes that training (`cost.flops`) and serving (`cost.inference_ops`, `cost.inference_mla`)
+both wrap into ops (issue 27, item 1).
+
+A GEMM C[m, n] = A[m, k]·W[k, n] of a rank's shard, for `tokens` T rows on the rank and TP size t
+(Megatron-LM's split: column-parallel QKV / gate_up by heads or FFN columns, row-parallel out_proj /
+down by their input; the logits GEMM splits the vocabulary). h hidden, a heads of d dims
+(q = a·d), g_l = max(g/t, 1) KV heads per rank (`shapes.kv_heads_per_rank`), I the FFN width,
+m = `model.mlp_up_matrices` (2 when gated):
+
+  qkv          T × h × (q/t + 2·d·g_l)            out_proj   T × q/t × h
+  gate_up|fc1  T × h × m·I/t                      down|fc2   T × I/t × h
+  MLA (DeepSeek-V2/V3): q_proj T × h × a(n+p)/t, or q_down T × h × r_q and q_up T × r_q × a(n+p)/t;
+               kv_down T × h × (r_kv+p), kv_up R × r_kv × a(n+v)/t, out_proj T × a·v/t × h
+               (the down projections are replicated over TP)
+  MoE layer:   router T/r × h × E (bf16), experts_up C × h × m·I_e/t_e, experts_down C × I_e/t_e × h,
+               shared_up T × h × m·I_s/t, shared_down T × I_s/t × h (I_s = shared experts' total FFN)
+  head:        logits T × h × V/t (bf16)
+
+What the two schedules genuinely do differently is a named parameter here, not a second formula:
+  sp_divisor     r: the router's rows are the sequence-parallel shard, T/r (training with SP; 1 else)
+  routed_tokens  C: token copies this GPU's experts process (training: T·k·load on the busiest
+                 rank; serving: T·k/ep with EP inside TP, T·k across replicas, × imbalance)
+  expert_tp      t_e: ways each routed expert's FFN is split (t; serving's EP-inside-TP: t/ep)
+  kv_up_rows     R: rows of MLA's K,V decompression (training: T; serving's prefill form: the key
+                 positions the chunk reads)
+The inventory names are training's op names; serving labels the same GEMMs `SERVING_NAMES`.
+
+Each GEMM carries the flags the schedules read (`cost.ops.Op`): low_precision (fp8/fp4 under a
+low-precision recipe; the router and logits stay bf16), norm_fused (its input is a norm's
+output), column_parallel (a TP region starts). What a phase adds stays with the phase: training's
+backward bytes, weight copies of a grouped GEMM and main gradient (`flops._gemm`); serving's
+weight bytes per call, call counts per stage, experts touched and grouped-kernel rows. Attention
+cores, norms and element-wise ops are still built by each schedule in this slice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..specs import ModelSpec
+from .shapes import kv_heads_per_rank
+
+# The serving schedule's label of each inventory GEMM (vLLM's module names).
+SERVING_NAMES = {
+    "qkv": "qkv_proj",
+    "out_proj": "output_proj",
+    "gate_up": "gate_up_proj",
+    "fc1": "gate_up_proj",
+    "down": "down_proj",
+    "fc2": "down_proj",
+    "router": "router",
+    "experts_up": "experts_gate_up",
+    "experts_down": "experts_down",
+    "shared_up": "shared_gate_up",
+    "shared_down": "shared_down",
+    "q_proj": "q_proj",
+    "q_down": "q_a_proj",
+    "q_up": "q_b_proj",
+    "kv_down": "kv_a_proj",
+    "kv_up": "kv_b_proj",
+    "logits": "lm_head",
+}
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One GEMM of a rank's shard, C[m, n] = A[m, k]·W[k, n]; arrays broadcast over layout rows."""
+
+    name: str  # inventory (training) name; `serving_name` is serving's label
+    m: Any  # rows: tokens on the rank (routed token copies for the experts)
+    k: Any
+    n: Any
+    group: str  # attention | mlp | router | experts | shared | head
+    low_precision: bool = True
+    norm_fused: bool = False
+    column_parallel: bool = False
+
+    @property
+    def serving_name(self) -> str:
+        return SERVING_NAMES[self.name]
+
+    @property
+    def flops(self):
+        """2·m·k·n (a multiply-add is 2 FLOPs)."""
+        return 2.0 * self.m * self.k * self.n
+
+    @property
+    def weight_elements(self):
+        """k·n: elements of one weight matrix (an expert's, for the routed experts)."""
+        return self.k * self.n
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(float(x))
+
+
+def attention_gemms(model: ModelSpec, tokens, tp, kv_up_rows=None) -> list[GemmShape]:
+    """Projections of the attention block, in execution order (module docstring)."""
+    T, t = tokens, np.asarray(tp, dtype=np.float64)
+    h, a = model.hidden, model.heads
+    if model.mla is None:
+        qkv_n = model.q_dim / t + 2.0 * model.d * kv_heads_per_rank(model.g, t)
+        return [
+            GemmShape("qkv", T, h, qkv_n, "attention", norm_fused=True, column_parallel=True),
+            GemmShape("out_proj", T, model.q_dim / t, h, "attention"),
+        ]
+    m = model.require_mla()
+    n, p, v = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
+    if m.q_lora_rank is None:
+        q = [GemmShape("q_proj", T, h, a * (n + p) / t, "attention", norm_fused=True)]
+    else:
+        q = [
+            GemmShape("q_down", T, h, _f(m.q_lora_rank), "attention", norm_fused=True),
+            GemmShape("q_up", T, _f(m.q_lora_rank), a * (n + p) / t, "attention"),
+        ]
+    return q + [
+        GemmShape("kv_down", T, h, _f(m.latent_width), "attention", norm_fused=True),
+        GemmShape("kv_up", T if kv_up_rows is None else kv_up_rows, _f(m.kv_lora_rank), a * (n + v) / t, "attention"),
+        GemmShape("out_proj", T, a * v / t, h, "attention"),
+    ]
+
+
+def mlp_gemms(model: ModelSpec, tokens, tp) -> list[GemmShape]:
+    """A dense layer's MLP: gate_up (fc1) and down (fc2)."""
+    t, h, I = np.asarray(tp, dtype=np.float64), model.hidden, model.ffn_hidden
+    up, down = ("gate_up", "down") if model.gated else ("fc1", "fc2")
+    return [
+        GemmShape(up, tokens, h, model.mlp_up_matrices * I / t, "mlp", norm_fused=True, column_parallel=True),
+        GemmShape(down, tokens, I / t, h, "mlp"),
+    ]
+
+
+def moe_gemms(model: ModelSpec, tokens, tp, routed_tokens, expert_tp=None, sp_divisor=1.0) -> list[GemmShape]:
+    """A MoE layer's router, routed experts (one matrix each; the schedule counts the copies) and
+    shared experts (module docstring for the parameters)."""
+    moe = model.require_moe()
+    t, h = np.asarray(tp, dtype=np.float64), model.hidden
+    t_e = t if expert_tp is None else expert_tp
+    I, mult = moe.ffn_hidden, model.mlp_up_matrices
+    out = [
+        GemmShape("router", tokens / sp_divisor, h, _f(moe.num_experts), "router", low_precision=False),
+        GemmShape("experts_up", routed_tokens, h, mult * I / t_e, "experts"),
+        GemmShape("experts_down", routed_tokens, I / t_e, h, "experts"),
+    ]
+    if moe.num_shared_experts:
+        sI = moe.shared_expert_ffn * moe.num_shared_experts
+        out += [
+            GemmShape("shared_up", tokens, h, mult * sI / t, "shared", norm_fused=True, column_parallel=True),
+            GemmShape("shared_down", tokens, sI / t, h, "shared"),
+        ]
+    return out
+
+
+def head_gemm(model: ModelSpec, tokens, tp) -> GemmShape:
+    """The logits GEMM, vocabulary split by t; kept in bf16 (Transformer Engine, vLLM)."""
+    t = np.asarray(tp, dtype=np.float64)
+    return GemmShape("logits", tokens, model.hidden, model.vocab / t, "head", low_precision=False)
+
+
+def layer_gemms(
+    model: ModelSpec,
+    tokens,
+    tp,
+    moe_layer: bool = False,
+    routed_tokens=None,
+    expert_tp=None,
+    sp_divisor=1.0,
+    kv_up_rows=None,
+) -> list[GemmShape]:
+    """Every GEMM of one layer on one GPU, in execution order: attention projections, then the
+    dense MLP or (moe_layer) the router, routed and shared experts. `routed_tokens` defaults to
+    T·k, every token's k copies on this GPU (one rank holding all experts, no imbalance)."""
+    out = attention_gemms(model, tokens, tp, kv_up_rows)
+    if not moe_layer:
+        return out + mlp_gemms(model, tokens, tp)
+    if routed_tokens is None:
+        routed_tokens = tokens * model.require_moe().top_k
+    return out + moe_gemms(model, tokens, tp, routed_tokens, expert_tp, sp_divisor)
