@@ -320,6 +320,9 @@ def scalar(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
+NORMS = {"attn_norm", "mlp_norm", "q_a_norm", "kv_a_norm", "final_norm"}  # serving's labels
+
+
 def gemm_key(op, name) -> tuple:
     """(name, m, k, n, FLOPs) of a GEMM op as plain floats. A grouped expert GEMM's kernel rows are
     each schedule's own (serving: copies per touched expert), so its m (the routed token copies)
@@ -338,7 +341,8 @@ def test_a_prefill_pass_and_a_training_forward_run_the_same_gemms(model_name, lo
     """One inventory (issue 27 item 1, cost/layer_gemms.py): the GEMMs of a serving prefill pass of
     T tokens (one prompt, no cache, ep 1) and of a training forward of T tokens (no SP, cp 1, one
     rank holding every expert) have the same (name, m, k, n) and FLOPs, layer by layer type and for
-    the logits head, and 2·m·k·n FLOPs each (Megatron's convention). Editing one builder's shapes,
+    the logits head, and 2·m·k·n FLOPs each (Megatron's convention); their norms move the same
+    bytes. Editing one builder's shapes,
     rows or FLOPs alone fails here."""
     model = load_option("model", model_name)
     tp = min(2**log_tp, model.heads)
@@ -359,16 +363,22 @@ def test_a_prefill_pass_and_a_training_forward_run_the_same_gemms(model_name, lo
     )
     serving += inference_ops.head_ops(model, t, T, T, True, True)
     served = {op.name: gemm_key(op, op.name) for op in serving if op.kind == MATMUL}
+    served_norms = {op.name: scalar(op.other_bytes) for op in serving if op.name in NORMS}
     # the absorbed decode form's per-head GEMMs have no rows in a prefill pass
     assert all(served.pop(name)[-1] == 0.0 for name in ("q_absorb", "v_up") if name in served)
-    trained = {}
+    trained, trained_norms = {}, {}
     for moe_layer in [False, True] if model.is_moe else [False]:
         ops = flops.layer_ops(model, tokens, 1, t, 1, False, True, moe_layer=moe_layer)
         for op in ops + flops.head_ops(model, tokens, 1, t, 1, False):
             if op.kind == MATMUL:
                 key = gemm_key(op, SERVING_NAMES[op.name])
                 assert trained.setdefault(key[0], key) == key  # attention is the same in both layer types
+            elif SERVING_NAMES.get(op.name) in NORMS:  # read + write each element, 2 bytes
+                assert trained_norms.setdefault(SERVING_NAMES[op.name], scalar(op.other_bytes)) == scalar(
+                    op.other_bytes
+                )
     assert served == trained
+    assert served_norms == trained_norms and set(served_norms) >= {"attn_norm", "mlp_norm", "final_norm"}
     inventory = [g for moe in ([False, True] if model.is_moe else [False]) for g in layer_gemms(model, T, t, moe)]
     for g in inventory + [head_gemm(model, T, t)]:  # routed_tokens defaults to T·k: one rank, balanced
         m = None if g.group == "experts" else scalar(g.m)

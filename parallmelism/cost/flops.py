@@ -25,7 +25,8 @@ Each op carries forward FLOPs and HBM bytes (read + written) and backward multip
                QKᵀ; FlashAttention-2); bytes Q, K, V, O (+ dO, dQ, dK, dV in bwd)
   eager core   scores and ·V bmm 2·T·s·q/t each (full s×s, masked after), softmax (+dropout)
                over a·T·s/t elements; bwd 2× FLOPs and bytes
-  elementwise  norms, residual adds, dropout, GELU/SwiGLU, RoPE, permute: bytes only; bwd ≈ 2×
+  elementwise  norms (shapes from `cost.layer_gemms`), residual adds, dropout, GELU/SwiGLU, RoPE,
+               permute: bytes only; bwd ≈ 2×
   cp_merge     with context parallelism (flash, p2p ring), the merge of each of the c-1 later steps:
                fwd 3·T·(width of V)/t reads + writes of 2 B, bwd 3·T·(q/t + K,V width) (dQ, dK,dV)
 MLA (model.mla; DeepSeek-V2/V3, training form without weight absorption): the projections are
@@ -45,7 +46,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, ModelSpec, moe_layers_in_range
-from .layer_gemms import GemmShape, attention_gemms, head_gemm, mlp_gemms, moe_gemms
+from .layer_gemms import (
+    GemmShape,
+    NormShape,
+    attention_gemms,
+    final_norm,
+    head_gemm,
+    layer_norms,
+    mlp_gemms,
+    moe_gemms,
+)
 from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import (
     busiest_stage_first_layer,
@@ -125,6 +135,11 @@ def _gemm_op(g: GemmShape, weight_copies=1.0) -> Op:
     )
 
 
+def _norm_op(n: NormShape) -> Op:
+    """A training op of an inventory norm (`cost.layer_gemms`): read and write each element."""
+    return Op(n.name, MEMORY, 0.0, RW_BYTES * n.rows * n.width / n.sp_divisor)
+
+
 def layer_ops(
     model: ModelSpec,
     s: int,
@@ -149,13 +164,14 @@ def layer_ops(
     drop = 1.0 if model.dropout else 0.0
     vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
     gemms = {g.name: g for g in attention_gemms(model, T, t)}
-    ops = [Op("norm_attn", MEMORY, 0.0, RW_BYTES * T * h / r)]
+    norms = layer_norms(model, T, r)
+    ops = [_norm_op(norms["norm_attn"])]
     if model.mla is None:
         ops.append(_gemm_op(gemms["qkv"]))
         if model.position_embedding == "rope":
             ops.append(Op("rope", MEMORY, 0.0, RW_BYTES * T * (q / t + d * g_l)))
     else:
-        ops += _mla_projection_ops(model, T, t, gemms)
+        ops += _mla_projection_ops(model, T, t, gemms, norms)
         vw = a * model.mla.v_head_dim
         kv_l = (q + vw) / t  # decompressed K + V elements per token on the rank
     if flash and model.mla is None:
@@ -294,7 +310,7 @@ def layer_ops(
     ops += [
         _gemm_op(gemms["out_proj"]),
         Op("residual_attn", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r),
-        Op("norm_mlp", MEMORY, 0.0, RW_BYTES * T * h / r),
+        _norm_op(norms["norm_mlp"]),
     ]
     if moe_layer:
         moe = model.require_moe()
@@ -345,22 +361,22 @@ def _cp_chunk(s, cp):
     return s / np.maximum(cp, 1.0)
 
 
-def _mla_projection_ops(model: ModelSpec, T, t, gemms: dict[str, GemmShape]) -> list[Op]:
+def _mla_projection_ops(model: ModelSpec, T, t, gemms: dict[str, GemmShape], norms: dict[str, NormShape]) -> list[Op]:
     """MLA projections (`layer_gemms.attention_gemms`), latent norms and RoPE of one layer (module
     docstring); down projections replicated over TP, up projections split by heads."""
     m, a = model.require_mla(), model.heads
-    p, rkv = m.qk_rope_head_dim, m.kv_lora_rank
+    p = m.qk_rope_head_dim
     if m.q_lora_rank is None:
         ops = [_gemm_op(gemms["q_proj"])]
     else:
         ops = [
             _gemm_op(gemms["q_down"]),
-            Op("q_norm", MEMORY, 0.0, RW_BYTES * T * m.q_lora_rank),
+            _norm_op(norms["q_norm"]),
             _gemm_op(gemms["q_up"]),
         ]
     return ops + [
         _gemm_op(gemms["kv_down"]),
-        Op("kv_norm", MEMORY, 0.0, RW_BYTES * T * rkv),
+        _norm_op(norms["kv_norm"]),
         _gemm_op(gemms["kv_up"]),
         Op("rope", MEMORY, 0.0, RW_BYTES * T * (a * p / t + p)),
     ]
@@ -379,12 +395,12 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     """Last stage: final norm, logits GEMM (vocab split by t) and fp32 cross-entropy.
     Cross-entropy reads bf16 logits and writes fp32 probabilities, then reads them for the loss
     (≈ 2 + 4 + 4 + 4 = 14 bytes per logit forward, 8 backward); its FLOPs are negligible."""
-    h, V = model.hidden, model.vocab
+    V = model.vocab
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
     T = tokens_per_rank(s, b, cp)
     return [
-        Op("final_norm", MEMORY, 0.0, RW_BYTES * T * h / r),
+        _norm_op(final_norm(model, T, r)),
         _gemm_op(head_gemm(model, T, t)),
         Op(
             "cross_entropy",

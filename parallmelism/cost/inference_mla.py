@@ -27,15 +27,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
-from .layer_gemms import GemmShape, attention_gemms
+from .layer_gemms import GemmShape, attention_gemms, layer_norms
 from .ops import (
     ACT_BYTES,
-    HALF_BYTES,
     Op,
     ServingAttention,
     decode_attention_shape,
     prompt_attention_shape,
     serving_gemm,
+    serving_norm,
     serving_op,
 )
 from .shapes import heads_per_rank
@@ -88,17 +88,19 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     # projections: the prefill form decompresses every key position read (kv_up rows = Kn)
     proj = {g.name: g for g in attention_gemms(model, T, tp, kv_up_rows=Kn)}
 
-    def norm(name, width):
-        return serving_op(name, "memory", count, zero, zero + width * HALF_BYTES, 2 * T * width * ab, inf)
+    norms = layer_norms(model, T)
+
+    def norm(name):
+        return serving_norm(norms[name], count, zero)
 
     ops = []
     if rq is None:
         ops.append(gemm(proj["q_proj"]))
     else:
-        ops += [gemm(proj["q_down"]), norm("q_a_norm", rq), gemm(proj["q_up"])]
+        ops += [gemm(proj["q_down"]), norm("q_norm"), gemm(proj["q_up"])]
     kv_a = gemm(proj["kv_down"])
     kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * latent * kvb
-    ops += [kv_a, norm("kv_a_norm", rkv)]
+    ops += [kv_a, norm("kv_norm")]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
     ops.append(gemm(proj["kv_up"]))
     seq, heads = prompt_attention_shape(Tn, Pn, a_l)

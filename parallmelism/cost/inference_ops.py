@@ -32,7 +32,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from .flops import busiest_stage_layer_counts
 from .inference_mla import mla_attention_ops
-from .layer_gemms import GemmShape, attention_gemms, head_gemm, mlp_gemms, moe_gemms
+from .layer_gemms import GemmShape, attention_gemms, final_norm, head_gemm, layer_norms, mlp_gemms, moe_gemms
 from .ops import (
     ACT_BYTES,
     HALF_BYTES,
@@ -41,6 +41,7 @@ from .ops import (
     decode_attention_shape,
     prompt_attention_shape,
     serving_gemm,
+    serving_norm,
     serving_op,
 )
 from .shapes import experts_per_rank, heads_per_rank, kv_heads_per_rank
@@ -107,7 +108,7 @@ def layer_ops(
     MLA models (model.mla): the attention ops are `cost.inference_mla` (prefill in the naive
     form, decode tokens absorbed over the latent cache).
     """
-    h, d = model.hidden, model.d
+    d = model.d
     tp = np.asarray(tp, dtype=np.float64)
     T = np.asarray(tokens, dtype=np.float64)
     wb = BYTES_PER_ELEMENT[wl.weight_dtype]
@@ -119,8 +120,10 @@ def layer_ops(
     inf = np.full_like(T, np.inf)
     zero = np.zeros_like(T)
 
+    norms = layer_norms(model, T)
+
     def norm(name, count):
-        return serving_op(name, "memory", count, zero, zero + h * HALF_BYTES, 2 * T * h * ab, inf)
+        return serving_norm(norms[name], count, zero)
 
     def linear(g: GemmShape, count, weight_bytes=wb, weights=None):
         return serving_gemm(g, count, (g.weight_elements if weights is None else weights) * weight_bytes)
@@ -138,11 +141,11 @@ def layer_ops(
     prompt = prompt_attention_shape(T - Td, pairs - Pd, a_l)
     decode = decode_attention_shape(Td, Pd, Kd)
     if model.mla is not None:
-        ops = [norm("attn_norm", all_layers)]
+        ops = [norm("norm_attn", all_layers)]
         ops += mla_attention_ops(
             model, wl, tp, T, all_layers, (T - Td, pairs - Pd, kv_pos - Kd), (Td, Pd, Kd), kv_write_tokens
         )
-        ops.append(norm("mlp_norm", all_layers))
+        ops.append(norm("norm_mlp", all_layers))
         return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
     qkv, out_proj = attention_gemms(model, T, tp)
     shape = ServingAttention(
@@ -157,7 +160,7 @@ def layer_ops(
         unfused_bytes=scores,
     )
     ops = [
-        norm("attn_norm", all_layers),
+        norm("norm_attn", all_layers),
         linear(qkv, all_layers),
         # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
         serving_op(
@@ -182,7 +185,7 @@ def layer_ops(
             shape,
         ),
         linear(out_proj, all_layers),
-        norm("mlp_norm", all_layers),
+        norm("norm_mlp", all_layers),
     ]
     return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
 
@@ -240,7 +243,7 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     head = np.where(has_head, 1.0, 0.0) + 0 * T
     return [
         serving_op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
-        serving_op("final_norm", "memory", head, 0 * T, 0 * T + h * HALF_BYTES, 2 * Th * h * ACT_BYTES, inf),
+        serving_norm(final_norm(model, Th), head, 0 * T),
         lm_head,
     ]
 

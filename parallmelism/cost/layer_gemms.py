@@ -30,8 +30,13 @@ Each GEMM carries the flags the schedules read (`cost.ops.Op`): low_precision (f
 low-precision recipe; the router and logits stay bf16), norm_fused (its input is a norm's
 output), column_parallel (a TP region starts). What a phase adds stays with the phase: training's
 backward bytes, weight copies of a grouped GEMM and main gradient (`flops._gemm`); serving's
-weight bytes per call, call counts per stage, experts touched and grouped-kernel rows. Attention
-cores, norms and element-wise ops are still built by each schedule in this slice.
+weight bytes per call, call counts per stage, experts touched and grouped-kernel rows.
+
+The norms are here too (`layer_norms`, `final_norm`): RMSNorm/LayerNorm over `rows` tokens of
+`width` elements, h for the block norms, r_q and r_kv for MLA's latent norms (not split by SP:
+the latents are replicated); training's sequence parallelism holds rows/r of the block norms'
+tokens. Attention cores, residuals, activations and the other element-wise ops are still built
+by each schedule in this slice.
 """
 
 from __future__ import annotations
@@ -63,6 +68,11 @@ SERVING_NAMES = {
     "kv_down": "kv_a_proj",
     "kv_up": "kv_b_proj",
     "logits": "lm_head",
+    "norm_attn": "attn_norm",
+    "norm_mlp": "mlp_norm",
+    "q_norm": "q_a_norm",
+    "kv_norm": "kv_a_norm",
+    "final_norm": "final_norm",
 }
 
 
@@ -92,6 +102,41 @@ class GemmShape:
     def weight_elements(self):
         """k·n: elements of one weight matrix (an expert's, for the routed experts)."""
         return self.k * self.n
+
+
+@dataclass(frozen=True)
+class NormShape:
+    """A norm over `rows` tokens of `width` elements on one GPU (bytes only: each element read and
+    written; its weight is `width` elements); training's SP shard holds rows/`sp_divisor` of them."""
+
+    name: str  # inventory (training) name; `serving_name` is serving's label
+    rows: Any
+    width: Any
+    sp_divisor: Any = 1.0
+
+    @property
+    def serving_name(self) -> str:
+        return SERVING_NAMES[self.name]
+
+
+def layer_norms(model: ModelSpec, tokens, sp_divisor=1.0) -> dict[str, NormShape]:
+    """The norms of one layer by inventory name: the block norms before attention and the MLP, and
+    MLA's latent norms after q_down and kv_down (module docstring)."""
+    h = model.hidden
+    out = {
+        "norm_attn": NormShape("norm_attn", tokens, h, sp_divisor),
+        "norm_mlp": NormShape("norm_mlp", tokens, h, sp_divisor),
+    }
+    if model.mla is not None:
+        if model.mla.q_lora_rank is not None:
+            out["q_norm"] = NormShape("q_norm", tokens, model.mla.q_lora_rank)
+        out["kv_norm"] = NormShape("kv_norm", tokens, model.mla.kv_lora_rank)
+    return out
+
+
+def final_norm(model: ModelSpec, tokens, sp_divisor=1.0) -> NormShape:
+    """The norm before the logits head."""
+    return NormShape("final_norm", tokens, model.hidden, sp_divisor)
 
 
 def _f(x) -> np.ndarray:

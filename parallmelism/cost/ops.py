@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..specs import Code
-from .layer_gemms import GemmShape
+from .layer_gemms import GemmShape, NormShape
 
 
 class OpKind(Code):
@@ -125,6 +125,20 @@ def serving_gemm(g: GemmShape, count, weight_bytes) -> Op:
     op.mkn = (g.m, g.k, g.n)
     op.low_precision, op.norm_fused, op.column_parallel = g.low_precision, g.norm_fused, g.column_parallel
     return op
+
+
+def serving_norm(n: NormShape, count, zero) -> Op:
+    """A serving op of an inventory norm (`cost.layer_gemms`): `count` calls, each reading its
+    16-bit weight and reading + writing n.rows × n.width activations; `zero` a row-shaped 0."""
+    return serving_op(
+        n.serving_name,
+        "memory",
+        count,
+        zero,
+        zero + n.width * HALF_BYTES,
+        2 * n.rows * n.width * ACT_BYTES,
+        np.full_like(zero, np.inf),
+    )
 
 
 def prompt_attention_shape(tokens, pairs, heads):
