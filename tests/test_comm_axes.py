@@ -9,6 +9,7 @@ from parallmelism.cost.comm import ep_layer_time_s
 
 H100 = load_option("hardware", "h100-sxm-80gb")
 GROK = load_option("model", "grok-1")
+LAUNCH_US = H100.scale_up.collective_launch_us  # once per collective call (cost/collectives.py)
 
 
 def test_alltoall_dispatch_sends_the_sequence_parallel_shard():
@@ -19,15 +20,17 @@ def test_alltoall_dispatch_sends_the_sequence_parallel_shard():
     s, t, e, h, k = 8192, 4, 8, 6144, 2
     a2a_bytes = (s / t) * k * h * 2
     bw = 50 * 0.94 * (e - 1) / (e - 2)
-    a2a = collective_time_s("all_to_all", a2a_bytes, e, bw, 5.0)
+    a2a = collective_time_s("all_to_all", a2a_bytes, e, bw, 5.0, launch_us=LAUNCH_US)
     # then an all-gather over TP of all s·k routed tokens (NVLink, 360 GB/s), a reduce-scatter before combine
-    tp_ag = collective_time_s("all_gather", s * k * h * 2, t, 360.0, 1.0)
+    tp_ag = collective_time_s("all_gather", s * k * h * 2, t, 360.0, H100.scale_up.latency_us, launch_us=LAUNCH_US)
     ep_link, tp_link = ep_layer_time_s(H100, GROK, float(s), float(t), float(e), 1.0, False, True)
     assert float(ep_link) == pytest.approx(2 * 2 * a2a, rel=1e-9)  # dispatch + combine, fwd + bwd
     assert float(tp_link) == pytest.approx(2 * 2 * tp_ag, rel=1e-9)
     # without SP every TP rank dispatches all s tokens: tp times the bytes
     ep_nosp, tp_nosp = ep_layer_time_s(H100, GROK, float(s), float(t), float(e), 1.0, False, False)
-    assert float(ep_nosp) == pytest.approx(2 * 2 * collective_time_s("all_to_all", s * k * h * 2, e, bw, 5.0))
+    assert float(ep_nosp) == pytest.approx(
+        2 * 2 * collective_time_s("all_to_all", s * k * h * 2, e, bw, 5.0, launch_us=LAUNCH_US)
+    )
     assert float(tp_nosp) == 0.0
 
 
@@ -40,16 +43,16 @@ def test_dp_gradient_reduce_is_issued_in_megatron_buckets():
 
     P, n, bw, lat = 8e9, 1024, 50 * 0.94, 5.0
     one = min(
-        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring"),
-        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree"),
+        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring", launch_us=LAUNCH_US),
+        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree", launch_us=LAUNCH_US),
     )
     reduce, zg, fs = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False)
     assert float(reduce) == pytest.approx(8 * one, rel=1e-9)
     # a user bucket of 1e8 parameters: 80 calls, the latency term 80 times
     reduce80, _, _ = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False, bucket_params=1e8)
     one80 = min(
-        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring"),
-        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree"),
+        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring", launch_us=LAUNCH_US),
+        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree", launch_us=LAUNCH_US),
     )
     assert float(reduce80) == pytest.approx(80 * one80, rel=1e-9)
     assert float(reduce80) > float(reduce)
@@ -64,12 +67,12 @@ def test_fsdp_gathers_each_layer_in_forward_and_backward():
 
     P, n, bw, lat, units, m = 6.4e9, 1024, 50 * 0.94, 5.0, 63, 2
     _, _, fsdp = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
-    ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat, "pat")
-    assert ag == pytest.approx(10 * lat * 1e-6 + (n - 1) / n * 2 * P / units / (bw * 1e9))
+    ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat, "pat", launch_us=LAUNCH_US)
+    assert ag == pytest.approx((LAUNCH_US + 10 * lat) * 1e-6 + (n - 1) / n * 2 * P / units / (bw * 1e9))
     assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
     reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
     assert float(reduce) == pytest.approx(
-        units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat"), rel=1e-9
+        units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat", launch_us=LAUNCH_US), rel=1e-9
     )
 
 
@@ -133,9 +136,9 @@ def test_sharded_gradients_are_reduced_every_micro_batch():
     P = float(params_per_gpu(load_option("model", "llama3.1-8b"), 8, 1, 32, 0, True, True)["dense"])
     calls = math.ceil(P / 40e6)
     rs = calls * min(
-        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "ring"),
-        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "tree"),
-        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "pat"),
+        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "ring", launch_us=LAUNCH_US),
+        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "tree", launch_us=LAUNCH_US),
+        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "pat", launch_us=LAUNCH_US),
     )
     assert auto["time_comm_dp_s"] - once["time_comm_dp_s"] == pytest.approx((m - 1) * rs, rel=1e-9)
     assert once["mem_grads_gib"] == pytest.approx(4 * P / 2**30, rel=1e-9)
@@ -173,11 +176,13 @@ def test_flex_dispatch_sends_a_token_once_per_remote_node():
     tokens, h = 4096, 7168
     S = tokens * 8 * h * 2  # k routed copies per rank, bf16
     nic = tokens * h * 2 * 3.5 / (50 * 0.94e9) + 7 * 5e-6
-    nvl = S * 7 / 8 / (450 * 0.8e9) + 7 * 1e-6
+    nvl = S * 7 / 8 / (450 * 0.8e9) + 7 * H100.scale_up.latency_us * 1e-6
     flex = ep_all_to_all_time_s(H100, ds, S, 64, 1, "flex")
-    assert float(flex) == pytest.approx(max(nic, nvl), rel=1e-12)
+    assert float(flex) == pytest.approx(max(nic, nvl) + LAUNCH_US * 1e-6, rel=1e-12)
     a2a = ep_all_to_all_time_s(H100, ds, S, 64, 1, "alltoall")
-    assert float(a2a) == pytest.approx(collective_time_s("all_to_all", S, 64, 50 * 0.94 * 63 / 56, 5.0), rel=1e-12)
+    assert float(a2a) == pytest.approx(
+        collective_time_s("all_to_all", S, 64, 50 * 0.94 * 63 / 56, 5.0, launch_us=LAUNCH_US), rel=1e-12
+    )
     assert float(flex) < 0.55 * float(a2a)
     # inside one NVLink domain both dispatchers are the same all-to-all
     assert float(ep_all_to_all_time_s(H100, ds, S, 8, 1, "flex")) == float(
@@ -212,8 +217,8 @@ def test_hybrid_sharding_shards_inside_a_node_and_all_reduces_the_shard_across_n
     shard_bytes = 4 * P / units / 8
     bw, lat = 50 * 0.94, 5.0
     ar = min(
-        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "ring"),
-        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "tree"),
+        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "ring", launch_us=LAUNCH_US),
+        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "tree", launch_us=LAUNCH_US),
     )
     replica = m * units * ar
     assert hsdp["time_comm_dp_s"] == pytest.approx(float(m * red8 + m * fsdp8 + replica), rel=1e-9)
@@ -253,7 +258,7 @@ def test_all_gather_context_parallelism_exposes_the_whole_sequence_kv():
 
     model = load_option("model", "llama3.1-405b")
     S = 131072 * 2 * 128 * 2
-    one = 4 * 5e-6 + 15 / 16 * S / (50 * 0.94e9)
+    one = LAUNCH_US * 1e-6 + 4 * 5e-6 + 15 / 16 * S / (50 * 0.94e9)
     link, exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), False, "all_gather")
     assert float(link) == pytest.approx(3 * one, rel=1e-12) and float(exposed) == float(link)
     ring_link, ring_exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), False)
@@ -276,7 +281,7 @@ def test_ring_hops_hide_step_by_step():
     model = load_option("model", "llama3.1-70b")
     s, b, t, cp = 131072, 1, 8, 4
     bw, lat = p2p_link(H100, cp * t)
-    hop = float(collective_time_s("send_recv", cp_chunk_bytes(model, s, b, t, cp), 2, bw, lat))
+    hop = float(collective_time_s("send_recv", cp_chunk_bytes(model, s, b, t, cp), 2, bw, lat, launch_us=LAUNCH_US))
     k = 1.0e-3 / hop  # scale the windows so that the hop is 1.0 ms in the docstring's units
     link, exposed = cp_layer_times_s(
         H100, model, s, b, t, cp, (3.4e-3 / k, 1.6e-3 / k), (7.5e-3 / k, 3.0e-3 / k), False

@@ -200,7 +200,7 @@ def test_documented_overrides_compose():
 # gemm_tile_rows 64, matmul_fp8 None (= matmul). Inheritance must reproduce every value. Training kernel
 # fractions (attention_backward, matmul_half_dim) have since moved to measured kernels (cost/kernels.py). The serving
 # overheads since refitted (benchmarks/fit_serving_overhead.py, serving ops timed by the kernel model: request
-# 6.0 ms, iteration 0.05 ms, MoE layer 0 us) are the H100 values every H100-derived part takes; H200 also takes
+# 6.0 ms, iteration 0 ms since collectives pay scale_up.collective_launch_us, MoE layer 0 us) are the H100 values every H100-derived part takes; H200 also takes
 # the H100 fp8 serving fraction. The serving kernel fractions (attention, decode_hbm, gemm_tile_rows) left
 # the block when serving ops took their times from the kernel model.
 H100 = dict(
@@ -209,7 +209,7 @@ H100 = dict(
     scale_up=0.8,
     scale_out=0.94,
     request_overhead_ms=6.0,
-    iteration_overhead_ms=0.05,
+    iteration_overhead_ms=0.0,
     moe_layer_overhead_us=0.0,
 )
 A100 = dict(H100, matmul=0.74, hbm=0.9, scale_out=0.96)
@@ -244,14 +244,14 @@ def _hw(tmp_path, name, efficiency: str):
     d.mkdir(exist_ok=True)
     (d / f"{name}.yaml").write_text(
         "hbm_capacity_gib: 80\nhbm_usable_gib: 79\nhbm_bandwidth_gbps: 3000\npeak_tflops: {bf16: 900}\n"
-        "scale_up: {domain_size: 8, bandwidth_gbps: 400}\n" + efficiency
+        "scale_up: {domain_size: 8, bandwidth_gbps: 400, collective_launch_us: 4.83}\n" + efficiency
     )
 
 
 def test_user_accelerator_inherits_and_overrides(tmp_path):
     _hw(tmp_path, "mygpu", "efficiency:\n  from: h100-sxm-80gb\n  matmul: 0.5\n")
     eff = load_option("hardware", "mygpu", [str(tmp_path)]).efficiency
-    assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.iteration_overhead_ms == 0.05
+    assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.iteration_overhead_ms == 0.0
     ((_, run),) = load_run_configs(["hardware=mygpu", "hardware.efficiency.hbm=0.66"], [str(tmp_path)])
     assert run.hardware.efficiency.matmul == 0.5 and run.hardware.efficiency.hbm == 0.66
 
@@ -336,3 +336,19 @@ def test_efficiency_has_no_numbers_a_hardware_file_could_fall_back_to():
     assert AcceleratorSpec.model_fields["efficiency"].is_required()
     with pytest.raises(ValidationError):
         Efficiency(matmul=0.7)
+
+
+def test_an_accelerator_without_a_collective_launch_is_refused_by_name(tmp_path):
+    """scale_up.collective_launch_us is required (no silent default): a file that leaves it out gets
+    one line naming the field and exit code 2, not a traceback."""
+    from conftest import run_cli
+
+    d = tmp_path / "hardware"
+    d.mkdir()
+    (d / "nolaunch.yaml").write_text(
+        "hbm_capacity_gib: 80\nhbm_usable_gib: 79\nhbm_bandwidth_gbps: 3000\npeak_tflops: {bf16: 900}\n"
+        "scale_up: {domain_size: 8, bandwidth_gbps: 400}\nefficiency:\n  from: h100-sxm-80gb\n"
+    )
+    r = run_cli("sweep", "-cd", tmp_path, "model=llama3.1-8b", "hardware=nolaunch")
+    assert r.returncode == 2
+    assert "scale_up.collective_launch_us: Field required" in r.stderr and "Traceback" not in r.stderr

@@ -105,7 +105,8 @@ def transfer_time_s(hw, kind: str, nbytes, group, stride):
     if kind == "send_recv":
         n = np.asarray(group, dtype=np.float64)
         bw, lat = p2p_link(hw, n * np.asarray(stride, dtype=np.float64))
-        return collective_time_s("send_recv", nbytes, np.minimum(n, P2P_PAIR), bw, lat)
+        launch = hw.scale_up.collective_launch_us
+        return collective_time_s("send_recv", nbytes, np.minimum(n, P2P_PAIR), bw, lat, launch_us=launch)
     return group_collective_time_s(hw, kind, nbytes, group, stride)
 
 
@@ -172,7 +173,8 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
       nodes of k_loc EP ranks each and D distinct nodes per token (`ep_distinct_nodes_per_token`):
         NIC     (S/k)·D·(N−1)/N / scale_out + (N−1)·α_out
         NVLink  S·(k_loc−1)/k_loc / scale_up + (k_loc−1)·α_up
-      the two run at once: time = max(NIC, NVLink). Inside one domain both are the all-to-all."""
+      the two run at once: time = max(NIC, NVLink) + hw.scale_up.collective_launch_us (one call,
+      `collectives` module docstring). Inside one domain both are the all-to-all."""
     a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
     if dispatcher == "alltoall" or hw.scale_out is None:
         return a2a
@@ -187,7 +189,8 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
     up_bw = scale_up_group_gbps(hw, k_loc) * GB
     nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * US
     nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * US
-    return np.where(ep * t > domain, np.maximum(nic, nvl), a2a)
+    flex = np.maximum(nic, nvl) + hw.scale_up.collective_launch_us * US
+    return np.where(ep * t > domain, flex, a2a)
 
 
 def pp_hop_bytes(model, T, t):

@@ -17,6 +17,13 @@ bandwidth per rank per direction (GB/s = 1e9 B/s), alpha latency per step (us).
                         Parallel Aggregated Trees: one rank per node, logarithmic steps)
   hierarchical AR       intra reduce-scatter + inter all-reduce of S/n_local + intra all-gather
 
+Every call of every kind (n > 1) adds a fixed launch_us, paid once per call: the kernel launch and
+the flag synchronisation between ranks that NCCL's LL protocol needs before the first step, for
+all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce and send/recv alike (each
+is one NCCL kernel; send/recv too: sendrecv_perf has a microseconds floor like the collectives).
+A hierarchical all-reduce is one NCCL call, so it pays it once, not per tier. The hardware-aware
+entry points (`group_collective_time_s`, collective_ops) pass hw.scale_up.collective_launch_us.
+
 S is always the full buffer: the all-reduced tensor, the gathered output of an all-gather, the
 input of a reduce-scatter, the bytes one rank holds before an all-to-all. busbw = algbw·factor
 with algbw = S / time (nccl-tests PERFORMANCE.md), so `busbw == beta` for large S on a ring.
@@ -40,8 +47,11 @@ Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests b
   scale_out 0.94: 47 GB/s ring busbw per NDR NIC (issue 290), 24/25 per HDR NIC (issue 160).
     64-GPU IB all-reduce (8 nodes, SHARP) 1 GiB / 8 GiB: model 351 / 355 GB/s busbw vs
     365.9 / 386.6 measured (-4.1 % / -8.1 %; the ring is NVLink-bound at 0.8·450 = 360 < 8·47).
-  scale_up latency 1.0 us per ring step: 8-rank 8-byte all-reduce floor 13 us measured vs 14 us
-    (+8 %). At 8 MiB the model gives 268 GB/s busbw vs 177 measured (+52 %: NCCL's protocol
+  scale_up latency: alpha(n) = collective_launch_us + latency_us · steps, fitted on H100
+    NVLink4/NVSwitch from two small all-reduces (ring, 2(n-1) steps; hardware/h100-sxm-80gb.yaml):
+    2 ranks ~6 us (NCCL issue 1259) and 8 ranks 13 us (dgxh100-ar-small): launch 4.83 us +
+    0.583 us per step reproduces both (the earlier 1.0 us per step and no launch gave 2 us and
+    14 us: TP2 decode all-reduces 3x too cheap). At 8 MiB the model gives 268 GB/s busbw vs 177 measured (+52 %: NCCL's protocol
     switch between LL and Simple is not modelled); at 64 MiB 345 vs 362 (-4.6 %).
   `group_collective_time_s(algorithm="auto")` takes the faster of ring and tree for groups that
   span domains, as NCCL's tuner does (ring inside a domain), and of ring and PAT for all-gather /
@@ -142,8 +152,10 @@ def collective_time_s(
     local_size=None,
     inner_bandwidth_gbps=None,
     inner_latency_us=None,
+    launch_us=0.0,
 ):
-    """Seconds for one collective (module docstring table); arrays broadcast; size 1 costs 0.
+    """Seconds for one collective (module docstring table) plus `launch_us` once per call (module
+    docstring; 0 gives the bare alpha-beta formula); arrays broadcast; size 1 costs 0.
 
     `bandwidth_gbps` is the achievable per-rank per-direction bandwidth (see `group_link`).
     algorithm: ring | tree (all_reduce, broadcast, reduce; others fall back to ring) | auto
@@ -162,12 +174,13 @@ def collective_time_s(
     if algorithm == "hierarchical":
         if kind != "all_reduce" or local_size is None:
             raise ValueError("hierarchical needs kind='all_reduce' and local_size/inner link")
-        return hierarchical_all_reduce_time_s(
+        t = hierarchical_all_reduce_time_s(
             S, n, local_size, inner_bandwidth_gbps, inner_latency_us, bandwidth_gbps, latency_us
         )
+        return np.where(n > 1, t + np.asarray(launch_us, dtype=np.float64) * US, 0.0)
     if algorithm == "auto":
-        ring = collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "ring")
-        return np.minimum(ring, collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "tree"))
+        ring = collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "ring", launch_us=launch_us)
+        return np.minimum(ring, collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "tree", launch_us=launch_us))
     frac = (n - 1) / np.maximum(n, 1.0)
     log2n = np.log2(np.maximum(n, 1.0))
     if kind == "all_reduce":
@@ -182,7 +195,7 @@ def collective_time_s(
         t = alpha + S / beta + 0.0 * n
     else:  # parameter_server
         t = 2 * alpha + 2 * n * S / beta
-    return np.where(n > 1, t, 0.0)
+    return np.where(n > 1, t + np.asarray(launch_us, dtype=np.float64) * US, 0.0)
 
 
 def hierarchical_all_reduce_time_s(
@@ -204,17 +217,19 @@ def hierarchical_all_reduce_time_s(
 def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto"):
     """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
 
+    Each call pays hw.scale_up.collective_launch_us once (module docstring).
     algorithm="auto": ring inside the scale-up domain (NCCL's intra-node tree is a chain, no
     log2 latency), the faster of ring and tree for groups spanning domains (NCCL's tuner).
     """
     bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
+    launch = hw.scale_up.collective_launch_us
     if algorithm != "auto":
-        return collective_time_s(kind, nbytes, size, bw, lat, algorithm)
-    ring = collective_time_s(kind, nbytes, size, bw, lat, "ring")
+        return collective_time_s(kind, nbytes, size, bw, lat, algorithm, launch_us=launch)
+    ring = collective_time_s(kind, nbytes, size, bw, lat, "ring", launch_us=launch)
     spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
-    best = np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree"))
+    best = np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree", launch_us=launch))
     if kind in ("all_gather", "reduce_scatter"):
         one_per_domain = np.asarray(stride, dtype=np.float64) >= hw.scale_up.domain_size
-        pat = collective_time_s(kind, nbytes, size, bw, lat, "pat")
+        pat = collective_time_s(kind, nbytes, size, bw, lat, "pat", launch_us=launch)
         best = np.where(one_per_domain, np.minimum(best, pat), best)
     return np.where(spans, best, ring)

@@ -134,10 +134,12 @@ def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path:
             domain_size=coll.ranks,
             bandwidth_gbps=float(f"{fit.beta_gbps:.4g}"),
             latency_us=float(f"{fit.alpha_us:.4g}"),
+            collective_launch_us=0.0,
         )
         data["efficiency"]["scale_up"] = 1.0
         measured += (
-            f", scale_up link:\n#   latency_us = alpha per ring step and bandwidth_gbps = beta per direction, "
+            f", scale_up link:\n#   latency_us = alpha per ring step (the launch folded in: collective_launch_us = 0) and "
+            f"bandwidth_gbps = beta per direction, "
             f"least squares over {fit.points} collective times\n#   (rms error {fit.rms_rel_err:.0%}, points in "
             f"kernels/{name}.collectives.csv); domain_size = the ranks measured;\n#   efficiency.scale_up = 1 "
             f"because beta is the achieved rate"

@@ -106,7 +106,14 @@ class ScaleUp(BaseModel):
     name: str = ""
     domain_size: PositiveInt = Field(description="GPUs that share the scale-up fabric (NVLink domain)")
     bandwidth_gbps: float = Field(ge=LINK_GBPS[0], le=LINK_GBPS[1], description="per GPU, per direction, GB/s")
-    latency_us: float = Field(2.0, ge=0, le=LATENCY_US_MAX)
+    latency_us: float = Field(2.0, ge=0, le=LATENCY_US_MAX, description="alpha: per ring step, µs")
+    collective_launch_us: float = Field(
+        ge=0,
+        le=LATENCY_US_MAX,
+        description="fixed cost of one collective call (kernel launch + flag synchronisation), µs, paid "
+        "once per call on top of the per-step latency (cost/collectives.py); required: every hardware file "
+        "states its value and source",
+    )
     topology: Literal["switch", "mesh"] = Field(
         "switch",
         description="switch: a GPU's whole port reaches any peer (NVSwitch); mesh: fully connected "
