@@ -374,7 +374,54 @@ def test_row_selectors():
     assert select_row(df, where="ngpus == 16")["case"] == "c"
     assert select_row(df)["case"] == "a"  # rank 1 first
     assert select_row(df.drop(columns="rank"))["case"] == "b"  # a plan's chosen row
+    serve = pd.DataFrame(
+        {"deployment": ["colocated", "disaggregated"], "recommended": [False, True], "chosen": [True, False]}
+    )
+    assert select_row(serve)["deployment"] == "disaggregated"  # recommended before chosen
+    assert select_row(serve, case="colocated")["chosen"]  # --case reads the deployment column
+    assert select_row(serve.assign(recommended=["True", "False"]))["deployment"] == "colocated"  # CSV strings
+    with pytest.raises(UserError, match="recommends no deployment.*--case colocated"):
+        select_row(serve.assign(recommended=[False, False]))
+    with pytest.raises(UserError, match="deployment values are colocated, disaggregated"):
+        select_row(serve, case="mixed")
     with pytest.raises(UserError, match="2 rows match"):
         select_row(df, where="ngpus == 8")
-    with pytest.raises(UserError, match="'case' column"):
+    with pytest.raises(UserError, match="'case' or 'deployment' column"):
         select_row(df.drop(columns="case"), case="a")
+
+
+# the README's first `plan serve` example: disaggregated is recommended (fewer GPUs than colocated)
+DISAGGREGATED_PLAN = [
+    "model=llama3.1-70b", "hardware=h200-sxm-141gb", "qps=50", "input_len=2048", "output_len=256",
+    "ttft_ms=1000", "tpot_ms=30",
+]  # fmt: skip
+
+
+def test_cli_export_serve_plan_recommended_row_or_one_sentence(answers, tmp_path):
+    """export's default on a `plan serve` file is the recommended row: the colocated replica where
+    colocated is recommended; where disaggregated is, exit 2 with one sentence naming the pools and
+    --case colocated, nothing written. --case selects by the deployment column."""
+    import pandas as pd
+
+    plan = tmp_path / "plan.csv"
+    r = run_cli("plan", "serve", *DISAGGREGATED_PLAN, "-q", "--out", plan)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(plan).set_index("deployment")
+    assert df.loc["disaggregated", "recommended"] and not df.loc["colocated", "recommended"]
+    pools = f"({int(df.loc['disaggregated', 'prefill_gpus'])} prefill + {int(df.loc['disaggregated', 'decode_gpus'])} decode GPUs)"
+    out = tmp_path / "out" / "serve.sh"
+    for case in ([], ["--case", "disaggregated"]):
+        r = run_cli("export", plan, "--to", "vllm", *case, "--out", out)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"the recommended plan is disaggregated {pools}" in r.stderr and "--case colocated" in r.stderr
+        assert not out.exists() and not out.parent.exists()
+    r = run_cli("export", plan, "--to", "vllm", "--case", "colocated", "--out", out)
+    assert r.returncode == 0, r.stderr
+    col = df.loc["colocated"]
+    assert f"# layout: tp={int(col['tp'])} pp={int(col['pp'])} " in out.read_text()
+    # colocated recommended (llama3.1-8b at 5 requests/s): the default row is the colocated one
+    source = answers["llama3.1-8b"]["serve"][1]
+    rec = pd.read_csv(source).set_index("deployment")
+    assert rec.loc["colocated", "recommended"]
+    assert select_row(read_rows(source))["deployment"] == "colocated"

@@ -21,7 +21,11 @@ def export(
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the file here (default: print it)"),
     rank: Optional[int] = typer.Option(None, "--rank", help="the row with this rank (a best table)"),
-    case: Optional[str] = typer.Option(None, "--case", help="the row whose 'case' column is NAME"),
+    case: Optional[str] = typer.Option(
+        None,
+        "--case",
+        help="the row whose 'case' column (a serve plan: 'deployment', colocated or disaggregated) is NAME",
+    ),
     where: Optional[str] = typer.Option(None, "--where", help="the row a pandas query selects, e.g. 'ngpus == 512'"),
     pinned: bool = typer.Option(False, "--pinned", help="no row source: the layout is pinned by the overrides"),
     config_dir: Optional[List[str]] = CONFIG_DIR,

@@ -23,14 +23,32 @@ def read_rows(path: str | Path):
         ) from None
 
 
+def _is_true_value(v) -> bool:
+    """A boolean cell as read from CSV (bool, or the string 'True'/'true') or Parquet."""
+    return str(v).strip().lower() == "true"
+
+
+def _is_true(column):
+    """A boolean column as a mask (see _is_true_value)."""
+    return column.map(_is_true_value).astype(bool)
+
+
 def select_row(df, rank: int | None = None, case: str | None = None, where: str | None = None) -> dict:
-    """The one row the selectors leave. No selector on a `best` file: its rank-1 row; on a plan:
-    its chosen row. Zero or several rows left: one sentence saying so."""
+    """The one row the selectors leave. `--case NAME` matches the 'case' column, or a serve plan's
+    'deployment' column (colocated, disaggregated). No selector on a `best` file: its rank-1 row; on a
+    serve plan: its recommended row; on another plan: its chosen row. Zero or several rows left: one
+    sentence saying so."""
     picked = df
     if case is not None:
-        if "case" not in df.columns:
-            raise UserError("--case needs a 'case' column, and this file has none; use --rank or --where")
-        picked = picked[picked["case"].astype(str) == case]
+        by = next((c for c in ("case", "deployment") if c in df.columns), None)
+        if by is None:
+            raise UserError(
+                "--case needs a 'case' or 'deployment' column, and this file has none; use --rank or --where"
+            )
+        picked = picked[picked[by].astype(str) == case]
+        if picked.empty:
+            names = ", ".join(dict.fromkeys(df[by].astype(str)))
+            raise UserError(f"--case {case!r} matches no row; this file's {by} values are {names}")
     if rank is not None:
         if "rank" not in df.columns:
             raise UserError("--rank needs a 'rank' column (a best table), and this file has none; use --where")
@@ -43,8 +61,15 @@ def select_row(df, rank: int | None = None, case: str | None = None, where: str 
     if rank is None and case is None and where is None and len(picked) > 1:
         if "rank" in picked.columns:
             picked = picked[picked["rank"] == 1]
+        elif "recommended" in picked.columns:
+            picked = picked[_is_true(picked["recommended"])]
+            if picked.empty:
+                raise UserError(
+                    "the plan recommends no deployment (none meets every target); "
+                    "pass --case colocated to export the colocated plan's layout"
+                )
         elif "chosen" in picked.columns:
-            picked = picked[picked["chosen"].astype(bool)]
+            picked = picked[_is_true(picked["chosen"])]
     if len(picked) != 1:
         raise UserError(
             f"{len(picked)} rows match; choose one with --rank N, --case NAME or --where EXPR (e.g. --where 'ngpus == 512')"
@@ -52,8 +77,27 @@ def select_row(df, rank: int | None = None, case: str | None = None, where: str 
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in picked.iloc[0].to_dict().items()}
 
 
+def _refuse_disaggregated(row: dict) -> None:
+    """A serve plan's disaggregated row is two pools (prefill, decode), which no target writes yet."""
+    if str(row.get("deployment")) != "disaggregated":
+        return
+    pools = []
+    for pool in ("prefill", "decode"):
+        gpus = row.get(f"{pool}_gpus")
+        if gpus is not None and gpus == gpus:  # NaN when the pool has no plan
+            pools.append(f"{int(gpus):,} {pool}")
+    sizes = f" ({' + '.join(pools)} GPUs)" if len(pools) == 2 else ""
+    what = (
+        "the recommended plan is disaggregated"
+        if _is_true_value(row.get("recommended"))
+        else "this row is the disaggregated plan"
+    )
+    raise UserError(f"{what}{sizes}, which export cannot write yet; pass --case colocated to export the colocated plan")
+
+
 def row_overrides(row: dict) -> list[str]:
     """Hydra overrides pinning the row's model, hardware, workload and layout."""
+    _refuse_disaggregated(row)
     missing = [c for c in ("model", "hardware", "tp", "pp") if c not in row]
     if missing:
         raise UserError(f"the row has no {', '.join(missing)} column; export reads best, plan and sweep outputs")
