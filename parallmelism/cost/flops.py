@@ -210,84 +210,10 @@ def layer_ops(
                 attention_core=True,
             )
         )
-    elif model.mla is not None:
-        scores = a * T * s / t
-        ops += [
-            Op(
-                "attention_scores",
-                MATMUL,
-                2.0 * T * s * q / t,
-                ACT_BYTES * (T * q / t + s * b * q / t) + ACT_BYTES * scores,
-                2.0,
-                2.0,
-                selective=True,
-                dim=np.asarray(float(d)),
-                mkn=(T * a / t, q / a, s),
-                low_precision=False,
-                attention_core=True,
-            ),
-            Op(
-                "softmax",
-                MEMORY,
-                0.0,
-                RW_BYTES * scores + drop * (ACT_BYTES + DROPOUT_BYTES) * scores,
-                2.0,
-                2.0,
-                selective=True,
-            ),
-            Op(
-                "attention_values",
-                MATMUL,
-                2.0 * T * s * vw / t,
-                ACT_BYTES * scores + ACT_BYTES * (s * b * vw / t + T * vw / t),
-                2.0,
-                2.0,
-                selective=True,
-                dim=np.asarray(float(model.mla.v_head_dim)),
-                mkn=(T * a / t, s, vw / a),
-                low_precision=False,
-                attention_core=True,
-            ),
-        ]
-    else:
-        scores = a * T * s / t  # elements of the s×s score block on this rank
-        ops += [
-            Op(
-                "attention_scores",
-                MATMUL,
-                2.0 * T * s * q / t,
-                ACT_BYTES * (T * q / t + s * b * d * g_l) + ACT_BYTES * scores,
-                2.0,
-                2.0,
-                selective=True,
-                dim=np.asarray(float(d)),
-                mkn=(T * a / t, q / a, s),
-                low_precision=False,
-                attention_core=True,
-            ),
-            Op(
-                "softmax",
-                MEMORY,
-                0.0,
-                RW_BYTES * scores + drop * (ACT_BYTES + DROPOUT_BYTES) * scores,
-                2.0,
-                2.0,
-                selective=True,
-            ),
-            Op(
-                "attention_values",
-                MATMUL,
-                2.0 * T * s * q / t,
-                ACT_BYTES * scores + ACT_BYTES * (s * b * d * g_l + T * q / t),
-                2.0,
-                2.0,
-                selective=True,
-                dim=np.asarray(float(d)),
-                mkn=(T * a / t, s, q / a),
-                low_precision=False,
-                attention_core=True,
-            ),
-        ]
+    elif model.mla is not None:  # eager MLA: K over the n+p dims of every head, V over v dims
+        ops += _eager_attention_ops(T, s, t, a, q, s * b * q / t, vw, s * b * vw / t, model.mla.v_head_dim, d, drop)
+    else:  # eager GQA: the rank's g_l K and V heads of d dims
+        ops += _eager_attention_ops(T, s, t, a, q, s * b * d * g_l, q, s * b * d * g_l, d, d, drop)
     if flash and cp_comm_type == "p2p" and np.any(cp > 1):
         # Transformer Engine's ring merges each of the c-1 later steps into the output: forward reads
         # the output and the step's partial output and writes the output (3 × T·vw/t, 2 B; the
@@ -350,6 +276,51 @@ def layer_ops(
         ]
     ops.append(Op("residual_mlp", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r))
     return ops
+
+
+def _eager_attention_ops(T, s, t, a, q, k_read, v_width, v_read, v_dim, qk_dim, drop) -> list[Op]:
+    """Eager attention's core on one rank: QKᵀ and ·V as batched GEMMs in bf16 around a softmax that
+    writes the s×s scores (a·T·s/t elements), with dropout's mask when the model has it; `k_read` and
+    `v_read` are the K and V elements read, `v_width` the V/output width of all heads, `v_dim` and
+    `qk_dim` the per-head V and Q·K dims (MLA: v_head_dim and n+p)."""
+    scores = a * T * s / t  # elements of the s×s score block on this rank
+    return [
+        Op(
+            "attention_scores",
+            MATMUL,
+            2.0 * T * s * q / t,
+            ACT_BYTES * (T * q / t + k_read) + ACT_BYTES * scores,
+            2.0,
+            2.0,
+            selective=True,
+            dim=np.asarray(float(qk_dim)),
+            mkn=(T * a / t, q / a, s),
+            low_precision=False,
+            attention_core=True,
+        ),
+        Op(
+            "softmax",
+            MEMORY,
+            0.0,
+            RW_BYTES * scores + drop * (ACT_BYTES + DROPOUT_BYTES) * scores,
+            2.0,
+            2.0,
+            selective=True,
+        ),
+        Op(
+            "attention_values",
+            MATMUL,
+            2.0 * T * s * v_width / t,
+            ACT_BYTES * scores + ACT_BYTES * (v_read + T * v_width / t),
+            2.0,
+            2.0,
+            selective=True,
+            dim=np.asarray(float(v_dim)),
+            mkn=(T * a / t, s, v_width / a),
+            low_precision=False,
+            attention_core=True,
+        ),
+    ]
 
 
 def _cp_chunk(s, cp):
