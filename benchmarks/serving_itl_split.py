@@ -36,6 +36,7 @@ import pandas as pd  # noqa: E402
 
 from parallmelism.config.kernel_tables import kernel_model  # noqa: E402
 from parallmelism.cost.inference import decode_terms  # noqa: E402
+from parallmelism.cost.layout import ServingLayout  # noqa: E402
 from parallmelism.cost.inference_iteration import iteration_overhead_s  # noqa: E402
 from parallmelism.cost.ops import ATTENTION, MATMUL  # noqa: E402
 from parallmelism.cost.roofline import Rates  # noqa: E402
@@ -51,7 +52,7 @@ def split_ms(run, pred) -> dict:
     hw, model, wl = run.hardware, run.model, run.workload
     km = kernel_model(hw)
     cols = {k: np.array([int(pred[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    terms = decode_terms(model, hw, wl, cols, km=km)
+    terms = decode_terms(model, hw, wl, ServingLayout.of(cols), km=km)
     rates = Rates(hw, wl.precision, km)
     out: dict = defaultdict(float)
     for op, (t, _) in zip(terms["ops"], terms["times"]):

@@ -20,6 +20,7 @@ from parallmelism.cost.breakdown import training_breakdown
 from parallmelism.cost.collective_ops import transfer_time_s
 from parallmelism.cost.links import scale_up_port_share
 from parallmelism.cost.inference import inference_breakdown, inference_columns
+from parallmelism.cost.layout import ServingLayout
 from parallmelism.cost.steptime import AXES, training_time
 from parallmelism.grid import enumerate_training_layouts
 from parallmelism.grid.inference import enumerate_inference_layouts
@@ -194,7 +195,7 @@ def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching
     one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
     cols_out = inference_columns(one, model, hw, wl, kernels(hw_name)).items()
     row = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in cols_out if np.asarray(v).dtype.kind in "biuf"}
-    recs = inference_breakdown(one, model, hw, wl, kernels(hw_name))
+    recs = inference_breakdown(ServingLayout.of(one), model, hw, wl, kernels(hw_name))
     pp = row["pp"]
 
     def phase(name, bound=None):

@@ -15,6 +15,7 @@ import pytest
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.inference import breakdown_for_row, decode_terms, prefill_terms
+from parallmelism.cost.layout import ServingLayout
 from parallmelism.engine import evaluate
 from parallmelism.specs import GridSpec, InferenceWorkload, RunConfig
 from tests.conftest import invoke
@@ -38,10 +39,11 @@ ATTN_OPS = {
 
 
 def cols_of(tp=1, ep=1, dp=1, batch=1, ngpus=1):
-    return {
-        k: np.array([v])
-        for k, v in dict(ngpus=ngpus, tp=tp, pp=1, sp=1, ep=ep, dp=dp, batch=batch, layers_per_stage=61).items()
-    }
+    """One serving layout row (ngpus = dp·tp, as grid/inference.py counts it)."""
+    assert ngpus == dp * tp
+    return ServingLayout.of(
+        {k: np.array([v]) for k, v in dict(tp=tp, pp=1, sp=1, ep=ep, dp=dp, batch=batch, layers_per_stage=61).items()}
+    )
 
 
 def per_layer(terms, field):

@@ -21,6 +21,7 @@ from conftest import PINNED_AXES, shared_reference
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option, option_files
 from parallmelism.cost import comm, flops, inference, inference_ops, roofline, states
+from parallmelism.cost.layout import ServingLayout
 from parallmelism.cost.breakdown import training_breakdown
 from parallmelism.cost.collective_ops import transfer_time_s
 from parallmelism.cost.collectives import collective_time_s
@@ -51,7 +52,7 @@ def serving_terms(model, hw, wl, tp, pp=1, ep=1, sp=1, dp=1, tokens=1.0):
         model,
         hw,
         wl,
-        cols,
+        ServingLayout.of(cols),
         tokens=T,
         attn_pairs=T * 100,
         kv_read_tokens=T * 100,

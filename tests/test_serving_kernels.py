@@ -14,6 +14,7 @@ from conftest import shared_reference
 from parallmelism.config.compose import load_option
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.cost import inference
+from parallmelism.cost.layout import ServingLayout
 from parallmelism.cost.flops import layer_ops
 from parallmelism.cost.kernels import GROUPED_EXPERT_MATRICES
 from parallmelism.cost.roofline import Rates, ops_times
@@ -29,7 +30,7 @@ def decode_pass(model_name, batch, tp=1, ep=1, **wl):
     model = load_option("model", model_name)
     cols = {k: np.array([v]) for k, v in dict(tp=tp, pp=1, sp=1, ep=ep, dp=1, batch=batch).items()}
     cols["layers_per_stage"] = np.array([model.layers])
-    terms = inference.decode_terms(model, H100, InferenceWorkload(batch=batch, **wl), cols, km=KM)
+    terms = inference.decode_terms(model, H100, InferenceWorkload(batch=batch, **wl), ServingLayout.of(cols), km=KM)
     return {op.name: float(t[0]) for op, (t, _) in zip(terms["ops"], terms["times"])}
 
 
@@ -111,7 +112,7 @@ def test_the_same_gemm_costs_the_same_in_a_training_forward_and_a_serving_pass(s
     cols = {k: np.array([v]) for k, v in dict(tp=1, pp=1, sp=1, ep=1, dp=1, batch=1).items()}
     cols["layers_per_stage"] = np.array([model.layers])
     wl = InferenceWorkload(batch=1, input_len=seq, output_len=2)
-    pre = inference.prefill_terms(model, H100, wl, cols, np.array([1]), km=KM)
+    pre = inference.prefill_terms(model, H100, wl, ServingLayout.of(cols), np.array([1]), km=KM)
     serving = {op.name: (op, float(t[0])) for op, (t, _) in zip(pre["ops"], pre["times"])}
     op, t = serving["qkv_proj"]
     assert tuple(float(np.asarray(x).reshape(-1)[0]) for x in op.mkn) == tuple(float(x) for x in train["qkv"].mkn)

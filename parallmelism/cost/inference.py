@@ -139,7 +139,7 @@ def stage_terms(
     model: ModelSpec,
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
-    cols,
+    lay: ServingLayout,
     *,
     tokens,
     attn_pairs,
@@ -155,7 +155,6 @@ def stage_terms(
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
     stage on one GPU, each op timed by the kernel model `km` (config.kernel_tables.kernel_model).
     Returns a dict of arrays (seconds, FLOPs, bytes)."""
-    lay = ServingLayout.of(cols)
     tp, pp, sp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (lay.tp, lay.pp, lay.sp, lay.ep, lay.dp))
     n = np.asarray(lay.layers_per_stage, dtype=np.float64)
     if lay.first_layer is not None:  # a stage placed explicitly (the MTP module: the layer after the last)
@@ -206,22 +205,23 @@ def stage_terms(
     }
 
 
-def prefill_sequences(cols: ServingLayout | dict, wl):
+def prefill_sequences(lay: ServingLayout, wl: InferenceWorkload) -> np.ndarray:
     """Prompts prefilled in one step: 1 with continuous batching (each new request's prompt is
     prefilled on its own; its interference with the others' decode is `serving_load`), b with
     static batching (the batch's prompts together)."""
-    b = np.asarray(ServingLayout.of(cols).batch, dtype=np.float64)
+    b = np.asarray(lay.batch, dtype=np.float64)
     return np.ones_like(b) if wl.batching == "continuous" else b
 
 
-def prefill_terms(model, hw, wl, cols, chunks, *, km: KernelModel):
+def prefill_terms(
+    model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, lay: ServingLayout, chunks, *, km: KernelModel
+) -> dict:
     """Stage terms of one prefill chunk when the prompts are cut into `chunks` (array) pieces."""
-    cols = ServingLayout.of(cols)
-    sp = np.asarray(cols.sp, dtype=np.float64)
+    sp = np.asarray(lay.sp, dtype=np.float64)
     c = np.asarray(chunks, dtype=np.float64)
     S = wl.input_len
     hit = wl.prefix_cache_hit * S  # prompt tokens found in the prefix cache: attended to, not recomputed
-    n_pre = prefill_sequences(cols, wl)
+    n_pre = prefill_sequences(lay, wl)
     tokens = n_pre * (S - hit) / sp / c
     pairs = n_pre * (causal_pairs(S) - causal_pairs(hit)) / sp / c
     # keys a chunk reads: the cached prefix + the new tokens before it, averaged over chunks
@@ -230,7 +230,7 @@ def prefill_terms(model, hw, wl, cols, chunks, *, km: KernelModel):
         model,
         hw,
         wl,
-        cols,
+        lay,
         tokens=tokens,
         attn_pairs=pairs,
         kv_read_tokens=kv_read,
@@ -243,33 +243,39 @@ def prefill_terms(model, hw, wl, cols, chunks, *, km: KernelModel):
     )
 
 
-def decode_micro_batches(cols: ServingLayout | dict):
+def decode_micro_batches(lay: ServingLayout) -> np.ndarray:
     """Decode micro-batches in flight, min(batch, pp) (`pipeline.decode_micro_batches`)."""
-    lay = ServingLayout.of(cols)
     return pipeline.decode_micro_batches(lay.batch, lay.pp)
 
 
-def spec_positions(wl) -> int:
+def spec_positions(wl: InferenceWorkload) -> int:
     """Query positions per sequence in one decode pass: k+1 when speculating (verify), else 1."""
     return wl.spec_tokens + 1 if wl.spec_method != "none" else 1
 
 
-def decode_terms(model, hw, wl, cols, tokens_per_seq=None, *, km: KernelModel):
+def decode_terms(
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    lay: ServingLayout,
+    tokens_per_seq: int | None = None,
+    *,
+    km: KernelModel,
+) -> dict:
     """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context; with
     speculative decoding the verify pass carries tokens_per_seq = k+1 positions per sequence (the
     cache is read once per sequence, k+1 positions written)."""
     q = spec_positions(wl) if tokens_per_seq is None else tokens_per_seq
-    cols = ServingLayout.of(cols)
-    m = decode_micro_batches(cols)
-    seqs = np.ceil(cols.batch / m).astype(np.float64)
+    m = decode_micro_batches(lay)
+    seqs = np.ceil(lay.batch / m).astype(np.float64)
     Td = seqs * q
-    sp = np.asarray(cols.sp, dtype=np.float64)
+    sp = np.asarray(lay.sp, dtype=np.float64)
     ctx = wl.input_len + wl.output_len / 2
     return stage_terms(
         model,
         hw,
         wl,
-        cols,
+        lay,
         tokens=Td,
         attn_pairs=Td * ctx / sp,
         kv_read_tokens=seqs * ctx / sp,
@@ -281,16 +287,17 @@ def decode_terms(model, hw, wl, cols, tokens_per_seq=None, *, km: KernelModel):
     )
 
 
-def best_prefill(model, hw, wl, cols, km: KernelModel):
+def best_prefill(
+    model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, lay: ServingLayout, km: KernelModel
+) -> tuple[np.ndarray, np.ndarray]:
     """(TTFT seconds, chunk count) minimizing (n_c + pp − 1)·(stage + hop) over PREFILL_CHUNKS."""
-    cols = ServingLayout.of(cols)
-    pp = np.asarray(cols.pp, dtype=np.float64)
+    pp = np.asarray(lay.pp, dtype=np.float64)
     best_t = np.full(len(pp), np.inf)
     best_c = np.ones(len(pp), dtype=np.int64)
     for c in PREFILL_CHUNKS:
         if c * 2 > wl.input_len:
             break
-        r = prefill_terms(model, hw, wl, cols, np.full(len(pp), c), km=km)
+        r = prefill_terms(model, hw, wl, lay, np.full(len(pp), c), km=km)
         t = pipeline.prefill_pipeline_s(c, pp, r["stage_s"], r["hop_s"])
         t = np.where((pp == 1) & (c > 1), np.inf, t)
         better = t < best_t
@@ -304,26 +311,32 @@ def _bound(terms):
     return BOUNDS[np.argmax(stack, axis=0)]
 
 
-def continuous_terms(model, hw, wl, cols, km: KernelModel, draft=None):
+def continuous_terms(
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    lay: ServingLayout,
+    km: KernelModel,
+    draft: ModelSpec | None = None,
+):
     """Iteration-level serving (cost.inference_iteration): decode and mixed iteration times, the
     prompt's chunk plan and the closed-loop steady state, plus the prefill-only terms of one chunk
     (FLOPs, collectives and bound of the prompt's own work)."""
     from .inference_iteration import closed_loop, mixed_stage_terms, prefill_chunk_plan
 
-    cols = ServingLayout.of(cols)
-    pp = np.asarray(cols.pp, dtype=np.float64)
-    b = np.asarray(cols.batch, dtype=np.float64)
+    pp = np.asarray(lay.pp, dtype=np.float64)
+    b = np.asarray(lay.batch, dtype=np.float64)
     t_iter = iteration_overhead_s(model, hw)
-    dec = decode_terms(model, hw, wl, cols, km=km)
-    m = decode_micro_batches(cols)
-    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, cols, partial(decode_terms, km=km))
+    dec = decode_terms(model, hw, wl, lay, km=km)
+    m = decode_micro_batches(lay)
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km))
     t_dec = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
     n_p, _ = prefill_chunk_plan(wl, b)
     # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
     td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
-    pre = prefill_terms(model, hw, wl, cols, n_p, km=km)
+    pre = prefill_terms(model, hw, wl, lay, n_p, km=km)
     if wl.chunked_prefill:
-        mix = mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, cols, td_mix, n_p)
+        mix = mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, lay, td_mix, n_p)
         # a chunk never shortens the iteration
         t_mix = pipeline.mixed_iteration_s(t_dec, pp, m, mix["stage_s"], dec["stage_s"])
     else:  # the chunk is a forward pass of its own through every stage
@@ -427,21 +440,21 @@ def inference_columns(
 
 
 def inference_breakdown(
-    cols: dict[str, np.ndarray],
+    lay: ServingLayout,
     model: ModelSpec,
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
     km: KernelModel,
     draft: ModelSpec | None = None,
 ) -> list[dict]:
-    """Per-op explanation of the FIRST row of `cols`: one record per (phase, op or collective)
+    """Per-op explanation of the FIRST row of `lay`: one record per (phase, op or collective)
     with calls per stage, FLOPs, weight and other HBM bytes per call, total time on the stage in
     ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
     iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
     ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms + MoE layers ·
     eff.moe_layer_overhead_us)."""
-    one = ServingLayout.of(cols).rows(1)
+    one = lay.rows(1)
     t_iter_ms = iteration_overhead_s(model, hw) * 1e3
     if wl.batching == "continuous":
         from .inference_iteration import mixed_stage_terms, prefill_chunk_plan
@@ -541,4 +554,4 @@ def breakdown_for_row(
     if wl.spec_method == "draft" and draft is None:
         raise ValueError("spec_method=draft needs the draft model (config.draft_model_of)")
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    return inference_breakdown(cols, model, hw, wl, km, draft)
+    return inference_breakdown(ServingLayout.of(cols), model, hw, wl, km, draft)
