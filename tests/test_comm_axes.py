@@ -166,7 +166,8 @@ def test_flex_dispatch_sends_a_token_once_per_remote_node():
     """DeepEP (flex dispatcher) on DeepSeek-V3, EP 64 at stride 1 (8 nodes of 8 EP ranks), top-8 with
     node-limited routing to 4 nodes: D = min(8·(1 − (7/8)^8), 4) = 4 distinct nodes, 4·7/8 = 3.5
     cross the NIC per token, against the alltoall dispatcher's 8·7/8 = 7 copies; NVLink fans the 8
-    copies out inside each node at the same time: time = max(NIC, NVLink)."""
+    copies out inside each node at the same time: time = max(NIC, NVLink), with no NCCL collective
+    launch (DeepEP synchronises over NVSHMEM; the launch is fitted on nccl-tests)."""
     from parallmelism.cost.comm import ep_all_to_all_time_s, ep_distinct_nodes_per_token
 
     ds = load_option("model", "deepseek-v3")
@@ -178,7 +179,7 @@ def test_flex_dispatch_sends_a_token_once_per_remote_node():
     nic = tokens * h * 2 * 3.5 / (50 * 0.94e9) + 7 * 5e-6
     nvl = S * 7 / 8 / (450 * 0.8e9) + 7 * H100.scale_up.latency_us * 1e-6
     flex = ep_all_to_all_time_s(H100, ds, S, 64, 1, "flex")
-    assert float(flex) == pytest.approx(max(nic, nvl) + LAUNCH_US * 1e-6, rel=1e-12)
+    assert float(flex) == pytest.approx(max(nic, nvl), rel=1e-12)
     a2a = ep_all_to_all_time_s(H100, ds, S, 64, 1, "alltoall")
     assert float(a2a) == pytest.approx(
         collective_time_s("all_to_all", S, 64, 50 * 0.94 * 63 / 56, 5.0, launch_us=LAUNCH_US), rel=1e-12

@@ -173,8 +173,9 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
       nodes of k_loc EP ranks each and D distinct nodes per token (`ep_distinct_nodes_per_token`):
         NIC     (S/k)·D·(N−1)/N / scale_out + (N−1)·α_out
         NVLink  S·(k_loc−1)/k_loc / scale_up + (k_loc−1)·α_up
-      the two run at once: time = max(NIC, NVLink) + hw.scale_up.collective_launch_us (one call,
-      `collectives` module docstring). Inside one domain both are the all-to-all."""
+      the two run at once: time = max(NIC, NVLink). DeepEP's kernels synchronise over NVSHMEM, not
+      NCCL, so scale_up.collective_launch_us (fitted on nccl-tests all-reduces) is not added here: no
+      published DeepEP latency floor is on file. Inside one domain both are the all-to-all."""
     a2a = group_collective_time_s(hw, "all_to_all", S_a2a, ep, t)
     if dispatcher == "alltoall" or hw.scale_out is None:
         return a2a
@@ -189,7 +190,7 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
     up_bw = scale_up_group_gbps(hw, k_loc) * GB
     nic = S / moe.top_k * remote / out_bw + (nodes - 1.0) * hw.scale_out.latency_us * US
     nvl = S * (k_loc - 1.0) / k_loc / up_bw + (k_loc - 1.0) * hw.scale_up.latency_us * US
-    flex = np.maximum(nic, nvl) + hw.scale_up.collective_launch_us * US
+    flex = np.maximum(nic, nvl)
     return np.where(ep * t > domain, flex, a2a)
 
 
