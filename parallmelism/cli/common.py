@@ -108,6 +108,27 @@ def load_runs(overrides, config_dirs) -> list:
     return [rc for _, rc in load_run_configs(list(overrides or []), config_dirs)]
 
 
+def fastest_pinned_record(overrides, config_dirs, one_layout: str):
+    """The overrides' one run evaluated in this process (numpy columns all the way to the record:
+    no pandas) and its fastest layout: (record, its columns as one-row arrays, run, layouts
+    evaluated). `one_layout` is the sentence a sweep of several runs is refused with."""
+    from ..columns import record_of
+    from ..errors import UserError
+    from ..report.rank import rank_order
+    from ..search import RowsCollector, stream_runs
+
+    runs = load_runs(overrides, config_dirs)
+    if len(runs) > 1:
+        raise UserError(one_layout)
+    run = runs[0]
+    res = stream_runs([run], [RowsCollector()], workers=1, derive=False)
+    cols = {k: v for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+    if not cols:
+        raise UserError(res.explain_empty())
+    chosen = int(rank_order(cols, run.workload.kind)[0])
+    return record_of(cols, chosen, run), {k: v[[chosen]] for k, v in cols.items()}, run, res.evaluated
+
+
 # ----------------------------------------------------------------------------- progress
 
 

@@ -80,21 +80,11 @@ def export(
 def _planned(overrides: list[str], config_dir):
     """The pinned layout evaluated as `show` evaluates it: (Planned, a note when the overrides
     left several layouts and the fastest was taken)."""
-    from ..columns import record_of
-    from ..errors import UserError
     from ..export.layout import planned_of
-    from ..report.rank import rank_order
-    from ..search import RowsCollector, stream_runs
-    from .common import load_runs
+    from .common import fastest_pinned_record
 
-    runs = load_runs(overrides, config_dir)
-    if len(runs) > 1:
-        raise UserError("export writes one layout; remove the sweep (a,b) from the overrides")
-    run = runs[0]
-    res = stream_runs([run], [RowsCollector()], workers=1, derive=False)
-    cols = {k: v for k, v in res.kept[0].items() if k not in ("_run", "_row")}
-    if not cols:
-        raise UserError(res.explain_empty())
-    chosen = int(rank_order(cols, run.workload.kind)[0])
-    note = f"{res.evaluated:,} layouts match the overrides; the fastest is exported" if res.evaluated > 1 else ""
-    return planned_of(record_of(cols, chosen, run), run), note
+    record, _, run, evaluated = fastest_pinned_record(
+        overrides, config_dir, "export writes one layout; remove the sweep (a,b) from the overrides"
+    )
+    note = f"{evaluated:,} layouts match the overrides; the fastest is exported" if evaluated > 1 else ""
+    return planned_of(record, run), note

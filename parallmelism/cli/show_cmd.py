@@ -51,31 +51,20 @@ def show(
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
     """Explain one layout: pin the grid (grid.ngpus=[64] grid.tp=8 ...); the best match is shown."""
-    from ..columns import record_of
     from ..errors import UserError
-    from ..report.rank import rank_order
     from ..report.table import record_table
     from ..schema import INFERENCE_COLUMNS, TRAINING_COLUMNS
-    from ..search import RowsCollector, stream_runs
-    from .common import config_flags, console, fail, load_runs
+    from .common import config_flags, console, fail, fastest_pinned_record
 
     overrides = list(overrides or [])
     try:
         if config_flags(cfg, resolve, info, overrides, config_dir):
             return
-        runs = load_runs(overrides, config_dir)
-        if len(runs) > 1:
-            raise UserError("show explains one configuration; remove the sweep (a,b) from the overrides")
-        run = runs[0]
-        # numpy columns all the way to the record: a pinned show does not import pandas
-        res = stream_runs([run], [RowsCollector()], workers=1, derive=False)
-        cols = {k: v for k, v in res.kept[0].items() if k not in ("_run", "_row")}
-        if not cols:
-            raise UserError(res.explain_empty())
-        chosen = int(rank_order(cols, run.workload.kind)[0])
-        row = _fit_first(record_of(cols, chosen, run))
+        record, layout, run, n = fastest_pinned_record(
+            overrides, config_dir, "show explains one configuration; remove the sweep (a,b) from the overrides"
+        )
+        row = _fit_first(record)
         out = console()
-        n = res.evaluated
         title = "layout" if n == 1 else f"best of {n:,} matching layouts (pin more grid keys to choose)"
         _print_fit_line(out, row, run.hardware)
         if run.workload.kind == "inference":
@@ -98,7 +87,6 @@ def show(
         from ..report.steptime_tables import step_time_tables
 
         out.print(kernel_source(run.hardware), markup=False)  # pinned by a measured table, or by spec
-        layout = {k: v[[chosen]] for k, v in cols.items()}
         bd = training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))
         for table in step_time_tables(bd, width=out.width):
             out.print(table, crop=False)
