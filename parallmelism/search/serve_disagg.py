@@ -127,22 +127,16 @@ def pool_bindings(rows, model, hw, wl, plan, qps: float, dis: dict) -> tuple[str
         )
     free = disaggregated_plan(rows, model, hw, wl, plan.model_copy(update={"ttft_ms": None, "tpot_ms": None}), qps)
     rate = f"the request rate ({qps:g} requests/s) binds"
-    pre = (
-        f"TTFT {plan.ttft_ms:g} ms binds"
-        if plan.ttft_ms is not None
-        and free
-        and free.get("prefill") is not None
-        and free["prefill"]["pool_gpus"] < p["pool_gpus"]
-        else rate
-    )
-    dec = (
-        f"ITL {plan.tpot_ms:g} ms binds"
-        if plan.tpot_ms is not None
-        and free
-        and free.get("decode") is not None
-        and free["decode"]["pool_gpus"] < d["pool_gpus"]
-        else rate
-    )
+
+    def binds(limit_ms, label: str, pool: str, needed) -> str:
+        """The pool's latency limit binds when the pool without it would need fewer GPUs."""
+        lower = free.get(pool) if free else None
+        if limit_ms is not None and lower is not None and lower["pool_gpus"] < needed["pool_gpus"]:
+            return f"{label} {limit_ms:g} ms binds"
+        return rate
+
+    pre = binds(plan.ttft_ms, "TTFT", "prefill", p)
+    dec = binds(plan.tpot_ms, "ITL", "decode", d)
     return f"{pre} at {at_p}", f"{dec} at {at_d}"
 
 
