@@ -4,7 +4,8 @@ framework or engine that runs it, and such a configuration read back into pinned
 One module per target (megatron, torchtitan, deepspeed: training; vllm, sglang: serving), each
 holding its field table (the framework's own names at a pinned version, cited) next to `render`
 (layout -> text) and `parse` (text -> pinned overrides). `layout.Planned` is what every target
-reads: the layout's axes, the workload fields it assumes and the predicted columns. Later
+reads: the layout's axes, the workload fields it assumes and the predicted columns; `serving` holds
+what the two engines' modules share. Later
 `stack=` / `engine=` config groups can pick a target by these names."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import math
 
 from .layout import Planned, pinned_overrides, refuse
 from .shell import as_int, flags_of, script
-from .vllm import check
+from .serving import check, request_shape_comment, served_workload
 
 SOURCE = "sgl-project/sglang python/sglang/srt/server_args.py (ServerArgs) @ 001067ff"
 KIND = "inference"
@@ -41,9 +41,7 @@ KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8_e4m3"}
 
 def render(p: Planned) -> str:
     a, w = p.axes, p.workload
-    check(p, "SGLang")
-    if w["weight_dtype"] not in ("bf16", "fp16", "fp8") or w["kv_dtype"] not in KV_DTYPE:
-        raise refuse("SGLang", f"weights {w['weight_dtype']} / KV cache {w['kv_dtype']} have no dtype flag here")
+    check(p, "SGLang", KV_DTYPE)
     tp, dp, ep = a["tp"], a["dp"], a["ep"]
     dp_attention = ep > 1 and ep == tp * dp and dp > 1
     if ep > 1 and ep != tp and not dp_attention:
@@ -80,7 +78,7 @@ def render(p: Planned) -> str:
     if w["weight_dtype"] == "fp8":
         f.append(("--quantization", "fp8", p.note("mem_weights_gib")))
     launch = [
-        f"# input_len {w['input_len']}, output_len {w['output_len']}: the request shape the predictions assume",
+        request_shape_comment(w),
         f'exec python -m sglang.launch_server --model-path "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" '
         '"${SGLANG_ARGS[@]}" "$@"',
     ]
@@ -89,8 +87,6 @@ def render(p: Planned) -> str:
 
 def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dict:
     """Pinned overrides from SGLang server arguments (--tp/--dp/--ep aliases read too)."""
-    import re
-
     known = {flag: mode for flag, (_, mode) in FIELDS.items()}
     fl = flags_of(text, {**known, "--tp": "value", "--dp": "value", "--ep": "value"})
     tp_all = as_int(fl, "--tp-size", as_int(fl, "--tp"))
@@ -103,12 +99,7 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     if "--max-running-requests" in fl:
         running = as_int(fl, "--max-running-requests")
         axes["batch"] = running // dp if dp_attention else running
-    workload: dict = {}
-    m = re.search(r"input_len (\d+), output_len (\d+)", text)
-    if m:
-        workload["input_len"], workload["output_len"] = int(m.group(1)), int(m.group(2))
-    workload["weight_dtype"] = "fp8" if str(fl.get("--quantization", "")) == "fp8" else "bf16"
-    workload["kv_dtype"] = "fp8" if str(fl.get("--kv-cache-dtype", "auto")).startswith("fp8") else "bf16"
+    workload = served_workload(text, fl)
     chunk = as_int(fl, "--chunked-prefill-size", 0)
     workload["chunked_prefill"] = chunk != -1
     if chunk > 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from .layout import Planned, pinned_overrides, refuse
+from .serving import check, request_shape_comment, served_workload
 from .shell import as_int, flags_of, script
 
 SOURCE = "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs) @ 99d7eb5d"
@@ -36,17 +37,6 @@ KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
 WEIGHTS = {"fp8": "fp8"}  # bf16/fp16: no --quantization
 
 
-def check(p: Planned, engine: str) -> None:
-    """What both serving engines refuse alike."""
-    a, w = p.axes, p.workload
-    if a["sp"] > 1:
-        raise refuse(engine, f"it does not shard one prompt's prefill over ranks (sp {a['sp']})")
-    if w["batching"] != "continuous":
-        raise refuse(engine, "it batches continuously, not workload.batching static")
-    if w["spec_method"] != "none":
-        raise refuse(engine, f"speculative decoding ({w['spec_method']}) is not exported yet")
-
-
 def memory_fraction(p: Planned) -> float:
     """The predicted memory per GPU as a fraction of its capacity, rounded up to 0.01."""
     return math.ceil(100 * p.predicted["mem_total_gib"] / p.hbm_capacity_gib) / 100
@@ -54,9 +44,7 @@ def memory_fraction(p: Planned) -> float:
 
 def render(p: Planned) -> str:
     a, w = p.axes, p.workload
-    check(p, "vLLM")
-    if w["weight_dtype"] not in ("bf16", "fp16", "fp8") or w["kv_dtype"] not in KV_DTYPE:
-        raise refuse("vLLM", f"weights {w['weight_dtype']} / KV cache {w['kv_dtype']} have no dtype flag here")
+    check(p, "vLLM", KV_DTYPE)
     if a["ep"] > 1 and a["ep"] != a["tp"] * a["dp"]:
         raise refuse(
             "vLLM",
@@ -83,7 +71,7 @@ def render(p: Planned) -> str:
     else:
         f.append(("--no-enable-chunked-prefill", True, p.note("ttft_ms")))
     launch = [
-        f"# input_len {w['input_len']}, output_len {w['output_len']}: the request shape the predictions assume",
+        request_shape_comment(w),
         f'exec vllm serve "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" "${{VLLM_ARGS[@]}}" "$@"',
     ]
     return script(p.header(), SOURCE, "VLLM_ARGS", f, launch)
@@ -92,8 +80,6 @@ def render(p: Planned) -> str:
 def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dict:
     """Pinned overrides from `vllm serve` arguments. input_len/output_len come from the export's
     comment when present (vLLM only knows their sum, --max-model-len)."""
-    import re
-
     known = {flag: mode for flag, (_, mode) in FIELDS.items()}
     fl = flags_of(text, {**known, "-tp": "value", "-pp": "value", "-dp": "value"})
     tp = as_int(fl, "--tensor-parallel-size", as_int(fl, "-tp"))
@@ -102,12 +88,7 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     axes = {"tp": tp, "pp": pp, "sp": 1, "ep": tp * dp if fl.get("--enable-expert-parallel") else 1}
     if "--max-num-seqs" in fl:
         axes["batch"] = as_int(fl, "--max-num-seqs")
-    workload: dict = {}
-    m = re.search(r"input_len (\d+), output_len (\d+)", text)
-    if m:
-        workload["input_len"], workload["output_len"] = int(m.group(1)), int(m.group(2))
-    workload["weight_dtype"] = "fp8" if str(fl.get("--quantization", "")) == "fp8" else "bf16"
-    workload["kv_dtype"] = "fp8" if str(fl.get("--kv-cache-dtype", "auto")).startswith("fp8") else "bf16"
+    workload = served_workload(text, fl)
     workload["chunked_prefill"] = bool(fl.get("--enable-chunked-prefill", True))
     if "--max-num-batched-tokens" in fl:
         workload["prefill_chunk_tokens"] = as_int(fl, "--max-num-batched-tokens")

@@ -1,0 +1,41 @@
+"""What the serving engines' exports (vllm.py, sglang.py) share: the layouts both refuse, the request
+shape they record, and reading that shape and the dtypes back."""
+
+from __future__ import annotations
+
+import re
+
+from .layout import Planned, refuse
+
+EXPORTED_WEIGHT_DTYPES = ("bf16", "fp16", "fp8")  # dtypes both engines load without a quantization recipe
+
+
+def check(p: Planned, engine: str, kv_dtypes) -> None:
+    """What both serving engines refuse alike; `kv_dtypes` = the engine's KV-cache dtype flags."""
+    a, w = p.axes, p.workload
+    if a["sp"] > 1:
+        raise refuse(engine, f"it does not shard one prompt's prefill over ranks (sp {a['sp']})")
+    if w["batching"] != "continuous":
+        raise refuse(engine, "it batches continuously, not workload.batching static")
+    if w["spec_method"] != "none":
+        raise refuse(engine, f"speculative decoding ({w['spec_method']}) is not exported yet")
+    if w["weight_dtype"] not in EXPORTED_WEIGHT_DTYPES or w["kv_dtype"] not in kv_dtypes:
+        raise refuse(engine, f"weights {w['weight_dtype']} / KV cache {w['kv_dtype']} have no dtype flag here")
+
+
+def request_shape_comment(w: dict) -> str:
+    """The launch script's comment with the request shape (read back by `served_workload`)."""
+    return f"# input_len {w['input_len']}, output_len {w['output_len']}: the request shape the predictions assume"
+
+
+def served_workload(text: str, flags: dict) -> dict:
+    """Workload overrides of an engine command line: the request shape from the export's comment
+    (the engines only know its sum), fp8 weights from --quantization, the KV dtype from
+    --kv-cache-dtype."""
+    workload: dict = {}
+    m = re.search(r"input_len (\d+), output_len (\d+)", text)
+    if m:
+        workload["input_len"], workload["output_len"] = int(m.group(1)), int(m.group(2))
+    workload["weight_dtype"] = "fp8" if str(flags.get("--quantization", "")) == "fp8" else "bf16"
+    workload["kv_dtype"] = "fp8" if str(flags.get("--kv-cache-dtype", "auto")).startswith("fp8") else "bf16"
+    return workload
