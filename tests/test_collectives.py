@@ -58,6 +58,41 @@ def test_hierarchical_all_reduce_closed_form():
     ) == pytest.approx(expect)
 
 
+def test_cross_node_all_reduce_by_hand(h100):
+    """TP16 over two H100 nodes (stride 1: k = 8 ranks per node, N = 2 nodes), by hand from the
+    hardware file (450 GB/s NVLink x 0.8, 0.583 us per NVLink step, 4.83 us launch; 50 GB/s NIC x
+    0.94, 5 us per NIC step) and the nccl-tests busbw rules: reduce-scatter over the node
+    ((k-1)/k of S on NVLink), all-reduce of the S/k shard over the nodes (2(N-1)/N of it on each
+    rank's own NIC; ring and tree tie on latency at N = 2, the ring moves less), all-gather."""
+    from parallmelism.cost.collectives import cross_domain_all_reduce_time_s
+
+    up, up_step, launch = 450e9 * 0.8, 0.583e-6, 4.83e-6
+    nic, nic_step = 50e9 * 0.94, 5e-6
+    for S in (2 * 7168.0, 64 * 2**20):  # one decode token of DeepSeek-V3 (bf16 hidden), a 64 MiB prefill
+        intra = 7 * up_step + 7 / 8 * S / up
+        inter = 2 * 1 * nic_step + 2 * (1 / 2) * (S / 8) / nic
+        hand = launch + intra + inter + intra
+        assert float(cross_domain_all_reduce_time_s(h100, S, 16, 1)) == pytest.approx(hand, rel=1e-9)
+    # a decode-sized all-reduce: ~23 us hierarchically, where the flat ring pays 30 NIC steps
+    small = 2 * 7168.0
+    flat = float(group_collective_time_s(h100, "all_reduce", small, 16, 1))
+    tp = float(group_collective_time_s(h100, "all_reduce", small, 16, 1, hierarchical=True))
+    assert tp == pytest.approx(float(cross_domain_all_reduce_time_s(h100, small, 16, 1)))
+    assert tp * 1e6 == pytest.approx(
+        4.83 + 2 * 7 * 0.583 + 2 * 5.0 + 2 * 7 / 8 * small / up * 1e6 + small / 8 / nic * 1e6
+    )
+    assert tp < flat
+    # bandwidth-bound, the flat ring (NVLink-bound at min(360, 8 x 47) GB/s) is faster: NCCL's tuner keeps it
+    big = 8 * 2**30
+    ring = float(group_collective_time_s(h100, "all_reduce", big, 16, 1))
+    assert float(group_collective_time_s(h100, "all_reduce", big, 16, 1, hierarchical=True)) == pytest.approx(ring)
+    assert busbw_gbps("all_reduce", big, 16, ring) == pytest.approx(min(up, 8 * nic) / 1e9, rel=0.01)
+    # inside one node the option changes nothing
+    assert float(group_collective_time_s(h100, "all_reduce", small, 8, 1, hierarchical=True)) == pytest.approx(
+        float(group_collective_time_s(h100, "all_reduce", small, 8, 1))
+    )
+
+
 def test_group_link_placement(h100):
     bw, _ = group_link(h100, np.array([8, 2, 16, 8, 4]), np.array([1, 4, 1, 8, 2]))
     up, out = 450 * 0.8, 50 * 0.94

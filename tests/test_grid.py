@@ -23,6 +23,7 @@ CASES = {
     "product_not_dividing_ngpus": (L70, H100, WL, grid(ngpus=[64], tp=[3])),
     "ngpus_exceeds_fabric": (L70, TPU, WL, grid(ngpus=[16384])),
     "tp_exceeds_scale_up_domain": (L70, H100, WL, grid(ngpus=[64], tp=[16])),
+    "tp_spans_partial_domain": (L70, H100, WL, grid(ngpus=[48], tp=[12], cross_node_tp=True)),
     "heads_not_divisible_by_tp": (
         load_option("model", "grok-1"),
         load_option("hardware", "gb200-nvl72"),
@@ -99,6 +100,26 @@ def test_empty_grid_explains_itself():
     out = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], tp=[16]))
     assert len(out) == 0
     assert "scale-up" in out.explain_empty() and "all" in out.explain_empty()
+
+
+def test_cross_node_tp_is_kept_only_when_asked():
+    """tp = 16 on 8-GPU NVLink domains: dropped by default with a sentence naming the option that
+    keeps it; kept (whole domains) under grid.cross_node_tp, for training and serving alike."""
+    from parallmelism.grid.inference import enumerate_inference_layouts
+    from parallmelism.specs import InferenceWorkload
+
+    refused = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], tp=[16]))
+    assert len(refused) == 0 and "grid.cross_node_tp=true" in refused.explain_empty()
+    kept = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], tp=[16], cross_node_tp=True))
+    assert len(kept) > 0 and set(kept.columns["tp"].tolist()) == {16}
+    dsv3 = load_option("model", "deepseek-v3")
+    serving = enumerate_inference_layouts(
+        dsv3, H100, InferenceWorkload(), grid(ngpus=[16], tp=[16], ep=[1], cross_node_tp=True)
+    )
+    assert serving.columns["tp"].tolist() == [16]
+    # without the option `best` does not see them: the default grid's tp stays inside the domain
+    default = enumerate_training_layouts(L70, H100, WL, grid(ngpus=[64], pp=[1], cp=[1], micro_batch=[1]))
+    assert default.columns["tp"].max() == 8
 
 
 def test_kept_layouts_obey_every_rule():

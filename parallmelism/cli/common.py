@@ -105,7 +105,25 @@ def load_runs(overrides, config_dirs) -> list:
     """The RunConfig of every point of the command line's sweep, in order."""
     from ..config import load_run_configs
 
-    return [rc for _, rc in load_run_configs(list(overrides or []), config_dirs)]
+    runs = [rc for _, rc in load_run_configs(list(overrides or []), config_dirs)]
+    warn_cross_node_tp(runs)
+    return runs
+
+
+def warn_cross_node_tp(runs) -> None:
+    """One line on stderr for the first run that keeps TP groups spanning scale-up domains
+    (grid.cross_node_tp): they are priced, not refused, and an engine rarely picks them."""
+    run = next((r for r in runs if r.grid.cross_node_tp and r.hardware.scale_out is not None), None)
+    if run is None:
+        return
+    hw = run.hardware
+    console(stderr=True).print(
+        f"warning: grid.cross_node_tp=true keeps layouts whose TP group spans scale-up domains of "
+        f"{hw.scale_up.domain_size} GPUs; their TP all-reduces cross the scale-out link "
+        f"({hw.scale_out.bandwidth_gbps:g} GB/s, {hw.scale_out.latency_us:g} us per step, hierarchical)",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def fastest_pinned_record(overrides, config_dirs, one_layout: str):

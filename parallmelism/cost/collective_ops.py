@@ -99,22 +99,33 @@ class CollectiveOp:
         return (span > hw.scale_up.domain_size) & (hw.scale_out is not None)
 
 
-def transfer_time_s(hw, kind: str, nbytes, group, stride):
+def transfer_time_s(hw, kind: str, nbytes, group, stride, hierarchical: bool = False):
     """Seconds of one call: `collectives.group_collective_time_s` for a collective, a send/recv of
-    one pair over `p2p_link(group·stride)` (0 for a group of 1)."""
+    one pair over `p2p_link(group·stride)` (0 for a group of 1). hierarchical: a cross-domain
+    all-reduce may run as `collectives.cross_domain_all_reduce_time_s` (TP_HIERARCHICAL)."""
     if kind == "send_recv":
         n = np.asarray(group, dtype=np.float64)
         bw, lat = p2p_link(hw, n * np.asarray(stride, dtype=np.float64))
         launch = hw.scale_up.collective_launch_us
         return collective_time_s("send_recv", nbytes, np.minimum(n, P2P_PAIR), bw, lat, launch_us=launch)
-    return group_collective_time_s(hw, kind, nbytes, group, stride)
+    return group_collective_time_s(hw, kind, nbytes, group, stride, hierarchical=hierarchical)
+
+
+# Axes whose cross-domain all-reduce may run hierarchically (intra-node reduce-scatter, inter-node
+# all-reduce of the 1/k shard, intra-node all-gather; `collectives.cross_domain_all_reduce_time_s`).
+# Only TP: its group leaves the domain only when asked (grid.cross_node_tp), and its per-layer
+# all-reduces are latency-bound in decode, where the flat ring's 2(n−1) NIC steps are what NCCL's
+# tree avoids. DP, CP and EP groups keep the ring / tree / PAT choice fitted on nccl-tests
+# (collectives.py): adding the candidate there lowers small-bucket gradient all-reduces by up to
+# 6 % (tests/golden/mixtral-8x7b_h100_64.csv), a recalibration of its own.
+TP_HIERARCHICAL = ("tp",)
 
 
 def collective(hw, axis: str, role: str, kind: str, nbytes, group, stride, calls=1.0, scope="layer", time_s=None):
     """A `CollectiveOp` timed by `transfer_time_s` (or the given per-call `time_s`: the EP dispatch,
     `ep_all_to_all_time_s`, which is the same collective with DeepEP's node-limited routing)."""
     if time_s is None:
-        time_s = transfer_time_s(hw, kind, nbytes, group, stride)
+        time_s = transfer_time_s(hw, kind, nbytes, group, stride, hierarchical=axis in TP_HIERARCHICAL)
     return CollectiveOp(axis, role, kind, nbytes, group, stride, time_s, calls, scope)
 
 

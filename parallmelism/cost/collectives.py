@@ -199,27 +199,66 @@ def collective_time_s(
 
 
 def hierarchical_all_reduce_time_s(
-    nbytes, size, local_size, inner_bandwidth_gbps, inner_latency_us, outer_bandwidth_gbps, outer_latency_us
+    nbytes,
+    size,
+    local_size,
+    inner_bandwidth_gbps,
+    inner_latency_us,
+    outer_bandwidth_gbps,
+    outer_latency_us,
+    outer_algorithm: str = "ring",
 ):
     """All-reduce of S over `size` ranks in nodes of `local_size`: reduce-scatter S inside the
-    node, all-reduce S/local_size across size/local_size nodes (each rank on its own NIC), then
-    all-gather S inside the node (`formulas.md`). Bandwidths are achievable per rank per direction."""
+    node, all-reduce S/local_size across size/local_size nodes (each rank on its own NIC;
+    `outer_algorithm` ring, tree or auto), then all-gather S inside the node (`formulas.md`).
+    Bandwidths are achievable per rank per direction."""
     S = np.asarray(nbytes, dtype=np.float64)
     n = np.asarray(size, dtype=np.float64)
     k = np.minimum(np.asarray(local_size, dtype=np.float64), n)
     nodes = n / k
     rs = collective_time_s("reduce_scatter", S, k, inner_bandwidth_gbps, inner_latency_us)
-    ar = collective_time_s("all_reduce", S / k, nodes, outer_bandwidth_gbps, outer_latency_us)
+    ar = collective_time_s("all_reduce", S / k, nodes, outer_bandwidth_gbps, outer_latency_us, outer_algorithm)
     ag = collective_time_s("all_gather", S, k, inner_bandwidth_gbps, inner_latency_us)
     return np.where(n > 1, rs + ar + ag, 0.0)
 
 
-def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto"):
+def cross_domain_all_reduce_time_s(hw, nbytes, size, stride):
+    """One all-reduce of S over a group that spans scale-up domains, hierarchically (NCCL's tree:
+    an intra-node chain under an inter-node tree), k = members per domain, N = size/k domains:
+
+      reduce-scatter S over the k members   (k−1)·α_up  + (k−1)/k · S / β_up(k)
+      all-reduce S/k over N domains         each member on its own NIC (rail), ring or tree,
+                                            whichever is faster (NCCL's tuner): ring
+                                            2(N−1)·α_out + 2(N−1)/N · (S/k) / β_out, tree
+                                            2·log2(N)·α_out + 2 · (S/k) / β_out
+      all-gather S over the k members       (k−1)·α_up  + (k−1)/k · S / β_up(k)
+      + one collective_launch_us (one NCCL call)
+
+    Per rank the NIC carries 2(N−1)/N · S/k each way: the nccl-tests busbw rule of an all-reduce
+    over N ranks applied to the 1/k shard (PERFORMANCE.md). β_up(k) = `scale_up_group_gbps(k)`,
+    β_out = scale_out · eff.scale_out, α from the hardware file. Latency-bound (decode-sized S) it
+    beats the flat ring's 2(n−1) steps on the NIC; bandwidth-bound the ring
+    (`group_link`, NVLink-bound at min(β_up, k·β_out)) is faster and `group_collective_time_s`
+    takes the smaller. A group with one member per domain (k = 1) is the inter-node all-reduce alone."""
+    n = np.asarray(size, dtype=np.float64)
+    stride = np.asarray(stride, dtype=np.float64)
+    domain = hw.scale_up.domain_size
+    k = np.clip(np.floor(domain / stride), 1.0, np.maximum(n, 1.0))
+    inner = scale_up_group_gbps(hw, k)
+    outer = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out
+    t = hierarchical_all_reduce_time_s(
+        nbytes, n, k, inner, hw.scale_up.latency_us, outer, hw.scale_out.latency_us, outer_algorithm="auto"
+    )
+    return np.where(n > 1, t + hw.scale_up.collective_launch_us * US, 0.0)
+
+
+def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto", hierarchical: bool = False):
     """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
 
     Each call pays hw.scale_up.collective_launch_us once (module docstring).
     algorithm="auto": ring inside the scale-up domain (NCCL's intra-node tree is a chain, no
-    log2 latency), the faster of ring and tree for groups spanning domains (NCCL's tuner).
+    log2 latency), the faster of ring and tree for groups spanning domains (NCCL's tuner), and
+    with `hierarchical` an all-reduce may also run as `cross_domain_all_reduce_time_s`.
     """
     bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
     launch = hw.scale_up.collective_launch_us
@@ -232,4 +271,6 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         one_per_domain = np.asarray(stride, dtype=np.float64) >= hw.scale_up.domain_size
         pat = collective_time_s(kind, nbytes, size, bw, lat, "pat", launch_us=launch)
         best = np.where(one_per_domain, np.minimum(best, pat), best)
+    if kind == "all_reduce" and hierarchical and hw.scale_out is not None:
+        best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
     return np.where(spans, best, ring)

@@ -61,7 +61,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x, considered = replica_factorizations(
         n, {"tp": tp_c, "pp": pp_c, "sp": sp_c}, pinned, later, "replica_not_dividing_ngpus"
     )
-    tensor_parallel_rules(x, model, hw, n)
+    tensor_parallel_rules(x, model, hw, n, grid.cross_node_tp)
     x.rule("pp_exceeds_layers", x.cols["pp"] > L)
     sp = x.cols["sp"]
     x.rule("prompt_not_divisible_by_sp", (sp > 1) & (S % (2 * sp) != 0))

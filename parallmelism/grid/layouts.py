@@ -166,11 +166,18 @@ def replica_factorizations(
     return x, considered
 
 
-def tensor_parallel_rules(x: _Crosser, model: ModelSpec, hw: AcceleratorSpec, n: int) -> None:
-    """Rules on tp shared by training and serving: fabric size, NVLink domain, heads, KV heads, FFN."""
+def tensor_parallel_rules(x: _Crosser, model: ModelSpec, hw: AcceleratorSpec, n: int, cross_node_tp: bool) -> None:
+    """Rules on tp shared by training and serving: fabric size, NVLink domain, heads, KV heads, FFN.
+
+    A TP group larger than the scale-up domain is dropped unless grid.cross_node_tp asks for it;
+    then it must fill whole domains (k = domain_size ranks in each, the hierarchical all-reduce of
+    cost/collectives.py) and its collectives are priced on the scale-out link."""
     domain = hw.scale_up.domain_size
     x.rule("ngpus_exceeds_fabric", hw.scale_out is None and n > domain)
-    x.rule("tp_exceeds_scale_up_domain", x.cols["tp"] > domain)
+    if cross_node_tp:
+        x.rule("tp_spans_partial_domain", (x.cols["tp"] > domain) & (x.cols["tp"] % domain != 0))
+    else:
+        x.rule("tp_exceeds_scale_up_domain", x.cols["tp"] > domain)
     x.rule("heads_not_divisible_by_tp", model.heads % x.cols["tp"] != 0)
     t = x.cols["tp"]
     x.rule("kv_heads_incompatible_with_tp", (model.g % t != 0) & (t % model.g != 0))
@@ -239,7 +246,7 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x, considered = replica_factorizations(
         n, {"tp": tp_c, "pp": pp_c, "cp": cp_c}, pinned, later, "product_not_dividing_ngpus"
     )
-    tensor_parallel_rules(x, model, hw, n)
+    tensor_parallel_rules(x, model, hw, n, grid.cross_node_tp)
     c = x.cols
     if grid.uneven_pipeline:
         first, _, last = stage_layer_split(L, c["pp"])

@@ -10,7 +10,10 @@ from __future__ import annotations
 TRAINING_DROP_REASONS: dict[str, str] = {
     "product_not_dividing_ngpus": "tp·pp·cp does not divide ngpus",
     "ngpus_exceeds_fabric": "ngpus exceeds the scale-up domain and the hardware has no scale-out tier",
-    "tp_exceeds_scale_up_domain": "tp is larger than the scale-up (NVLink) domain",
+    "tp_exceeds_scale_up_domain": "tp is larger than the scale-up (NVLink) domain (grid.cross_node_tp=true keeps "
+    "such layouts and prices their TP collectives on the scale-out link)",
+    "tp_spans_partial_domain": "tp spans scale-up domains but is not a multiple of the domain size "
+    "(grid.cross_node_tp keeps whole domains only)",
     "heads_not_divisible_by_tp": "query heads are not divisible by tp",
     "kv_heads_incompatible_with_tp": "kv heads neither divide by tp nor divide tp (no whole-head replication)",
     "ffn_not_divisible_by_tp": "FFN size (or expert FFN size) is not divisible by tp",

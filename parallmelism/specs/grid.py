@@ -41,6 +41,11 @@ class GridSpec(BaseModel):
         True,
         description="allow pp that does not divide the layers: first/last stages take fewer layers (Megatron, Llama 3)",
     )
+    cross_node_tp: bool = Field(
+        False,
+        description="keep layouts whose TP group spans scale-up domains (whole domains; its collectives "
+        "priced on the scale-out link, a warning printed); false: tp > domain_size is dropped",
+    )
     # Inference only (workload=inference, grid/inference.py): prompt sharding and batch axes.
     sp: Optional[list[PositiveInt]] = Field(None, description="inference: ranks sharing one prompt (prefill)")
     batch: Optional[list[PositiveInt]] = Field(
