@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_app, run_cli
 from parallmelism.cli.export_cmd import _planned
 from parallmelism.export import SERVING_TARGETS, TARGETS, TRAINING_TARGETS, target_module
 from parallmelism.export.layout import override_strings
@@ -35,19 +35,21 @@ SERVE_CASES = {
 
 
 def _answer(tmp, model: str, train: bool):
-    """The shipped answer's row source: `best` (training) or `plan serve` (serving) written to CSV."""
+    """The shipped answer's row source: `best` (training) or `plan serve` (serving) written to CSV
+    (in this process: run_app, the same command without a new interpreter per answer)."""
     out = tmp / f"{model}_{'best' if train else 'plan'}.csv"
     if train:
-        r = run_cli("best", f"model={model}", *TRAIN_CASES[model], "--top", "1", "-q", "--out", out)
+        r = run_app("best", f"model={model}", *TRAIN_CASES[model], "--top", "1", "-q", "--out", out, cwd=tmp)
     else:
-        r = run_cli("plan", "serve", f"model={model}", *SERVE_CASES[model], "-q", "--out", out)
+        r = run_app("plan", "serve", f"model={model}", *SERVE_CASES[model], "-q", "--out", out, cwd=tmp)
     assert r.returncode == 0, r.stderr
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def answers(tmp_path_factory):
-    """model -> {"train": Planned, "serve": Planned} of each shipped answer's chosen row."""
+    """model -> {"train": (Planned, path), "serve": (Planned, path)} of each shipped answer's chosen
+    row, built once per test session."""
     tmp = tmp_path_factory.mktemp("answers")
     got = {}
     for model in TRAIN_CASES:
@@ -80,9 +82,20 @@ def _check_text(target: str, text: str) -> None:
     else:
         body = text.split("=(", 1)[1].split("\n)", 1)[0]
         written = [w.split()[0] for w in (line.split("#")[0].strip() for line in body.splitlines()) if w]
+        assert written, "no flags written"
+        if target == "nemo":  # KEY=VALUE overrides of ConfigContainer
+            keys = {w.split("=", 1)[0] for w in written}
+            assert keys <= set(module.FIELDS.values()) | set(module.EXTRA_KEYS), keys
+            return
         for flag in written:
             assert flag in module.FIELDS or "--" + flag[5:] in module.FIELDS, flag
-        assert written, "no flags written"
+        if target == "trtllm":  # the LLM API YAML the script writes for --config
+            import yaml
+
+            doc = yaml.safe_load(text.split("<<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0])
+            keys = {f"{k}.{kk}" for k, v in doc.items() if isinstance(v, dict) for kk in v}
+            keys |= {k for k, v in doc.items() if not isinstance(v, dict)}
+            assert keys <= set(module.CONFIG_FIELDS), keys
 
 
 def _round_trip(target: str, planned, text: str) -> None:
@@ -143,6 +156,64 @@ def test_megatron_layer_split_rules(layers, pp, vpp, split, ok):
     if (layers, pp, vpp, split) == (80, 8, 10, (10, 10, 10)):
         ok = True  # 10 layers per rank into 10 virtual stages of 1 layer
     assert (split_refusal(layers, pp, vpp, *split) == "") == ok
+
+
+@pytest.mark.parametrize(
+    "layers, pp, vpp, split, ok",
+    [
+        (126, 64, 2, (1, 2, 1), True),  # (126 + 2) / 64 = 2 per rank, 1 per virtual stage
+        (126, 16, 2, (7, 8, 7), True),  # 128 / 16 = 8 per rank, 4 per virtual stage
+        (126, 16, 4, (7, 8, 7), True),
+        (126, 16, 16, (7, 8, 7), False),  # 8 per rank do not divide into 16 virtual stages
+        (126, 16, 2, (6, 8, 8), False),  # not one layer fewer at each end
+        (80, 8, 2, (10, 10, 10), False),  # even: no embedding/loss layer taken
+    ],
+)
+def test_megatron_embedding_and_loss_placement(layers, pp, vpp, split, ok):
+    """TransformerConfig's account_for_embedding/loss_in_pipeline_split, by hand: (layers + 2) over
+    pp ranks, each rank's share divisible by vpp, the first and last rank one transformer layer short."""
+    from parallmelism.export.megatron import embedding_and_loss_split
+
+    assert embedding_and_loss_split(layers, pp, vpp, *split) == ok
+
+
+def test_405b_uneven_interleaved_answer_exports_for_megatron_and_nemo(answers):
+    """Llama-3.1-405B's shipped answer (pp 64, vpp 2, 1/2/1 layers) is the Llama 3 paper's placement:
+    Megatron's --account-for-embedding/loss-in-pipeline-split and the same Bridge fields, where the
+    first/last-stage layer counts cannot be split over two virtual stages."""
+    planned = answers["llama3.1-405b"]["train"][0]
+    assert (planned.axes["pp"], planned.axes["vpp"]) == (64, 2)
+    assert tuple(planned.extra.values()) == (1, 2, 1)
+    text = target_module("megatron").render(planned)
+    assert "--account-for-embedding-in-pipeline-split" in text and "--account-for-loss-in-pipeline-split" in text
+    assert "--decoder-first-pipeline-num-layers" not in text
+    text = target_module("nemo").render(planned)
+    assert "model.account_for_embedding_in_pipeline_split=true" in text
+    assert "model.account_for_loss_in_pipeline_split=true" in text
+    assert "model.virtual_pipeline_model_parallel_size=2" in text
+
+
+def test_nemo_overrides_are_megatrons_fields_renamed(answers):
+    """Every Megatron flag of the 70B answer has its Bridge key with the same value (the mapping of
+    scripts/translate_mlm_to_bridge.py), plus dataset.seq_length and the mixed_precision recipe."""
+    planned = answers["llama3.1-70b"]["train"][0]
+    nemo = target_module("nemo")
+    kv = nemo.overrides_of(nemo.render(planned))
+    from parallmelism.export.megatron import fields
+
+    for flag, value, _ in fields(planned, "Megatron-LM"):
+        key = nemo.FIELDS[flag]
+        if key is None:
+            continue
+        want = "false" if flag == "--no-overlap-p2p-communication" else str(value).lower()
+        assert kv[key] == want, (flag, key)
+    assert kv["dataset.seq_length"] == kv["model.seq_length"] == "8192"
+    assert kv["mixed_precision"] == "bf16_mixed"
+    line = "./scripts/training/train.sh --nodes 8 --gpus-per-node 8 --recipe llama3_70b_pretrain_config " + " ".join(
+        f"{k}={v}" for k, v in kv.items()
+    )
+    back = nemo.parse(line)
+    assert back["grid.ngpus"] == 64 and back["grid.vpp"] == planned.axes["vpp"]
 
 
 def test_megatron_fields_of_the_70b_answer(answers):
@@ -262,6 +333,12 @@ def test_sglang_dp_attention_for_ep_across_replicas():
     assert fl["--enable-expert-parallel"] is True and fl["--data-parallel-size"] == "16"
     assert fl["--quantization"] == "fp8"
     _round_trip("vllm", planned, vl.render(planned))
+    trt = target_module("trtllm")  # attention DP over all 16 ranks, experts over them
+    text = trt.render(planned)
+    fl = flags_of(text, {f: m for f, (_, m) in trt.FIELDS.items()})
+    assert fl["--tp_size"] == "16" and fl["--ep_size"] == "16" and fl["--max_batch_size"] == "32"
+    assert "enable_attention_dp: true" in text and "weights fp8:" in text
+    _round_trip("trtllm", planned, text)
 
 
 # ----------------------------------------------------------------------------- the CLI
@@ -295,7 +372,7 @@ def test_cli_import_run_show(answers, tmp_path):
     [
         (["--to", "deepspeed"], "DeepSpeed's ds_config cannot run this layout"),  # 405B needs tp 8
         (["--to", "vllm"], "is for serving and this is a training layout"),
-        (["--to", "nemo"], "is not a target"),
+        (["--to", "nemo2"], "is not a target"),
         (["--to", "megatron", "--rank", "7"], "0 rows match"),
     ],
 )

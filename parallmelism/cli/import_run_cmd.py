@@ -12,7 +12,7 @@ from .common import CONFIG_DIR
 
 def import_run(
     file: Path = typer.Argument(
-        ..., help="a Megatron script or command line, torchtitan TOML, ds_config JSON, vllm or sglang command"
+        ..., help="a Megatron or Megatron-Bridge script or command line, torchtitan TOML, ds_config JSON, vllm, sglang or trtllm-serve command"
     ),
     frm: Optional[str] = typer.Option(None, "--from", "-f", help="the file's target (default: told from its content)"),
     model: Optional[str] = typer.Option(None, "--model", help="model name (default: the export's header)"),
@@ -73,7 +73,9 @@ def _guess(path: Path, text: str) -> str:
     for target, marks in (
         ("vllm", ("vllm serve", "VLLM_ARGS", "--tensor-parallel-size")),
         ("sglang", ("sglang.launch_server", "SGLANG_ARGS", "--tp-size")),
+        ("trtllm", ("trtllm-serve", "TRTLLM_ARGS", "--tp_size")),
         ("megatron", ("pretrain_gpt", "MEGATRON_ARGS", "--tensor-model-parallel-size")),
+        ("nemo", ("BRIDGE_OVERRIDES", "run_recipe.py", "train.sh", "model.tensor_model_parallel_size")),
     ):
         if any(m in text for m in marks):
             return target

@@ -1,7 +1,8 @@
 """`parallmelism export` / `import-run`: a chosen layout as the launch configuration of the
 framework or engine that runs it, and such a configuration read back into pinned overrides.
 
-One module per target (megatron, torchtitan, deepspeed: training; vllm, sglang: serving), each
+One module per target (megatron, nemo, torchtitan, deepspeed: training; vllm, sglang, trtllm:
+serving), each
 holding its field table (the framework's own names at a pinned version, cited) next to `render`
 (layout -> text) and `parse` (text -> pinned overrides). `layout.Planned` is what every target
 reads: the layout's axes, the workload fields it assumes and the predicted columns; `serving` holds
@@ -13,8 +14,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-TRAINING_TARGETS = ("megatron", "torchtitan", "deepspeed")
-SERVING_TARGETS = ("vllm", "sglang")
+TRAINING_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed")
+SERVING_TARGETS = ("vllm", "sglang", "trtllm")
 TARGETS = TRAINING_TARGETS + SERVING_TARGETS
 
 

@@ -10,7 +10,11 @@ the rest are add_argument calls in megatron/training/arguments.py (`--num-virtua
 `--cp-comm-type` p2p | a2a | allgather | a2a+p2p, `--use-distributed-optimizer`,
 `--data-parallel-sharding-strategy` no_shard | optim | optim_grads | optim_grads_params,
 `--num-distributed-optimizer-instances`, `--overlap-grad-reduce`, `--overlap-param-gather`,
-`--no-overlap-p2p-communication`, `--decoder-first/last-pipeline-num-layers`, `--seq-length`)."""
+`--no-overlap-p2p-communication`, `--decoder-first/last-pipeline-num-layers`, `--seq-length`), and
+TransformerConfig's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+(`--account-for-embedding-in-pipeline-split`, `--account-for-loss-in-pipeline-split`: the embedding
+and the loss each count as one layer of the split; with virtual stages (layers + 2) / pp layers per
+rank must divide by vpp, and the first and last rank then hold one transformer layer fewer)."""
 
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--num-layers": ("model.layers (read only)", "value"),
     "--decoder-first-pipeline-num-layers": ("layers_first_stage", "value"),
     "--decoder-last-pipeline-num-layers": ("layers_last_stage", "value"),
+    "--account-for-embedding-in-pipeline-split": ("layers_first_stage = layers_per_stage - 1", "switch"),
+    "--account-for-loss-in-pipeline-split": ("layers_last_stage = layers_per_stage - 1", "switch"),
     "--context-parallel-size": ("cp", "value"),
     "--cp-comm-type": ("workload.cp_comm_type", "value"),
     "--expert-model-parallel-size": ("ep", "value"),
@@ -79,24 +85,37 @@ def split_refusal(layers: int, pp: int, vpp: int, first: int, mid: int, last: in
     return ""
 
 
-def render(p: Planned) -> str:
-    """The launch script: MEGATRON_ARGS=( ... ) and a torchrun line over NGPUS processes."""
+def embedding_and_loss_split(layers: int, pp: int, vpp: int, first: int, mid: int, last: int) -> bool:
+    """Whether the split is Megatron's account-for-embedding-and-loss placement (module docstring):
+    first = last = mid - 1 and (layers + 2) = pp * mid, mid divisible by vpp (Llama 3 405B's
+    126 layers on pp 64, vpp 2: 1/2/1, the embedding and the loss in the first and last virtual stage)."""
+    return pp > 1 and first == last == mid - 1 and layers + 2 == pp * mid and mid % vpp == 0
+
+
+def fields(p: Planned, who: str) -> list[tuple[str, object, str]]:
+    """The layout as Megatron arguments (flag, value, comment), or one sentence (UserError) why
+    `who` (Megatron-LM, or Megatron-Bridge, which takes the same fields) cannot run it."""
     a, w = p.axes, p.workload
     if w["schedule"] != "1f1b":
-        raise refuse("Megatron-LM", f"workload.schedule {w['schedule']} is not one of its 1F1B schedules")
+        raise refuse(who, f"workload.schedule {w['schedule']} is not one of its 1F1B schedules")
     if w["precision"] == "fp4":
-        raise refuse("Megatron-LM", "fp4 matmuls have no --fp8-format equivalent here")
+        raise refuse(who, "fp4 matmuls have no --fp8-format equivalent here")
     first, mid, last = (p.extra[k] for k in ("layers_first_stage", "layers_per_stage", "layers_last_stage"))
-    why = split_refusal(p.layers, a["pp"], a["vpp"], first, mid, last)
+    account = a["vpp"] > 1 and embedding_and_loss_split(p.layers, a["pp"], a["vpp"], first, mid, last)
+    why = "" if account else split_refusal(p.layers, a["pp"], a["vpp"], first, mid, last)
     if why:
-        raise refuse("Megatron-LM", why)
+        raise refuse(who, why)
     f: list[tuple[str, object, str]] = [
         ("--tensor-model-parallel-size", a["tp"], p.note("mem_weights_gib", "time_comm_tp_s")),
         ("--pipeline-model-parallel-size", a["pp"], p.note("time_bubble_s", "time_comm_pp_s")),
     ]
     if a["vpp"] > 1:
         f.append(("--num-virtual-stages-per-pipeline-rank", a["vpp"], "interleaved 1F1B; " + p.note("time_bubble_s")))
-    if a["pp"] > 1 and (first != mid or last != mid):
+    if account:
+        split = f"split {first}/{mid}/{last} layers"
+        f.append(("--account-for-embedding-in-pipeline-split", True, f"{split}: the embedding is a layer"))
+        f.append(("--account-for-loss-in-pipeline-split", True, "the loss is a layer; " + p.note("mem_total_gib")))
+    elif a["pp"] > 1 and (first != mid or last != mid):
         f.append(("--decoder-first-pipeline-num-layers", first, f"uneven split {first}/{mid}/{last} layers"))
         f.append(("--decoder-last-pipeline-num-layers", last, p.note("mem_total_gib")))
     f.append(("--context-parallel-size", a["cp"], p.note("mem_activations_gib", "time_comm_cp_s")))
@@ -133,7 +152,7 @@ def render(p: Planned) -> str:
     if "dp_shard_size" in w:
         if sharding != "OPTIMIZER_STATES":
             raise refuse(
-                "Megatron-LM",
+                who,
                 f"hybrid sharding (workload.dp_shard_size {w['dp_shard_size']}) of {sharding} is not exported; "
                 "only the distributed optimizer's --num-distributed-optimizer-instances is",
             )
@@ -153,6 +172,13 @@ def render(p: Planned) -> str:
         f.append(("--tp-comm-overlap", True, p.note("time_comm_tp_exposed_s")))
     if not w["overlap_pp_comm"] and a["pp"] > 1:
         f.append(("--no-overlap-p2p-communication", True, p.note("time_comm_pp_exposed_s")))
+    return f
+
+
+def render(p: Planned) -> str:
+    """The launch script: MEGATRON_ARGS=( ... ) and a torchrun line over NGPUS processes."""
+    a = p.axes
+    f = fields(p, "Megatron-LM")
     launch = [
         "# model architecture, data, tokenizer and optimizer arguments come from your recipe",
         f"NGPUS={p.ngpus}  # world size tp*pp*cp*dp = {a['tp']}*{a['pp']}*{a['cp']}*{a['dp']}",
