@@ -17,7 +17,10 @@ def export(
         "(workload.precision=fp8 ...); with --pinned, overrides only (as `show` takes them)",
     ),
     to: str = typer.Option(
-        ..., "--to", "-t", help="target: megatron, nemo, torchtitan, deepspeed (training); vllm, sglang, trtllm (serving)"
+        ...,
+        "--to",
+        "-t",
+        help="target: megatron, nemo, torchtitan, deepspeed (training); vllm, sglang, trtllm (serving)",
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the file here (default: print it)"),
     rank: Optional[int] = typer.Option(None, "--rank", help="the row with this rank (a best table)"),

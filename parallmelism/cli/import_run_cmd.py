@@ -12,7 +12,8 @@ from .common import CONFIG_DIR
 
 def import_run(
     file: Path = typer.Argument(
-        ..., help="a Megatron or Megatron-Bridge script or command line, torchtitan TOML, ds_config JSON, vllm, sglang or trtllm-serve command"
+        ...,
+        help="a Megatron or Megatron-Bridge script or command line, torchtitan TOML, ds_config JSON, vllm, sglang or trtllm-serve command",
     ),
     frm: Optional[str] = typer.Option(None, "--from", "-f", help="the file's target (default: told from its content)"),
     model: Optional[str] = typer.Option(None, "--model", help="model name (default: the export's header)"),
