@@ -43,6 +43,61 @@ def _print_fit_line(out, row: dict, hw) -> None:
         )
 
 
+def workload_requests(wl):
+    """The simulated requests: workload.length_trace's (read here, at the edge), or
+    workload.load_requests drawn from workload.length_dist."""
+    from ..config.length_trace import read_length_trace
+    from ..search.serve_load import drawn_requests
+
+    if wl.length_trace is not None:
+        return read_length_trace(wl.length_trace)
+    return drawn_requests(wl, wl.load_requests, wl.load_seed)
+
+
+def under_load(run, layout, km) -> list[str]:
+    """The pinned layout at workload.request_rate (split over its dp replicas) or the trace's send
+    times: p50/p90/p99 TTFT and ITL and goodput (search.serve_load), as lines."""
+    from ..cost.layout import ServingLayout
+    from ..report.load_lines import load_lines
+    from ..search.serve_load import loaded_point
+
+    wl, plan = run.workload, run.plan
+    lay = ServingLayout.of(layout)
+    reqs = workload_requests(wl)
+    dp = int(lay.dp[0])
+    rate = None if wl.request_rate is None else wl.request_rate / dp
+    s = loaded_point(
+        run.model,
+        run.hardware,
+        wl,
+        lay,
+        km,
+        reqs,
+        rate_per_replica=rate,
+        seed=wl.load_seed,
+        ttft_slo_ms=plan.ttft_ms,
+        itl_slo_ms=plan.tpot_ms,
+    )
+    if reqs.arrival_s is not None:
+        sent = f"the trace's send times ({wl.length_trace})"
+    else:
+        sent = f"Poisson {wl.request_rate:g} requests/s over {dp} replica(s)"
+    lengths = (
+        "the trace's lengths"
+        if wl.length_trace is not None
+        else (
+            f"{wl.length_dist} lengths {wl.input_len}/{wl.output_len}"
+            + (f" ±{wl.length_spread:.0%}" if wl.length_dist == "uniform" else "")
+        )
+    )
+    head = (
+        f"under load (cost/serving_load.py, seed {wl.load_seed}): {len(reqs.input_len):,} requests, {sent}, "
+        f"{lengths}; at most batch={int(lay.batch[0])} in flight per replica, capacity "
+        f"{s['replica_capacity_requests_per_s']:,.3g} requests/s per replica"
+    )
+    return load_lines(s, head, plan.ttft_ms, plan.tpot_ms)
+
+
 def show(
     overrides: Optional[List[str]] = OVERRIDES,
     cfg: bool = CFG,
@@ -66,20 +121,26 @@ def show(
         row = _fit_first(record)
         out = console()
         title = "layout" if n == 1 else f"best of {n:,} matching layouts (pin more grid keys to choose)"
-        _print_fit_line(out, row, run.hardware)
         if run.workload.kind == "inference":
             from ..config.drafts import draft_model_of
             from ..config.kernel_tables import kernel_model
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
 
-            out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS, width=out.width), crop=False)
             km = kernel_model(run.hardware)
+            wl = run.workload
+            # simulated before anything is printed: a refusal (an unstable rate, a bad trace) is the only output
+            load = under_load(run, layout, km) if wl.request_rate is not None or wl.length_trace is not None else []
+            _print_fit_line(out, row, run.hardware)
+            out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS, width=out.width), crop=False)
             records = breakdown_for_row(
                 row, run.model, run.hardware, run.workload, km, draft_model_of(run.model, run.workload)
             )
             out.print(breakdown_table(records, width=out.width), crop=False)
+            for line in load:
+                out.print(line, markup=False)
             return
+        _print_fit_line(out, row, run.hardware)
         out.print(record_table(row, title=title, descriptions=TRAINING_COLUMNS, width=out.width), crop=False)
         # where the step time goes (cost/breakdown.py) for the chosen layout's coded columns
         from ..config.kernel_tables import kernel_model, kernel_source

@@ -197,6 +197,29 @@ class InferenceWorkload(BaseModel):
         description="continuous batching: token budget of one iteration (decode tokens + prefill chunk), "
         "vLLM max_num_batched_tokens / TensorRT-LLM max_num_tokens",
     )
+    # latency under load (cost/serving_load.py): a request-level simulation of the layout `show` explains
+    request_rate: Optional[float] = Field(
+        None,
+        gt=0,
+        le=1e9,
+        description="open-loop load, requests/s sent to the layout (Poisson, split evenly over its dp "
+        "replicas; batch = the most sequences in flight per replica): `show` then simulates load_requests "
+        "requests and prints p50/p90/p99 TTFT and ITL and the goodput under plan.ttft_ms/plan.tpot_ms; "
+        "None: the fixed concurrency `batch` alone",
+    )
+    length_dist: Literal["fixed", "uniform"] = Field(
+        "fixed",
+        description="simulated requests' lengths: fixed input_len/output_len, or uniform integers within "
+        "±length_spread of them",
+    )
+    length_spread: float = Field(0.5, ge=0, lt=1, description="uniform lengths: half-width as a share of the mean")
+    length_trace: Optional[str] = Field(
+        None,
+        description="CSV of the simulated requests (columns input_len, output_len; arrival_s optional: the "
+        "send times, replacing the Poisson arrivals): replaces length_dist",
+    )
+    load_requests: PositiveInt = Field(1000, le=1_000_000, description="requests simulated under load")
+    load_seed: int = Field(0, ge=0, description="seed of the simulated arrivals and lengths (same seed, same output)")
 
     @model_validator(mode="after")
     def _draft_named(self):

@@ -1,0 +1,169 @@
+"""Latency under load: a request-level simulation of continuous batching (issue 33, item 3).
+
+`cost.inference_iteration` gives the MEAN TTFT and ITL of a closed loop of b sequences; this
+module follows individual requests, so the percentiles (p50/p90/p99) and the goodput under an
+SLO come out. It is a deterministic, iteration-stepped discrete-event simulation of one replica:
+
+  arrivals   open loop: given arrival times (Poisson at workload.request_rate / dp, drawn by the
+             caller with a seeded RNG, or a trace); closed loop: `concurrency` clients, each
+             sending its next request when its previous one finishes (bench_serving
+             --max-concurrency, LLMPerf's concurrent requests)
+  admission  FCFS; at most `max_batch` sequences in flight (vLLM max_num_seqs, SGLang
+             max_running_requests); a request is seen by the engine `request_overhead_s` after it
+             is sent (tokenization, HTTP; the fitted eff.request_overhead_ms)
+  iteration  chunked prefill (vLLM V1, SGLang --chunked-prefill-size, TensorRT-LLM chunked
+             context): every decoding sequence contributes one token; the prompts in flight, in
+             admission order, fill the rest of the token budget C with chunks. Prefill priority
+             (chunked_prefill=False, vLLM V0 / SGLang without mixed chunks): while prompt tokens wait,
+             an iteration carries only prompt tokens (up to C) and the decoding sequences stall
+  time       one iteration takes `times(decode tokens, prompt tokens)` seconds, a table evaluated
+             by the per-iteration cost model (cost.iteration_table); the iteration's decode tokens
+             and every prompt finished in it emit their token when it ends
+Per request: TTFT = first token − sent; ITL = (finish − first token)/(output_len − 1), the mean gap
+of that request (the TPOT that bench_serving and LLMPerf report per request; their p50/p90 are
+percentiles of it over requests); e2e = finish − sent.
+
+Assumptions: the KV cache holds `max_batch` sequences (no preemption or swapping); the decode
+context and the prompt's chunk attention are the cost model's means, not each request's; the
+pipeline stages (pp > 1) pass an iteration as one unit. The loop is over iterations (sequential
+by nature), each iteration vectorized over the sequences in flight.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class IterationTimes:
+    """Seconds of one iteration by its decode tokens (row: 0, 1, ..., max_batch) and prompt tokens
+    (`prompt_tokens`, ascending from 0; linear in between). seconds[0, 0] is never used."""
+
+    prompt_tokens: np.ndarray  # (k,) tokens
+    seconds: np.ndarray  # (max_batch + 1, k) seconds
+
+    def __call__(self, decode_tokens: int, prompt_tokens: float) -> float:
+        return float(np.interp(prompt_tokens, self.prompt_tokens, self.seconds[decode_tokens]))
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    max_batch: int  # sequences in flight per replica
+    token_budget: int  # tokens per iteration, decode + prompt
+    chunked_prefill: bool = True  # False: prefill priority, decodes stall while prompts wait
+
+
+def poisson_arrivals_s(rate_per_s: float, n: int, seed: int) -> np.ndarray:
+    """n Poisson arrival times (s) at `rate_per_s`: cumulative exponential gaps, numpy's PCG64 seeded
+    with `seed` (the same seed gives the same times)."""
+    gaps = np.random.default_rng(seed).exponential(1.0 / rate_per_s, n)
+    return np.cumsum(gaps) - gaps[0]  # the first request arrives at 0
+
+
+def simulate(
+    arrival_s,
+    input_len,
+    output_len,
+    times: IterationTimes,
+    sched: Scheduler,
+    request_overhead_s: float = 0.0,
+    concurrency: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Per-request ttft_s, itl_s (NaN for one output token), e2e_s, sent_s and finish_s of the
+    requests `input_len`/`output_len` (arrays, tokens) under the module's scheduler.
+    Open loop: request i is sent at arrival_s[i] (non-decreasing). Closed loop (`concurrency`
+    = N clients): the first N are sent at 0 and each later one when an earlier one finishes
+    (arrival_s is ignored)."""
+    S = np.asarray(input_len, dtype=np.int64)
+    O = np.asarray(output_len, dtype=np.int64)
+    n = len(S)
+    if concurrency is None:
+        sent = np.asarray(arrival_s, dtype=np.float64).copy()
+    else:
+        sent = np.full(n, np.inf)
+        sent[: min(concurrency, n)] = 0.0
+    closed_next = min(concurrency, n) if concurrency is not None else n
+    seen = sent + request_overhead_s  # when the engine can admit it
+    prompt_left = S.copy()
+    out_left = O.copy()
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    running = np.empty(0, dtype=np.int64)  # admission order
+    nxt, done, t = 0, 0, 0.0
+    C = sched.token_budget
+    while done < n:
+        room = sched.max_batch - len(running)
+        if room > 0 and nxt < n and seen[nxt] <= t:
+            k = nxt + int(np.searchsorted(seen[nxt : nxt + room], t, side="right"))
+            running = np.concatenate([running, np.arange(nxt, k)])
+            nxt = k
+        if len(running) == 0:
+            t = float(seen[nxt])  # idle until the next request (finite: something is still to come)
+            continue
+        left = prompt_left[running]
+        decoding = left == 0
+        if decoding.all():
+            # only decodes until the next admission or the next finish: k identical iterations at once
+            dt = times(len(running), 0.0)
+            k = int(out_left[running].min())
+            if len(running) < sched.max_batch and nxt < n and np.isfinite(seen[nxt]):
+                k = max(min(k, math.ceil((seen[nxt] - t) / dt)), 1)
+            t += k * dt
+            out_left[running] -= k
+        else:
+            prefilling = running[~decoding]
+            n_dec = int(decoding.sum()) if sched.chunked_prefill else 0
+            budget = max(C - n_dec, 0)
+            need = prompt_left[prefilling]
+            before = np.cumsum(need) - need  # tokens granted to the prompts ahead in the queue
+            take = np.minimum(np.maximum(budget - before, 0), need)
+            t += times(n_dec, float(take.sum()))
+            if n_dec:
+                out_left[running[decoding]] -= 1
+            prompt_left[prefilling] -= take
+            started = prefilling[(take > 0) & (prompt_left[prefilling] == 0)]
+            first[started] = t
+            out_left[started] -= 1
+        ended = running[(out_left[running] == 0)]
+        if len(ended):
+            finish[ended] = t
+            done += len(ended)
+            running = running[out_left[running] > 0]
+            if concurrency is not None:  # each finished client sends its next request now
+                k = min(closed_next + len(ended), n)
+                sent[closed_next:k] = t
+                seen[closed_next:k] = t + request_overhead_s
+                closed_next = k
+    with np.errstate(invalid="ignore", divide="ignore"):
+        itl = np.where(O > 1, (finish - first) / (O - 1), np.nan)
+    return {"ttft_s": first - sent, "itl_s": itl, "e2e_s": finish - sent, "sent_s": sent, "finish_s": finish}
+
+
+def load_summary(
+    sim: dict[str, np.ndarray], output_len, ttft_slo_s: float | None = None, itl_slo_s: float | None = None
+) -> dict[str, float]:
+    """p50/p90/p99 of TTFT and ITL (ms, numpy's linear percentile over requests), mean of both,
+    request and output-token throughput over the span from the first send to the last finish, and
+    goodput: requests/s finishing within both SLOs (a missing SLO does not bind)."""
+    span_s = float(np.nanmax(sim["finish_s"]) - np.nanmin(sim["sent_s"]))
+    out: dict[str, float] = {}
+    for name in ("ttft", "itl"):
+        v = sim[f"{name}_s"][np.isfinite(sim[f"{name}_s"])] * 1e3
+        for p in PERCENTILES:
+            out[f"{name}_p{p}_ms"] = float(np.percentile(v, p)) if len(v) else float("nan")
+        out[f"{name}_mean_ms"] = float(v.mean()) if len(v) else float("nan")
+    ok = np.ones(len(sim["ttft_s"]), dtype=bool)
+    if ttft_slo_s is not None:
+        ok &= sim["ttft_s"] <= ttft_slo_s
+    if itl_slo_s is not None:
+        ok &= ~(sim["itl_s"] > itl_slo_s)  # one-token requests have no ITL and meet any ITL SLO
+    out["throughput_requests_per_s"] = len(ok) / span_s
+    out["throughput_output_tokens_per_s"] = float(np.sum(output_len)) / span_s
+    out["goodput_requests_per_s"] = float(ok.sum()) / span_s
+    out["slo_attained"] = float(ok.mean())
+    return out

@@ -1,0 +1,106 @@
+"""One serving layout under load: its iteration table, its capacity, the simulated requests
+(cost.serving_load) and their percentiles. Called by `show` (workload.request_rate) and
+`plan serve` (plan.load_percentiles) and by the loaded-point validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cost.inference import continuous_terms
+from ..cost.iteration_table import iteration_times
+from ..cost.layout import ServingLayout
+from ..cost.serving_load import Scheduler, load_summary, poisson_arrivals_s, simulate
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The simulated requests: lengths (tokens) and, for a trace that has them, send times (s)."""
+
+    input_len: np.ndarray
+    output_len: np.ndarray
+    arrival_s: np.ndarray | None = None
+
+
+def drawn_requests(wl, n: int, seed: int) -> Requests:
+    """n requests of workload.length_dist: fixed lengths, or uniform integers in
+    [max(1, round((1 − s)·L)), round((1 + s)·L)] (s = length_spread) drawn with `seed`."""
+    if wl.length_dist == "fixed":
+        return Requests(np.full(n, wl.input_len), np.full(n, wl.output_len))
+    rng = np.random.default_rng([seed, 1])  # a stream apart from the arrivals'
+    s = wl.length_spread
+
+    def uniform(mean):
+        return rng.integers(max(1, round((1 - s) * mean)), round((1 + s) * mean), endpoint=True, size=n)
+
+    return Requests(uniform(wl.input_len), uniform(wl.output_len))
+
+
+def replica_capacity_rps(model, hw, wl, lay: ServingLayout, km) -> float:
+    """Requests/s one replica of the first layout row completes with all `batch` sequences in
+    flight: the closed-loop steady state λ of cost.inference_iteration (above it the queue grows)."""
+    state = continuous_terms(model, hw, wl, lay.rows(1), km)[-1]
+    return float(state["request_rate"][0])
+
+
+def loaded_point(
+    model,
+    hw,
+    wl,
+    lay: ServingLayout,
+    km,
+    reqs: Requests,
+    *,
+    rate_per_replica: float | None,
+    seed: int,
+    ttft_slo_ms: float | None,
+    itl_slo_ms: float | None,
+    concurrency: int | None = None,
+) -> dict[str, float]:
+    """The load summary (cost.serving_load.load_summary) of one replica of the first row of `lay`
+    (its batch = the most sequences in flight) serving `reqs`: open loop at rate_per_replica
+    (Poisson, seeded) or the trace's send times, or a closed loop of `concurrency` clients. Raises
+    UserError when the open-loop rate reaches the replica's capacity (the queue would not settle)."""
+    if wl.batching != "continuous" or wl.spec_method != "none":
+        raise UserError(
+            "latency under load models continuous batching without speculative decoding; "
+            f"workload.batching={wl.batching} workload.spec_method={wl.spec_method} is not simulated"
+        )
+    one = lay.rows(1)
+    max_batch = int(one.batch[0])
+    cap = replica_capacity_rps(model, hw, wl, one, km)
+    n = len(reqs.input_len)
+    arrivals = np.zeros(n)  # a closed loop sends as requests finish
+    if reqs.arrival_s is not None:
+        arrivals = reqs.arrival_s
+    elif concurrency is None:
+        if rate_per_replica is None:
+            raise ValueError("an open loop without a trace needs rate_per_replica")
+        if rate_per_replica >= cap:
+            raise UserError(
+                f"request rate {rate_per_replica:,.3g}/s per replica is at or above this layout's capacity of "
+                f"{cap:,.3g} requests/s per replica (batch={max_batch} in flight); the queue grows without "
+                "bound (unstable): lower workload.request_rate or add replicas"
+            )
+        arrivals = poisson_arrivals_s(rate_per_replica, n, seed)
+    times = iteration_times(model, hw, wl, one, km, max_batch, wl.prefill_chunk_tokens)
+    sched = Scheduler(max_batch, wl.prefill_chunk_tokens, wl.chunked_prefill)
+    sim = simulate(
+        arrivals,
+        reqs.input_len,
+        reqs.output_len,
+        times,
+        sched,
+        hw.efficiency.request_overhead_ms * 1e-3,
+        concurrency=concurrency,
+    )
+    out = load_summary(
+        sim,
+        reqs.output_len,
+        None if ttft_slo_ms is None else ttft_slo_ms * 1e-3,
+        None if itl_slo_ms is None else itl_slo_ms * 1e-3,
+    )
+    out["replica_capacity_requests_per_s"] = cap
+    return out
