@@ -31,3 +31,88 @@ def test_deepseek_r1_tp16_over_two_h100_nodes_builds_and_times():
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("warning: grid.cross_node_tp=true") == 1
     assert "tp_all_reduce" in r.stdout and "tpot_ms" in r.stdout
+
+
+# DeepEP's published low-latency table (github.com/deepseek-ai/DeepEP docs/legacy.md, "Low-latency
+# kernels with pure RDMA"): H800 with a CX7 400 Gb/s NIC per GPU, 128 tokens per rank, hidden 7168,
+# top-8, FP8 dispatch, BF16 combine; latency in us per EP size
+DEEPEP_LL_DISPATCH_US = {8: 77, 16: 118, 32: 155, 64: 173, 128: 192, 256: 194}
+DEEPEP_LL_COMBINE_US = {8: 114, 16: 195, 32: 273, 64: 314, 128: 369, 256: 360}
+
+
+def test_deepep_low_latency_reproduces_its_published_table():
+    import numpy as np
+    import pytest
+
+    from parallmelism.config import load_option
+    from parallmelism.cost.collective_ops import deepep_low_latency_times_s
+
+    h800 = load_option("hardware", "h800-sxm-80gb")
+    ep = np.array(list(DEEPEP_LL_DISPATCH_US), dtype=float)
+    S = 128 * 8 * 7168 * 2.0  # the routed copies in bf16
+    dispatch, combine = deepep_low_latency_times_s(h800, S, ep, 1)
+    for got, table in ((dispatch, DEEPEP_LL_DISPATCH_US), (combine, DEEPEP_LL_COMBINE_US)):
+        err = got * 1e6 / np.array(list(table.values())) - 1.0
+        assert np.all(np.abs(err) <= 0.11), err
+    # EP 32, by hand: 24/32 of the copies on the 47 GB/s NIC (FP8 + 4 B scales per 128), 38 us fixed
+    fp8 = S / 2 * (1 + 4 / 128)
+    assert dispatch[2] == pytest.approx(38e-6 + 0.75 * fp8 / 47e9)
+    assert combine[2] == pytest.approx(38e-6 + 0.75 * S / 47e9)
+
+
+WIDE_EP = [
+    "workload=inference",
+    "model=deepseek-v3",
+    "hardware=h100-sxm-80gb",
+    "grid.ngpus=[32]",
+    "grid.tp=[1]",
+    "grid.pp=[1]",
+    "grid.sp=[1]",
+    "grid.ep=[32]",
+    "workload.weight_dtype=fp8",
+    "workload.precision=fp8",
+    "workload.kv_dtype=fp8",
+    "workload.batch=128",
+    "workload.input_len=2000",
+    "workload.output_len=100",
+    "workload.phase=decode",
+    "workload.batching=static",
+    "workload.moe_dispatcher=deepep",
+]
+
+
+def test_wide_ep_decode_on_32_gpus_builds_and_times():
+    """DP-attention + EP32 (SGLang/Dynamo's wide-EP DeepSeek decode): every GPU its own attention
+    replica, experts over 32 GPUs on four nodes, DeepEP low-latency dispatch and combine."""
+    r = run_cli("show", *WIDE_EP)
+    assert r.returncode == 0, r.stderr
+    decode = [line for line in r.stdout.splitlines() if "decode" in line and "ep_all_to_all" in line]
+    assert len(decode) == 1 and "116" in decode[0]  # dispatch + combine on each of the 58 MoE layers
+
+
+def test_deepep_decode_collective_by_hand():
+    """The decode pass's EP record under moe_dispatcher=deepep: DeepEP's low-latency dispatch
+    (FP8) and combine (bf16) averaged per call, by hand from the H100 file."""
+    import numpy as np
+    import pytest
+
+    from parallmelism.config import load_option
+    from parallmelism.config.kernel_tables import kernel_model
+    from parallmelism.cost.inference import decode_terms
+    from parallmelism.cost.layout import ServingLayout
+    from parallmelism.specs import InferenceWorkload
+
+    hw = load_option("hardware", "h100-sxm-80gb")
+    model = load_option("model", "deepseek-v3")
+    wl = InferenceWorkload(
+        batch=128, input_len=2000, output_len=100, weight_dtype="fp8", precision="fp8", moe_dispatcher="deepep"
+    )
+    one = np.array([1])
+    lay = ServingLayout(tp=one, pp=one, sp=one, ep=one * 32, dp=one * 32, batch=one * 128, layers_per_stage=one * 61)
+    terms = decode_terms(model, hw, wl, lay, km=kernel_model(hw))
+    (ep,) = [op for op in terms["collectives"] if op.role == "ep"]
+    S = 2.0 * 128 * 8 * 7168  # bf16 routed copies of the rank's 128 decode tokens
+    nic, nvl = 50e9 * 0.94, 450e9 * 0.8
+    one_call = [38e-6 + max(24 / 32 * b / nic, 7 / 32 * b / nvl) for b in (S / 2 * (1 + 4 / 128), S)]
+    assert float(ep.time_s[0]) == pytest.approx(sum(one_call) / 2)
+    assert float(ep.calls[0]) == 2 * 58

@@ -205,6 +205,47 @@ def ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher: str = "alltoall"):
     return np.where(ep * t > domain, flex, a2a)
 
 
+# DeepEP's low-latency kernels (decode): one dispatch or combine call costs a fixed part and the
+# bytes (`deepep_low_latency_times_s`). The fixed part is fitted once on DeepEP's published table
+# (github.com/deepseek-ai/DeepEP docs/legacy.md, "Low-latency kernels with pure RDMA": H800, CX7
+# 400 Gb/s InfiniBand, 128 tokens per rank, hidden 7168, top-8, FP8 dispatch, BF16 combine; EP 8-256:
+# dispatch 77/118/155/173/192/194 us, combine 114/195/273/314/369/360 us): the median of the
+# 12 residuals after the bytes term on h800-sxm-80gb (32-41 us, 57 and 76 us for the combine at EP
+# 128/256) is 38 us: kernel launch, the IBGDA doorbells and the per-expert receive-count handshake.
+# No NCCL call is involved (scale_up.collective_launch_us is not added). Measured on CX7 InfiniBand
+# only: other NICs take the same constant (tests/test_cross_node.py holds the table and the errors).
+DEEPEP_LL_FIXED_US = 38.0
+DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT = 4.0 / 128  # one fp32 scale per 128 channels of an FP8 token (DeepEP)
+
+
+def deepep_low_latency_times_s(hw, S_bf16, ep, t):
+    """(dispatch, combine) seconds of one DeepEP low-latency call each, S_bf16 the bf16 bytes of a
+    rank's routed copies (`ep_dispatch_bytes`; dispatch sends them in FP8 with per-128 scales,
+    combine returns them in bf16).
+
+    Each copy goes straight to its expert's rank (no node-limited forwarding): of an EP group of
+    n ranks with k_loc in this rank's domain, (n − k_loc)/n of the bytes leave on the rank's own
+    NIC and (k_loc − 1)/n ride NVLink, at once:
+      t = DEEPEP_LL_FIXED_US + max((n − k_loc)/n · S / β_out, (k_loc − 1)/n · S / β_up(k_loc))
+    β_out = scale_out · eff.scale_out, β_up = `scale_up_group_gbps`. Reproduces DeepEP's table
+    within 11 % at EP 8-256 (h800-sxm-80gb: 160 GB/s NVLink, 47 GB/s NIC)."""
+    S = np.asarray(S_bf16, dtype=np.float64)
+    ep, t = np.asarray(ep, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    k_loc = np.clip(np.floor(hw.scale_up.domain_size / t), 1.0, np.maximum(ep, 1.0))
+    n = np.maximum(ep, 1.0)
+    up_bw = scale_up_group_gbps(hw, k_loc) * GB
+    out_bw = (hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out if hw.scale_out is not None else 1.0) * GB
+    remote, local = (n - k_loc) / n, (k_loc - 1.0) / n
+
+    def call(nbytes):
+        return np.where(
+            ep > 1, DEEPEP_LL_FIXED_US * US + np.maximum(remote * nbytes / out_bw, local * nbytes / up_bw), 0.0
+        )
+
+    fp8 = S / ACT_BYTES * (1.0 + DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT)
+    return call(fp8), call(S)
+
+
 def pp_hop_bytes(model, T, t):
     """Bytes one GPU sends across a pipeline boundary per micro-batch (training) or pass (serving)
     and direction: 2·T·h/t, each TP rank its 1/t slice of the T tokens' bf16 hidden states.
@@ -232,5 +273,7 @@ __all__ = [
     "ep_dispatch_bytes",
     "ep_distinct_nodes_per_token",
     "ep_all_to_all_time_s",
+    "DEEPEP_LL_FIXED_US",
+    "deepep_low_latency_times_s",
     "pp_hop_bytes",
 ]

@@ -16,7 +16,9 @@ scale-up domain, the faster of ring, tree and PAT across domains):
         (`comm.tp_layer_calls`, forward without sequence parallelism)
   EP    across replicas: dispatch + combine all-to-all of T·k·h·2 bytes × imbalance per MoE
         layer, group ep (stride tp), `comm.ep_all_to_all_time_s` (workload.moe_dispatcher: alltoall,
-        or flex = DeepEP with node-limited routing); inside the TP group (ep | tp): none (the TP
+        or flex = DeepEP with node-limited routing; deepep: flex for passes with prompt tokens,
+        DeepEP's low-latency kernels for decode passes, `collective_ops.deepep_low_latency_times_s`,
+        FP8 dispatch and bf16 combine, the record's time their mean); inside the TP group (ep | tp): none (the TP
         all-reduce sums). MoE layers on the busiest stage are whole (`flops.busiest_stage_layer_counts`)
   SP    prefill: all-gather of the prompt's K and V (b·S·2·g_l·d·2 bytes) over sp, overlapped
         with the attention of the layer (only the excess is exposed); decode: all-gather of
@@ -64,7 +66,12 @@ from functools import partial
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
-from .collective_ops import CollectiveOp, collective
+from .collective_ops import (
+    DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT,
+    CollectiveOp,
+    collective,
+    deepep_low_latency_times_s,
+)
 from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_layer_ops, pp_hop_op, tp_layer_calls, tp_layer_ops
 from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .inference_memory import inference_memory
@@ -109,7 +116,13 @@ def serving_collectives(
         # EP across replicas: every TP rank holds the replica's T tokens (no sequence parallelism)
         # and dispatches them, the training model's dispatch (comm.ep_layer_ops). EP inside TP
         # needs no all-to-all: the TP all-reduce sums the experts' partial outputs
-        a2a = ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, False, False, wl.moe_dispatcher)[0]
+        low_latency = wl.moe_dispatcher == "deepep" and not prefill
+        dispatcher = "flex" if wl.moe_dispatcher == "deepep" else wl.moe_dispatcher
+        a2a = ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, False, False, dispatcher)[0]
+        if low_latency:  # DeepEP's decode kernels: FP8 dispatch, bf16 combine; the record holds their mean
+            dispatch_s, combine_s = deepep_low_latency_times_s(hw, a2a.nbytes, ep, tp)
+            fp8 = np.asarray(a2a.nbytes) / ACT_BYTES * (1.0 + DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT)
+            a2a = replace(a2a, nbytes=(fp8 + a2a.nbytes) / 2.0, time_s=(dispatch_s + combine_s) / 2.0)
         colls.append(
             replace(
                 a2a,

@@ -163,11 +163,13 @@ class InferenceWorkload(BaseModel):
     phase: Literal["prefill", "decode", "request"] = "request"
     flash_attention: bool = True
     moe_imbalance: float = Field(1.0, ge=1.0)
-    moe_dispatcher: Literal["alltoall", "flex"] = Field(
+    moe_dispatcher: Literal["alltoall", "flex", "deepep"] = Field(
         "alltoall",
         description="MoE token dispatcher across replicas (as the training workload's): alltoall sends every "
-        "routed copy; flex (DeepEP, SGLang/vLLM wide EP) sends a token once per remote node, at most the "
-        "model's max_nodes_per_token, and forwards it over NVLink",
+        "routed copy; flex (DeepEP normal kernels, SGLang/vLLM wide EP) sends a token once per remote node, at "
+        "most the model's max_nodes_per_token, and forwards it over NVLink; deepep (SGLang --moe-a2a-backend "
+        "deepep --deepep-mode auto): flex for passes with prompt tokens, DeepEP's low-latency kernels (every copy "
+        "straight to its expert's rank, FP8 dispatch) for decode passes",
     )
     batching: Literal["continuous", "static"] = Field(
         "continuous",
