@@ -72,6 +72,9 @@ def _check_text(target: str, text: str) -> None:
         doc = tomllib.loads(text)
         keys = {f"{table}.{k}" for table, rows in doc.items() for k in rows}
         assert keys <= _known(module), keys - _known(module)
+    elif target == "maxtext":  # key: value lines of base.yml keys
+        keys = {line.split(":", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
+        assert keys and keys <= _known(module), keys - _known(module)
     elif target == "deepspeed":
         doc = json.loads(text)
         keys = {k for k in doc if not k.startswith("_")}
@@ -256,6 +259,41 @@ def test_torchtitan_hsdp_degrees_and_interleaving():
     assert par["pipeline_parallel_layers_per_stage"] == 32 // (2 * 2)
     assert doc["training"]["local_batch_size"] == 128 // 16
     _round_trip("torchtitan", planned, target_module("torchtitan").render(planned))
+
+
+def test_maxtext_tpu_slices_and_batch_identity():
+    """Llama-3.1-70B on 512 TPU v5e chips (pods of 256: two slices): tp 8 and FSDP over the other 64
+    ranks, filled into a slice in rank order (ICI tensor 8 x fsdp 32, DCN fsdp 2), and MaxText's batch
+    rule global = per_device_batch_size x devices x gradient_accumulation_steps (256 = 0.125 x 512 x 4).
+    A GPipe pipeline on v5p: stages x layers per stage = 32 layers, microbatches a multiple of pp."""
+    import yaml
+
+    mt = target_module("maxtext")
+    base = ["grid.tp=[8]", "grid.cp=[1]", "grid.micro_batch=[1]", "grid.sequence_parallel=[false]"]
+    overrides = ["model=llama3.1-70b", "hardware=tpu-v5e", "grid.ngpus=[512]", "grid.pp=[1]", *base]
+    overrides += ["grid.dp_sharding=[FULLY_SHARD]", "grid.recompute=[full]", "workload.seq_len=4096"]
+    planned = _planned([*overrides, "workload.global_batch=256"], None)[0]
+    doc = yaml.safe_load(mt.render(planned))
+    assert (doc["ici_tensor_parallelism"], doc["ici_fsdp_parallelism"], doc["dcn_fsdp_parallelism"]) == (8, 32, 2)
+    assert doc["num_slices"] == 2 and doc["remat_policy"] == "full"
+    assert doc["per_device_batch_size"] * 512 * doc["gradient_accumulation_steps"] == 256
+    _round_trip("maxtext", planned, mt.render(planned))
+    gpipe = ["model=llama3.1-8b", "hardware=tpu-v5p", "grid.ngpus=[64]", "grid.tp=[1]", "grid.pp=[4]", "grid.vpp=[1]"]
+    gpipe += ["grid.cp=[1]", "grid.micro_batch=[1]", "grid.dp_sharding=[OPTIMIZER_STATES]", "grid.recompute=[full]"]
+    gpipe += ["workload.global_batch=64", "workload.seq_len=4096"]
+    planned = _planned([*gpipe, "workload.schedule=gpipe"], None)[0]
+    doc = yaml.safe_load(mt.render(planned))
+    assert (doc["ici_stage_parallelism"], doc["num_layers_per_pipeline_stage"], doc["num_pipeline_microbatches"]) == (
+        4,
+        8,
+        4,
+    )
+    assert doc["shard_optimizer_over_data"] is True and doc["ici_data_parallelism"] == 16
+    _round_trip("maxtext", planned, mt.render(planned))
+    from parallmelism.errors import UserError
+
+    with pytest.raises(UserError, match="MaxText cannot run this layout: its SPMD pipeline runs microbatches in GPipe"):
+        mt.render(_planned(gpipe, None)[0])  # the default 1F1B schedule
 
 
 def test_deepspeed_zero_stage_names_and_batch_identity(tmp_path):

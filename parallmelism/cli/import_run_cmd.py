@@ -71,6 +71,8 @@ def _guess(path: Path, text: str) -> str:
         return "deepspeed"
     if suffix == ".toml":
         return "torchtitan"
+    if suffix in (".yml", ".yaml") and "ici_" in text:
+        return "maxtext"
     for target, marks in (
         ("vllm", ("vllm serve", "VLLM_ARGS", "--tensor-parallel-size")),
         ("sglang", ("sglang.launch_server", "SGLANG_ARGS", "--tp-size")),

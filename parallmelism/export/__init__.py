@@ -1,7 +1,7 @@
 """`parallmelism export` / `import-run`: a chosen layout as the launch configuration of the
 framework or engine that runs it, and such a configuration read back into pinned overrides.
 
-One module per target (megatron, nemo, torchtitan, deepspeed: training; vllm, sglang, trtllm:
+One module per target (megatron, nemo, torchtitan, deepspeed, maxtext: training; vllm, sglang, trtllm:
 serving), each
 holding its field table (the framework's own names at a pinned version, cited) next to `render`
 (layout -> text) and `parse` (text -> pinned overrides). `layout.Planned` is what every target
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-TRAINING_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed")
+TRAINING_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "maxtext")
 SERVING_TARGETS = ("vllm", "sglang", "trtllm")
 TARGETS = TRAINING_TARGETS + SERVING_TARGETS
 

@@ -61,6 +61,7 @@ class Planned:
     hbm_capacity_gib: float
     hbm_usable_gib: float
     extra: dict = field(default_factory=dict)
+    scale_up_gpus: int = 0  # GPUs of one scale-up domain (NVLink node, TPU ICI slice)
 
     def note(self, *columns: str) -> str:
         """The predicted columns a field assumes, worded: 'weights 16.4 GiB/GPU, TP comm 0.412 s/step'."""
@@ -180,6 +181,7 @@ def planned_of(record: dict, run) -> Planned:
         hbm_capacity_gib=float(hw.hbm_capacity_gib),
         hbm_usable_gib=float(hw.hbm_usable_gib),
         extra=extra,
+        scale_up_gpus=int(hw.scale_up.domain_size),
     )
 
 
