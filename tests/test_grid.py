@@ -49,6 +49,19 @@ CASES = {
     "ep_on_dense_model": (L70, H100, WL, grid(ngpus=[64], ep=[2])),
     "experts_not_divisible_by_ep": (MIX, H100, WL, grid(ngpus=[48], ep=[3])),
     "ep_not_dividing_dp_cp": (MIX, H100, WL, grid(ngpus=[64], tp=[8], pp=[4], cp=[1], ep=[8])),
+    # MoE parallel folding: expert_tp·ep = 32 does not divide tp·cp·dp = 8·1·2
+    "expert_grid_not_dividing": (
+        MIX,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=512, expert_tp=4),
+        grid(ngpus=[64], tp=[8], pp=[4], cp=[1], ep=[8]),
+    ),
+    "folding_needs_sequence_parallel": (
+        MIX,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=512, expert_tp=1),
+        grid(ngpus=[64], tp=[2], pp=[4], cp=[1], ep=[8], sequence_parallel=[False]),
+    ),
     "batch_not_divisible_by_dp_micro_batch": (
         L70,
         H100,
@@ -212,3 +225,13 @@ def test_interleaving_on_an_uneven_split():
     assert sorted(c["vpp"].tolist()) == [1, 2, 4, 8]
     assert set(c["layers_first_stage"]) == {7} and set(c["layers_per_stage"]) == {8}
     assert out.dropped["layers_not_divisible_by_pp_vpp"] == 1
+
+
+def test_folding_keeps_ep_across_tp_ranks():
+    """The layout `ep_not_dividing_dp_cp` refuses (ep 8 over dp·cp = 2) is a valid expert grid once
+    expert TP is decoupled: etp·ep = 1·8 divides tp·cp·dp = 8·1·2 = 16, expert-DP = 16/8 = 2
+    (Megatron-Core initialize_model_parallel: world % (etp·ep·pp) == 0)."""
+    g = grid(ngpus=[64], tp=[8], pp=[4], cp=[1], ep=[8], sequence_parallel=[True])
+    assert len(enumerate_training_layouts(MIX, H100, WL, g)) == 0
+    folded = enumerate_training_layouts(MIX, H100, TrainWorkload(seq_len=8192, global_batch=512, expert_tp=1), g)
+    assert len(folded) > 0 and set(folded.columns["dp"]) == {2} and set(folded.columns["ep"]) == {8}

@@ -48,7 +48,7 @@ from .steptime import (
     stage_ops,
     weight_casts_per_micro_batch,
 )
-from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
+from .shapes import dense_dp_size, expert_dp_size, expert_tp_size, tokens_per_rank
 from .states import FS, GRAD_BYTES, NO_OP, param_gather_bytes
 
 STAGES = ("first", "middle", "last")
@@ -105,7 +105,8 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
 
     records = training_collectives(cols, model, hw, wl, out, ctx, stage)
     colls = collective_table(hw, records, payloads(wl))
-    links = link_table(hw, records, scale_up_port_share(hw, tp, cp, dp, ep, pp))
+    etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
+    links = link_table(hw, records, scale_up_port_share(hw, tp, cp, dp, ep, pp, etp))
 
     step = _f(out["time_step_s"])
     opt = _f(ctx["pick"]("opt"))
@@ -176,7 +177,8 @@ def training_collectives(cols: TrainingLayout, model, hw, wl, out, ctx, stage: s
         step = replace(op, calls=_f(op.calls) * m * layers, time_s=_f(op.time_s), scope="step")
         placed.append((step, _f(step.link_s) if blocking else own))
     if model.is_moe:  # EP all-to-all (hidden only under overlap_ep_comm) and its TP gather and scatter
-        for op in ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher):
+        etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
+        for op in ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher, etp):
             per_step(op, m * n_moe, op.axis == "tp" or not wl.hides("ep"))
     for op in cp_layer_ops(hw, model, s, b, tp, cp, rc != NONE, wl.cp_comm_type):
         per_step(op, m * layers, blocking or op.kind != "send_recv")
@@ -221,7 +223,11 @@ def _dp_collectives(one: TrainingLayout, model, hw, wl, ctx, stage, m) -> list[t
         if not np.any(P):
             continue
         dp_s = g["dp_shard"]
-        n, stride = (dense_dp_size(dp_s, cp), tp) if group == "dense" else (expert_dp_size(dp_s, cp, ep), tp * ep)
+        if group == "dense":
+            n, stride = dense_dp_size(dp_s, cp), tp
+        else:  # the expert grid: etp·ep·edp over the same ranks (shapes.expert_dp_size)
+            etp = tp if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
+            n, stride = expert_dp_size(dp_s, cp, ep, tp, etp), etp * ep
         ops = dp_group_ops(hw, P, n, stride, sh, g["units"], wl.dp_bucket_params, grad, param)
         picked = [(ops["all_reduce" if sh == NO_OP else "reduce_scatter"], reductions, "reduce")]
         if sh == FS:

@@ -220,37 +220,48 @@ def ring_step_windows_s(core_s, causal_step_s, hops):
     return np.asarray(causal_step_s), later
 
 
-def ep_layer_time_s(hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall"):
-    """(EP link, TP link) seconds of one MoE layer's token dispatch + combine, one micro-batch; both
-    exposed (they sit between the router and the experts).
+def ep_layer_time_s(
+    hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall", etp=None
+):
+    """(EP link, expert-TP link) seconds of one MoE layer's token dispatch + combine, one
+    micro-batch; both exposed (they sit between the router and the experts).
 
-    Megatron's alltoall dispatcher (`moe/token_dispatcher.py`, expert TP = TP): with sequence
-    parallelism each TP rank routes its own T/t tokens, so the EP all-to-all carries
-    (T/t)·k·load·h·2 bytes per rank, and an all-gather over TP (output T·k·load·h·2 bytes) hands
-    every TP rank the tokens of its experts; combine mirrors it (reduce-scatter over TP, then the
-    all-to-all). Without SP every TP rank holds all T tokens and dispatches them (no TP step).
+    Megatron's alltoall dispatcher (`moe/token_dispatcher.py`): with sequence parallelism each TP
+    rank routes its own T/t tokens, so the EP all-to-all carries (T/t)·k·load·h·2 bytes per rank,
+    and an all-gather over the expert-TP group (output etp times that) hands every expert-TP rank
+    the tokens of its experts; combine mirrors it (reduce-scatter, then the all-to-all). Expert TP
+    etp = t (None) unless folded (workload.expert_tp): then the EP group is ep ranks etp apart
+    (Megatron-Core's expert grid, order tp-ep-dp) and etp = 1 has no gather. Without SP every TP
+    rank holds all T tokens and dispatches them (no TP step; the grid refuses folding there).
     Forward dispatch + combine, the same in backward, again in a full-recompute forward.
     dispatcher: `ep_all_to_all_time_s`."""
     sp = np.asarray(sp, dtype=bool)
-    a2a, ag, rs = (op.time_s for op in ep_layer_ops(hw, model, T, t, ep, moe_imbalance, full_recompute, sp, dispatcher))
-    return a2a * ep_layer_calls(full_recompute), np.where(sp, ag + rs, 0.0) * forward_passes(full_recompute)
+    a2a, ag, rs = ep_layer_ops(hw, model, T, t, ep, moe_imbalance, full_recompute, sp, dispatcher, etp)
+    return a2a.link_s, (ag.time_s + rs.time_s) * ag.calls
 
 
 def ep_layer_ops(
-    hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall"
+    hw, model, T, t, ep, moe_imbalance, full_recompute, sp=False, dispatcher: str = "alltoall", etp=None
 ) -> list[CollectiveOp]:
     """The EP all-to-all (dispatch + combine, `ep_layer_calls`) of one MoE layer and micro-batch,
-    and under sequence parallelism the TP all-gather after the dispatch and reduce-scatter before
-    the combine (role "tp moe", one each per pass; `ep_layer_time_s`)."""
+    and under sequence parallelism the expert-TP all-gather after the dispatch and reduce-scatter
+    before the combine (role "tp moe", one each per pass; `ep_layer_time_s`); etp: expert TP
+    (None: t)."""
     t = np.asarray(t, dtype=np.float64)
     sp = np.asarray(sp, dtype=bool)
     S_full, S_a2a = ep_dispatch_bytes(model, T, t, sp, moe_imbalance)
-    a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, t, dispatcher)
-    passes = np.where(sp, forward_passes(full_recompute), 0.0)
+    if etp is None:
+        e_tp, S_gather = t, S_full
+    else:  # the etp ranks' dispatched shards gathered: etp · S_a2a (S_full where etp = t)
+        e_tp = np.asarray(etp, dtype=np.float64)
+        S_gather = np.where(e_tp == t, S_full, S_a2a * e_tp)
+    a2a = ep_all_to_all_time_s(hw, model, S_a2a, ep, e_tp, dispatcher)
+    gathers = sp if etp is None else sp | (t == 1)  # tp = 1: each rank routes all T tokens, etp gather them
+    passes = np.where(gathers, forward_passes(full_recompute), 0.0)
     return [
-        collective(hw, "ep", "ep", "all_to_all", S_a2a, ep, t, ep_layer_calls(full_recompute), time_s=a2a),
-        collective(hw, "tp", "tp moe", "all_gather", S_full, t, 1, passes),
-        collective(hw, "tp", "tp moe", "reduce_scatter", S_full, t, 1, passes),
+        collective(hw, "ep", "ep", "all_to_all", S_a2a, ep, e_tp, ep_layer_calls(full_recompute), time_s=a2a),
+        collective(hw, "tp", "tp moe", "all_gather", S_gather, e_tp, 1, passes),
+        collective(hw, "tp", "tp moe", "reduce_scatter", S_gather, e_tp, 1, passes),
     ]
 
 
@@ -289,14 +300,15 @@ def dp_reduce_calls(P, n, sharding, fsdp_units, bucket_params):
     return buckets, np.where(np.asarray(sharding) == FS, fsdp_units, buckets)
 
 
-def _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep):
+def _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep, etp=None):
     """one(P, n, stride) over the dense parameters' DP group (n_dense ranks, stride tp) plus the
-    expert parameters' (n_exp ranks, stride tp·ep), term by term for a tuple; a dense model's
+    expert parameters' (n_exp ranks, stride etp·ep: Megatron-Core's expert grid, order
+    tp-ep-dp, expert TP etp = tp unless folded), term by term for a tuple; a dense model's
     expert terms are 0 (x + 0 == x) and not computed."""
     dense = one(dense_params, n_dense, tp)
     if not np.any(expert_params):
         return dense
-    experts = one(expert_params, n_exp, tp * ep)
+    experts = one(expert_params, n_exp, (tp if etp is None else etp) * ep)
     if isinstance(dense, tuple):
         return tuple(x + y for x, y in zip(dense, experts))
     return dense + experts
@@ -352,6 +364,7 @@ def dp_step_times_s(
     reshard_after_forward: bool = True,
     grad_bytes=GRAD_BYTES["fp32"],
     param_bytes=WORKING_WEIGHT_BYTES,
+    etp=None,
 ):
     """Per-step DP link seconds by role: (reduce, zero_gather, fsdp_gather) over dense + expert groups.
 
@@ -364,9 +377,11 @@ def dp_step_times_s(
     reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
     gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
     grads, 2 with grad_reduce_dtype=bf16 or fp16); param_bytes: bytes per parameter gathered (2 bf16,
-    1 with fp8 parameters: `states.param_gather_bytes`)."""
+    1 with fp8 parameters: `states.param_gather_bytes`); etp: expert TP (None: tp), whose
+    expert-DP group is tp·dp·cp/(etp·ep) ranks (`shapes.expert_dp_size`)."""
     sharding = np.asarray(sharding)
-    n_dense, n_exp = dense_dp_size(dp, cp), expert_dp_size(dp, cp, ep)
+    n_dense = dense_dp_size(dp, cp)
+    n_exp = expert_dp_size(dp, cp, ep) if etp is None else expert_dp_size(dp, cp, ep, tp, etp)
 
     def one(P, n, stride):
         ops = dp_group_ops(hw, P, n, stride, sharding, fsdp_units, bucket_params, grad_bytes, param_bytes)
@@ -377,7 +392,7 @@ def dp_step_times_s(
         fsdp = np.where(sharding == FS, ag_fsdp * m * passes, 0.0)
         return reduce, zero_gather, fsdp
 
-    return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep)
+    return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, tp, ep, etp)
 
 
 def hsdp_replica_reduce_s(
@@ -393,6 +408,7 @@ def hsdp_replica_reduce_s(
     fsdp_units=1.0,
     grad_bytes=GRAD_BYTES["fp32"],
     bucket_params=None,
+    etp=None,
 ):
     """Per gradient reduction, seconds of hybrid sharding's all-reduce across replicas (HSDP:
     torchtitan / FSDP2 with a replicate dimension, FSDP HYBRID_SHARD, Megatron's distributed
@@ -409,8 +425,9 @@ def hsdp_replica_reduce_s(
         op = hsdp_replica_op(hw, P, n_shard, stride, replicas, sharding, fsdp_units, grad_bytes, bucket_params)
         return np.where(op.nbytes > 0, op.link_s, 0.0)
 
-    n_dense, n_exp = dense_dp_size(dp_shard, cp), expert_dp_size(dp_shard, cp, ep)
-    return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, np.asarray(tp, dtype=np.float64), ep)
+    n_dense = dense_dp_size(dp_shard, cp)
+    n_exp = expert_dp_size(dp_shard, cp, ep) if etp is None else expert_dp_size(dp_shard, cp, ep, tp, etp)
+    return _over_dp_groups(one, dense_params, expert_params, n_dense, n_exp, np.asarray(tp, dtype=np.float64), ep, etp)
 
 
 def pp_hop_s(hw, model, T, tp, stride, pp):

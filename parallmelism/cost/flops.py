@@ -152,9 +152,12 @@ def layer_ops(
     moe_imbalance: float = 1.0,
     ep=1,
     cp_comm_type: str = "p2p",
+    etp=None,
 ) -> list[Op]:
     """Ops of one transformer layer, one micro-batch, on one GPU (module docstring); a MoE layer's
-    experts are split over `ep` ranks (num_experts / ep on this one); `cp_comm_type` (p2p |
+    experts are split over `ep` ranks (num_experts / ep on this one), each expert's FFN `etp` ways
+    (expert TP; None: t): the rank's experts process the etp ranks' dispatched copies, T·k·load·etp/t
+    (the TP group's T·k·load where etp = t), with FFN width I_e/etp; `cp_comm_type` (p2p |
     all_gather) says which attention kernels a context-parallel rank runs (cost.roofline)."""
     h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
@@ -243,14 +246,18 @@ def layer_ops(
         E, k = moe.num_experts, moe.top_k
         load = moe_token_load(moe, moe_imbalance)
         routed = T * k * load  # token copies this GPU's experts process (busiest rank)
+        e_tp = t
+        if etp is not None:  # folded: the expert-TP group's copies, etp/t of the TP group's
+            e_tp = np.asarray(etp, dtype=np.float64)
+            routed = routed * (e_tp / t)
         local = experts_per_rank(E, ep)
         I = moe.ffn_hidden
-        mg = {g.name: g for g in moe_gemms(model, T, t, routed, sp_divisor=r)}
+        mg = {g.name: g for g in moe_gemms(model, T, t, routed, None if etp is None else e_tp, sp_divisor=r)}
         ops += [
             _gemm_op(mg["router"]),
             Op("permute", MEMORY, 0.0, RW_BYTES * routed * h),
             _gemm_op(mg["experts_up"], weight_copies=local),
-            Op("activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * routed * I / t),
+            Op("activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * routed * I / e_tp),
             _gemm_op(mg["experts_down"], weight_copies=local),
             Op("unpermute", MEMORY, 0.0, RW_BYTES * routed * h),
         ]

@@ -9,7 +9,7 @@ port iff the consecutive ranks it spans fit in one domain, else its transfers wa
 (the slowest hop of a ring or all-to-all sets the pace, so the NIC is busy for the whole call):
   tp  t ranks, stride 1            span t
   cp  ring over cp·t ranks          span cp·t
-  ep  all-to-all, stride t          span ep·t
+  ep  all-to-all, stride t          span ep·t (folded MoE: stride etp, span ep·etp)
   dp  dense DP×CP group, stride t   span dp·cp·t (the expert-DP group spans the same ranks)
   pp  neighbour stage t·cp·dp away  span 2·t·cp·dp
 Busy time of a link = Σ link seconds (`time_comm_<axis>_s`) of the axes placed on it. On a mesh
@@ -37,23 +37,31 @@ LINKS = ("scale_up", "scale_out")
 AXES = ("tp", "cp", "ep", "dp", "pp")
 
 
-def axis_spans(tp, cp, dp, ep, pp):
+def axis_spans(tp, cp, dp, ep, pp, etp=None):
     """Consecutive ranks each axis's group spans in Megatron order (module docstring); pp is 0
-    when there is no pipeline (no transfer)."""
+    when there is no pipeline (no transfer). etp: expert TP under MoE parallel folding (the EP
+    group is ep ranks etp apart, span ep·etp); None: tp."""
     tp, cp, dp, ep, pp = (np.asarray(x, dtype=np.float64) for x in (tp, cp, dp, ep, pp))
-    return {"tp": tp, "cp": cp * tp, "ep": ep * tp, "dp": dp * cp * tp, "pp": np.where(pp > 1, 2.0 * tp * cp * dp, 0.0)}
+    e_tp = tp if etp is None else np.asarray(etp, dtype=np.float64)
+    return {
+        "tp": tp,
+        "cp": cp * tp,
+        "ep": ep * e_tp,
+        "dp": dp * cp * tp,
+        "pp": np.where(pp > 1, 2.0 * tp * cp * dp, 0.0),
+    }
 
 
-def axes_on_scale_out(hw, tp, cp, dp, ep, pp):
+def axes_on_scale_out(hw, tp, cp, dp, ep, pp, etp=None):
     """{axis: share of its link seconds on the NIC}: 1.0 where the axis's group leaves the scale-up
     domain, else 0.0 (a float array, so a split axis can hold a fraction: `out_share`)."""
-    spans = axis_spans(tp, cp, dp, ep, pp)
+    spans = axis_spans(tp, cp, dp, ep, pp, etp)
     if hw.scale_out is None:
         return {ax: np.zeros(np.shape(s)) for ax, s in spans.items()}
     return {ax: (s > hw.scale_up.domain_size).astype(np.float64) for ax, s in spans.items()}
 
 
-def scale_up_port_share(hw, tp, cp, dp, ep, pp):
+def scale_up_port_share(hw, tp, cp, dp, ep, pp, etp=None):
     """{axis: share of the GPU's scale-up port its transfers occupy}: 1.0 on a switch; on a mesh
     the group's links over the port's, with m members of the group in one domain (module
     docstring; a pipeline hop is a pair of GPUs)."""
@@ -63,7 +71,8 @@ def scale_up_port_share(hw, tp, cp, dp, ep, pp):
 
     tp, cp, dp, ep, pp = (np.asarray(x, dtype=np.float64) for x in (tp, cp, dp, ep, pp))
     domain = hw.scale_up.domain_size
-    groups = {"tp": (tp, 1.0), "cp": (cp, tp), "ep": (ep, tp), "dp": (dp * cp, tp), "pp": (2.0, tp * cp * dp)}
+    e_tp = tp if etp is None else np.asarray(etp, dtype=np.float64)
+    groups = {"tp": (tp, 1.0), "cp": (cp, tp), "ep": (ep, e_tp), "dp": (dp * cp, tp), "pp": (2.0, tp * cp * dp)}
     port = hw.scale_up.bandwidth_gbps * hw.efficiency.scale_up
     share = {}
     for ax, (size, stride) in groups.items():

@@ -21,7 +21,7 @@ from .pipeline import inflight_micro_batches
 from .keys import per_key, stacked
 from .layout import TrainingLayout
 from .select import argmax3
-from .shapes import dp_shard_ranks
+from .shapes import dp_shard_ranks, expert_tp_size
 from .states import (
     GRAD_BYTES,
     MOMENT_BYTES,
@@ -101,7 +101,7 @@ def _stage_states(model, wl, c: TrainingLayout, stage: str, per_param) -> dict[s
     weight_bytes = working_weight_bytes(wl)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
     _, n_layers, lo, has_emb, has_head = _stage_geometry(c, model.layers, stage)
-    p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head)
+    p = params_per_gpu(model, tp, ep, n_layers, lo, has_emb, has_head, expert_tp_size(tp, wl.expert_tp))
     st = model_states_bytes(p["dense"], p["experts"], sh, dp, cp, ep, weight_bytes, per_param, grad_bytes)
     emb_share = model_states_bytes(p["embedding"], 0.0, sh, dp, cp, ep, weight_bytes, per_param, grad_bytes)
     layer_params = (p["attention"] + p["mlp"] + p["experts"]) / n_layers
@@ -174,6 +174,8 @@ def _states_of_stages(c: TrainingLayout, model, wl) -> dict[str, dict[str, np.nd
         GRAD_BYTES[wl.grad_reduce_dtype],
         wl.dp_grad_reduce,
         MOMENT_BYTES[wl.optimizer_moments_dtype],
+        c.tp,
+        expert_tp_size(c.tp, wl.expert_tp),
     )
     return {st: _stage_states(model, wl, c, st, per_param) for st in MEM_STAGES}
 

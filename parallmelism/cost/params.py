@@ -102,7 +102,9 @@ def norm_params_total(model: ModelSpec) -> int:
     return (2 * model.layers + 1) * _norm_params(model)
 
 
-def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embedding, has_head) -> dict[str, np.ndarray]:
+def params_per_gpu(
+    model: ModelSpec, tp, ep, n_layers, first_layer, has_embedding, has_head, etp=None
+) -> dict[str, np.ndarray]:
     """Parameters held by one GPU of a pipeline stage, by kind.
 
     The stage holds `n_layers` contiguous layers starting at `first_layer` (arrays; see
@@ -110,7 +112,7 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
     and final norm where `has_head` (a tied head is shared only when both sit on one stage).
     Returns arrays: embedding, attention, mlp (dense MLP + norms + routers + shared experts),
     experts (routed experts, sharded over the expert-data-parallel group), dense = all but
-    experts, total.
+    experts, total. Routed experts: E/ep per rank, each split `etp` ways (expert TP; None: tp).
     """
     h, d = model.hidden, model.d
     tp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, ep))
@@ -132,10 +134,10 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
         attn = attn + 2 * d  # replicated
     norms = 2 * _norm_params(model)
 
-    def mlp_shard(ffn):
-        n = model.mlp_matrices * h * ffn / tp
+    def mlp_shard(ffn, split=tp):
+        n = model.mlp_matrices * h * ffn / split
         if model.bias:
-            n = n + model.mlp_up_matrices * ffn / tp + h
+            n = n + model.mlp_up_matrices * ffn / split + h
         return n
 
     mlp = n_dense * (mlp_shard(model.ffn_hidden) + norms) + n_moe * norms
@@ -146,7 +148,8 @@ def params_per_gpu(model: ModelSpec, tp, ep, n_layers, first_layer, has_embeddin
         shared = moe.num_shared_experts * mlp_shard(moe.shared_expert_ffn)
         shared = shared + (h if moe.shared_expert_gate else 0)  # replicated h->1 gate
         mlp = mlp + n_moe * (router + shared)
-        experts = n_moe * experts_per_rank(moe.num_experts, ep) * mlp_shard(moe.ffn_hidden)
+        split = tp if etp is None else np.asarray(etp, dtype=np.int64)
+        experts = n_moe * experts_per_rank(moe.num_experts, ep) * mlp_shard(moe.ffn_hidden, split)
 
     vocab_shard = model.vocab * h / tp
     pos = model.require_max_position() * h if model.position_embedding == "learned" else 0

@@ -111,10 +111,21 @@ def dp_shard_ranks(dp, sharding, dp_shard_size):
     return np.where(np.asarray(sharding) == int(DPSharding.NO_OP), dp, np.minimum(dp, dp_shard_size))
 
 
-def expert_dp_size(dp, cp, ep):
-    """Ranks that hold a copy of one routed expert shard: dp·cp / ep, at least 1 (Megatron-Core
-    `expert_data_parallel_size`: EP is carved out of the DP × CP group; the grid keeps ep | dp·cp)."""
-    return np.maximum(dense_dp_size(dp, cp) // np.asarray(ep), 1)
+def expert_tp_size(tp, expert_tp=None):
+    """Ways each routed expert's FFN is split, per row: workload.expert_tp (MoE parallel folding),
+    else tp (Megatron-Core's default, expert_tensor_parallel_size = tensor_model_parallel_size)."""
+    tp = np.asarray(tp)
+    return tp if expert_tp is None else np.full(tp.shape, expert_tp, dtype=tp.dtype)
+
+
+def expert_dp_size(dp, cp, ep, tp=1, etp=1):
+    """Ranks that hold a copy of one routed expert shard (Megatron-Core `expert_data_parallel_size`
+    = world / (etp·ep·pp), parallel_state.initialize_model_parallel @ d98e8a64): the expert grid
+    etp × ep × edp folds over the same tp × cp × dp ranks of a stage as the dense layers, so
+    edp = tp·dp·cp / (etp·ep), at least 1; the grid keeps etp·ep | tp·dp·cp. With expert TP = tp
+    (no folding; the tp and etp defaults) this is dp·cp / ep: EP carved out of the DP × CP group."""
+    folded = dense_dp_size(dp, cp) * np.asarray(tp)
+    return np.maximum(folded // (np.asarray(etp) * np.asarray(ep)), 1)
 
 
 def moe_token_load(moe, imbalance: float) -> float:

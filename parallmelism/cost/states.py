@@ -19,7 +19,8 @@ row-wise and a column-wise (transposed, for dgrad/wgrad) copy, 2 bytes per param
 With fp8 parameters (workload.fp8_param_gather) those copies are the weights (no bf16 copy) and
 the parameter all-gathers move 1 byte per parameter.
 Dense parameters shard over the DP×CP group (Megatron's distributed optimizer); expert
-parameters over the expert-data-parallel group dp·cp/ep.
+parameters over the expert-data-parallel group dp·cp/ep, or tp·dp·cp/(etp·ep) under MoE parallel
+folding (workload.expert_tp; Megatron-Core `expert_data_parallel_size` = world/(etp·ep·pp)).
 
 Gradient accumulation over m micro-batches (`reduces_every_micro_batch`): a rank that keeps only
 its 1/n gradient shard (ZeRO-2/3; Rajbhandari et al. 2020 §5.2) must reduce-scatter each
@@ -130,10 +131,13 @@ def group_bytes_per_param(
     grad_bytes: float = GRAD_BYTES["fp32"],
     grad_policy: str = "auto",
     moment_bytes: float = MOMENT_BYTES["fp32"],
+    tp=1,
+    etp=1,
 ):
-    """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over dp·cp/ep."""
+    """(dense, expert) bytes_per_param: dense parameters shard over dp·cp, experts over the
+    expert-DP group tp·dp·cp/(etp·ep) (`shapes.expert_dp_size`; dp·cp/ep with expert TP = tp)."""
     dense_group = dense_dp_size(dp, cp)
-    expert_group = expert_dp_size(dp, cp, ep)
+    expert_group = expert_dp_size(dp, cp, ep, tp, etp)
     return (
         bytes_per_param(sharding, dense_group, weight_bytes, grad_bytes, grad_policy, moment_bytes),
         bytes_per_param(sharding, expert_group, weight_bytes, grad_bytes, grad_policy, moment_bytes),

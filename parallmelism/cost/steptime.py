@@ -54,7 +54,7 @@ from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubb
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
-from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, tokens_per_rank
+from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, expert_tp_size, tokens_per_rank
 from .states import (
     FS,
     GRAD_BYTES,
@@ -246,7 +246,8 @@ def _op_sets(cols: TrainingLayout, model, wl) -> dict[str, list]:
     }
     if model.is_moe:
         ep = np.asarray(cols.ep, dtype=np.float64)
-        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep, **kw)
+        etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
+        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep, etp=etp, **kw)
     return sets
 
 
@@ -350,6 +351,7 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     s = wl.seq_len
     full = rc == FULL
     T = tokens_per_rank(s, b, cp)
+    etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
     edge = bf16_edge_layers(wl)
     by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
     sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
@@ -382,7 +384,7 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
             wl.cp_comm_type,
         )
         ep_link, ep_tp = (
-            ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher)
+            ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher, etp)
             if is_moe
             else (0.0, 0.0)
         )
@@ -463,7 +465,8 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = No
     n_layers, lo, has_emb, has_head = (
         np.concatenate([np.broadcast_to(layout[st][i], (K,)) for st in STAGES]) for i in range(4)
     )
-    p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head)
+    etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
+    p = params_per_gpu(model, tp.astype(np.int64), ep.astype(np.int64), n_layers, lo, has_emb, has_head, etp)
     if group is not None:  # the other group's parameters reduce nothing
         p = {**p, ("experts" if group == "dense" else "dense"): 0.0 * p["dense"]}
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
@@ -485,16 +488,19 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = No
         reshard_after_forward=wl.fsdp_reshard_after_forward,
         grad_bytes=grad_bytes,
         param_bytes=param_gather_bytes(wl),
+        etp=etp,
     )
     replica = (
         np.zeros_like(reduce)
         if wl.dp_shard_size is None
         else hsdp_replica_reduce_s(
-            hw, p["dense"], p["experts"], sh, tp, cp, dp, dp_s, ep, units, grad_bytes, wl.dp_bucket_params
+            hw, p["dense"], p["experts"], sh, tp, cp, dp, dp_s, ep, units, grad_bytes, wl.dp_bucket_params, etp
         )
     )
     shard_d = np.where(sh == NO_OP, 1.0, dense_dp_size(dp_s, cp))
-    shard_e = np.where(sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep))
+    shard_e = np.where(
+        sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep) if etp is None else expert_dp_size(dp_s, cp, ep, tp, etp)
+    )
     opt_bytes = optimizer_bytes_per_param(
         optimizer_weight_bytes(wl), grad_bytes, MOMENT_BYTES[wl.optimizer_moments_dtype]
     ) * (p["dense"] / shard_d + p["experts"] / shard_e)
@@ -601,8 +607,9 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
     dpt, _, inv_dp = per_key(_dp_terms, DP_KEY, cols, model, hw, wl, rates)
     for d in dpt.values():
         d["opt"] = rates.memory_s(d["opt_bytes"])
-    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp)
-    port = scale_up_port_share(hw, tp, cp, dp, ep, pp)
+    etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
+    on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp, etp)
+    port = scale_up_port_share(hw, tp, cp, dp, ep, pp, etp)
     hybrid = wl.dp_shard_size is not None
     dp_keys = DP_ROW_KEYS + HSDP_ROW_KEYS if hybrid else DP_ROW_KEYS
     stages = {}

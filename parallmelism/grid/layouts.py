@@ -5,7 +5,10 @@ the valid grid and explain why layouts were dropped. Axes are crossed one at a t
 fail a rule are counted under the first rule they break, multiplied by the number of values of
 the axes not crossed yet, so `dropped` adds up to every combination that was considered.
 
-Rank order (Megatron): TP varies fastest, then CP, then DP (EP inside DP x CP), PP slowest.
+Rank order (Megatron): TP varies fastest, then CP, then DP (EP inside DP x CP), PP slowest. With
+MoE parallel folding (workload.expert_tp) the expert layers order the same ranks of a stage as
+expert TP, then EP, then expert DP (Megatron-Core parallel_state.initialize_model_parallel @
+d98e8a64: world % (etp·ep·pp) == 0, expert_data_parallel_size = world / (etp·ep·pp)).
 """
 
 from __future__ import annotations
@@ -261,7 +264,10 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.cross("ep", ep_c)
     expert_rules(x, E)
     c = x.cols
-    x.rule("ep_not_dividing_dp_cp", (c["dp"] * c["cp"]) % c["ep"] != 0)
+    if workload.expert_tp is None:
+        x.rule("ep_not_dividing_dp_cp", (c["dp"] * c["cp"]) % c["ep"] != 0)
+    else:  # MoE parallel folding: the expert grid etp x ep x edp over the tp x cp x dp ranks
+        x.rule("expert_grid_not_dividing", (c["tp"] * c["cp"] * c["dp"]) % (workload.expert_tp * c["ep"]) != 0)
 
     x.cross("micro_batch", mb_c)
     c = x.cols
@@ -288,6 +294,9 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.cross_all({"dp_sharding": sh_c, "recompute": rc_c, "sequence_parallel": sp_c})
     c = x.cols
     x.rule("sequence_parallel_needs_tp", c["sequence_parallel"] & (c["tp"] == 1))
+    if workload.expert_tp is not None:
+        c = x.cols
+        x.rule("folding_needs_sequence_parallel", (c["tp"] > 1) & ~c["sequence_parallel"])
     c = x.cols
     x.rule("sharding_needs_dp", (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] * c["cp"] == 1))
     if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated

@@ -24,12 +24,18 @@ TRAINING_DROP_REASONS: dict[str, str] = {
     "ep_on_dense_model": "ep > 1 on a model without experts",
     "experts_not_divisible_by_ep": "experts are not divisible by ep",
     "ep_not_dividing_dp_cp": "ep does not divide dp·cp (EP lives inside the data-parallel × CP group)",
+    "expert_grid_not_dividing": "ep·expert_tp does not divide tp·cp·dp (MoE parallel folding: the expert grid "
+    "expert_tp × ep × expert-DP covers the same ranks as the attention's tp × cp × dp; Megatron-Core "
+    "initialize_model_parallel)",
     "batch_not_divisible_by_dp_micro_batch": "global batch is not divisible by dp·micro_batch",
     "vpp_needs_pp": "virtual pipeline stages (vpp > 1) need pp > 1",
     "vpp_needs_1f1b": "virtual pipeline stages (vpp > 1) only exist for the 1F1B schedule",
     "layers_not_divisible_by_pp_vpp": "layers per pipeline stage are not divisible by vpp (interleaving needs equal chunks)",
     "micro_batches_not_divisible_by_pp": "interleaved 1F1B needs the number of micro-batches divisible by pp",
     "sequence_parallel_needs_tp": "sequence parallelism needs tp > 1",
+    "folding_needs_sequence_parallel": "MoE layers with tp > 1 need sequence parallelism in training (Megatron-Core "
+    "MoELayer refuses MoE and tensor parallelism without it); MoE parallel folding (workload.expert_tp) is "
+    "modelled for that case",
     "sharding_needs_dp": "a DP sharding strategy other than NO_OP needs a data-parallel group > 1",
     "dp_not_multiple_of_dp_shard_size": "dp is not a multiple of workload.dp_shard_size (hybrid sharding groups)",
 }

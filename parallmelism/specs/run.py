@@ -49,6 +49,22 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _expert_tp_needs_experts(self):
+        etp = getattr(self.workload, "expert_tp", None)
+        if etp is not None and not self.model.is_moe:
+            raise ValueError(
+                f"workload.expert_tp={etp} splits routed experts (MoE parallel folding), but model "
+                f"{self.model.name} has no experts"
+            )
+        moe = self.model.moe if self.model.is_moe else None
+        if etp is not None and moe is not None and moe.ffn_hidden % etp != 0:
+            raise ValueError(
+                f"workload.expert_tp={etp} does not divide model {self.model.name}'s expert FFN size "
+                f"{moe.ffn_hidden} (each expert's FFN columns are split expert_tp ways)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _offload_needs_a_host_link(self):
         """Activation offload (cost/offload.py): over the accelerator's host link, of dense layers,
         never the last layer (Megatron-Core: cpu_offloading_num_layers < num_layers)."""

@@ -54,6 +54,13 @@ class TrainWorkload(BaseModel):
         "1f1b", description="pipeline schedule; vpp > 1 with 1f1b is interleaved 1F1B"
     )
     moe_imbalance: float = Field(1.0, ge=1.0, description="busiest expert's tokens / mean (1 = balanced)")
+    expert_tp: Optional[PositiveInt] = Field(
+        None,
+        description="MoE parallel folding (Megatron-Core --expert-tensor-parallel-size): ways each routed "
+        "expert is split; the expert layers then use their own grid expert_tp x ep x expert-DP over the "
+        "same tp x cp x dp ranks as attention, so ep need not divide dp x cp (cost/shapes.py "
+        "`expert_tp_size`); None: expert TP = tp and EP inside the DP x CP group",
+    )
     activation_offload_layers: int = Field(
         0,
         ge=0,

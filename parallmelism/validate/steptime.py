@@ -78,6 +78,8 @@ values follow one rule each (stated here, applied to every row, never per case):
   the v25.01 configure.sh files pass `model.fp8_params=true` (Llama 3.1, Nemotron-4; GPT-3's hydra
   config sets `fp8_params: true`; Grok-1's sets false), and NeMo 2's `bf16_with_fp8_mixed()` sets
   `fp8_param_gather=True` (the v25.04 rows).
+- expert_tp (optional): blank means expert TP = tp (no MoE parallel folding); Megatron-Bridge's
+  Qwen3-235B-A22B recipes state 1 (`expert_tensor_parallel_size=1` with EP32 over TP2 x DP16).
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
   gradients are sharded, cost/states.py).
 - dp_sharding, cp, ep, hardware, model: as for memory cases (`validate/cases.py`).
@@ -168,6 +170,7 @@ STATED_WORKLOAD_COLUMNS = (
     "fp8_param_gather",
     "optimizer_moments_dtype",
     "low_precision_gemms",
+    "expert_tp",
 )
 
 
