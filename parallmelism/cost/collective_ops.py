@@ -37,9 +37,10 @@ P2P_PAIR = 2.0  # ranks of one send/recv: a hop of a ring or chain is one pair
 # serving's prompt sharding sp), and what calls count per
 ROLES = {
     "tp": "TP activations (all-reduce, or SP all-gather / reduce-scatter), per layer",
-    "tp moe": "TP all-gather after the MoE dispatch, reduce-scatter before the combine (SP), per MoE layer",
+    "tp moe": "expert-TP all-gather after the MoE dispatch, reduce-scatter before the combine (SP; over the TP "
+    "group, or the workload.expert_tp ranks under MoE parallel folding), per MoE layer",
+    "ep": "EP dispatch + combine all-to-all, per MoE layer (ranks expert-TP apart)",
     "cp": "CP K,V ring hops, or K,V all-gather and dK,dV reduce-scatter, per layer",
-    "ep": "EP dispatch + combine all-to-all, per MoE layer",
     "dp grad reduce": "DP gradient all-reduce (no sharding) or reduce-scatter (sharded), per reduction",
     "dp param gather": "distributed optimizer's parameter all-gather, per step",
     "fsdp param gather": "FSDP parameter all-gather per unit, per micro-batch pass",
