@@ -116,3 +116,48 @@ def test_deepep_decode_collective_by_hand():
     one_call = [38e-6 + max(24 / 32 * b / nic, 7 / 32 * b / nvl) for b in (S / 2 * (1 + 4 / 128), S)]
     assert float(ep.time_s[0]) == pytest.approx(sum(one_call) / 2)
     assert float(ep.calls[0]) == 2 * 58
+
+
+def test_eplb_redundant_experts_make_ep72_possible_and_cap_the_imbalance():
+    """SGLang's 96-GPU deployment decodes on EP72 with 32 redundant experts (256 + 32 = 288 slots,
+    4 per GPU): without EPLB 72 does not divide 256 experts; with it, the layout builds, each GPU
+    holds 4 experts' weights, and the busiest rank's load is capped at 1 + 72/288 = 1.25."""
+    import numpy as np
+    import pytest
+
+    from parallmelism.config import load_option
+    from parallmelism.cost.eplb import eplb_imbalance, physical_experts_model
+    from parallmelism.cost.shapes import experts_per_rank
+    from parallmelism.grid.inference import enumerate_inference_layouts
+    from parallmelism.specs import GridSpec, InferenceWorkload
+
+    h100, dsv3 = load_option("hardware", "h100-sxm-80gb"), load_option("model", "deepseek-v3")
+    g = GridSpec(ngpus=[72], tp=[1], pp=[1], sp=[1], ep=[72])
+    plain = enumerate_inference_layouts(dsv3, h100, InferenceWorkload(), g)
+    assert len(plain) == 0 and plain.dropped["experts_not_divisible_by_ep"] == 1
+    eplb = enumerate_inference_layouts(dsv3, h100, InferenceWorkload(eplb_redundant_experts=32), g)
+    assert eplb.columns["ep"].tolist() == [72]
+    physical = physical_experts_model(dsv3, 32)
+    assert physical.moe.num_experts == 288 and float(experts_per_rank(288, 72)) == 4.0
+    assert physical_experts_model(dsv3, 0) is dsv3
+    assert float(eplb_imbalance(1.5, 288, 72, 32)) == pytest.approx(1.25)
+    assert float(eplb_imbalance(1.1, 288, 72, 32)) == pytest.approx(1.1)  # already better than the bound
+    assert eplb_imbalance(1.5, 256, np.array([72]), 0) == 1.5  # no EPLB: the workload's imbalance
+
+
+def test_wide_ep72_decode_with_eplb_builds_and_times():
+    """The LMSYS large-scale-EP decode layout (9 nodes x 8 H100, EP72, DP attention, DeepEP
+    low-latency, EPLB 32 redundant experts, 256 sequences per GPU at ~2,000 tokens of KV)."""
+    args = [a for a in WIDE_EP if not a.startswith(("grid.ngpus", "grid.ep", "workload.batch="))]
+    r = run_cli("show", *args, "grid.ngpus=[72]", "grid.ep=[72]", "workload.batch=256")
+    assert r.returncode == 2 and "experts are not divisible by ep" in r.stderr
+    r = run_cli(
+        "show",
+        *[a for a in args if a != "workload.batching=static"],
+        "grid.ngpus=[72]",
+        "grid.ep=[72]",
+        "workload.batch=256",
+        "workload.eplb_redundant_experts=32",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "decode_step_ms" in r.stdout and "ep_all_to_all" in r.stdout

@@ -74,6 +74,7 @@ from .collective_ops import (
 )
 from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_layer_ops, pp_hop_op, tp_layer_calls, tp_layer_ops
 from .flops import busiest_stage_layer_counts, moe_layer_counts
+from .eplb import eplb_imbalance, physical_experts_model
 from .inference_memory import inference_memory
 from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
 from .layout import ServingLayout
@@ -101,6 +102,14 @@ COMM_NAMES = {
 }
 
 
+def serving_imbalance(model, wl: InferenceWorkload, ep):
+    """The busiest EP rank's load over the mean: wl.moe_imbalance, capped by EPLB's packing bound
+    when wl.eplb_redundant_experts > 0 (`model` already holds the E + R physical slots, cost/eplb.py)."""
+    if model.moe is None:
+        return wl.moe_imbalance
+    return eplb_imbalance(wl.moe_imbalance, model.moe.num_experts, ep, wl.eplb_redundant_experts)
+
+
 def serving_collectives(
     model, hw, wl, lay: ServingLayout, T, n, moe_layers, prefill: bool, prompt_tokens, decode_part, ops, times
 ) -> list[CollectiveOp]:
@@ -118,7 +127,7 @@ def serving_collectives(
         # needs no all-to-all: the TP all-reduce sums the experts' partial outputs
         low_latency = wl.moe_dispatcher == "deepep" and not prefill
         dispatcher = "flex" if wl.moe_dispatcher == "deepep" else wl.moe_dispatcher
-        a2a = ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, False, False, dispatcher)[0]
+        a2a = ep_layer_ops(hw, model, T, tp, ep, serving_imbalance(model, wl, ep), False, False, dispatcher)[0]
         if low_latency:  # DeepEP's decode kernels: FP8 dispatch, bf16 combine; the record holds their mean
             dispatch_s, combine_s = deepep_low_latency_times_s(hw, a2a.nbytes, ep, tp)
             fp8 = np.asarray(a2a.nbytes) / ACT_BYTES * (1.0 + DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT)
@@ -187,7 +196,7 @@ def stage_terms(
         kv_read_tokens,
         kv_write_tokens,
         kv_read_bytes,
-        moe_token_load(model.moe, wl.moe_imbalance),
+        moe_token_load(model.moe, serving_imbalance(model, wl, ep)),
         dense_layers,
         moe_layers,
         decode_part=decode_part,
@@ -383,6 +392,7 @@ def inference_columns(
     accelerator's kernel model (config.kernel_tables.kernel_model), as training_time takes it;
     `draft` is the draft model when wl.spec_method == "draft". `cols` is returned with the cost columns added;
     the cost model reads its layout as a ServingLayout."""
+    model = physical_experts_model(model, wl.eplb_redundant_experts)
     lay = ServingLayout.of(cols)
     pp = np.asarray(lay.pp, dtype=np.float64)
     b = np.asarray(lay.batch, dtype=np.float64)
@@ -467,6 +477,7 @@ def inference_breakdown(
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
     ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms + MoE layers ·
     eff.moe_layer_overhead_us)."""
+    model = physical_experts_model(model, wl.eplb_redundant_experts)
     one = lay.rows(1)
     t_iter_ms = iteration_overhead_s(model, hw) * 1e3
     if wl.batching == "continuous":

@@ -134,4 +134,6 @@ def moe_token_load(moe, imbalance: float) -> float:
     None = dropless, no cap)."""
     if moe is None or moe.capacity_factor is None:
         return imbalance
+    if np.ndim(imbalance):  # per layout row (serving's EPLB bound, cost/eplb.py)
+        return np.minimum(imbalance, moe.capacity_factor)
     return min(imbalance, moe.capacity_factor)

@@ -48,7 +48,8 @@ def enumerate_inference_layouts(
 
 def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     L, g, S = model.layers, model.g, workload.input_len
-    E = model.moe.num_experts if model.moe else 0
+    # EPLB's redundant slots (cost/eplb.py): ep divides the physical expert count E + R
+    E = model.moe.num_experts + workload.eplb_redundant_experts if model.moe else 0
     div_n = divisors(n)
     tp_c = _candidates(grid.tp, div_n)
     pp_c = _candidates(grid.pp, div_n)

@@ -178,6 +178,13 @@ class InferenceWorkload(BaseModel):
         "deepep --deepep-mode auto): flex for passes with prompt tokens, DeepEP's low-latency kernels (every copy "
         "straight to its expert's rank, FP8 dispatch) for decode passes",
     )
+    eplb_redundant_experts: int = Field(
+        0,
+        ge=0,
+        description="expert-parallel load balancing (SGLang --ep-num-redundant-experts, DeepSeek EPLB): R "
+        "redundant expert slots; ep divides E + R, each rank holds (E + R)/ep experts, and the busiest rank's "
+        "load is capped at 1 + ep/(E + R) of the mean (cost/eplb.py); 0: no EPLB",
+    )
     batching: Literal["continuous", "static"] = Field(
         "continuous",
         description="continuous: a new prompt is prefilled alone, in one step with the other "
