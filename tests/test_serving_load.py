@@ -181,3 +181,22 @@ def test_trace_sends_and_lengths(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "under load" in r.stdout and "3 requests" in r.stdout and "trace" in r.stdout
     assert "p99" in r.stdout and "goodput" in r.stdout
+
+
+def test_loaded_points_reproduce_the_published_itl_percentiles(tmp_path):
+    """validate's `loaded` kind (validate/loaded_cases.py) on the SGLang DeepSeek-R1 H200 rows of
+    cases/loaded/inference_loaded.csv (SemiAnalysis InferenceX issue 870: closed loop of 8-64
+    clients, 1k/1k): the simulated mean and p99 ITL within 15 % of the published ones (5.3-7.6 %
+    mean |error|, benchmarks/serving_loaded_points.py)."""
+    import pandas as pd
+
+    from parallmelism.validate.runner import run_validation, shipped_case_files
+
+    src = shipped_case_files()[0].parent / "loaded" / "inference_loaded.csv"
+    df = pd.read_csv(src, dtype=str, keep_default_na=False)
+    part = tmp_path / "ix870.csv"
+    df[df["case"].str.startswith("ix870-")].to_csv(part, index=False)
+    table = run_validation([part], [], None)
+    itl = table[table["quantity"].isin(["itl_mean_ms", "itl_p99_ms"])]
+    assert len(itl) == 8
+    assert (itl["error_pct"].abs() <= 15).all(), itl
