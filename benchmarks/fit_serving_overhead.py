@@ -1,21 +1,22 @@
-"""Fit the serving overheads (efficiency.iteration_overhead_ms, moe_layer_overhead_us,
-request_overhead_ms) once per accelerator.
+"""Fit the serving overheads of each engine (conf/engine/NAME.yaml: iteration_overhead_ms,
+moe_layer_overhead_us, request_overhead_ms) once, on that engine's rows.
 
     python benchmarks/fit_serving_overhead.py [CASE_FILE ...]
 
-For every accelerator with serving rows in the case files (default: the shipped
-parallmelism/cases/inference_*.csv), each by grid search for the smallest mean |error|, the kernels
-and every other constant held at the accelerator's YAML, in this order:
+For every serving engine with rows in the case files (default: the shipped
+parallmelism/cases/inference_*.csv; the `engine` column, blank = the default engine trtllm), each by
+grid search for the smallest mean |error|, the kernels (the rows' accelerators) and every other
+constant held at the YAML files, in this order:
   iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
   moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
   request_overhead_ms    0..20 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1)
 Then, per constant fitted on rows of two or more sources, the leave-one-source-out error (refit
-without a source, error on that source). A constant without rows of its kind keeps the YAML value (the README rule: the value of the same
-serving stack on the nearest measured accelerator). Disaggregated rows are reported, not fitted. Prints the fit, then per case family
+without a source, error on that source). A constant without rows of its kind keeps the YAML value (the
+rule the engine file states). Disaggregated rows are reported, not fitted. Prints the fit, then per case family
 (model × input/output lengths) the ITL and TTFT mean |error| at the fitted value, TTFT under load
 against the reported (not validated) TTFT column, and the H200 / H100 ITL ratio the model gives
-for the same rows. Re-run it after the kernel model or the serving model changes and copy the
-printed value into hardware/<name>.yaml.
+for the same rows (trtllm's values). Re-run it after the kernel model or the serving model changes
+and copy the printed values into conf/engine/<name>.yaml.
 """
 
 from __future__ import annotations
@@ -54,16 +55,19 @@ def family(case: str) -> str:
 
 
 def predict(rows, ctx, hw_name, values: dict):
-    """Per row: (predicted quantities of validate, predicted TTFT) with the efficiency `values`."""
-    models, hardware_of, base = ctx
+    """Per row: (predicted quantities of validate, predicted TTFT) with the row's engine's overheads
+    set to `values`; hw_name: every row on that accelerator (None: the row's own)."""
+    models, hardware_of, base, engine_of = ctx
 
-    def patched(name):
-        hw = hardware_of(hw_name or name)
-        return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update=values)})
+    def hardware(name):
+        return hardware_of(hw_name or name)
+
+    def engine(name):
+        return engine_of(name).model_copy(update=values)
 
     out = []
     for row in rows:
-        r = _evaluate_one(inference_run_of(row, models, patched, base))
+        r = _evaluate_one(inference_run_of(row, models, hardware, base, engine))
         out.append((predicted_quantities(row, r), float(r["ttft_ms"])))
     return out
 
@@ -92,11 +96,11 @@ def grid_fit(rows, ctx, values, field, grid, which):
     return min(scores)
 
 
-def fit_parts(hw_rows, models):
-    """(field, rows, grid, which) of each overhead, in fitting order, on one accelerator's rows:
+def fit_parts(engine_rows, models):
+    """(field, rows, grid, which) of each overhead, in fitting order, on one engine's rows:
     disaggregated rows are reported, not fitted; dense-model ITL sets iteration_overhead_ms, MoE
     ITL moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
-    fit_rows = [r for r in hw_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
+    fit_rows = [r for r in engine_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
     dense = [r for r in fit_rows if model_of(r, models).moe is None]
     moe = [r for r in fit_rows if model_of(r, models).moe is not None]
     ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
@@ -107,12 +111,12 @@ def fit_parts(hw_rows, models):
     )
 
 
-def leave_one_source_out(hw_rows, ctx, models, values):
+def leave_one_source_out(engine_rows, ctx, models, values):
     """Per fitted overhead with rows from two or more sources (the `source` column): refit it on the
     other sources' rows (the other overheads at `values`) and report the mean |error| on the held-out
     source's rows, then over every held-out row. The out-of-sample error of the fit."""
     out = []
-    for field, part, grid, which in fit_parts(hw_rows, models):
+    for field, part, grid, which in fit_parts(engine_rows, models):
         sources = sorted({r["source"] for r in part})
         if not part:
             continue
@@ -134,36 +138,37 @@ def leave_one_source_out(hw_rows, ctx, models, values):
     return out
 
 
-def rows_by_accelerator(files=None):
+def rows_by_engine(files=None, ctx=None):
     """Serving rows of the case files (default: the shipped parallmelism/cases/inference_*.csv) by
-    accelerator name."""
+    engine name (a blank engine: the default engine's, as validate reads it)."""
     files = files or [f for f in shipped_case_files() if "inference" in f.name]
-    by_hw = {}
+    default = (ctx or _context([], []))[3](None).name
+    by_engine = {}
     for row in load_rows(files):
-        by_hw.setdefault(get(row, "accelerator", "h100-sxm-80gb"), []).append(row)
-    return by_hw
+        by_engine.setdefault(str(get(row, "engine", default)).lower(), []).append(row)
+    return by_engine
 
 
 def main(argv):
-    by_hw = rows_by_accelerator([Path(a) for a in argv])
     ctx = _context([], [])
+    by_engine = rows_by_engine([Path(a) for a in argv], ctx)
     models = ctx[0]
     fitted = {}
-    for hw_name, hw_rows in sorted(by_hw.items()):
-        eff = ctx[1](hw_name).efficiency
-        values = {f: getattr(eff, f) for f in FIELDS}
-        for field, part, grid, which in fit_parts(hw_rows, models):
+    for engine_name, engine_rows in sorted(by_engine.items()):
+        engine = ctx[3](engine_name)
+        values = {f: getattr(engine, f) for f in FIELDS}
+        for field, part, grid, which in fit_parts(engine_rows, models):
             if not part:
-                print(f"{hw_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
+                print(f"{engine_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
                 continue
             err, best = grid_fit(part, ctx, values, field, grid, which)
             values[field] = float(best)
             print(
-                f"{hw_name}: {field} = {best:g}  (mean |error| {err:.2f} % over {len(part)} rows; "
-                f"YAML now {getattr(eff, field):g})"
+                f"{engine_name}: {field} = {best:g}  (mean |error| {err:.2f} % over {len(part)} rows; "
+                f"YAML now {getattr(engine, field):g})"
             )
-        fitted[hw_name] = values
-        itl, ttft, load = errors(hw_rows, predict(hw_rows, ctx, None, values))
+        fitted[engine_name] = values
+        itl, ttft, load = errors(engine_rows, predict(engine_rows, ctx, None, values))
         fams = sorted({f for f, _ in itl + ttft + load})
         print(
             f"  {'family':<36} {'ITL n':>5} {'ITL |err|%':>10} {'TTFT n':>6} {'TTFT |err|%':>11} "
@@ -177,15 +182,16 @@ def main(argv):
             f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
             f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})"
         )
-        for line in leave_one_source_out(hw_rows, ctx, models, values):
+        for line in leave_one_source_out(engine_rows, ctx, models, values):
             print(line)
-    h100 = [r for r in by_hw.get("h100-sxm-80gb", []) if model_of(r, models).moe is None]
+    h100 = [
+        r
+        for r in by_engine.get("trtllm", [])
+        if model_of(r, models).moe is None and get(r, "accelerator", "h100-sxm-80gb") == "h100-sxm-80gb"
+    ]
     if h100:
-        h200_values = fitted.get("h200-sxm-141gb") or {
-            f: getattr(ctx[1]("h200-sxm-141gb").efficiency, f) for f in FIELDS
-        }
-        a = predict(h100, ctx, "h100-sxm-80gb", fitted["h100-sxm-80gb"])
-        b = predict(h100, ctx, "h200-sxm-141gb", h200_values)
+        a = predict(h100, ctx, "h100-sxm-80gb", fitted["trtllm"])
+        b = predict(h100, ctx, "h200-sxm-141gb", fitted["trtllm"])
         ratio = np.array([y[0]["itl_ms"] / x[0]["itl_ms"] for x, y in zip(a, b)])
         conc = np.array([float(get(r, "concurrency", 1)) for r in h100])
         print(

@@ -11,7 +11,7 @@ error against measured_itl_ms:
   attention      one-query attention over the KV cache (the measured decode kernel)
   memory         memory-bound ops (norms, element-wise, embedding) at the measured HBM fraction
   comm           exposed per-layer collectives (TP all-reduce, EP all-to-all, ...)
-  iter           the fixed iteration overhead (efficiency.iteration_overhead_ms + MoE layers ·
+  iter           the fixed iteration overhead (the engine's iteration_overhead_ms + MoE layers ·
                  moe_layer_overhead_us)
   stall          ITL − decode step: the prompts' share of the decode iterations (prefill passes or
                  chunks), not split further; negative where a step yields several tokens (speculative
@@ -64,7 +64,7 @@ def split_ms(run, pred) -> dict:
         else:
             out["memory"] += ms
     out["comm"] = float(np.asarray(terms["comm_s"]).reshape(-1)[0]) * 1e3
-    out["iter"] = iteration_overhead_s(model, hw) * 1e3
+    out["iter"] = iteration_overhead_s(model, run.serving_engine()) * 1e3
     return out
 
 

@@ -94,4 +94,4 @@ def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> d
     wl = run.workload
     assert isinstance(wl, InferenceWorkload), "serving columns need an inference workload"
     draft = draft_model_of(run.model, wl)
-    return inference_columns(cols, run.model, run.hardware, wl, kernel_model(run.hardware), draft)
+    return inference_columns(cols, run.model, run.hardware, wl, kernel_model(run.hardware), run.serving_engine(), draft)

@@ -27,6 +27,7 @@ from parallmelism.grid.inference import enumerate_inference_layouts
 from parallmelism.specs import GridSpec, InferenceWorkload, TrainWorkload
 
 ALL_HW = sorted(option_files("hardware", []))
+TRTLLM = load_option("engine", "trtllm")
 ALL_MODELS = sorted(option_files("model", []))
 REL = 1e-9
 _CACHE: dict = {}
@@ -193,9 +194,9 @@ def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching
     n = len(cols["tp"])
     assume(n > 0)
     one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
-    cols_out = inference_columns(one, model, hw, wl, kernels(hw_name)).items()
+    cols_out = inference_columns(one, model, hw, wl, kernels(hw_name), TRTLLM).items()
     row = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in cols_out if np.asarray(v).dtype.kind in "biuf"}
-    recs = inference_breakdown(ServingLayout.of(one), model, hw, wl, kernels(hw_name))
+    recs = inference_breakdown(ServingLayout.of(one), model, hw, wl, kernels(hw_name), TRTLLM)
     pp = row["pp"]
 
     def phase(name, bound=None):

@@ -21,7 +21,7 @@ from parallmelism.specs import RunConfig
 SCENARIOS = [
     (["model=mixtral-8x7b", "hardware=h100-sxm-80gb"], ["model", "hardware", "workload", "grid", "output", "plan"]),
     (["model=deepseek-v3"], ["model.mla"]),
-    (["workload=inference"], ["workload", "grid"]),
+    (["workload=inference"], ["workload", "grid", "engine"]),
 ]
 # One-value Literals cannot change: `kind` is the workload discriminator (chosen with workload=NAME).
 UNCHANGEABLE = {("TrainWorkload", "kind"), ("InferenceWorkload", "kind")}
@@ -182,17 +182,17 @@ def test_documented_overrides_compose():
     ((_, run),) = load_run_configs(
         [
             "workload.overlap_pp_comm=false",
-            "hardware.efficiency.request_overhead_ms=5",
+            "engine.request_overhead_ms=5",
             "hardware.efficiency.matmul_fp8=0.6",
-            "hardware.efficiency.moe_layer_overhead_us=12.5",
+            "engine.moe_layer_overhead_us=12.5",
         ]
     )
     assert run.workload.overlap_pp_comm is False
-    eff = run.hardware.efficiency
-    assert (eff.request_overhead_ms, eff.matmul_fp8, eff.moe_layer_overhead_us) == (5, 0.6, 12.5)
+    assert run.hardware.efficiency.matmul_fp8 == 0.6
+    assert (run.engine.request_overhead_ms, run.engine.moe_layer_overhead_us) == (5, 12.5)
     # an accelerator that inherits its efficiency block has the same keys on the command line
-    ((_, run),) = load_run_configs(["hardware=b200-180gb", "hardware.efficiency.request_overhead_ms=4.5"])
-    assert run.hardware.efficiency.request_overhead_ms == 4.5
+    ((_, run),) = load_run_configs(["hardware=b200-180gb", "hardware.efficiency.scale_out=0.5"])
+    assert run.hardware.efficiency.scale_out == 0.5
 
 
 # The efficiency blocks as the accelerator files spelled them out before `from:` existed (commit a2e1a0d),
@@ -202,15 +202,13 @@ def test_documented_overrides_compose():
 # overheads since refitted (benchmarks/fit_serving_overhead.py, serving ops timed by the kernel model: request
 # 6.0 ms, iteration 0 ms since collectives pay scale_up.collective_launch_us, MoE layer 0 us) are the H100 values every H100-derived part takes; H200 also takes
 # the H100 fp8 serving fraction. The serving kernel fractions (attention, decode_hbm, gemm_tile_rows) left
-# the block when serving ops took their times from the kernel model.
+# the block when serving ops took their times from the kernel model, the serving overheads when they became
+# the engine's (conf/engine/: every engine file then held the H100 values, 6.0 ms, 0 ms, 0 us).
 H100 = dict(
     matmul=0.67,
     hbm=0.7,
     scale_up=0.8,
     scale_out=0.94,
-    request_overhead_ms=6.0,
-    iteration_overhead_ms=0.0,
-    moe_layer_overhead_us=0.0,
 )
 A100 = dict(H100, matmul=0.74, hbm=0.9, scale_out=0.96)
 BEFORE_INHERITANCE = {
@@ -251,7 +249,7 @@ def _hw(tmp_path, name, efficiency: str):
 def test_user_accelerator_inherits_and_overrides(tmp_path):
     _hw(tmp_path, "mygpu", "efficiency:\n  from: h100-sxm-80gb\n  matmul: 0.5\n")
     eff = load_option("hardware", "mygpu", [str(tmp_path)]).efficiency
-    assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.iteration_overhead_ms == 0.0
+    assert eff.matmul == 0.5 and eff.hbm == 0.7 and eff.matmul_fp8 == 0.65 and eff.scale_up == 0.8
     ((_, run),) = load_run_configs(["hardware=mygpu", "hardware.efficiency.hbm=0.66"], [str(tmp_path)])
     assert run.hardware.efficiency.matmul == 0.5 and run.hardware.efficiency.hbm == 0.66
 
@@ -275,6 +273,38 @@ def test_missing_calibration_is_one_sentence(tmp_path, efficiency, message):
         or "from=" in message
         or "loops" in message
     )
+
+
+def test_serving_overhead_in_a_hardware_file_says_it_moved_to_the_engine(tmp_path):
+    _hw(tmp_path, "mygpu", "efficiency:\n  from: h100-sxm-80gb\n  request_overhead_ms: 4\n")
+    with pytest.raises(UserError, match="request_overhead_ms belong to the serving engine now") as err:
+        load_option("hardware", "mygpu", [str(tmp_path)])
+    assert "\n" not in str(err.value) and "engine.request_overhead_ms=" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["trtllm", "vllm", "sglang"])
+def test_each_engine_composes_and_takes_overrides(name):
+    """engine=NAME picks conf/engine/NAME.yaml; engine.FIELD=... sets one of its fields; the run's
+    engine is what that file says (its name matches the file)."""
+    ((_, run),) = load_run_configs(["workload=inference", f"engine={name}", "engine.iteration_overhead_ms=0.25"])
+    shipped = load_option("engine", name)
+    assert run.engine == shipped.model_copy(update={"iteration_overhead_ms": 0.25})
+    assert run.engine.name == name
+
+
+def test_default_engine_is_trtllm():
+    ((_, run),) = load_run_configs(["workload=inference"])
+    assert run.engine == load_option("engine", "trtllm")
+
+
+def test_user_engine_file_is_an_option(tmp_path):
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "myengine.yaml").write_text(
+        "display_name: mine\nversion: '1'\nrequest_overhead_ms: 2\niteration_overhead_ms: 0.1\n"
+        "moe_layer_overhead_us: 3\n"
+    )
+    ((_, run),) = load_run_configs(["workload=inference", "engine=myengine"], [str(tmp_path)])
+    assert (run.engine.name, run.engine.request_overhead_ms, run.engine.moe_layer_overhead_us) == ("myengine", 2, 3)
 
 
 def test_conf_files_hold_values_only():

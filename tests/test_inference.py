@@ -24,6 +24,7 @@ from parallmelism.specs import GridSpec, InferenceWorkload, RunConfig
 from parallmelism.units import GIB
 
 MODELS = {}
+TRTLLM = load_option("engine", "trtllm")
 
 
 def model(name):
@@ -39,6 +40,7 @@ def run_of(model_name="llama3.1-70b", hardware="h100-sxm-80gb", grid=None, **wl)
         hardware=load_option("hardware", hardware),
         workload=InferenceWorkload(**wl),
         grid=GridSpec(**grid),
+        engine=TRTLLM,
     )
 
 
@@ -116,8 +118,8 @@ def test_fp8_weights_halve_the_linear_weight_bytes():
     assert fp8["mem_weights_gib"] * GIB == pytest.approx(1 * linear + 2 * half, rel=1e-12)
     # decode reads: every decoder linear op's weight bytes halve exactly
     KM = kernel_model(load_option("hardware", "h100-sxm-80gb"))
-    rec16 = {(r["phase"], r["op"]): r for r in breakdown_for_row(bf16.to_dict(), m, *_hw_wl(bf16=True), KM)}
-    rec8 = {(r["phase"], r["op"]): r for r in breakdown_for_row(fp8.to_dict(), m, *_hw_wl(bf16=False), KM)}
+    rec16 = {(r["phase"], r["op"]): r for r in breakdown_for_row(bf16.to_dict(), m, *_hw_wl(bf16=True), KM, TRTLLM)}
+    rec8 = {(r["phase"], r["op"]): r for r in breakdown_for_row(fp8.to_dict(), m, *_hw_wl(bf16=False), KM, TRTLLM)}
     for op in ("qkv_proj", "output_proj", "gate_up_proj", "down_proj"):
         assert rec8[("decode", op)]["weight_bytes"] == pytest.approx(rec16[("decode", op)]["weight_bytes"] / 2)
 
@@ -165,7 +167,7 @@ def test_decode_latency_bounded_below_by_bytes_over_hbm_bandwidth(name, tp, batc
     decode = pd.read_csv(shared_reference("h100_decode_kernels.csv"), comment="#")
     slowest = decode[decode.kind == "gemm"].gbps.min() / hw.hbm_bandwidth_gbps
     assert r["decode_step_ms"] <= (
-        bound_s * 1e3 / slowest * 1.05 + r["time_comm_decode_ms"] + hw.efficiency.iteration_overhead_ms
+        bound_s * 1e3 / slowest * 1.05 + r["time_comm_decode_ms"] + TRTLLM.iteration_overhead_ms
     )
 
 
@@ -175,7 +177,7 @@ def test_doubling_tp_halves_weight_reads_until_communication_dominates():
     reads, tpot, comm_share = {}, {}, {}
     for tp in (1, 2, 4, 8):
         r = one(run_of(grid={"ngpus": [tp], "tp": [tp]}))
-        rec = [x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw)) if x["phase"] == "decode"]
+        rec = [x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw), TRTLLM) if x["phase"] == "decode"]
         reads[tp] = sum(x["weight_bytes"] * x["calls"] for x in rec if x["bound"] != "communication")
         tpot[tp] = r["tpot_ms"]
         comm_share[tp] = r["time_comm_decode_ms"] / r["tpot_ms"]
@@ -233,7 +235,7 @@ def test_moe_decode_reads_only_the_experts_it_routes_to():
     m = model("mixtral-8x7b")
     hw, wl = load_option("hardware", "h100-sxm-80gb"), InferenceWorkload(batch=1)
     r = one(run_of("mixtral-8x7b", grid={"ngpus": [1], "tp": [1], "ep": [1]}, batch=1))
-    rec = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw))}
+    rec = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw), TRTLLM)}
     one_expert = 2 * m.hidden * m.moe.ffn_hidden * 2  # gate + up, bf16
     # batch 1, top-2 of 8: exactly two experts' weights are read in a decode step, all eight in prefill
     assert rec[("decode", "experts_gate_up")]["weight_bytes"] == pytest.approx(2 * one_expert)
@@ -284,7 +286,9 @@ def test_without_flash_attention_the_score_matrix_goes_through_hbm():
     for flash in (True, False):
         wl = InferenceWorkload(input_len=S, output_len=2, flash_attention=flash)
         r = one(run_of("llama3.1-8b", grid={"ngpus": [1], "tp": [1]}, input_len=S, output_len=2, flash_attention=flash))
-        recs[flash] = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw))}
+        recs[flash] = {
+            (x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw), TRTLLM)
+        }
     extra = (
         recs[False][("prefill", "attention_qk")]["other_bytes"] - recs[True][("prefill", "attention_qk")]["other_bytes"]
     )
@@ -306,7 +310,7 @@ def test_expert_parallel_inside_the_tp_group_has_no_all_to_all():
     ep_tp = one(run_of("mixtral-8x7b", grid={"ngpus": [8], "tp": [8], "ep": [8]}, batch=16))
     assert ep_tp["mem_weights_gib"] == pytest.approx(tp_only["mem_weights_gib"], rel=1e-12)
     hw, wl = load_option("hardware", "h100-sxm-80gb"), InferenceWorkload(batch=16)
-    rec = breakdown_for_row(ep_tp.to_dict(), m, hw, wl, kernel_model(hw))
+    rec = breakdown_for_row(ep_tp.to_dict(), m, hw, wl, kernel_model(hw), TRTLLM)
     assert not any(r["op"] == "ep_all_to_all" for r in rec)
     # one whole expert per GPU: its gate/up weights are 2·h·I elements when touched
     up = next(r for r in rec if r["phase"] == "prefill" and r["op"] == "experts_gate_up")

@@ -20,6 +20,8 @@ from parallmelism.engine import evaluate
 from parallmelism.specs import GridSpec, InferenceWorkload, RunConfig
 from tests.conftest import invoke
 
+ENGINE = load_option("engine", "trtllm")
+
 H, A, RQ, RKV, N, P, V = 7168, 128, 1536, 512, 128, 64, 128
 ATTN_OPS = {
     "q_a_proj",
@@ -103,11 +105,13 @@ def test_dp_attention_with_expert_parallel_all_to_all_across_nodes():
     wl = InferenceWorkload(
         input_len=1000, output_len=1000, batch=64, weight_dtype="fp8", precision="fp8", kv_dtype="fp8"
     )
-    run = RunConfig(model=m, hardware=hw, workload=wl, grid=GridSpec(ngpus=[16], tp=[1], pp=[1], sp=[1], ep=[16]))
+    run = RunConfig(
+        model=m, hardware=hw, workload=wl, grid=GridSpec(ngpus=[16], tp=[1], pp=[1], sp=[1], ep=[16]), engine=ENGINE
+    )
     df, _ = evaluate(run)
     r = df.iloc[0]
     assert (r["tp"], r["dp"], r["ep"]) == (1, 16, 16) and np.isfinite(r["tpot_ms"])
-    rec = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw))}
+    rec = {(x["phase"], x["op"]): x for x in breakdown_for_row(r.to_dict(), m, hw, wl, kernel_model(hw), ENGINE)}
     a2a = rec[("decode", "ep_all_to_all")]["time_ms"]
     # 2 x 58 MoE layers, each GPU sends 64 tokens · 8 experts · 7168 · 2 bytes · 15/16 off-rank,
     # at no more than the NIC's 50 GB/s: the all-to-all cannot be faster than that

@@ -32,6 +32,7 @@ def row(model="llama3.1-8b", **wl):
         hardware=load_option("hardware", "h100-sxm-80gb"),
         workload=InferenceWorkload(**wl),
         grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1]),
+        engine=load_option("engine", "trtllm"),
     )
     return evaluate(run)[0].iloc[0]
 

@@ -41,8 +41,8 @@ def test_a_layout_is_frozen_typed_and_made_once():
 def test_the_serving_model_reads_the_same_numbers_from_a_layout_or_columns():
     model, hw = load_option("model", "llama3.1-70b"), load_option("hardware", "h100-sxm-80gb")
     wl = InferenceWorkload(batch=4)
-    from_cols = inference_columns(dict(COLS), model, hw, wl, kernel_model(hw))
-    again = inference_columns(dict(COLS), model, hw, wl, kernel_model(hw))
+    from_cols = inference_columns(dict(COLS), model, hw, wl, kernel_model(hw), load_option("engine", "trtllm"))
+    again = inference_columns(dict(COLS), model, hw, wl, kernel_model(hw), load_option("engine", "trtllm"))
     assert all(np.array_equal(from_cols[k], again[k]) for k in from_cols)
     # the cost terms take the typed layout; its first row alone costs what it costs among the rows
     lay = ServingLayout.of(COLS)

@@ -88,14 +88,17 @@ def test_static_serving_step_is_the_decode_pipeline():
     best chunked sequence pipeline, and half the stages idle."""
     model, hw = load_option("model", "llama3.1-70b"), load_option("hardware", "h100-sxm-80gb")
     wl = InferenceWorkload(batch=2, batching="static", input_len=8192, output_len=128)
-    run = RunConfig(model=model, hardware=hw, workload=wl, grid=GridSpec(ngpus=[32], tp=[8], pp=[4], sp=[1]))
+    engine = load_option("engine", "trtllm")
+    run = RunConfig(
+        model=model, hardware=hw, workload=wl, grid=GridSpec(ngpus=[32], tp=[8], pp=[4], sp=[1]), engine=engine
+    )
     df, _ = evaluate(run)
     assert len(df) == 1
     row = df.iloc[0]
     lay = ServingLayout.of({k: np.array([row[k]]) for k in ("tp", "pp", "sp", "ep", "dp", "batch", "layers_per_stage")})
     km = kernel_model(hw)
     dec = decode_terms(model, hw, wl, lay, km=km)
-    t_iter = iteration_overhead_s(model, hw)
+    t_iter = iteration_overhead_s(model, engine)
     assert row["decode_micro_batches"] == 2 and row["decode_pp_idle"] == 0.5
     assert row["decode_step_ms"] == pytest.approx(1e3 * (4 * (dec["stage_s"][0] + dec["hop_s"][0]) + t_iter), rel=1e-12)
     c = int(row["prefill_chunks"])

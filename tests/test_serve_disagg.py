@@ -13,6 +13,7 @@ from parallmelism.specs.plan import PlanSpec
 from tests.conftest import invoke
 
 HW = load_option("hardware", "h100-sxm-80gb")
+ENGINE = load_option("engine", "trtllm")
 
 
 def test_kv_transfer_is_the_prompt_cache_over_the_nics():
@@ -49,11 +50,11 @@ def test_pools_sized_by_hand():
         }
     )
     plan = PlanSpec(qps=16, load=0.8, tpot_ms=12)
-    dis = disaggregated_plan(rows, m, HW, WL, plan, 16.0)
+    dis = disaggregated_plan(rows, m, HW, WL, ENGINE, plan, 16.0)
     # prefill: 16 req/s x 0.1 s / 0.8 = 2 replicas; rho = 0.8, wait = 0.8·0.1/(2·0.2) = 0.2 s
     p = dis["prefill"]
     assert p["replicas"] == 2
-    assert p["ttft_ms"] == pytest.approx(HW.efficiency.request_overhead_ms + 300.0 + p["kv_transfer_ms"])
+    assert p["ttft_ms"] == pytest.approx(ENGINE.request_overhead_ms + 300.0 + p["kv_transfer_ms"])
     # decode: batch 32 at 10 ms -> 32 / (100 x 0.01) = 32 req/s; 16 / (32 x 0.8) -> 1 replica;
     # batch 1 at 5 ms -> 2 req/s -> 10 replicas
     d = dis["decode"]

@@ -1,5 +1,5 @@
-"""The serving overheads in hardware/h100-sxm-80gb.yaml are what benchmarks/fit_serving_overhead.py
-fits on the shipped serving rows: neither grid neighbour of each shipped value gives a smaller mean
+"""The serving overheads in conf/engine/NAME.yaml are what benchmarks/fit_serving_overhead.py
+fits on that engine's shipped serving rows: neither grid neighbour of each shipped value gives a smaller mean
 |error| on that value's rows. A change to the serving model that moves an optimum fails here, so the
 YAML is refitted (run the script) instead of drifting (moe_layer_overhead_us sat at an older 45 us
 while the model's optimum had moved to 57.5)."""
@@ -22,23 +22,23 @@ def fit():
 
 
 @pytest.mark.parametrize(
-    "hw_name, field",
+    "engine, field",
     [
-        ("h200-sxm-141gb", "moe_layer_overhead_us"),
-        ("h100-sxm-80gb", "iteration_overhead_ms"),
-        ("h100-sxm-80gb", "request_overhead_ms"),
+        ("sglang", "moe_layer_overhead_us"),
+        ("trtllm", "iteration_overhead_ms"),
+        ("trtllm", "request_overhead_ms"),
     ],
 )
-def test_shipped_serving_overhead_is_the_fit(fit, hw_name, field):
+def test_shipped_serving_overhead_is_the_fit(fit, engine, field):
     ctx = fit._context([], [])
     parts = {
-        f: (rows, grid, which) for f, rows, grid, which in fit.fit_parts(fit.rows_by_accelerator()[hw_name], ctx[0])
+        f: (rows, grid, which) for f, rows, grid, which in fit.fit_parts(fit.rows_by_engine(None, ctx)[engine], ctx[0])
     }
     rows, grid, which = parts[field]
     assert rows
     step = float(grid[1] - grid[0])
-    eff = ctx[1](hw_name).efficiency
-    values = {f: getattr(eff, f) for f in fit.FIELDS}
+    shipped_engine = ctx[3](engine)
+    values = {f: getattr(shipped_engine, f) for f in fit.FIELDS}
     shipped = values[field]
 
     def score(v):

@@ -162,11 +162,23 @@ def plan_serve(
             raise UserError(res.explain_empty())
         table = serve_plan_table(rows, run.workload, run.hardware, run.plan)
         dis = disaggregated_plan(
-            rows, run.model, run.hardware, run.workload, run.plan, plan_qps(run.plan, run.workload)
+            rows,
+            run.model,
+            run.hardware,
+            run.workload,
+            run.serving_engine(),
+            run.plan,
+            plan_qps(run.plan, run.workload),
         )
         if run.plan.prefill_gpus or run.plan.decode_gpus:
             dis = fixed_split_plan(
-                rows, run.model, run.hardware, run.workload, run.plan, plan_qps(run.plan, run.workload)
+                rows,
+                run.model,
+                run.hardware,
+                run.workload,
+                run.serving_engine(),
+                run.plan,
+                plan_qps(run.plan, run.workload),
             )
         if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
             raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
@@ -177,7 +189,7 @@ def plan_serve(
         colocated = int(c["total_gpus"]) if c is not None else None
         binding = "\n".join([binding, "", *disaggregated_lines(dis, colocated, run.plan)]).strip()
         pools = (
-            pool_bindings(rows, run.model, run.hardware, run.workload, run.plan, qps, dis)
+            pool_bindings(rows, run.model, run.hardware, run.workload, run.serving_engine(), run.plan, qps, dis)
             if dis is not None and dis.get("total_gpus") is not None
             else ("", "")
         )

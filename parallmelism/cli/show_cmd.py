@@ -134,7 +134,13 @@ def show(
             _print_fit_line(out, row, run.hardware)
             out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS, width=out.width), crop=False)
             records = breakdown_for_row(
-                row, run.model, run.hardware, run.workload, km, draft_model_of(run.model, run.workload)
+                row,
+                run.model,
+                run.hardware,
+                run.workload,
+                km,
+                run.serving_engine(),
+                draft_model_of(run.model, run.workload),
             )
             out.print(breakdown_table(records, width=out.width), crop=False)
             for line in load:

@@ -4,7 +4,7 @@ Hydra composition costs ~80 ms per point and importing Hydra ~0.2 s: most of a p
 What composition produces is a pure function of
   - the override strings and the config folders given ($PARALLMELISM_CONFIG_PATH, --config-dir),
   - every file under the shipped conf/, models/, hardware/ and under each user folder's models/,
-    model/, hardware/, workload/ and grid/ (path and
+    model/, hardware/, workload/, grid/ and engine/ (path and
     content; ~300 KB shipped, hashed in about a millisecond),
   - the parallmelism version and the source of the code that composes and validates (config/ and
     specs/: defaults, validation rules and the specs' fields), and the current folder,
@@ -37,7 +37,7 @@ from pathlib import Path
 from .paths import data_root
 
 FORMAT = 3  # 2: output.format defaults to None (the extension), no longer csv; 3: pickled specs
-USER_SUBFOLDERS = ("models", "model", "hardware", "workload", "grid")
+USER_SUBFOLDERS = ("models", "model", "hardware", "workload", "grid", "engine")
 MAX_ENTRIES = 256
 MAX_ENTRY_BYTES = 8 << 20  # a sweep of thousands of points is composed, not cached
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 ENV_CONFIG_PATH = "PARALLMELISM_CONFIG_PATH"
-GROUP_DIRS = {"model": "models", "hardware": "hardware", "workload": "workload", "grid": "grid"}
-# Shipped workload/ and grid/ options live under conf/; models/ and hardware/ at the top (users `ls models/`).
-SHIPPED_UNDER = {"model": "", "hardware": "", "workload": "conf", "grid": "conf"}
+GROUP_DIRS = {"model": "models", "hardware": "hardware", "workload": "workload", "grid": "grid", "engine": "engine"}
+# Shipped workload/, grid/ and engine/ options live under conf/; models/ and hardware/ at the top (users `ls models/`).
+SHIPPED_UNDER = {"model": "", "hardware": "", "workload": "conf", "grid": "conf", "engine": "conf"}
 
 
 # A config option's name (models/NAME.yaml, hardware/NAME.yaml): one file name, never a path.
@@ -50,10 +50,10 @@ def shipped_root(group: str) -> Path:
 
 
 def option_files(group: str, user_dirs: list[Path]) -> dict[str, Path]:
-    """name -> YAML file for a group (model, hardware, workload, grid); user folders override shipped ones.
+    """name -> YAML file for a group (model, hardware, workload, grid, engine); user folders override shipped ones.
 
     A user folder may hold `models/NAME.yaml` or `model/NAME.yaml` (likewise hardware); workload and
-    grid options go in `workload/` and `grid/`.
+    grid and engine options go in `workload/`, `grid/` and `engine/`.
     """
     roots = [shipped_root(group)] + list(user_dirs)
     found: dict[str, Path] = {}

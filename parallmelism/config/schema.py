@@ -1,9 +1,9 @@
 """The pydantic specs are the config schema: every config node is the spec's defaults plus the file's values.
 
-A YAML file under models/, hardware/, conf/workload/ or conf/grid/ holds values only; the keys it
+A YAML file under models/, hardware/, conf/workload/, conf/grid/ or conf/engine/ holds values only; the keys it
 leaves out come from the spec class (`specs/`), so every field is on the composed config and can be
 overridden on the command line by its documented name (`workload.overlap_pp_comm=false`,
-`hardware.efficiency.request_overhead_ms=5`). Required fields without a default stay absent until a file
+`engine.request_overhead_ms=5`). Required fields without a default stay absent until a file
 sets them (pydantic then names what is missing).
 
 Efficiency blocks are the exception to "defaults from the spec": a calibration is never filled in
@@ -36,11 +36,11 @@ def spec_defaults(cls) -> dict[str, Any]:
 
 def group_class(group: str, values: dict):
     """The spec class of one group's node (values: the file's mapping, to pick the workload kind)."""
-    from ..specs import AcceleratorSpec, GridSpec, InferenceWorkload, ModelSpec, TrainWorkload
+    from ..specs import AcceleratorSpec, EngineSpec, GridSpec, InferenceWorkload, ModelSpec, TrainWorkload
 
     if group == "workload":
         return InferenceWorkload if values.get("kind", "train") == "inference" else TrainWorkload
-    return {"model": ModelSpec, "hardware": AcceleratorSpec, "grid": GridSpec}[group]
+    return {"model": ModelSpec, "hardware": AcceleratorSpec, "grid": GridSpec, "engine": EngineSpec}[group]
 
 
 SUB_SPECS = {"model": ("moe", "mla"), "hardware": ("scale_up", "scale_out")}

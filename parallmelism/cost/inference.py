@@ -41,16 +41,16 @@ schedules are cost/pipeline.py's):
            the stage's weights. Context = input_len + output_len/2 (mean over the decode steps).
   serving  continuous batching (default): iteration-level model of `cost.inference_iteration`:
            decode iterations (decode_step_ms) and mixed iterations carrying a prompt chunk under
-           the per-iteration token budget (iteration_mixed_ms), each + eff.iteration_overhead_ms;
+           the per-iteration token budget (iteration_mixed_ms), each + engine.iteration_overhead_ms;
            closed-loop steady state with b sequences per replica gives the MEAN ITL (tpot_ms), the
            MEAN TTFT = wait for the iteration in flight + queue + the prompt's chunks +
-           eff.request_overhead_ms, and serving_load = share of iterations carrying a chunk.
+           engine.request_overhead_ms, and serving_load = share of iterations carrying a chunk.
            Static batching: the batch's prompts are prefilled together (sequence pipeline above),
            then decode steps; TTFT = prefill + one iteration overhead + request overhead, ρ = 0.
   request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
 Calibration (`parallmelism validate`, cases/inference_*.csv; kernels from kernel measurements
-only; named overheads fitted once per accelerator by benchmarks/fit_serving_overhead.py:
-iteration_overhead_ms, moe_layer_overhead_us, request_overhead_ms): the error per
+only; named overheads of the serving engine (specs/engine.py, conf/engine/) fitted once per engine by
+benchmarks/fit_serving_overhead.py: iteration_overhead_ms, moe_layer_overhead_us, request_overhead_ms): the error per
 case is in the committed validation table tests/golden/validation.csv. TTFT at higher concurrency
 in those closed-loop benchmarks is not validated (it follows the load generator's arrival bursts).
 Throughput (tokens/s over all dp replicas): prefill phase counts input tokens per TTFT, decode
@@ -65,7 +65,7 @@ from functools import partial
 
 import numpy as np
 
-from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, InferenceWorkload, ModelSpec
+from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, EngineSpec, InferenceWorkload, ModelSpec
 from .collective_ops import (
     DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT,
     CollectiveOp,
@@ -339,6 +339,7 @@ def continuous_terms(
     wl: InferenceWorkload,
     lay: ServingLayout,
     km: KernelModel,
+    engine: EngineSpec,
     draft: ModelSpec | None = None,
 ):
     """Iteration-level serving (cost.inference_iteration): decode and mixed iteration times, the
@@ -348,7 +349,7 @@ def continuous_terms(
 
     pp = np.asarray(lay.pp, dtype=np.float64)
     b = np.asarray(lay.batch, dtype=np.float64)
-    t_iter = iteration_overhead_s(model, hw)
+    t_iter = iteration_overhead_s(model, engine)
     dec = decode_terms(model, hw, wl, lay, km=km)
     m = decode_micro_batches(lay)
     t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km))
@@ -370,7 +371,7 @@ def continuous_terms(
         n_p,
         b,
         wl.output_len,
-        hw.efficiency.request_overhead_ms * 1e-3,
+        engine.request_overhead_ms * 1e-3,
         fused=wl.chunked_prefill,
         pp=pp,
         tokens_per_iter=expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens)
@@ -386,25 +387,26 @@ def inference_columns(
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
     km: KernelModel,
+    engine: EngineSpec,
     draft: ModelSpec | None = None,
 ) -> dict[str, np.ndarray]:
     """Every serving cost column for layout rows (see schema.INFERENCE_COLUMNS); `km`: the
     accelerator's kernel model (config.kernel_tables.kernel_model), as training_time takes it;
-    `draft` is the draft model when wl.spec_method == "draft". `cols` is returned with the cost columns added;
+    `engine`: the serving engine (its host-side overheads); `draft` is the draft model when wl.spec_method == "draft". `cols` is returned with the cost columns added;
     the cost model reads its layout as a ServingLayout."""
     model = physical_experts_model(model, wl.eplb_redundant_experts)
     lay = ServingLayout.of(cols)
     pp = np.asarray(lay.pp, dtype=np.float64)
     b = np.asarray(lay.batch, dtype=np.float64)
-    overhead_s = hw.efficiency.request_overhead_ms * 1e-3
+    overhead_s = engine.request_overhead_ms * 1e-3
     spec_e = expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens) if wl.spec_method != "none" else 1.0
     if wl.batching == "continuous":
-        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, km, draft)
+        dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, km, engine, draft)
         prefill_s = pipeline.chunked_prefill_s(chunks, pp, mixed_s)
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
-        t_iter = iteration_overhead_s(model, hw)
+        t_iter = iteration_overhead_s(model, engine)
         prefill_s, chunks = best_prefill(model, hw, wl, lay, km)
         prefill_s = prefill_s + t_iter
         pre = prefill_terms(model, hw, wl, lay, chunks, km=km)
@@ -468,6 +470,7 @@ def inference_breakdown(
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
     km: KernelModel,
+    engine: EngineSpec,
     draft: ModelSpec | None = None,
 ) -> list[dict]:
     """Per-op explanation of the FIRST row of `lay`: one record per (phase, op or collective)
@@ -475,11 +478,11 @@ def inference_breakdown(
     ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
     iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
-    ends with its fixed `iteration_overhead` (eff.iteration_overhead_ms + MoE layers ·
-    eff.moe_layer_overhead_us)."""
+    ends with its fixed `iteration_overhead` (engine.iteration_overhead_ms + MoE layers ·
+    engine.moe_layer_overhead_us)."""
     model = physical_experts_model(model, wl.eplb_redundant_experts)
     one = lay.rows(1)
-    t_iter_ms = iteration_overhead_s(model, hw) * 1e3
+    t_iter_ms = iteration_overhead_s(model, engine) * 1e3
     if wl.batching == "continuous":
         from .inference_iteration import mixed_stage_terms, prefill_chunk_plan
 
@@ -569,6 +572,7 @@ def breakdown_for_row(
     hw: AcceleratorSpec,
     wl: InferenceWorkload,
     km: KernelModel,
+    engine: EngineSpec,
     draft: ModelSpec | None = None,
 ) -> list[dict]:
     """`inference_breakdown` of one evaluated row (a dict with the layout columns); `draft`: the
@@ -578,4 +582,4 @@ def breakdown_for_row(
     if wl.spec_method == "draft" and draft is None:
         raise ValueError("spec_method=draft needs the draft model (config.draft_model_of)")
     cols = {k: np.array([int(row[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    return inference_breakdown(ServingLayout.of(cols), model, hw, wl, km, draft)
+    return inference_breakdown(ServingLayout.of(cols), model, hw, wl, km, engine, draft)

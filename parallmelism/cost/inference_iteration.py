@@ -14,9 +14,9 @@ rest of the budget with a prefill chunk (chunked prefill). Two kinds of iteratio
                      its increment is at least 0, and the decode tokens' sp attention merge is in both)
 Stage times are the ops' kernel times (`cost.inference.stage_terms`: the kernel model's forward
 kernels, summed, plus the layer collectives). The weights are read once per iteration for all its
-tokens. t_iter = eff.iteration_overhead_ms (scheduler, sampling, launches, host sync) +
-eff.moe_layer_overhead_us per MoE layer (routing, token permutation, grouped-GEMM launches): named
-constants per accelerator fitted on serving ITL (benchmarks/fit_serving_overhead.py). Each
+tokens. t_iter = engine.iteration_overhead_ms (scheduler, sampling, launches, host sync) +
+engine.moe_layer_overhead_us per MoE layer (routing, token permutation, grouped-GEMM launches): named
+constants per serving engine (specs/engine.py) fitted on serving ITL (benchmarks/fit_serving_overhead.py). Each
 chunk is the prompt's MEAN chunk (later chunks attend to more keys; the sum over chunks is exact).
 
 Steady state of a closed loop with b sequences per replica (Little: request rate λ = b / e2e):
@@ -49,11 +49,10 @@ from .pipeline import chunked_prefill_s
 BISECTION_STEPS = 40  # halvings of λ's bracket: it ends 2^-40 (~1e-12) of its first width wide
 
 
-def iteration_overhead_s(model, hw) -> float:
-    """Fixed seconds of one serving iteration: eff.iteration_overhead_ms + eff.moe_layer_overhead_us
-    per MoE layer of the model (all stages: the iteration passes every layer once)."""
-    eff = hw.efficiency
-    return eff.iteration_overhead_ms * MS + eff.moe_layer_overhead_us * US * model.num_moe_layers
+def iteration_overhead_s(model, engine) -> float:
+    """Fixed seconds of one serving iteration: the engine's iteration_overhead_ms + its
+    moe_layer_overhead_us per MoE layer of the model (all stages: the iteration passes every layer once)."""
+    return engine.iteration_overhead_ms * MS + engine.moe_layer_overhead_us * US * model.num_moe_layers
 
 
 def prefill_chunk_plan(wl, batch):

@@ -17,7 +17,7 @@ Dynamo, SGLang and vLLM P/D disaggregation), sized for a request rate and compar
   decode pool   replicas of one layout with `batch` sequences decoding and no prefill stalls:
                 ITL = decode_step_ms / spec_tokens_per_step; a replica finishes
                 batch / ((output_len − 1)·ITL) requests/s; N_d = ceil(qps / (that · load)).
-  TTFT          request overhead + W + P + KV transfer (the first token comes from the prefill
+  TTFT          the engine's request overhead + W + P + KV transfer (the first token comes from the prefill
                 pool). Both are MEANS, like the colocated model's.
 The TTFT limit constrains only the prefill layout and the ITL limit only the decode layout, so
 each pool takes its cheapest layout meeting its own limit; the P:D split is N_p·g_p : N_d·g_d.
@@ -45,7 +45,7 @@ def kv_transfer_ms(model, hw, wl, tp, pp, sp):
     return (total / gpus / bw + hw.scale_out.latency_us * 1e-6) * 1e3
 
 
-def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | None = None) -> dict | None:
+def disaggregated_plan(rows, model, hw, wl, engine, plan, qps: float, pools: tuple | None = None) -> dict | None:
     """Cheapest prefill pool + cheapest decode pool meeting the limits; None if either has none.
     pools=(prefill GPUs, decode GPUs): a fixed split; each pool takes the layouts whose unit divides
     its GPU count, as many units as fit in it."""
@@ -75,7 +75,7 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
     pre["kv_transfer_ms"] = kv_transfer_ms(
         model, hw, wl, pre["tp"].to_numpy(), pre["pp"].to_numpy(), pre["sp"].to_numpy() if "sp" in pre else 1
     )
-    pre["ttft_ms"] = hw.efficiency.request_overhead_ms + (wait + P) * 1e3 + pre["kv_transfer_ms"]
+    pre["ttft_ms"] = engine.request_overhead_ms + (wait + P) * 1e3 + pre["kv_transfer_ms"]
     pre["pool_gpus"] = pre["replicas"] * pre["replica_gpus"]
     pre["pool_rps"] = pre["replicas"].to_numpy() * pre_lanes / P  # prompts/s the pool prefills at 100 % busy
     if plan.ttft_ms is not None:
@@ -113,7 +113,7 @@ def disaggregated_plan(rows, model, hw, wl, plan, qps: float, pools: tuple | Non
     }
 
 
-def pool_bindings(rows, model, hw, wl, plan, qps: float, dis: dict) -> tuple[str, str]:
+def pool_bindings(rows, model, hw, wl, engine, plan, qps: float, dis: dict) -> tuple[str, str]:
     """What sets each pool's size, in words: its latency limit when the cheapest pool without
     that limit has fewer GPUs, else the request rate; a fixed split (prefill_gpus=, decode_gpus=)
     is set by the user."""
@@ -125,7 +125,9 @@ def pool_bindings(rows, model, hw, wl, plan, qps: float, dis: dict) -> tuple[str
             f"prefill_gpus={plan.prefill_gpus} fixes it at {at_p}",
             f"decode_gpus={plan.decode_gpus} fixes it at {at_d}",
         )
-    free = disaggregated_plan(rows, model, hw, wl, plan.model_copy(update={"ttft_ms": None, "tpot_ms": None}), qps)
+    free = disaggregated_plan(
+        rows, model, hw, wl, engine, plan.model_copy(update={"ttft_ms": None, "tpot_ms": None}), qps
+    )
     rate = f"the request rate ({qps:g} requests/s) binds"
 
     def binds(limit_ms, label: str, pool: str, needed) -> str:
@@ -172,7 +174,7 @@ def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
     return lines
 
 
-def fixed_split_plan(rows, model, hw, wl, plan, qps: float) -> dict:
+def fixed_split_plan(rows, model, hw, wl, engine, plan, qps: float) -> dict:
     """The disaggregated plan on exactly plan.prefill_gpus : plan.decode_gpus GPUs, or one sentence
     (UserError) saying which pool cannot hold a layout, keep up with the load or meet its limit."""
     from ..errors import UserError
@@ -193,7 +195,7 @@ def fixed_split_plan(rows, model, hw, wl, plan, qps: float) -> dict:
                     else " (none fits at these GPU counts)"
                 )
             )
-    dis = disaggregated_plan(rows, model, hw, wl, plan, qps, pools=(plan.prefill_gpus, plan.decode_gpus))
+    dis = disaggregated_plan(rows, model, hw, wl, engine, plan, qps, pools=(plan.prefill_gpus, plan.decode_gpus))
     if dis is not None and dis.get("no_link"):
         raise UserError(f"a P:D split (prefill_gpus=, decode_gpus=) cannot be planned: {dis['no_link']}")
     if dis is None or dis.get("total_gpus") is None:

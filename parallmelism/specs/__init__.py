@@ -1,6 +1,7 @@
 """Typed, validated inputs: model, accelerator, workload, grid, and the run that holds them."""
 
 from .accelerator import AcceleratorSpec, Efficiency, ScaleOut, ScaleUp
+from .engine import EngineSpec
 from .codes import Bound, Code, DPSharding, MemStage, Recompute, code_of, labels
 from .grid import DP_SHARDING, RECOMPUTE, GridSpec
 from .model import MLASpec, ModelSpec, MoESpec, moe_layers_in_range
@@ -19,6 +20,7 @@ __all__ = [
     "Efficiency",
     "ScaleOut",
     "ScaleUp",
+    "EngineSpec",
     "DP_SHARDING",
     "RECOMPUTE",
     "GridSpec",

@@ -20,6 +20,10 @@ LATENCY_US_MAX = 1e6  # a second per message
 HBM_GIB_MAX = 1e6  # a PiB per device
 
 
+# fields of specs/engine.py EngineSpec that hardware efficiency blocks held until the engine group
+SERVING_OVERHEADS = ("request_overhead_ms", "iteration_overhead_ms", "moe_layer_overhead_us")
+
+
 class Efficiency(BaseModel):
     """Achievable fractions of peak, set once per accelerator (never per case). Every field but
     matmul_fp8 is required: a hardware file spells each value or takes another file's block
@@ -33,21 +37,22 @@ class Efficiency(BaseModel):
     hbm: float = Field(..., gt=0, le=1, description="streaming kernels, fraction of HBM bandwidth (roofline plot)")
     scale_up: float = Field(..., gt=0, le=1, description="large collectives in the scale-up domain")
     scale_out: float = Field(..., gt=0, le=1, description="large collectives across nodes")
-    # Host-side time of one request in an online serving stack (HTTP, tokenizer, scheduler, first
-    # token streamed back), added once to TTFT. Set to 0 for offline engine timings (the H100 file's
-    # value is the calibration on TensorRT-LLM / NIM online serving, cost/inference.py).
-    request_overhead_ms: float = Field(..., ge=0, description="per-request host latency added to TTFT, ms")
-    # Fixed time of one engine iteration under in-flight batching (scheduler, sampling, kernel
-    # launches, host-device sync), paid once per forward pass whatever its tokens; fitted per
-    # accelerator on serving ITL by benchmarks/fit_serving_overhead.py (cost/inference_iteration.py).
-    iteration_overhead_ms: float = Field(..., ge=0, description="fixed time per serving iteration, ms")
-    # MoE layers add host-bound work per iteration that their kernels' times miss (routing top-k,
-    # token permute/unpermute): a fixed
-    # time per MoE layer per iteration, fitted with iteration_overhead_ms by the same script.
-    moe_layer_overhead_us: float = Field(..., ge=0, description="fixed time per MoE layer per serving iteration, us")
     # fp8 GEMMs reach a lower fraction of their (2x) peak than bf16 GEMMs of theirs (scaling, casts,
     # smaller tiles); None means `matmul`. The roofline plot's fp8 roof (report/plots.py).
     matmul_fp8: Optional[float] = Field(None, gt=0, le=1, description="fp8 GEMMs, fraction of fp8 peak")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _serving_overheads_are_the_engines(cls, data):
+        """Serving's per-request, per-iteration and per-MoE-layer overheads moved to the serving
+        engine (specs/engine.py, conf/engine/): a hardware file that still sets them is told where."""
+        moved = [k for k in SERVING_OVERHEADS if isinstance(data, dict) and k in data]
+        if moved:
+            raise ValueError(
+                f"{', '.join(moved)} belong to the serving engine now (conf/engine/NAME.yaml; set "
+                f"engine.{moved[0]}=VALUE on the command line): drop them from the efficiency block"
+            )
+        return data
 
 
 class Kernels(BaseModel):

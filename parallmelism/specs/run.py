@@ -7,6 +7,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from .accelerator import AcceleratorSpec
+from .engine import EngineSpec
 from .grid import GridSpec
 from .model import ModelSpec
 from .plan import PlanSpec
@@ -37,8 +38,23 @@ class RunConfig(BaseModel):
     hardware: AcceleratorSpec
     workload: Union[TrainWorkload, InferenceWorkload] = Field(discriminator="kind")
     grid: GridSpec
+    # the serving engine (conf/engine/, `engine: trtllm` in conf/config.yaml); composition always sets
+    # it, a RunConfig built in code for serving must name one (training ignores it)
+    engine: Optional[EngineSpec] = None
     output: OutputSpec = Field(default_factory=OutputSpec)
     plan: PlanSpec = Field(default_factory=PlanSpec)
+
+    def serving_engine(self) -> EngineSpec:
+        """The serving engine (set for every serving run: `_serving_needs_an_engine`)."""
+        if self.engine is None:
+            raise ValueError("a serving workload needs its engine (engine=trtllm | vllm | sglang, conf/engine/)")
+        return self.engine
+
+    @model_validator(mode="after")
+    def _serving_needs_an_engine(self):
+        if isinstance(self.workload, InferenceWorkload):
+            self.serving_engine()
+        return self
 
     @model_validator(mode="after")
     def _overlap_needs_its_axis(self):

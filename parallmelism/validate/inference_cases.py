@@ -4,6 +4,8 @@ Each row predicts `ttft_ms` (from `measured_ttft_ms`) and `itl_ms` (inter-token 
 `tpot_ms`, from `measured_itl_ms`) with the serving cost model; a blank measurement is skipped.
 How a row becomes a configuration (one rule each, never per case):
 - model, accelerator: as for memory cases (`validate/cases.py`); blank accelerator = H100 SXM.
+- engine (optional column): the serving engine file (conf/engine/: trtllm, vllm, sglang) whose
+  overheads the row runs with; blank = the default engine (conf/config.yaml: trtllm).
 - precision: the weight dtype (bf16, fp16, fp8, int8, int4) and, for bf16/fp16/fp8, the matmul
   dtype; int8/int4 are weight-only quantization (bf16 matmuls).
 - kv_cache_precision: the KV-cache dtype; blank = bf16.
@@ -32,8 +34,8 @@ PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
 REQUIRED = ["case", "input_len", "output_len", "concurrency", "measured_ttft_ms", "measured_itl_ms"]
 
 
-def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
-    """RunConfig with a fully pinned serving layout for one case row."""
+def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine_of):
+    """RunConfig with a fully pinned serving layout for one case row (engine_of: engine name -> EngineSpec)."""
     from pydantic import ValidationError
 
     from ..errors import UserError, format_validation_error
@@ -41,6 +43,7 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
 
     model = model_of(row, shipped_models)
     hw = hardware_of(get(row, "accelerator", DEFAULT_HARDWARE))
+    engine = engine_of(None if get(row, "engine") is None else str(get(row, "engine")).lower())
     tp, pp, ep, sp = (as_int(row, k, 1) for k in ("tp", "pp", "ep", "sp"))
     gpus = as_int(row, "gpus", tp * pp * sp)
     weights = str(get(row, "precision", "bf16")).lower()
@@ -61,7 +64,7 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output):
             chunked_prefill=str(get(row, "chunked_prefill", "true")).lower(),
         )
         grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[batch])
-        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
+        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output, engine=engine)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
 

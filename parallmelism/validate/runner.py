@@ -46,14 +46,20 @@ def _context(overrides, config_dirs):
     cache = {}
 
     # validate builds the model, workload and layout of every case from its row; an override may
-    # change the accelerators (hardware.*: efficiencies, overheads, links), applied to each case's
+    # change the accelerators (hardware.*: efficiencies, overheads, links) or the serving engines
+    # (engine.*: overheads), applied to each case's
     hw_overrides = [o for o in overrides if o.lstrip("+~").startswith("hardware.")]
-    other = [o for o in overrides if o not in hw_overrides]
+    # engine=NAME: the engine of rows without an engine column; engine.*: every engine's fields
+    engine_choice = [o for o in overrides if o.lstrip("+~").split("=")[0] == "engine"]
+    engine_overrides = [o for o in overrides if o.lstrip("+~").startswith("engine.")]
+    other = [o for o in overrides if o not in hw_overrides + engine_choice + engine_overrides]
     if other:
         raise UserError(
-            f"validate takes hardware.* overrides only (each case row sets its model, workload and "
-            f"layout); not {other[0]!r}"
+            f"validate takes hardware.*, engine=NAME and engine.* overrides only (each case row sets its "
+            f"model, workload and layout); not {other[0]!r}"
         )
+    engine_files = option_files("engine", user_dirs)
+    engines = {}
 
     def hardware_of(name):
         """The case's accelerator: its file, or composed with the hardware.* overrides as a sweep would."""
@@ -67,8 +73,24 @@ def _context(overrides, config_dirs):
             )
         return cache[name]
 
-    base = to_run_config(compose(hw_overrides, config_dirs))
-    return models, hardware_of, base.output
+    base = to_run_config(compose(hw_overrides + engine_choice + engine_overrides, config_dirs))
+
+    def engine_of(name):
+        """The case's serving engine: its file, or composed with the engine.* overrides; None (a row
+        without an engine) the composed default's (conf/config.yaml)."""
+        if name is None:
+            return base.engine
+        if name not in engine_files:
+            raise UserError(f"unknown engine {name!r} in case file; available: {', '.join(sorted(engine_files))}")
+        if name not in engines:
+            engines[name] = (
+                to_run_config(compose([f"engine={name}", *engine_overrides], config_dirs)).engine
+                if engine_overrides
+                else _load_option("engine", name, engine_files)
+            )
+        return engines[name]
+
+    return models, hardware_of, base.output, engine_of
 
 
 NON_FINITE = {"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}

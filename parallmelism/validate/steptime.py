@@ -240,7 +240,7 @@ def _run_of(row: dict, ctx):
     from ..specs import TrainWorkload
 
     model = model_of(row, ctx[0])
-    run = train_run_of(fill_blanks(row, model), *ctx)
+    run = train_run_of(fill_blanks(row, model), *ctx[:3])
     try:
         wl = TrainWorkload.model_validate({**run.workload.model_dump(), **_workload_extras(row, run.hardware)})
         hw = _row_hardware(row, run.hardware)

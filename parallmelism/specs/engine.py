@@ -1,0 +1,33 @@
+"""EngineSpec: the serving engine and version that runs a deployment (conf/engine/NAME.yaml).
+
+The kernels of a forward pass are the accelerator's (`hardware.kernels`, cost/kernels.py); what an
+engine adds around them is host-side time: per request (HTTP, tokenizer, scheduler admission, the
+first token streamed back), per iteration (scheduler, sampling, launches, host-device sync) and per
+MoE layer of an iteration (routing, token permutation, grouped-GEMM launches). Each is a named
+constant fitted once per engine on that engine's published runs (benchmarks/fit_serving_overhead.py,
+leave-one-source-out error reported there); `engine=NAME` picks the file, `engine.FIELD=...` sets one.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EngineSpec(BaseModel):
+    """One serving engine and version. Every overhead is required: an engine file states each value
+    it was fitted to (or the rule it took it by), never a number nobody chose for it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+
+    name: str = Field(..., description="the engine file's name (engine=NAME picks it)")
+    display_name: str = Field(..., description="engine and version as its runs name it")
+    version: str = Field(..., description="release the overheads were fitted on")
+    # Host-side time of one request in an online serving stack, added once to TTFT (0 for offline
+    # engine timings); cost/inference.py.
+    request_overhead_ms: float = Field(..., ge=0, description="per-request host latency added to TTFT, ms")
+    # Fixed time of one engine iteration under in-flight batching, paid once per forward pass
+    # whatever its tokens (cost/inference_iteration.py).
+    iteration_overhead_ms: float = Field(..., ge=0, description="fixed time per serving iteration, ms")
+    # Host-bound work per MoE layer per iteration that the kernels' times miss (routing top-k,
+    # token permute/unpermute, launches).
+    moe_layer_overhead_us: float = Field(..., ge=0, description="fixed time per MoE layer per serving iteration, us")
