@@ -72,6 +72,7 @@ def test_prefill_priority_stalls_the_decodes():
 
 
 MODEL, HW = "llama3.1-8b", "h100-sxm-80gb"
+ENGINE = load_option("engine", "trtllm")
 
 
 def _setup(batch=32, **wl):
@@ -86,7 +87,7 @@ def _point(rate, seed=0, n=300, **wl):
     model, hw, work, lay, km = _setup(**wl)
     reqs = drawn_requests(work, n, seed)
     return loaded_point(
-        model, hw, work, lay, km, reqs, rate_per_replica=rate, seed=seed, ttft_slo_ms=300.0, itl_slo_ms=15.0
+        model, hw, work, lay, km, ENGINE, reqs, rate_per_replica=rate, seed=seed, ttft_slo_ms=300.0, itl_slo_ms=15.0
     )
 
 
@@ -98,7 +99,7 @@ def test_same_seed_same_answer():
 
 def test_percentiles_grow_with_load():
     model, hw, work, lay, km = _setup()
-    cap = replica_capacity_rps(model, hw, work, lay, km)
+    cap = replica_capacity_rps(model, hw, work, lay, km, ENGINE)
     points = [_point(f * cap) for f in (0.2, 0.5, 0.8)]
     for key in ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms"):
         vals = [p[key] for p in points]
@@ -110,7 +111,7 @@ def test_percentiles_grow_with_load():
 
 def test_a_rate_at_capacity_is_refused():
     model, hw, work, lay, km = _setup()
-    cap = replica_capacity_rps(model, hw, work, lay, km)
+    cap = replica_capacity_rps(model, hw, work, lay, km, ENGINE)
     with pytest.raises(UserError, match="unstable"):
         _point(cap * 1.01)
 
@@ -123,9 +124,13 @@ def test_the_table_is_the_iteration_model():
     from parallmelism.specs import GridSpec, RunConfig
 
     model, hw, work, lay, km = _setup()
-    table = iteration_times(model, hw, work, lay, km, 32, work.prefill_chunk_tokens)
+    table = iteration_times(model, hw, work, lay, km, ENGINE, 32, work.prefill_chunk_tokens)
     run = RunConfig(
-        model=model, hardware=hw, workload=work, grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1], batch=[32])
+        model=model,
+        hardware=hw,
+        workload=work,
+        grid=GridSpec(ngpus=[1], tp=[1], pp=[1], sp=[1], batch=[32]),
+        engine=ENGINE,
     )
     row = evaluate(run)[0].iloc[0]
     assert table.seconds[32, 0] * 1e3 == pytest.approx(row["decode_step_ms"], rel=1e-9)

@@ -72,6 +72,7 @@ def under_load(run, layout, km) -> list[str]:
         wl,
         lay,
         km,
+        run.serving_engine(),
         reqs,
         rate_per_replica=rate,
         seed=wl.load_seed,

@@ -8,7 +8,7 @@ For one layout (the first row of `lay`) and d = 0..max_batch decode tokens, k pr
                  (`pipeline.mixed_iteration_s`); the chunk is k tokens of prompts of workload.input_len,
                  i.e. the prompt cut into n_p = S·(1 − hit)/k chunks (n_p < 1: k/S whole prompts)
   d = 0, k > 0   a prompt-only pass: pp·(prefill stage of the chunk + hop) + t_iter
-t_iter = eff.iteration_overhead_ms + MoE layers · eff.moe_layer_overhead_us (`iteration_overhead_s`).
+t_iter = the engine's iteration_overhead_ms + MoE layers · moe_layer_overhead_us (`iteration_overhead_s`).
 Decode attention reads the mean context S + output_len/2, as the closed-loop model does. The prompt
 tokens are sampled at 0 and on a geometric grid up to the token budget (linear in between: the
 iteration's time is close to linear in its tokens between the samples); every decode count is
@@ -48,12 +48,12 @@ def _repeat(lay: ServingLayout, batch: np.ndarray) -> ServingLayout:
     )
 
 
-def iteration_times(model, hw, wl, lay: ServingLayout, km, max_batch: int, budget: int) -> IterationTimes:
+def iteration_times(model, hw, wl, lay: ServingLayout, km, engine, max_batch: int, budget: int) -> IterationTimes:
     """The module's table for the first layout row of `lay`: decode tokens 0..max_batch × prompt
     tokens on `prompt_token_grid(budget)`."""
     k = prompt_token_grid(budget)
     d = np.arange(1, max_batch + 1, dtype=np.float64)
-    t_iter = iteration_overhead_s(model, hw)
+    t_iter = iteration_overhead_s(model, engine)
     new_tokens = wl.input_len * (1 - wl.prefix_cache_hit)
 
     dlay = _repeat(lay, d)

@@ -38,10 +38,10 @@ def drawn_requests(wl, n: int, seed: int) -> Requests:
     return Requests(uniform(wl.input_len), uniform(wl.output_len))
 
 
-def replica_capacity_rps(model, hw, wl, lay: ServingLayout, km) -> float:
+def replica_capacity_rps(model, hw, wl, lay: ServingLayout, km, engine) -> float:
     """Requests/s one replica of the first layout row completes with all `batch` sequences in
     flight: the closed-loop steady state λ of cost.inference_iteration (above it the queue grows)."""
-    state = continuous_terms(model, hw, wl, lay.rows(1), km)[-1]
+    state = continuous_terms(model, hw, wl, lay.rows(1), km, engine)[-1]
     return float(state["request_rate"][0])
 
 
@@ -51,6 +51,7 @@ def loaded_point(
     wl,
     lay: ServingLayout,
     km,
+    engine,
     reqs: Requests,
     *,
     rate_per_replica: float | None,
@@ -70,7 +71,7 @@ def loaded_point(
         )
     one = lay.rows(1)
     max_batch = int(one.batch[0])
-    cap = replica_capacity_rps(model, hw, wl, one, km)
+    cap = replica_capacity_rps(model, hw, wl, one, km, engine)
     n = len(reqs.input_len)
     arrivals = np.zeros(n)  # a closed loop sends as requests finish
     if reqs.arrival_s is not None:
@@ -85,7 +86,7 @@ def loaded_point(
                 "bound (unstable): lower workload.request_rate or add replicas"
             )
         arrivals = poisson_arrivals_s(rate_per_replica, n, seed)
-    times = iteration_times(model, hw, wl, one, km, max_batch, wl.prefill_chunk_tokens)
+    times = iteration_times(model, hw, wl, one, km, engine, max_batch, wl.prefill_chunk_tokens)
     sched = Scheduler(max_batch, wl.prefill_chunk_tokens, wl.chunked_prefill)
     sim = simulate(
         arrivals,
@@ -93,7 +94,7 @@ def loaded_point(
         reqs.output_len,
         times,
         sched,
-        hw.efficiency.request_overhead_ms * 1e-3,
+        engine.request_overhead_ms * 1e-3,
         concurrency=concurrency,
     )
     out = load_summary(

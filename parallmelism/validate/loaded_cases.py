@@ -67,6 +67,7 @@ def loaded_prediction(row, ctx) -> dict:
         wl,
         lay,
         kernel_model(run.hardware),
+        run.serving_engine(),
         reqs,
         rate_per_replica=None if closed else float(rate) / dp,
         seed=0,
