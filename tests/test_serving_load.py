@@ -205,3 +205,20 @@ def test_loaded_points_reproduce_the_published_itl_percentiles(tmp_path):
     itl = table[table["quantity"].isin(["itl_mean_ms", "itl_p99_ms"])]
     assert len(itl) == 8
     assert (itl["error_pct"].abs() <= 15).all(), itl
+
+
+def test_plan_serve_prints_and_writes_the_colocated_plan_under_load(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "plan.csv"
+    r = run_cli(
+        "plan", "serve", f"model={MODEL}", "qps=20", "ttft_ms=500", "tpot_ms=40", "load_percentiles=true",
+        "workload.load_requests=300", "--out", out,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "colocated plan under load" in r.stdout and "goodput" in r.stdout
+    df = pd.read_csv(out)
+    row = df[df["deployment"] == "colocated"].iloc[0]
+    assert row["ttft_p50_ms"] <= row["ttft_p90_ms"] <= row["ttft_p99_ms"]
+    assert 0 < row["goodput_requests_per_s"] <= row["throughput_requests_per_s"]
+    assert "colocated plan under load" in (tmp_path / "plan.summary.md").read_text()

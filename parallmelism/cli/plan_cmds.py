@@ -107,6 +107,32 @@ def plan_train(
         fail(str(exc))
 
 
+def _colocated_under_load(c, run, qps: float, plans) -> list[str]:
+    """plan.load_percentiles: the colocated plan's replica simulated at its share of qps
+    (search.serve_load.plan_under_load); its summary goes into `plans`' colocated row (LOAD_COLUMNS)
+    and comes back as lines."""
+    from ..config.kernel_tables import kernel_model
+    from ..config.length_trace import workload_requests
+    from ..errors import UserError
+    from ..report.load_lines import LOAD_COLUMNS, load_lines
+    from ..search.serve_load import plan_under_load
+
+    if c is None:
+        raise UserError("plan.load_percentiles=true needs a colocated plan; no layout meets the targets")
+    wl = run.workload
+    reqs = workload_requests(wl)
+    s, rate = plan_under_load(c, run.model, run.hardware, wl, run.plan, qps, kernel_model(run.hardware), reqs)
+    colocated = plans["deployment"] == "colocated"
+    for k in LOAD_COLUMNS:
+        plans.loc[colocated, k] = s[k]
+    head = (
+        f"colocated plan under load (cost/serving_load.py, seed {wl.load_seed}): {len(reqs.input_len):,} requests, "
+        f"Poisson {rate:,.3g} requests/s per replica (qps {qps:g} over {int(c['replicas']):,} x {int(c['dp'])} "
+        f"replicas), batch={int(c['batch'])} in flight, capacity {s['replica_capacity_requests_per_s']:,.3g} requests/s"
+    )
+    return load_lines(s, head, run.plan.ttft_ms, run.plan.tpot_ms)
+
+
 @plan_app.command("serve", context_settings=EXTRA)
 def plan_serve(
     overrides: Optional[List[str]] = OVERRIDES,
@@ -199,6 +225,7 @@ def plan_serve(
         ]
         rec = recommend(*deployments)
         plans = plans_frame(run.model.name, run.hardware, run.workload, run.plan, qps, c, dis, deployments, rec.pick)
+        load = _colocated_under_load(c, run, qps, plans) if run.plan.load_percentiles else []
         to = console()
         if not quiet:
             to.print(rec.line, markup=False)
@@ -226,6 +253,9 @@ def plan_serve(
             )
         if not quiet:  # the recommendation is already above the table
             to.print(serve_summary(table, run, run.plan, binding), markup=False)
-        write_plan(plans, out, serve_summary(table, run, run.plan, binding, rec.line), to)
+            for line in load:
+                to.print(line, markup=False)
+        summary = serve_summary(table, run, run.plan, binding, rec.line)
+        write_plan(plans, out, "\n".join([summary, *load]) if load else summary, to)
     except UserError as exc:
         fail(str(exc))

@@ -43,20 +43,10 @@ def _print_fit_line(out, row: dict, hw) -> None:
         )
 
 
-def workload_requests(wl):
-    """The simulated requests: workload.length_trace's (read here, at the edge), or
-    workload.load_requests drawn from workload.length_dist."""
-    from ..config.length_trace import read_length_trace
-    from ..search.serve_load import drawn_requests
-
-    if wl.length_trace is not None:
-        return read_length_trace(wl.length_trace)
-    return drawn_requests(wl, wl.load_requests, wl.load_seed)
-
-
 def under_load(run, layout, km) -> list[str]:
     """The pinned layout at workload.request_rate (split over its dp replicas) or the trace's send
     times: p50/p90/p99 TTFT and ITL and goodput (search.serve_load), as lines."""
+    from ..config.length_trace import workload_requests
     from ..cost.layout import ServingLayout
     from ..report.load_lines import load_lines
     from ..search.serve_load import loaded_point

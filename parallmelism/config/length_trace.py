@@ -37,3 +37,13 @@ def read_length_trace(path: str):
         if not (np.isfinite(arrival).all() and (arrival >= 0).all() and (np.diff(arrival) >= 0).all()):
             raise UserError(f"workload.length_trace {str(p)!r}: column arrival_s must hold non-decreasing seconds >= 0")
     return Requests(lengths[0], lengths[1], arrival)
+
+
+def workload_requests(wl):
+    """The simulated requests: workload.length_trace's, or workload.load_requests drawn from
+    workload.length_dist with workload.load_seed."""
+    from ..search.serve_load import drawn_requests
+
+    if wl.length_trace is not None:
+        return read_length_trace(wl.length_trace)
+    return drawn_requests(wl, wl.load_requests, wl.load_seed)

@@ -14,6 +14,7 @@ PLAN_SHORT = {
     "ttft_ms",
     "tpot_ms",
     "load",
+    "load_percentiles",
     "prefill_gpus",
     "decode_gpus",
 }

@@ -11,6 +11,7 @@ import numpy as np
 from ..cost.inference import continuous_terms
 from ..cost.iteration_table import iteration_times
 from ..cost.layout import ServingLayout
+from ..cost.shapes import layers_on_busiest_stage
 from ..cost.serving_load import Scheduler, load_summary, poisson_arrivals_s, simulate
 from ..errors import UserError
 
@@ -105,3 +106,27 @@ def loaded_point(
     )
     out["replica_capacity_requests_per_s"] = cap
     return out
+
+
+def plan_under_load(c, model, hw, wl, plan, qps: float, km, reqs: Requests) -> tuple[dict[str, float], float]:
+    """(load summary, requests/s per model replica) of the colocated plan's row `c`
+    (search.plan.serve_plan_table): qps split evenly over its replicas x the dp replicas in each
+    unit (an EP group across replicas counts its dp), each one's batch in flight at most."""
+    cols = {k: np.asarray([int(c[k])]) for k in ("tp", "pp", "sp", "ep", "dp", "batch")}
+    cols["layers_per_stage"] = layers_on_busiest_stage(model.layers, cols["pp"])  # as grid/inference.py
+    lay = ServingLayout.of(cols)
+    per_unit = max(int(c["replica_gpus"]) // int(cols["tp"][0] * cols["pp"][0] * cols["sp"][0]), 1)
+    rate = qps / (int(c["replicas"]) * per_unit)
+    s = loaded_point(
+        model,
+        hw,
+        wl,
+        lay,
+        km,
+        reqs,
+        rate_per_replica=rate,
+        seed=wl.load_seed,
+        ttft_slo_ms=plan.ttft_ms,
+        itl_slo_ms=plan.tpot_ms,
+    )
+    return s, rate

@@ -55,3 +55,9 @@ class PlanSpec(BaseModel):
         description="sequences in flight per replica that a serving plan considers when grid.batch is not given",
     )
     load: float = Field(0.8, gt=0, le=1, description="target fraction of a replica's capacity in use (burst headroom)")
+    load_percentiles: bool = Field(
+        False,
+        description="plan serve: simulate the colocated plan's replica at its share of the load (Poisson, "
+        "cost/serving_load.py, workload.load_requests and load_seed) and print p50/p90/p99 TTFT and ITL and "
+        "the goodput within ttft_ms/tpot_ms; the plan CSV gains those columns (ms, requests/s)",
+    )
