@@ -6,6 +6,7 @@ the refusals (exit 2, one line, nothing written)."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 
 import pytest
@@ -114,7 +115,7 @@ def _round_trip(target: str, planned, text: str) -> None:
     assert not missing, missing
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", TRAINING_TARGETS + SERVING_TARGETS)
 def test_every_shipped_answer_exports_or_is_refused_in_one_sentence(answers, target):
     """Each of the five models' answer, per target: a file in the target's field table that reads
     back to the same layout, or one sentence saying why the target cannot run it."""
@@ -379,6 +380,45 @@ def test_sglang_dp_attention_for_ep_across_replicas():
     _round_trip("trtllm", planned, text)
 
 
+def test_dynamo_manifest_of_every_shipped_disaggregated_plan(answers):
+    """Each model's `plan serve` disaggregated row as a DynamoGraphDeployment (or the one sentence of
+    the pool vLLM cannot run): the services, replicas and GPUs are the plan's, every worker argument is
+    in vLLM's table, and import-run's pools pin the same two layouts."""
+    import yaml
+
+    from parallmelism.cli.export_cmd import _pools
+    from parallmelism.errors import UserError
+    from parallmelism.export.rows import disaggregated_pools
+
+    dyn, vl = target_module("dynamo"), target_module("vllm")
+    exported = 0
+    for model, by_kind in answers.items():
+        source = by_kind["serve"][1]
+        row = select_row(read_rows(source), case="disaggregated")
+        try:
+            text, _ = _pools(dyn, [str(source)], None, None, None, None)
+        except UserError as exc:
+            msg = str(exc)
+            assert "pool: vLLM cannot run this layout" in msg and "\n" not in msg, msg
+            continue
+        exported += 1
+        doc = yaml.safe_load(text)
+        assert (doc["apiVersion"], doc["kind"]) == ("nvidia.com/v1alpha1", "DynamoGraphDeployment")
+        back = dyn.parse_pools(text)
+        for pool, (overrides, replicas) in disaggregated_pools(row).items():
+            spec = doc["spec"]["services"][dyn.SERVICES[pool]]
+            assert spec["subComponentType"] == pool and spec["replicas"] == replicas == int(row[f"{pool}_replicas"])
+            nodes = spec.get("multinode", {}).get("nodeCount", 1)
+            assert int(spec["resources"]["limits"]["gpu"]) * nodes == int(row[f"{pool}_replica_gpus"])
+            args = spec["extraPodSpec"]["mainContainer"]["args"]
+            assert args[:3] == ["--model", "${MODEL}", dyn.ROLE_FLAG[pool]]
+            assert {a for a in args[3:] if a.startswith("--")} <= set(vl.FIELDS) | {"--no-enable-chunked-prefill"}
+            want = _planned(overrides, None)[0].pinned()
+            got, n = back[pool]
+            assert n == replicas and {k: got.get(k) for k in want} == want, pool
+    assert exported >= 1, "dynamo exported none of the shipped disaggregated plans"
+
+
 # ----------------------------------------------------------------------------- the CLI
 
 
@@ -393,6 +433,20 @@ def test_cli_export_then_import_run_round_trip(answers, tmp_path):
     got = set(r.stdout.split())
     want = set(override_strings({k: v for k, v in planned.pinned().items()}))
     assert want <= got, want - got
+
+
+def test_cli_dynamo_export_then_import_run(answers, tmp_path):
+    """A disaggregated plan's manifest written to a file, and import-run's two lines, one per pool."""
+    source = answers["deepseek-v3"]["serve"][1]
+    out = tmp_path / "disagg.yaml"
+    r = run_app("export", source, "--to", "dynamo", "--out", out, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "prefill +" in r.stdout and out.read_text().count("subComponentType:") == 2
+    r = run_app("import-run", out, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert [line.split(" workers ")[0] for line in lines] == ["prefill", "decode"]
+    assert all("model=deepseek-v3" in line and "grid.tp=" in line for line in lines)
 
 
 def test_cli_import_run_show(answers, tmp_path):
@@ -447,10 +501,11 @@ def test_import_run_unknown_file_says_which_option(tmp_path):
     assert r.returncode == 2 and "--from" in r.stderr
 
 
-@pytest.mark.parametrize("target", TRAINING_TARGETS)
-def test_training_tables_cite_a_pinned_version(target):
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_table_cites_a_pinned_version(target):
+    """Each target's field table names its source at a version or commit."""
     module = target_module(target)
-    assert any(ch.isdigit() for ch in module.SOURCE) and module.FIELDS
+    assert re.search(r"@ [0-9a-f]{8}|\d+\.\d+\.\d+", module.SOURCE) and module.FIELDS, module.SOURCE
 
 
 def test_import_run_show_needs_the_model_it_cannot_read(tmp_path):
@@ -531,6 +586,8 @@ def test_cli_export_serve_plan_recommended_row_or_one_sentence(answers, tmp_path
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert f"the recommended plan is disaggregated {pools}" in r.stderr and "--case colocated" in r.stderr
         assert not out.exists() and not out.parent.exists()
+    r = run_cli("export", plan, "--to", "dynamo", "--out", out)  # its prefill pool shards prompts (sp 2)
+    assert r.returncode == 2 and "the prefill pool: vLLM cannot run this layout" in r.stderr and not out.exists()
     r = run_cli("export", plan, "--to", "vllm", "--case", "colocated", "--out", out)
     assert r.returncode == 0, r.stderr
     col = df.loc["colocated"]

@@ -20,7 +20,8 @@ def export(
         ...,
         "--to",
         "-t",
-        help="target: megatron, nemo, torchtitan, deepspeed (training); vllm, sglang, trtllm (serving)",
+        help="target: megatron, nemo, torchtitan, deepspeed, maxtext (training); vllm, sglang, trtllm (serving); "
+        "dynamo (a serve plan's disaggregated row)",
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the file here (default: print it)"),
     rank: Optional[int] = typer.Option(None, "--rank", help="the row with this rank (a best table)"),
@@ -38,11 +39,17 @@ def export(
     from .common import console, fail
 
     try:
-        from ..export import SERVING_TARGETS, target_module
+        from ..export import DISAGGREGATED_TARGETS, SERVING_TARGETS, target_module
 
         module = target_module(to)
         words = list(args or [])
         inputs: list = []
+        if to in DISAGGREGATED_TARGETS:
+            if pinned or not words or "=" in words[0]:
+                raise UserError(f"--to {to} writes a `plan serve` file's disaggregated row: give that file first")
+            text, summary = _pools(module, words, rank, case, where, config_dir)
+            _write(text, out, [words[0]], f"{to}: {summary}")
+            return
         if pinned:
             if rank is not None or case is not None or where is not None:
                 raise UserError("--rank, --case and --where select a row of a file; --pinned takes overrides only")
@@ -56,10 +63,6 @@ def export(
 
             inputs = [words[0]]
             overrides = row_overrides(select_row(read_rows(words[0]), rank, case, where)) + words[1:]
-        if out is not None:
-            from ..report.writer import check_not_an_input
-
-            check_not_an_input(out, inputs)
         planned, note = _planned(overrides, config_dir)
         if (planned.kind == "inference") != (to in SERVING_TARGETS):
             what = "a serving" if planned.kind == "inference" else "a training"
@@ -69,15 +72,37 @@ def export(
         text = module.render(planned)
         if note:
             console(stderr=True).print(f"note: {note}", markup=False)
-        if out is None:
-            typer.echo(text, nl=False)
-            return
-        from ..report.writer import write_text
-
-        write_text(text, out)
-        console().print(f"wrote {out} ({to}: {planned.summary()})", markup=False)
+        _write(text, out, inputs, f"{to}: {planned.summary()}")
     except UserError as exc:
         fail(str(exc))
+
+
+def _write(text: str, out, inputs: list, what: str) -> None:
+    """Print the export, or write it to `out` (never over an input) and say so."""
+    from .common import console
+
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    from ..report.writer import check_not_an_input, write_text
+
+    check_not_an_input(out, inputs)
+    write_text(text, out)
+    console().print(f"wrote {out} ({what})", markup=False)
+
+
+def _pools(module, words: list[str], rank, case, where, config_dir) -> tuple[str, str]:
+    """A disaggregated plan row's manifest: each pool's worker layout evaluated as `show` does
+    (its overrides + the ones the plan ran under), then module.render_pools. Returns (text, summary)."""
+    from ..export.rows import disaggregated_pools, read_rows, select_row
+
+    row = select_row(read_rows(words[0]), rank, case if case is not None else "disaggregated", where)
+    pools = disaggregated_pools(row)
+    planned = {pool: _planned(overrides + words[1:], config_dir)[0] for pool, (overrides, _) in pools.items()}
+    replicas = {pool: n for pool, (_, n) in pools.items()}
+    text = module.render_pools(planned, replicas, row)
+    gpus = sum(replicas[k] * planned[k].ngpus for k in planned)
+    return text, f"{replicas['prefill']} prefill + {replicas['decode']} decode workers, {gpus:,} GPUs"
 
 
 def _planned(overrides: list[str], config_dir):

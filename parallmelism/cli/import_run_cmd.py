@@ -13,7 +13,7 @@ from .common import CONFIG_DIR
 def import_run(
     file: Path = typer.Argument(
         ...,
-        help="a Megatron or Megatron-Bridge script or command line, torchtitan TOML, ds_config JSON, vllm, sglang or trtllm-serve command",
+        help="a Megatron or Megatron-Bridge script or command line, torchtitan TOML, ds_config JSON, vllm, sglang or trtllm-serve command, MaxText yml, Dynamo manifest",
     ),
     frm: Optional[str] = typer.Option(None, "--from", "-f", help="the file's target (default: told from its content)"),
     model: Optional[str] = typer.Option(None, "--model", help="model name (default: the export's header)"),
@@ -39,6 +39,9 @@ def import_run(
         head = header_fields(text)
         model = model or head.get("model")
         hardware = hardware or head.get("hardware")
+        if target == "dynamo":  # two pools: one line of overrides each
+            _pools(target_module(target).parse_pools(text), show_it, config_dir)
+            return
         layers = _layers(model, config_dir) if model else None
         pinned = target_module(target).parse(text, ngpus, layers)
         lead: dict = {}
@@ -62,6 +65,19 @@ def import_run(
         fail(str(exc))
 
 
+def _pools(pools: dict, show_it: bool, config_dir) -> None:
+    """Each pool of a disaggregated manifest: 'prefill workers 13: OVERRIDES', and `show` of each."""
+    from ..export.layout import override_strings
+
+    for pool, (pinned, replicas) in pools.items():
+        overrides = override_strings(pinned)
+        typer.echo(f"{pool} workers {replicas}: {' '.join(overrides)}")
+        if show_it:
+            from .show_cmd import show
+
+            show(overrides=overrides, cfg=False, resolve=False, info=False, config_dir=config_dir)
+
+
 def _guess(path: Path, text: str) -> str:
     """The target a file is written for, from its name and content."""
     from ..errors import UserError
@@ -71,6 +87,8 @@ def _guess(path: Path, text: str) -> str:
         return "deepspeed"
     if suffix == ".toml":
         return "torchtitan"
+    if "DynamoGraphDeployment" in text:
+        return "dynamo"
     if suffix in (".yml", ".yaml") and "ici_" in text:
         return "maxtext"
     for target, marks in (

@@ -2,7 +2,7 @@
 framework or engine that runs it, and such a configuration read back into pinned overrides.
 
 One module per target (megatron, nemo, torchtitan, deepspeed, maxtext: training; vllm, sglang, trtllm:
-serving), each
+serving; dynamo: a disaggregated plan's two pools), each
 holding its field table (the framework's own names at a pinned version, cited) next to `render`
 (layout -> text) and `parse` (text -> pinned overrides). `layout.Planned` is what every target
 reads: the layout's axes, the workload fields it assumes and the predicted columns; `serving` holds
@@ -16,7 +16,8 @@ from types import ModuleType
 
 TRAINING_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "maxtext")
 SERVING_TARGETS = ("vllm", "sglang", "trtllm")
-TARGETS = TRAINING_TARGETS + SERVING_TARGETS
+DISAGGREGATED_TARGETS = ("dynamo",)  # a `plan serve` row's prefill and decode pools
+TARGETS = TRAINING_TARGETS + SERVING_TARGETS + DISAGGREGATED_TARGETS
 
 
 def target_module(name: str) -> ModuleType:

@@ -39,6 +39,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "ttft_ms": ("TTFT", "ms", ".1f"),
     "tpot_ms": ("TPOT", "ms", ".2f"),
     "prefill_ms": ("prefill", "ms", ".1f"),
+    "decode_step_ms": ("decode step", "ms", ".2f"),
     "throughput_tokens_per_s": ("throughput", "tokens/s", ",.0f"),
 }
 

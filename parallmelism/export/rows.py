@@ -77,22 +77,72 @@ def select_row(df, rank: int | None = None, case: str | None = None, where: str 
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in picked.iloc[0].to_dict().items()}
 
 
-def _refuse_disaggregated(row: dict) -> None:
-    """A serve plan's disaggregated row is two pools (prefill, decode), which no target writes yet."""
-    if str(row.get("deployment")) != "disaggregated":
-        return
+def _pool_sizes(row: dict) -> str:
+    """' (13 prefill + 3 decode GPUs)' of a disaggregated row, '' when a pool has no plan."""
     pools = []
     for pool in ("prefill", "decode"):
         gpus = row.get(f"{pool}_gpus")
         if gpus is not None and gpus == gpus:  # NaN when the pool has no plan
             pools.append(f"{int(gpus):,} {pool}")
-    sizes = f" ({' + '.join(pools)} GPUs)" if len(pools) == 2 else ""
+    return f" ({' + '.join(pools)} GPUs)" if len(pools) == 2 else ""
+
+
+def _refuse_disaggregated(row: dict) -> None:
+    """A serve plan's disaggregated row is two pools (prefill, decode): only `--to dynamo` writes them."""
+    if str(row.get("deployment")) != "disaggregated":
+        return
     what = (
         "the recommended plan is disaggregated"
         if _is_true_value(row.get("recommended"))
         else "this row is the disaggregated plan"
     )
-    raise UserError(f"{what}{sizes}, which export cannot write yet; pass --case colocated to export the colocated plan")
+    raise UserError(
+        f"{what}{_pool_sizes(row)}, which only --to dynamo writes (two pools); "
+        "pass --case colocated to export the colocated plan"
+    )
+
+
+def replica_ngpus(replica_gpus: int, tp: int, ep: int, dp: int) -> int:
+    """The layout's ngpus from a serve plan's replica (search/plan.py): replica_gpus = ngpus / dp,
+    or ngpus itself when the experts are spread over the dp replicas (ep_across_replicas)."""
+    import pandas as pd
+
+    from ..search.plan import ep_across_replicas
+
+    tied = bool(ep_across_replicas(pd.DataFrame({"ep": [ep], "tp": [tp]}))[0])
+    return replica_gpus if tied else replica_gpus * dp
+
+
+def _pool_pinned(row: dict, pool: str, batch) -> dict:
+    """Pinned overrides of one worker of a disaggregated row's pool: its axes (tp, pp, sp, ep) on
+    one replica unit of {pool}_replica_gpus GPUs (dp 1, or the EP group's dp when the experts span
+    the replicas, search/serve_disagg.py)."""
+    pinned: dict = {"workload": "inference", "model": row["model"], "hardware": row["hardware"]}
+    pinned["grid.ngpus"] = int(row[f"{pool}_replica_gpus"])
+    for k in ("tp", "pp", "sp", "ep"):
+        pinned[f"grid.{k}"] = int(row[f"{pool}_{k}"])
+    pinned["grid.batch"] = int(batch)
+    for k in ("input_len", "output_len"):
+        if k in row:
+            pinned[f"workload.{k}"] = int(row[k])
+    return pinned
+
+
+def disaggregated_pools(row: dict) -> dict[str, tuple[list[str], int]]:
+    """{pool: (Hydra overrides pinning one worker of the pool, its replicas)} of a serve plan's
+    disaggregated row: the prefill pool's layout at batch 1 (it prefills one prompt at a time,
+    search/serve_disagg.py), the decode pool's at decode_batch. Another row: one sentence."""
+    if str(row.get("deployment")) != "disaggregated":
+        raise UserError(
+            "--to dynamo writes the two pools of a `plan serve` file's disaggregated row, and this row is "
+            f"{row.get('deployment', 'not from a serve plan')}; pass --case disaggregated, or --to vllm for one replica"
+        )
+    if not all(row.get(f"{pool}_replicas") == row.get(f"{pool}_replicas") for pool in ("prefill", "decode")):
+        raise UserError("the disaggregated plan has no layout for one of its pools; no manifest can be written")
+    out = {}
+    for pool, batch in (("prefill", 1), ("decode", row.get("decode_batch"))):
+        out[pool] = (override_strings(_pool_pinned(row, pool, batch)), int(row[f"{pool}_replicas"]))
+    return out
 
 
 def row_overrides(row: dict) -> list[str]:
@@ -108,8 +158,8 @@ def row_overrides(row: dict) -> list[str]:
     pinned["model"], pinned["hardware"] = row["model"], row["hardware"]
     if "ngpus" in row:
         ngpus = int(row["ngpus"])
-    elif "replica_gpus" in row and "dp" in row:  # a serve plan: replica_gpus = ngpus / dp
-        ngpus = int(row["replica_gpus"]) * int(row["dp"])
+    elif "replica_gpus" in row and "dp" in row:  # a serve plan's replica
+        ngpus = replica_ngpus(int(row["replica_gpus"]), int(row["tp"]), int(row.get("ep", 1)), int(row["dp"]))
     else:
         raise UserError("the row has no ngpus column")
     pinned["grid.ngpus"] = ngpus

@@ -42,7 +42,9 @@ def memory_fraction(p: Planned) -> float:
     return math.ceil(100 * p.predicted["mem_total_gib"] / p.hbm_capacity_gib) / 100
 
 
-def render(p: Planned) -> str:
+def flags(p: Planned) -> list[tuple[str, object, str]]:
+    """The layout as `vllm serve` arguments (flag, value, comment), or one sentence (UserError) why
+    vLLM cannot run it. Also the worker arguments of a Dynamo manifest (dynamo.py)."""
     a, w = p.axes, p.workload
     check(p, "vLLM", KV_DTYPE)
     if a["ep"] > 1 and a["ep"] != a["tp"] * a["dp"]:
@@ -70,6 +72,11 @@ def render(p: Planned) -> str:
         f.append(("--max-num-batched-tokens", w["prefill_chunk_tokens"], p.note("prefill_ms", "ttft_ms")))
     else:
         f.append(("--no-enable-chunked-prefill", True, p.note("ttft_ms")))
+    return f
+
+
+def render(p: Planned) -> str:
+    f, w = flags(p), p.workload
     launch = [
         request_shape_comment(w),
         f'exec vllm serve "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" "${{VLLM_ARGS[@]}}" "$@"',
