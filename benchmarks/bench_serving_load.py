@@ -45,15 +45,16 @@ def main() -> None:
     from parallmelism.specs import InferenceWorkload
 
     model, hw = load_option("model", "llama3.1-70b"), load_option("hardware", "h100-sxm-80gb")
+    engine = load_option("engine", "trtllm")
     wl = InferenceWorkload(input_len=2048, output_len=256)
     one = {k: np.array([v]) for k, v in dict(tp=4, pp=1, sp=1, ep=1, dp=1, batch=64, layers_per_stage=80).items()}
     lay, km = ServingLayout.of(one), kernel_model(hw)
-    cap = replica_capacity_rps(model, hw, wl, lay, km)
+    cap = replica_capacity_rps(model, hw, wl, lay, km, engine)
     reqs = drawn_requests(wl, 1000, 0)
     for f in (0.2, 0.5, 0.8):
         t0 = time.perf_counter()
         s = loaded_point(
-            model, hw, wl, lay, km, reqs, rate_per_replica=f * cap, seed=0, ttft_slo_ms=None, itl_slo_ms=None
+            model, hw, wl, lay, km, engine, reqs, rate_per_replica=f * cap, seed=0, ttft_slo_ms=None, itl_slo_ms=None
         )
         dt = time.perf_counter() - t0
         print(

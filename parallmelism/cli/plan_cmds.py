@@ -121,7 +121,9 @@ def _colocated_under_load(c, run, qps: float, plans) -> list[str]:
         raise UserError("plan.load_percentiles=true needs a colocated plan; no layout meets the targets")
     wl = run.workload
     reqs = workload_requests(wl)
-    s, rate = plan_under_load(c, run.model, run.hardware, wl, run.plan, qps, kernel_model(run.hardware), reqs)
+    s, rate = plan_under_load(
+        c, run.model, run.hardware, wl, run.plan, qps, kernel_model(run.hardware), run.serving_engine(), reqs
+    )
     colocated = plans["deployment"] == "colocated"
     for k in LOAD_COLUMNS:
         plans.loc[colocated, k] = s[k]

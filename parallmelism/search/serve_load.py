@@ -108,7 +108,7 @@ def loaded_point(
     return out
 
 
-def plan_under_load(c, model, hw, wl, plan, qps: float, km, reqs: Requests) -> tuple[dict[str, float], float]:
+def plan_under_load(c, model, hw, wl, plan, qps: float, km, engine, reqs: Requests) -> tuple[dict[str, float], float]:
     """(load summary, requests/s per model replica) of the colocated plan's row `c`
     (search.plan.serve_plan_table): qps split evenly over its replicas x the dp replicas in each
     unit (an EP group across replicas counts its dp), each one's batch in flight at most."""
@@ -123,6 +123,7 @@ def plan_under_load(c, model, hw, wl, plan, qps: float, km, reqs: Requests) -> t
         wl,
         lay,
         km,
+        engine,
         reqs,
         rate_per_replica=rate,
         seed=wl.load_seed,
