@@ -30,7 +30,7 @@ from parallmelism.cost.layer_gemms import SERVING_NAMES, head_gemm, layer_gemms
 from parallmelism.cost.ops import MATMUL
 from parallmelism.cost.steptime import training_time
 from parallmelism.grid import enumerate_training_layouts
-from parallmelism.specs import GridSpec, InferenceWorkload, TrainWorkload
+from parallmelism.specs import BYTES_PER_ELEMENT, GridSpec, InferenceWorkload, TrainWorkload
 
 HW = {name: load_option("hardware", name) for name in ("h100-sxm-80gb", "a100-sxm-80gb", "gb200-nvl72")}
 
@@ -387,3 +387,97 @@ def test_a_prefill_pass_and_a_training_forward_run_the_same_gemms(model_name, lo
         assert trained[g.serving_name] == (g.serving_name, m, scalar(g.k), scalar(g.n), scalar(g.flops))
     for name, m, k, n, f in trained.values():
         assert f == 2.0 * (m if m is not None else tokens * model.require_moe().top_k) * k * n, name
+
+
+def core_ops(ops):
+    """{name: op} of an op list's attention-core ops (flash core, eager bmm, serving halves)."""
+    return {op.name: op for op in ops if op.attention_core}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    model_name=st.sampled_from(ALL_MODELS),
+    log_tp=st.integers(0, 4),
+    tokens=st.integers(1, 16384),
+    flash=st.booleans(),
+)
+def test_a_prefill_pass_and_a_training_forward_run_the_same_attention_and_elementwise_ops(
+    model_name, log_tp, tokens, flash
+):
+    """One inventory of attention cores and element-wise ops (cost/layer_cores.py): a serving prefill
+    of one T-token prompt (no cache, 16-bit K,V) and a training forward of one T-token sequence (cp 1,
+    no SP) score the same FLOPs per query-key pair and move the same Q, K, V, O bytes. Only the causal
+    prefix differs, a named parameter: serving counts T(T+1)/2 pairs, a training causal kernel T·T/2
+    and eager training the whole T×T block. Serving also appends the new K, V to the cache, and
+    without flash attention both write the scores and read the probabilities, 2 bytes per head and
+    pair. The embedding row moves the same bytes (+ dropout's mask and output in training). Editing
+    one schedule's FLOPs or bytes alone fails here."""
+    model = load_option("model", model_name)
+    tp = min(2**log_tp, model.heads)
+    T, t = np.array([float(tokens)]), np.array([float(tp)])
+    wl = InferenceWorkload(flash_attention=flash)
+    pairs = inference_ops.causal_pairs(T)
+    moe = 1.0 if model.is_moe else 0.0
+    serving = inference_ops.layer_ops(model, wl, t, np.array([1.0]), T, pairs, T, T, 2, 1.0, 1.0 - moe, moe)
+    trained = flops.layer_ops(model, tokens, 1, t, 1, False, flash, moe_layer=model.is_moe)
+    served, core = core_ops(serving), core_ops(trained)
+    a_l = model.heads / tp
+    if model.mla is None:
+        qk, kv_width = model.d, 2.0 * model.d * max(model.g / tp, 1.0)  # K and V per key position
+        cache_write = tokens * kv_width * 2  # the new K, V appended at kv_dtype bf16
+        qk_ops, pv_ops = ["attention_qk"], ["attention_pv"]
+    else:  # the naive (prefill) form; the absorbed latent ops score no pair in a prefill
+        m = model.require_mla()
+        qk, kv_width = m.qk_head_dim, a_l * (m.qk_head_dim + m.v_head_dim)
+        cache_write = 0.0  # the latent is written by kv_a_proj, not by the attention ops
+        qk_ops, pv_ops = ["attention_qk", "attention_latent_qk"], ["attention_pv", "attention_latent_pv"]
+        assert all(scalar(served[n].flops) == 0 for n in ("attention_latent_qk", "attention_latent_pv"))
+    v = model.d if model.mla is None else model.require_mla().v_head_dim
+    serving_flops = sum(scalar(served[n].flops) for n in qk_ops + pv_ops)
+    serving_bytes = sum(scalar(served[n].other_bytes) for n in qk_ops + pv_ops)
+    qkvo_bytes = 2.0 * (tokens * a_l * (qk + v) + tokens * kv_width)  # Q, O and K, V of every position
+    score_bytes = 2.0 * 2.0 * a_l  # per pair: scores written (QKᵀ) and read back (·V), 2 B each
+    assert serving_flops / scalar(pairs) == pytest.approx(2.0 * a_l * (qk + v), rel=1e-12)
+    assert serving_bytes == pytest.approx(
+        qkvo_bytes + cache_write + (0.0 if flash else score_bytes * scalar(pairs)), rel=1e-12
+    )
+    if flash:
+        (op,) = core.values()
+        assert scalar(op.flops) / (tokens * tokens / 2) == pytest.approx(2.0 * a_l * (qk + v), rel=1e-12)
+        assert scalar(op.other_bytes) == pytest.approx(qkvo_bytes, rel=1e-12)
+    else:
+        f = sum(scalar(op.flops) for op in core.values())
+        assert f / (tokens * tokens) == pytest.approx(2.0 * a_l * (qk + v), rel=1e-12)
+        b = sum(scalar(op.other_bytes) for op in core.values())
+        assert b == pytest.approx(qkvo_bytes + score_bytes * tokens * tokens, rel=1e-12)
+    emb = next(op for op in inference_ops.head_ops(model, t, T, T, True, True) if op.name == "embedding")
+    (trained_emb,) = flops.embedding_ops(model, tokens, 1, t, 1, False)
+    dropout = 3.0 * tokens * model.hidden if model.dropout else 0.0  # 1-byte mask + 2-byte output
+    assert scalar(emb.bytes) == scalar(trained_emb.other_bytes) - dropout == 4.0 * tokens * model.hidden
+
+
+@pytest.mark.parametrize("model_name", [m for m in ALL_MODELS if load_option("model", m).mla is not None])
+@pytest.mark.parametrize("tp", [1, 8])
+def test_the_absorbed_gemms_are_kv_up_split_in_two(model_name, tp):
+    """MLA's absorbed decode form (DeepSeek-V2 §2.1.3) folds W_UK (the K half of kv_b_proj) into the
+    query and applies W_UV (its V half) after attention: q_absorb's and v_up's weights together are
+    kv_up's, r_kv·a(n+v)/t, and a decode token runs a/t per-head GEMMs of n×r_kv and r_kv×v."""
+    from parallmelism.cost.layer_gemms import absorbed_gemms, attention_gemms
+
+    model, T, t = load_option("model", model_name), np.array([16.0]), np.array([float(tp)])
+    m = model.require_mla()
+    q_absorb, v_up = absorbed_gemms(model, T, t)
+    kv_up = next(g for g in attention_gemms(model, T, t) if g.name == "kv_up")
+    assert scalar(q_absorb.weight_elements + v_up.weight_elements) == scalar(kv_up.weight_elements)
+    assert scalar(q_absorb.flops) == 2 * 16 * (model.heads / tp) * m.qk_nope_head_dim * m.kv_lora_rank
+    assert scalar(v_up.flops) == 2 * 16 * (model.heads / tp) * m.kv_lora_rank * m.v_head_dim
+    # a decode pass of 16 tokens on 16 sequences of 100 cached positions runs exactly these
+    wl = InferenceWorkload()
+    ops = inference_ops.layer_ops(
+        model, wl, t, np.array([1.0]), T, T * 100, T * 100, T, 2, 1.0, 1.0, 0.0, decode_part=(T, T * 100, T * 100)
+    )
+    wb = BYTES_PER_ELEMENT[wl.weight_dtype]
+    for g in (q_absorb, v_up):
+        op = next(o for o in ops if o.name == g.serving_name)
+        assert scalar(op.flops) == scalar(g.flops) and scalar(op.weight_bytes) == scalar(g.weight_elements) * wb
+        assert scalar(op.other_bytes) == 2.0 * 16 * (model.heads / tp) * scalar(g.k + g.n)  # per-head in, out

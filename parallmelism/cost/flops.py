@@ -21,12 +21,14 @@ Each op carries forward FLOPs and HBM bytes (read + written) and backward multip
   GEMMs        shapes from `cost.layer_gemms` (the inventory serving wraps too);
                bwd = 2× FLOPs (dgrad + wgrad); bytes: activations read/written again, weights
                read once more and the fp32 main gradient read + written (8 bytes/weight)
-  flash core   fwd 4·T·s·q/t·c_f FLOPs (c_f = 1/2: causal blocks skipped), bwd 2.5× (recomputes
-               QKᵀ; FlashAttention-2); bytes Q, K, V, O (+ dO, dQ, dK, dV in bwd)
-  eager core   scores and ·V bmm 2·T·s·q/t each (full s×s, masked after), softmax (+dropout)
-               over a·T·s/t elements; bwd 2× FLOPs and bytes
-  elementwise  norms (shapes from `cost.layer_gemms`), residual adds, dropout, GELU/SwiGLU, RoPE,
-               permute: bytes only; bwd ≈ 2×
+  flash core   shape from `cost.layer_cores.attention_core` (the inventory serving wraps too) over
+               T·s·c_f pairs (c_f = 1/2: causal blocks skipped) and the s·b key positions:
+               fwd 4·T·s·q/t·c_f FLOPs, bwd 2.5× (recomputes QKᵀ; FlashAttention-2); bytes Q, K,
+               V, O (+ dO, dQ, dK, dV in bwd)
+  eager core   the same shape over the full T×s block: scores and ·V bmm 2·T·s·q/t each (masked
+               after), softmax (+dropout) over a·T·s/t elements; bwd 2× FLOPs and bytes
+  elementwise  norms (`cost.layer_gemms`), residual adds, dropout, GELU/SwiGLU, RoPE, permute
+               (`cost.layer_cores.layer_elementwise`): bytes only; bwd ≈ 2×
   cp_merge     with context parallelism (flash, p2p ring), the merge of each of the c-1 later steps:
                fwd 3·T·(width of V)/t reads + writes of 2 B, bwd 3·T·(q/t + K,V width) (dQ, dK,dV)
 MLA (model.mla; DeepSeek-V2/V3, training form without weight absorption): the projections are
@@ -56,12 +58,11 @@ from .layer_gemms import (
     mlp_gemms,
     moe_gemms,
 )
+from .layer_cores import AttentionCore, ElementwiseShape, attention_core, embedding, layer_elementwise
 from .ops import ATTENTION, MATMUL, MEMORY, Op
 from .shapes import (
     busiest_stage_first_layer,
     experts_per_rank,
-    heads_per_rank,
-    kv_heads_per_rank,
     moe_token_load,
     sp_divisor,
     tokens_per_rank,
@@ -74,13 +75,11 @@ from .states import GRAD_BYTES, MASTER_WEIGHT_BYTES, MOMENT_BYTES, WORKING_WEIGH
 ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])
 MAIN_GRAD_BYTES = float(BYTES_PER_ELEMENT["fp32"])
 MASK_BYTES = 1.0
-RW_BYTES = 2 * ACT_BYTES  # an element-wise op (norm, RoPE, GELU, permute): read its input, write its output
+RW_BYTES = 2 * ACT_BYTES  # a norm or the softmax: read its input, write its output (cost.layer_cores.RW_ACCESSES)
 WEIGHT_BWD_BYTES = (
     WORKING_WEIGHT_BYTES + 2 * MAIN_GRAD_BYTES
 )  # wgrad/dgrad: weights read again, main grad read + written
-RESIDUAL_BYTES = 3 * ACT_BYTES  # a residual add: read both summands, write the sum
 DROPOUT_BYTES = MASK_BYTES + ACT_BYTES  # a dropout fused into the op: its mask and its dropped output written
-SWIGLU_BYTES = 3 * ACT_BYTES  # read gate and up, write their product (GELU: RW_BYTES)
 CP_MERGE_BYTES = 3 * ACT_BYTES  # a ring step's merge: read output and partial output, write output
 # Cross-entropy over fp32 probabilities (head_ops docstring): per logit 2 + 4 + 4 + 4 bytes forward, 8 backward.
 CROSS_ENTROPY_FWD_BYTES = 14.0
@@ -140,6 +139,13 @@ def _norm_op(n: NormShape) -> Op:
     return Op(n.name, MEMORY, 0.0, RW_BYTES * n.rows * n.width / n.sp_divisor)
 
 
+def _elementwise_op(e: ElementwiseShape, dropout: bool = False) -> Op:
+    """A training op of an inventory element-wise op (`cost.layer_cores`): its elements accessed at
+    2 bytes, and a dropout's mask and output when the op has one and the model drops out."""
+    per_element = ACT_BYTES * e.accesses + (DROPOUT_BYTES if dropout and e.dropout else 0.0)
+    return Op(e.name, MEMORY, 0.0, per_element * e.rows * e.width / e.divisor)
+
+
 def layer_ops(
     model: ModelSpec,
     s: int,
@@ -159,64 +165,49 @@ def layer_ops(
     (expert TP; None: t): the rank's experts process the etp ranks' dispatched copies, T·k·load·etp/t
     (the TP group's T·k·load where etp = t), with FFN width I_e/etp; `cp_comm_type` (p2p |
     all_gather) says which attention kernels a context-parallel rank runs (cost.roofline)."""
-    h, a, q, d = model.hidden, model.heads, model.q_dim, model.d
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
     T = tokens_per_rank(s, b, cp)
-    g_l = kv_heads_per_rank(model.g, t)
-    drop = 1.0 if model.dropout else 0.0
-    vw = q  # width of V and of the out_proj input (all ranks); MLA: a·v
+    drop = bool(model.dropout)
+    routed, expert_tp = None, None
+    if moe_layer:  # token copies this GPU's experts process (busiest rank)
+        moe = model.require_moe()
+        routed = T * moe.top_k * moe_token_load(moe, moe_imbalance)
+        if etp is not None:  # folded: the expert-TP group's copies, etp/t of the TP group's
+            expert_tp = np.asarray(etp, dtype=np.float64)
+            routed = routed * (expert_tp / t)
     gemms = {g.name: g for g in attention_gemms(model, T, t)}
     norms = layer_norms(model, T, r)
+    ew = layer_elementwise(model, T, t, moe_layer, routed, expert_tp, sp_divisor=r)
     ops = [_norm_op(norms["norm_attn"])]
     if model.mla is None:
         ops.append(_gemm_op(gemms["qkv"]))
-        if model.position_embedding == "rope":
-            ops.append(Op("rope", MEMORY, 0.0, RW_BYTES * T * (q / t + d * g_l)))
+        if "rope" in ew:
+            ops.append(_elementwise_op(ew["rope"]))
     else:
-        ops += _mla_projection_ops(model, T, t, gemms, norms)
-        vw = a * model.mla.v_head_dim
-        kv_l = (q + vw) / t  # decompressed K + V elements per token on the rank
-    if flash and model.mla is None:
+        ops += _mla_projection_ops(model, gemms, norms, ew["rope"])
+    # a causal kernel scores the T·s/2 pairs below the diagonal; eager attention the whole T×s block
+    core = attention_core(model, t, T, T * s * (CAUSAL_FRACTION if flash else 1.0), s * b)
+    if flash:
         ops.append(
             Op(
                 "attention_core",
                 ATTENTION,
-                4.0 * T * s * q / t * CAUSAL_FRACTION,
-                ACT_BYTES * T * (2 * q / t + 2 * d * g_l) + ACT_BYTES * (s - s / cp) * b * 2 * d * g_l,
+                core.flops,
+                ACT_BYTES * (core.q_elements + core.o_elements + core.k_elements + core.v_elements),
                 FLASH_BWD_FACTOR,
                 FLASH_BWD_FACTOR,
                 selective=True,
-                dim=np.asarray(float(d)),
+                dim=np.asarray(float(model.d)),
                 seq=_cp_chunk(s, cp),
                 cp=np.asarray(cp, dtype=np.float64),
                 cp_all_gather=cp_comm_type == "all_gather",
-                heads=heads_per_rank(a, t) * b,
+                heads=core.heads * b,
                 attention_core=True,
             )
         )
-    elif flash:  # MLA: Q and K over n+p dims, V and O over v dims
-        ops.append(
-            Op(
-                "attention_core",
-                ATTENTION,
-                2.0 * T * s * (q + vw) / t * CAUSAL_FRACTION,
-                ACT_BYTES * T * (q / t + vw / t + kv_l) + ACT_BYTES * (s - s / cp) * b * kv_l,
-                FLASH_BWD_FACTOR,
-                FLASH_BWD_FACTOR,
-                selective=True,
-                dim=np.asarray(float(d)),
-                seq=_cp_chunk(s, cp),
-                cp=np.asarray(cp, dtype=np.float64),
-                cp_all_gather=cp_comm_type == "all_gather",
-                heads=heads_per_rank(a, t) * b,
-                attention_core=True,
-            )
-        )
-    elif model.mla is not None:  # eager MLA: K over the n+p dims of every head, V over v dims
-        ops += _eager_attention_ops(T, s, t, a, q, s * b * q / t, vw, s * b * vw / t, model.mla.v_head_dim, d, drop)
-    else:  # eager GQA: the rank's g_l K and V heads of d dims
-        ops += _eager_attention_ops(T, s, t, a, q, s * b * d * g_l, q, s * b * d * g_l, d, d, drop)
+    else:
+        ops += _eager_attention_ops(core, s, drop)
     if flash and cp_comm_type == "p2p" and np.any(cp > 1):
         # Transformer Engine's ring merges each of the c-1 later steps into the output: forward reads
         # the output and the step's partial output and writes the output (3 × T·vw/t, 2 B; the
@@ -224,84 +215,60 @@ def layer_ops(
         # (3 × T·kv_l) into their accumulators. T tokens per step: a step's block touches half of
         # them on one side (s/(2c) queries or keys), so this is the per-step maximum. The all-gather
         # variant computes each chunk's attention in one kernel and merges nothing.
-        kv_w = 2.0 * d * g_l if model.mla is None else kv_l
         steps = np.maximum(cp - 1.0, 0.0)
         ops.append(
             Op(
                 "cp_merge",
                 MEMORY,
                 0.0,
-                steps * CP_MERGE_BYTES * T * vw / t,
+                steps * CP_MERGE_BYTES * core.o_elements,
                 selective=True,
-                bwd_bytes_abs=steps * CP_MERGE_BYTES * T * (q / t + kv_w),
+                bwd_bytes_abs=steps * CP_MERGE_BYTES * (core.q_elements + T * (core.k_width + core.v_width)),
             )
         )
     ops += [
         _gemm_op(gemms["out_proj"]),
-        Op("residual_attn", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r),
+        _elementwise_op(ew["residual_attn"], drop),
         _norm_op(norms["norm_mlp"]),
     ]
     if moe_layer:
         moe = model.require_moe()
-        E, k = moe.num_experts, moe.top_k
-        load = moe_token_load(moe, moe_imbalance)
-        routed = T * k * load  # token copies this GPU's experts process (busiest rank)
-        e_tp = t
-        if etp is not None:  # folded: the expert-TP group's copies, etp/t of the TP group's
-            e_tp = np.asarray(etp, dtype=np.float64)
-            routed = routed * (e_tp / t)
-        local = experts_per_rank(E, ep)
-        I = moe.ffn_hidden
-        mg = {g.name: g for g in moe_gemms(model, T, t, routed, None if etp is None else e_tp, sp_divisor=r)}
+        local = experts_per_rank(moe.num_experts, ep)
+        mg = {g.name: g for g in moe_gemms(model, T, t, routed, expert_tp, sp_divisor=r)}
         ops += [
             _gemm_op(mg["router"]),
-            Op("permute", MEMORY, 0.0, RW_BYTES * routed * h),
+            _elementwise_op(ew["permute"]),
             _gemm_op(mg["experts_up"], weight_copies=local),
-            Op("activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * routed * I / e_tp),
+            _elementwise_op(ew["activation"]),
             _gemm_op(mg["experts_down"], weight_copies=local),
-            Op("unpermute", MEMORY, 0.0, RW_BYTES * routed * h),
+            _elementwise_op(ew["unpermute"]),
         ]
         if moe.num_shared_experts:
-            sI = moe.shared_expert_ffn * moe.num_shared_experts
-            ops += [
-                _gemm_op(mg["shared_up"]),
-                Op("shared_activation", MEMORY, 0.0, (SWIGLU_BYTES if model.gated else RW_BYTES) * T * sI / t),
-                _gemm_op(mg["shared_down"]),
-            ]
+            ops += [_gemm_op(mg["shared_up"]), _elementwise_op(ew["shared_activation"]), _gemm_op(mg["shared_down"])]
     else:
-        I = model.ffn_hidden
         up, down = mlp_gemms(model, T, t)
-        ops += [
-            _gemm_op(up),
-            Op(
-                "swiglu" if model.gated else "gelu",
-                MEMORY,
-                0.0,
-                (SWIGLU_BYTES if model.gated else RW_BYTES) * T * I / t,
-            ),
-            _gemm_op(down),
-        ]
-    ops.append(Op("residual_mlp", MEMORY, 0.0, (RESIDUAL_BYTES + drop * DROPOUT_BYTES) * T * h / r))
+        ops += [_gemm_op(up), _elementwise_op(ew["swiglu" if model.gated else "gelu"]), _gemm_op(down)]
+    ops.append(_elementwise_op(ew["residual_mlp"], drop))
     return ops
 
 
-def _eager_attention_ops(T, s, t, a, q, k_read, v_width, v_read, v_dim, qk_dim, drop) -> list[Op]:
-    """Eager attention's core on one rank: QKᵀ and ·V as batched GEMMs in bf16 around a softmax that
-    writes the s×s scores (a·T·s/t elements), with dropout's mask when the model has it; `k_read` and
-    `v_read` are the K and V elements read, `v_width` the V/output width of all heads, `v_dim` and
-    `qk_dim` the per-head V and Q·K dims (MLA: v_head_dim and n+p)."""
-    scores = a * T * s / t  # elements of the s×s score block on this rank
+def _eager_attention_ops(core: AttentionCore, s, drop: bool) -> list[Op]:
+    """Eager attention's core on one rank (`cost.layer_cores.attention_core` over the full T×s
+    block): QKᵀ and ·V as batched GEMMs in bf16 around a softmax that writes the scores, with
+    dropout's mask when the model has it."""
+    scores = core.score_elements  # elements of the s×s score block on this rank
+    rows = core.queries * core.heads  # one row per query and head of the batched GEMMs
     return [
         Op(
             "attention_scores",
             MATMUL,
-            2.0 * T * s * q / t,
-            ACT_BYTES * (T * q / t + k_read) + ACT_BYTES * scores,
+            core.scores_flops,
+            ACT_BYTES * (core.q_elements + core.k_elements) + ACT_BYTES * scores,
             2.0,
             2.0,
             selective=True,
-            dim=np.asarray(float(qk_dim)),
-            mkn=(T * a / t, q / a, s),
+            dim=np.asarray(float(core.qk_dim)),
+            mkn=(rows, core.qk_dim, s),
             low_precision=False,
             attention_core=True,
         ),
@@ -309,7 +276,7 @@ def _eager_attention_ops(T, s, t, a, q, k_read, v_width, v_read, v_dim, qk_dim, 
             "softmax",
             MEMORY,
             0.0,
-            RW_BYTES * scores + drop * (ACT_BYTES + DROPOUT_BYTES) * scores,
+            RW_BYTES * scores + (ACT_BYTES + DROPOUT_BYTES if drop else 0.0) * scores,
             2.0,
             2.0,
             selective=True,
@@ -317,13 +284,13 @@ def _eager_attention_ops(T, s, t, a, q, k_read, v_width, v_read, v_dim, qk_dim, 
         Op(
             "attention_values",
             MATMUL,
-            2.0 * T * s * v_width / t,
-            ACT_BYTES * scores + ACT_BYTES * (v_read + T * v_width / t),
+            core.values_flops,
+            ACT_BYTES * scores + ACT_BYTES * (core.v_elements + core.o_elements),
             2.0,
             2.0,
             selective=True,
-            dim=np.asarray(float(v_dim)),
-            mkn=(T * a / t, s, v_width / a),
+            dim=np.asarray(float(core.v_dim)),
+            mkn=(rows, s, core.v_dim),
             low_precision=False,
             attention_core=True,
         ),
@@ -339,12 +306,12 @@ def _cp_chunk(s, cp):
     return s / np.maximum(cp, 1.0)
 
 
-def _mla_projection_ops(model: ModelSpec, T, t, gemms: dict[str, GemmShape], norms: dict[str, NormShape]) -> list[Op]:
+def _mla_projection_ops(
+    model: ModelSpec, gemms: dict[str, GemmShape], norms: dict[str, NormShape], rope_op
+) -> list[Op]:
     """MLA projections (`layer_gemms.attention_gemms`), latent norms and RoPE of one layer (module
     docstring); down projections replicated over TP, up projections split by heads."""
-    m, a = model.require_mla(), model.heads
-    p = m.qk_rope_head_dim
-    if m.q_lora_rank is None:
+    if model.require_mla().q_lora_rank is None:
         ops = [_gemm_op(gemms["q_proj"])]
     else:
         ops = [
@@ -356,7 +323,7 @@ def _mla_projection_ops(model: ModelSpec, T, t, gemms: dict[str, GemmShape], nor
         _gemm_op(gemms["kv_down"]),
         _norm_op(norms["kv_norm"]),
         _gemm_op(gemms["kv_up"]),
-        Op("rope", MEMORY, 0.0, RW_BYTES * T * (a * p / t + p)),
+        _elementwise_op(rope_op),
     ]
 
 
@@ -394,13 +361,12 @@ def head_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
 def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     """First stage: embedding lookup (read rows, write activations; bwd scatters into the fp32
     main gradient)."""
-    h = model.hidden
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
-    T = tokens_per_rank(s, b, cp)
-    drop = DROPOUT_BYTES if model.dropout else 0.0
-    fwd, bwd = (RW_BYTES + drop) * T * h / r, (EMBEDDING_BWD_BYTES + drop) * T * h / r
-    return [Op("embedding", MEMORY, 0.0, fwd, 2.0, bwd_bytes_abs=bwd)]
+    e = embedding(model, tokens_per_rank(s, b, cp), r)  # the inventory's (cost.layer_cores)
+    op = _elementwise_op(e, bool(model.dropout))
+    op.bwd_bytes_abs = (EMBEDDING_BWD_BYTES + (DROPOUT_BYTES if model.dropout else 0.0)) * e.rows * e.width / e.divisor
+    return [op]
 
 
 def optimizer_bytes_per_param(

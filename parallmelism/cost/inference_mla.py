@@ -18,6 +18,9 @@ Two forms of the attention itself (vLLM / SGLang MLA backends, FlashMLA):
           ·latent    2·pairs·a_l·r_kv      (values are the latent itself)
           v_up       2·T·a_l·r_kv·v        (W_UV per head; weights a_l·r_kv·v)
       and reads the latent cache once per position: K·(r_kv+p)·kv_bytes.
+The projections and the absorbed per-head GEMMs are `cost.layer_gemms`' (`attention_gemms`,
+`absorbed_gemms`), both forms of the core `cost.layer_cores.attention_core` (absorbed=True: the
+latent read once as K and V).
 A mixed iteration (chunked prefill) runs its decode tokens absorbed and its prompt chunk naive,
 as the vLLM MLA backend splits them; the shared projections see all the iteration's tokens.
 """
@@ -27,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
-from .layer_gemms import GemmShape, attention_gemms, layer_norms
+from .layer_cores import attention_core
+from .layer_gemms import GemmShape, absorbed_gemms, attention_gemms, layer_norms
 from .ops import (
     ACT_BYTES,
     Op,
@@ -38,7 +42,6 @@ from .ops import (
     serving_norm,
     serving_op,
 )
-from .shapes import heads_per_rank
 
 
 def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_tokens) -> list[Op]:
@@ -51,15 +54,6 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     count            layers of the stage (calls)
     """
     m = model.require_mla()
-    rq, rkv, n, p, v = (
-        m.q_lora_rank,
-        m.kv_lora_rank,
-        m.qk_nope_head_dim,
-        m.qk_rope_head_dim,
-        m.v_head_dim,
-    )
-    latent = m.latent_width  # rkv + p: the cached latent and the shared RoPE key
-    a_l = heads_per_rank(model.heads, tp)
     T = np.asarray(tokens, dtype=np.float64)
     wb, kvb, ab = BYTES_PER_ELEMENT[wl.weight_dtype], BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
     Tn, Pn, Kn = (np.asarray(x, dtype=np.float64) + 0 * T for x in naive)
@@ -67,110 +61,68 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     inf = np.full_like(T, np.inf)
     zero = np.zeros_like(T)
 
-    def linear(name, n_in, n_out, rows, weights=None):  # the absorbed form's per-head GEMMs
-        w = (n_in * n_out if weights is None else weights) * wb
-        op = serving_op(
-            name,
-            "matmul",
-            count,
-            2 * rows * n_in * n_out,
-            np.where(rows > 0, w, 0.0) + zero,
-            rows * (n_in + n_out) * ab,
-            rows,
-        )
-        op.mkn = (rows, n_in, n_out)
-        return op
-
     def gemm(g: GemmShape):  # an inventory GEMM (`cost.layer_gemms`)
         # a GEMM with no rows this pass reads no weights (e.g. kv_b_proj in a pure decode step)
         return serving_gemm(g, count, np.where(g.m > 0, g.weight_elements * wb, 0.0) + zero)
 
     # projections: the prefill form decompresses every key position read (kv_up rows = Kn)
     proj = {g.name: g for g in attention_gemms(model, T, tp, kv_up_rows=Kn)}
-
+    q_absorb, v_up = absorbed_gemms(model, Ta, tp)
     norms = layer_norms(model, T)
 
     def norm(name):
         return serving_norm(norms[name], count, zero)
 
     ops = []
-    if rq is None:
+    if m.q_lora_rank is None:
         ops.append(gemm(proj["q_proj"]))
     else:
         ops += [gemm(proj["q_down"]), norm("q_norm"), gemm(proj["q_up"])]
     kv_a = gemm(proj["kv_down"])
-    kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * latent * kvb
+    kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * m.latent_width * kvb
     ops += [kv_a, norm("kv_norm")]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
     ops.append(gemm(proj["kv_up"]))
-    seq, heads = prompt_attention_shape(Tn, Pn, a_l)
+    pre = attention_core(model, tp, Tn, Pn, Kn)  # K, V decompressed, 16-bit
+    lat = attention_core(model, tp, Ta, Pa, Ka, absorbed=True)  # the latent cache, kv_dtype
+    seq, heads = prompt_attention_shape(Tn, Pn, pre.heads)
     ctx, seqs = decode_attention_shape(Ta, Pa, Ka)
 
+    # Without flash attention the prompt's kernel writes its scores and reads the probabilities, 16
+    # bits per head and kept pair, as the GQA form does (`cost.inference_ops`); the absorbed decode
+    # kernel (FlashMLA) is always fused
+    scores = 0.0 if wl.flash_attention else pre.score_elements * ab
+
     def naive_form(share):  # the prompt's MHA kernel (d_qk = n+p, d_v = v), no decode tokens
-        return ServingAttention(share, 2 * Pn * a_l * (n + p + v), seq, heads, zero, zero, zero, zero)
+        return ServingAttention(share, pre.flops, seq, heads, zero, zero, zero, zero, scores)
 
     def absorbed_form(share):  # one latent "KV head" per sequence, read once by both halves
-        flops = 2 * Pa * a_l * (latent + rkv)
-        return ServingAttention(share, zero, zero, zero, Ka * latent * kvb, flops, seqs, ctx)
+        kv = (lat.k_elements + lat.v_elements) * kvb
+        return ServingAttention(share, zero, zero, zero, kv, lat.flops, seqs, ctx)
 
-    ops.append(
-        serving_op(
-            "attention_qk",
-            "attention",
-            count,
-            2 * Pn * a_l * (n + p),
-            zero,
-            (Tn + Kn) * a_l * (n + p) * ab,
-            inf,
-            naive_form((n + p) / (n + p + v)),
-        )
-    )
-    ops.append(
-        serving_op(
-            "attention_pv",
-            "attention",
-            count,
-            2 * Pn * a_l * v,
-            zero,
-            (Kn + Tn) * a_l * v * ab,
-            inf,
-            naive_form(v / (n + p + v)),
-        )
-    )
-    # absorbed decode form: latent scores and values, per-head W_UK before and W_UV after
-    q_absorb = linear("q_absorb", n, rkv, Ta, weights=a_l * n * rkv)
-    q_absorb.flops = 2 * Ta * a_l * n * rkv
-    q_absorb.other_bytes = Ta * a_l * (n + rkv) * ab
-    q_absorb.mkn = (Ta, n, a_l * rkv)  # a_l per-head GEMMs (Ta, n, r_kv): the FLOPs and weights of one this wide
-    ops.append(q_absorb)
-    ops.append(
-        serving_op(
+    def attention(name, flops, nbytes, kernels):
+        return serving_op(name, "attention", count, flops, zero, nbytes, inf, kernels)
+
+    q_bytes = (pre.q_elements + pre.k_elements) * ab + scores
+    o_bytes = (pre.v_elements + pre.o_elements) * ab + scores
+    ops += [
+        attention("attention_qk", pre.scores_flops, q_bytes, naive_form(pre.scores_share)),
+        attention("attention_pv", pre.values_flops, o_bytes, naive_form(pre.values_share)),
+        # absorbed decode form: per-head W_UK before the latent scores and values, W_UV after
+        gemm(q_absorb),
+        attention(
             "attention_latent_qk",
-            "attention",
-            count,
-            2 * Pa * a_l * latent,
-            zero,
-            Ka * latent * kvb + Ta * a_l * latent * ab,
-            inf,
-            absorbed_form(latent / (latent + rkv)),
-        )
-    )
-    ops.append(
-        serving_op(
+            lat.scores_flops,
+            lat.k_elements * kvb + lat.q_elements * ab,
+            absorbed_form(lat.scores_share),
+        ),
+        attention(
             "attention_latent_pv",
-            "attention",
-            count,
-            2 * Pa * a_l * rkv,
-            zero,
-            Ta * a_l * rkv * ab,
-            inf,
-            absorbed_form(rkv / (latent + rkv)),
-        )
-    )
-    v_up = linear("v_up", rkv, v, Ta, weights=a_l * rkv * v)
-    v_up.flops = 2 * Ta * a_l * rkv * v
-    v_up.other_bytes = Ta * a_l * (rkv + v) * ab
-    v_up.mkn = (Ta, rkv, a_l * v)  # a_l per-head GEMMs (Ta, r_kv, v)
-    ops.append(v_up)
-    ops.append(gemm(proj["out_proj"]))
+            lat.values_flops,
+            lat.v_elements * kvb + lat.o_elements * ab,
+            absorbed_form(lat.values_share),
+        ),
+        gemm(v_up),
+        gemm(proj["out_proj"]),
+    ]
     return ops

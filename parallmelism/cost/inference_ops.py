@@ -9,8 +9,11 @@ stage. Shapes per GPU (t = tp):
 A multiply-add is 2 FLOPs; non-matmul FLOPs (norms, SiLU, softmax) are not counted (seed), but
 their HBM traffic is.
 
-The GEMM shapes (projections, MLP, router, experts, head) come from `cost.layer_gemms`, the one
-inventory training wraps too. Every op carries: flops, weight bytes (read once per call), other
+The GEMM shapes (projections, MLP, router, experts, head) come from `cost.layer_gemms` and the
+attention core and embedding from `cost.layer_cores`, the one inventory training wraps too. Of
+that inventory's element-wise ops serving prices the norms and the embedding; a layer's RoPE,
+residual adds and SwiGLU are not priced (vLLM fuses the residual add into its RMSNorm kernel,
+but RoPE and SiLU-and-mul are kernels of their own: an HBM under-count, largest in prefill). Every op carries: flops, weight bytes (read once per call), other
 HBM bytes (activations in and out, KV-cache reads and writes), its compute class (matmul |
 attention | memory) and the GEMM size that limits its efficiency (tokens, or tokens per local
 expert).
@@ -32,6 +35,7 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
 from .flops import busiest_stage_layer_counts
 from .inference_mla import mla_attention_ops
+from .layer_cores import attention_core, embedding
 from .layer_gemms import GemmShape, attention_gemms, final_norm, head_gemm, layer_norms, mlp_gemms, moe_gemms
 from .ops import (
     ACT_BYTES,
@@ -108,14 +112,11 @@ def layer_ops(
     MLA models (model.mla): the attention ops are `cost.inference_mla` (prefill in the naive
     form, decode tokens absorbed over the latent cache).
     """
-    d = model.d
     tp = np.asarray(tp, dtype=np.float64)
     T = np.asarray(tokens, dtype=np.float64)
     wb = BYTES_PER_ELEMENT[wl.weight_dtype]
     kvb = BYTES_PER_ELEMENT[wl.kv_dtype]
     ab = ACT_BYTES
-    a_l, g_l = local_heads(model, tp)
-    q_l, kv_l = a_l * d, g_l * d
     all_layers = np.asarray(dense_layers, dtype=np.float64) + moe_layers
     inf = np.full_like(T, np.inf)
     zero = np.zeros_like(T)
@@ -128,18 +129,10 @@ def layer_ops(
     def linear(g: GemmShape, count, weight_bytes=wb, weights=None):
         return serving_gemm(g, count, (g.weight_elements if weights is None else weights) * weight_bytes)
 
-    # Without flash attention the scores are written by QKᵀ and the probabilities read by ·V, one
-    # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
-    # materializes the masked half too)
-    scores = 0.0 if wl.flash_attention else np.asarray(attn_pairs, dtype=np.float64) * a_l * ab
     pairs, kv_pos = np.asarray(attn_pairs, dtype=np.float64), np.asarray(kv_read_tokens, dtype=np.float64)
     if decode_part is None:
         decode_part = (0 * T, 0 * T, 0 * T)
     Td, Pd, Kd = (np.asarray(x, dtype=np.float64) for x in decode_part)
-    # K (or V) bytes read per local KV head: decode positions from the cache, the rest at kv_read_bytes
-    kv_read = (kv_pos - Kd) * kv_read_bytes + Kd * kvb
-    prompt = prompt_attention_shape(T - Td, pairs - Pd, a_l)
-    decode = decode_attention_shape(Td, Pd, Kd)
     if model.mla is not None:
         ops = [norm("norm_attn", all_layers)]
         ops += mla_attention_ops(
@@ -147,42 +140,59 @@ def layer_ops(
         )
         ops.append(norm("norm_mlp", all_layers))
         return ops + _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear)
+    # the pass's attention core (`cost.layer_cores`), and the prompt tokens' and decode tokens' parts
+    core = attention_core(model, tp, T, pairs, kv_pos)
+    prompt_core = attention_core(model, tp, T - Td, pairs - Pd, kv_pos - Kd)
+    decode_core = attention_core(model, tp, Td, Pd, Kd)
+    # K (or V) bytes read per element of a key position: decode positions from the cache at kv_dtype,
+    # the rest at kv_read_bytes
+    kv_read = (kv_pos - Kd) * kv_read_bytes + Kd * kvb
+    # Without flash attention the scores are written by QKᵀ and the probabilities read by ·V, one
+    # 16-bit element per head and kept pair (an upper-triangle-skipping kernel; eager PyTorch
+    # materializes the masked half too)
+    scores = 0.0 if wl.flash_attention else core.score_elements * ab
+    prompt = prompt_attention_shape(prompt_core.queries, prompt_core.pairs, core.heads)
+    decode = decode_attention_shape(Td, Pd, Kd)
+
+    def kernels(share):
+        return ServingAttention(
+            share=share,
+            prefill_flops=prompt_core.flops,
+            seq=prompt[0],
+            heads=prompt[1],
+            kv_bytes=(decode_core.k_elements + decode_core.v_elements) * kvb,
+            decode_flops=decode_core.flops,
+            streams=decode[1] * core.kv_heads,
+            context=decode[0],
+            unfused_bytes=scores,
+        )
+
     qkv, out_proj = attention_gemms(model, T, tp)
-    shape = ServingAttention(
-        share=0.5,  # QKᵀ and ·V: the same FLOPs
-        prefill_flops=4 * (pairs - Pd) * a_l * d,
-        seq=prompt[0],
-        heads=prompt[1],
-        kv_bytes=2 * Kd * kv_l * kvb,
-        decode_flops=4 * Pd * a_l * d,
-        streams=decode[1] * g_l,
-        context=decode[0],
-        unfused_bytes=scores,
-    )
+    cache_write = kv_write_tokens * (core.k_width + core.v_width) * kvb  # the new K and V appended
     ops = [
         norm("norm_attn", all_layers),
         linear(qkv, all_layers),
-        # scores: 2·a_l·d FLOPs per kept pair; reads Q and K, writes the new K and V to the cache
+        # scores: reads Q and K, writes the new K and V to the cache
         serving_op(
             "attention_qk",
             "attention",
             all_layers,
-            2 * attn_pairs * a_l * d,
+            core.scores_flops,
             zero,
-            T * q_l * ab + kv_read * kv_l + 2 * kv_write_tokens * kv_l * kvb + scores,
+            core.q_elements * ab + kv_read * core.k_width + cache_write + scores,
             inf,
-            shape,
+            kernels(core.scores_share),
         ),
-        # probabilities · V: same FLOPs; reads V, writes the output
+        # probabilities · V: reads V, writes the output
         serving_op(
             "attention_pv",
             "attention",
             all_layers,
-            2 * attn_pairs * a_l * d,
+            core.values_flops,
             zero,
-            kv_read * kv_l + T * q_l * ab + scores,
+            kv_read * core.v_width + core.o_elements * ab + scores,
             inf,
-            shape,
+            kernels(core.values_share),
         ),
         linear(out_proj, all_layers),
         norm("norm_mlp", all_layers),
@@ -241,8 +251,9 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     lm_head.other_bytes = Th * (h * ACT_BYTES + V / tp * 4)  # logits written in fp32
     emb = np.where(has_embedding, 1.0, 0.0) + 0 * T
     head = np.where(has_head, 1.0, 0.0) + 0 * T
+    e = embedding(model, T)  # the inventory's (cost.layer_cores): a 16-bit row read, the activation written
     return [
-        serving_op("embedding", "memory", emb, 0 * T, T * h * HALF_BYTES, T * h * ACT_BYTES, inf),
+        serving_op("embedding", "memory", emb, 0 * T, e.rows * e.width * HALF_BYTES, e.rows * e.width * ACT_BYTES, inf),
         serving_norm(final_norm(model, Th), head, 0 * T),
         lm_head,
     ]

@@ -24,6 +24,8 @@ What the two schedules genuinely do differently is a named parameter here, not a
   expert_tp      t_e: ways each routed expert's FFN is split (t; serving's EP-inside-TP: t/ep)
   kv_up_rows     R: rows of MLA's K,V decompression (training: T; serving's prefill form: the key
                  positions the chunk reads)
+  absorbed_gemms MLA's per-head q_absorb T × n × r_kv and v_up T × r_kv × v (a/t of each, `batch`):
+                 serving's decode tokens read the latent cache without decompressing it
 The inventory names are training's op names; serving labels the same GEMMs `SERVING_NAMES`.
 
 Each GEMM carries the flags the schedules read (`cost.ops.Op`): low_precision (fp8/fp4 under a
@@ -35,8 +37,8 @@ weight bytes per call, call counts per stage, experts touched and grouped-kernel
 The norms are here too (`layer_norms`, `final_norm`): RMSNorm/LayerNorm over `rows` tokens of
 `width` elements, h for the block norms, r_q and r_kv for MLA's latent norms (not split by SP:
 the latents are replicated); training's sequence parallelism holds rows/r of the block norms'
-tokens. Attention cores, residuals, activations and the other element-wise ops are still built
-by each schedule in this slice.
+tokens. The attention cores, residuals, activations and other element-wise ops are
+`cost.layer_cores`.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..specs import ModelSpec
-from .shapes import kv_heads_per_rank
+from .shapes import heads_per_rank, kv_heads_per_rank
 
 # The serving schedule's label of each inventory GEMM (vLLM's module names).
 SERVING_NAMES = {
@@ -67,6 +69,8 @@ SERVING_NAMES = {
     "q_up": "q_b_proj",
     "kv_down": "kv_a_proj",
     "kv_up": "kv_b_proj",
+    "q_absorb": "q_absorb",
+    "v_up": "v_up",
     "logits": "lm_head",
     "norm_attn": "attn_norm",
     "norm_mlp": "mlp_norm",
@@ -88,6 +92,7 @@ class GemmShape:
     low_precision: bool = True
     norm_fused: bool = False
     column_parallel: bool = False
+    batch: Any = 1.0  # independent GEMMs of this shape, one per head (MLA's absorbed per-head GEMMs)
 
     @property
     def serving_name(self) -> str:
@@ -95,13 +100,14 @@ class GemmShape:
 
     @property
     def flops(self):
-        """2·m·k·n (a multiply-add is 2 FLOPs)."""
-        return 2.0 * self.m * self.k * self.n
+        """2·m·k·n per GEMM of the batch (a multiply-add is 2 FLOPs)."""
+        return 2.0 * self.m * self.k * self.n * self.batch
 
     @property
     def weight_elements(self):
-        """k·n: elements of one weight matrix (an expert's, for the routed experts)."""
-        return self.k * self.n
+        """k·n per GEMM of the batch: elements of one weight matrix (an expert's, for the routed
+        experts; a head's for a batched GEMM, so batch·k·n)."""
+        return self.batch * self.k * self.n
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,20 @@ def attention_gemms(model: ModelSpec, tokens, tp, kv_up_rows=None) -> list[GemmS
         GemmShape("kv_down", T, h, _f(m.latent_width), "attention", norm_fused=True),
         GemmShape("kv_up", T if kv_up_rows is None else kv_up_rows, _f(m.kv_lora_rank), a * (n + v) / t, "attention"),
         GemmShape("out_proj", T, a * v / t, h, "attention"),
+    ]
+
+
+def absorbed_gemms(model: ModelSpec, tokens, tp) -> list[GemmShape]:
+    """MLA's absorbed decode form (DeepSeek-V2 §2.1.3; vLLM and SGLang's MLA backends): per head,
+    q_absorb folds W_UK into the query (T × n × r_kv) and v_up applies W_UV after attention over the
+    latent (T × r_kv × v), a/t heads each (`batch`); serving's decode tokens only (training has no
+    cache and runs the naive form, kv_up)."""
+    m = model.require_mla()
+    a_l = heads_per_rank(model.heads, np.asarray(tp, dtype=np.float64))
+    n, r, v = _f(m.qk_nope_head_dim), _f(m.kv_lora_rank), _f(m.v_head_dim)
+    return [
+        GemmShape("q_absorb", tokens, n, r, "attention", batch=a_l),
+        GemmShape("v_up", tokens, r, v, "attention", batch=a_l),
     ]
 
 

@@ -118,11 +118,11 @@ def serving_op(name: str, kind: str, count, flops, weight_bytes, other_bytes, ro
 
 def serving_gemm(g: GemmShape, count, weight_bytes) -> Op:
     """A serving op of an inventory GEMM (`cost.layer_gemms`): `count` calls, each reading
-    `weight_bytes` and its activations (g.m·(k + n) 16-bit elements)."""
-    op = serving_op(
-        g.serving_name, "matmul", count, g.flops, weight_bytes + 0 * g.m, g.m * (g.k + g.n) * ACT_BYTES, g.m
-    )
-    op.mkn = (g.m, g.k, g.n)
+    `weight_bytes` and its activations (g.m·(k + n) 16-bit elements per GEMM of the batch); the
+    kernel model times a batch of per-head GEMMs as one g.batch times as wide."""
+    activations = g.m * g.batch * (g.k + g.n) * ACT_BYTES
+    op = serving_op(g.serving_name, "matmul", count, g.flops, weight_bytes + 0 * g.m, activations, g.m)
+    op.mkn = (g.m, g.k, g.n * g.batch)
     op.low_precision, op.norm_fused, op.column_parallel = g.low_precision, g.norm_fused, g.column_parallel
     return op
 
