@@ -121,3 +121,15 @@ def test_moe_routed_expert_activations_split_by_tp_once_with_sp():
         expected_moe_mlp = 4 * h * R / t + 6 * Ie * R / t + 4 * E * s * b / t
         expected_dense_mlp = 6 * Ie * s * b / t
         assert moe - dense == pytest.approx(expected_moe_mlp - expected_dense_mlp, rel=1e-12)
+
+
+def test_fp8_saved_inputs_on_korthikanti_table2():
+    """Transformer Engine's fp8 GEMMs save 1-byte inputs (cost/activations.py FP8_SAVED_INPUTS):
+    on Korthikanti's GPT layer (q = h, GELU, I = 4h) with TP + SP the QKV and fc1 inputs lose
+    sbh/t each, the fc2 input 4sbh/t, and out_proj adds an fp8 copy sbh/t: sbh(29 + 5as/h)/t."""
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    got = layer_activation_bytes(gpt(h, a), s, b, t, 1, True, NONE, flash=False, fp8_inputs=True)
+    assert float(got) == pytest.approx(s * b * h * (29 + 5 * a * s / h) / t, rel=1e-12)
+    # full recompute keeps the bf16 layer input only, whatever the GEMMs save
+    full = layer_activation_bytes(gpt(h, a), s, b, t, 1, True, FULL, flash=False, fp8_inputs=True)
+    assert float(full) == 2 * s * b * h / t

@@ -19,6 +19,7 @@ import pytest
 from conftest import run_cli
 from parallmelism.config.compose import load_run_configs
 from parallmelism.config.kernel_tables import kernel_model
+from parallmelism.cost.activations import layer_activation_bytes
 from parallmelism.cost.breakdown import training_breakdown
 from parallmelism.cost.offload import offload_exposed_s, offloaded_layers, resident_offloaded_layers
 from parallmelism.engine import evaluate
@@ -47,7 +48,11 @@ PUBLISHED_TOKENS_PER_S_PER_GPU = 4224  # Megatron-Bridge 26.04.01 performance ta
 # 64 heads, no dropout), tok = s·b = 16384 tokens on the rank, t = r = 1:
 #   norm + QKV inputs 4h, norm + fc1 inputs 4h, Q 2q, K+V 4·128·8, projection input 2q,
 #   flash log-sum-exp 4·64 (fp32 per head), SwiGLU 6I
-LAYER_BYTES = 16384 * (4 * 8192 + 4 * 8192 + 2 * 8192 + 4 * 128 * 8 + 2 * 8192 + 4 * 64 + 6 * 28672)
+LAYER_BYTES_BF16 = 16384 * (4 * 8192 + 4 * 8192 + 2 * 8192 + 4 * 128 * 8 + 2 * 8192 + 4 * 64 + 6 * 28672)
+# The recipe is fp8 under Transformer Engine (low_precision_gemms=all): the QKV, fc1 and fc2 GEMMs
+# save their inputs in fp8 (1 B: 3h, 3h, SwiGLU 4I + I) and out_proj keeps an fp8 copy (q) of the
+# attention output beside the bf16 one (cost/activations.py FP8_SAVED_INPUTS)
+LAYER_BYTES = 16384 * (3 * 8192 + 3 * 8192 + 2 * 8192 + 4 * 128 * 8 + 3 * 8192 + 4 * 64 + 5 * 28672)
 
 
 def _row(overrides):
@@ -63,7 +68,12 @@ def recipe():
 
 
 def test_layer_bytes_reference():
-    assert LAYER_BYTES == 4_500_488_192  # 4.19 GiB per layer per micro-batch
+    assert LAYER_BYTES_BF16 == 4_500_488_192  # 4.19 GiB per layer per micro-batch
+    assert LAYER_BYTES == 3_896_508_416  # 3.63 GiB in fp8
+    kw = dict(s=8192, b=2, t=1, cp=1, sp=False, recompute=0, flash=True)
+    model = load_run_configs(RECIPE)[0][1].model
+    assert layer_activation_bytes(model, **kw) == LAYER_BYTES_BF16
+    assert layer_activation_bytes(model, fp8_inputs=True, **kw) == LAYER_BYTES
 
 
 def test_rule_from_the_source():
@@ -86,6 +96,30 @@ def test_memory_moves_the_offloaded_layers_to_host(recipe):
     assert "mem_host_offload_gib" not in off0 and "time_offload_exposed_s" not in off0
     # the states do not move
     assert off0["mem_states_gib"] == off40["mem_states_gib"]
+
+
+def test_recipe_fits_with_fp8_saved_inputs(recipe):
+    """Issue 32's done-when: the GB200 Llama-70B FSDP recipe with 40 layers offloaded builds, fits
+    and times. Counted with bf16 GEMM inputs it needed 201.7 GiB of 185; Transformer Engine keeps
+    fp8 inputs: 41 layers' buffers in HBM (40 kept, 1 offloaded in flight) x (LAYER_BYTES_BF16 -
+    LAYER_BYTES) = 23.1 GiB fewer."""
+    run, off40 = recipe[40]
+    assert off40["fits"] and off40["mem_total_gib"] <= run.hardware.hbm_usable_gib
+    bf16 = _row(RECIPE + ["workload.activation_offload_layers=40", "workload.low_precision_gemms=where_faster"])[1]
+    # torchao-style fp8 (where_faster) saves high-precision inputs: the bf16 inventory
+    assert bf16["mem_activations_gib"] - off40["mem_activations_gib"] == pytest.approx(
+        41 * (LAYER_BYTES_BF16 - LAYER_BYTES) / GIB
+    )
+
+
+def test_bf16_edge_layers_save_bf16_inputs():
+    """--first-last-layers-bf16 1: layer 0 (offloaded, on the host) and layer 79 (in HBM) save the
+    bf16 inventory; the resident offloaded buffer is layer 0's."""
+    extra = (LAYER_BYTES_BF16 - LAYER_BYTES) / GIB
+    _, base = _row(RECIPE + ["workload.activation_offload_layers=40"])
+    _, edge = _row(RECIPE + ["workload.activation_offload_layers=40", "workload.fp8_bf16_edge_layers=1"])
+    assert edge["mem_activations_gib"] - base["mem_activations_gib"] == pytest.approx(2 * extra)
+    assert edge["mem_host_offload_gib"] - base["mem_host_offload_gib"] == pytest.approx(extra)
 
 
 def test_recipe_times_with_the_copies_hidden(recipe):
@@ -149,3 +183,10 @@ def test_host_memory_bounds_the_fit():
     r = run_cli("show", *overrides, "hardware.host_memory_gib=50")
     assert r.returncode == 0, r.stderr
     assert "GiB of host memory per GPU" in r.stdout + r.stderr
+
+
+def test_show_builds_fits_and_times_the_recipe():
+    r = run_cli("show", *RECIPE, "workload.activation_offload_layers=40")
+    assert r.returncode == 0, r.stderr
+    assert "fits: " in r.stdout and "GiB usable on gb200-nvl72" in r.stdout
+    assert "tokens_per_s_per_gpu" in r.stdout

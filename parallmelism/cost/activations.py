@@ -27,6 +27,23 @@ With GPT shapes (f = 4h, MHA, dropout, no flash) this is exactly Korthikanti's T
   sbh(34 + 5as/h) unsharded, sbh(10 + 24/t + 5as/(ht)) with TP, /t with TP+SP.
 Selective recompute recomputes the attention core: drops the score terms (and the LSE).
 Full recompute keeps only the layer input 2Sbh/r.
+
+FP8_SAVED_INPUTS (workload.precision=fp8 with low_precision_gemms=all: Transformer Engine's
+fp8_autocast over every Linear, as NVIDIA's Megatron recipes run it). TE's modules save the
+fp8-quantized input of each GEMM for the wgrad GEMM instead of the bf16 one, 1 byte per element
+(NVIDIA/TransformerEngine transformer_engine/pytorch/module/layernorm_linear.py, _LayerNormLinear
+forward: `ln_out` quantized, `update_usage(rowwise_usage=False)` keeps the column-wise copy only,
+or the row-wise shard alone under sequence parallelism, which backward all-gathers;
+module/linear.py, _Linear forward: "Discard row-wise data since it is not needed in backward
+pass"; both still save the bf16 norm input `inputmat` for the norm's backward). Per layer:
+  QKV input (LayerNormLinear)   2Sbh/r -> Sbh/r
+  fc1 input (LayerNormLinear)   2Sbh/r -> Sbh/r         (dense layers)
+  fc2 input (Linear)            2SbI/t -> SbI/t          (the SwiGLU / GELU output; dense layers)
+  out_proj input (Linear)       + Sbq/t: its fp8 copy, beside the bf16 attention output the fused
+                                attention saves for its own backward (TE's attention runs in bf16
+                                unless fp8_dot_product_attention, which the recipes leave off)
+MLA layers and MoE layers' expert GEMMs (grouped GEMMs on the dispatched tokens) keep the bf16
+count here.
 """
 
 from __future__ import annotations
@@ -39,10 +56,29 @@ from .shapes import kv_heads_per_rank, moe_token_load, sp_divisor, tokens_per_ra
 NONE, SELECTIVE, FULL = (int(c) for c in (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL))
 
 
+def fp8_saved_inputs(wl) -> bool:
+    """Whether the layers' GEMMs save their inputs in fp8 (`layer_activation_bytes`): fp8 under
+    Transformer Engine's fp8_autocast over every Linear (workload.low_precision_gemms=all, as
+    NVIDIA's recipes run it). torchao's Float8Linear (where_faster, torchtitan) saves its
+    high-precision input and casts again in backward; fp4 recipes keep the bf16 count."""
+    return wl.precision == "fp8" and wl.low_precision_gemms == "all"
+
+
 def layer_activation_bytes(
-    model: ModelSpec, s: int, b, t, cp, sp, recompute, flash: bool, moe_layer: bool = False, moe_imbalance: float = 1.0
+    model: ModelSpec,
+    s: int,
+    b,
+    t,
+    cp,
+    sp,
+    recompute,
+    flash: bool,
+    moe_layer: bool = False,
+    moe_imbalance: float = 1.0,
+    fp8_inputs: bool = False,
 ) -> np.ndarray:
-    """Bytes one layer saves for backward, one micro-batch, one GPU (see module docstring)."""
+    """Bytes one layer saves for backward, one micro-batch, one GPU (see module docstring);
+    fp8_inputs: the GEMMs keep fp8 copies of their inputs (`fp8_saved_inputs`, FP8_SAVED_INPUTS)."""
     h, a, q, d, I = model.hidden, model.heads, model.q_dim, model.d, model.ffn_hidden
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     recompute = np.asarray(recompute)
@@ -83,7 +119,21 @@ def layer_activation_bytes(
     else:
         mlp = (6 if model.gated else 4) * I / t * tok + mask * h * tok / r
     full_layer = replicated + sharded + core + mlp
+    if fp8_inputs and model.mla is None:
+        full_layer = full_layer - fp8_input_savings(model, tok, t, r, moe_layer)
     return np.where(recompute == FULL, 2.0 * h * tok / r, full_layer)
+
+
+def fp8_input_savings(model: ModelSpec, tok, t, r, moe_layer: bool):
+    """Bytes an fp8 layer saves for backward below the bf16 inventory (FP8_SAVED_INPUTS): the QKV
+    input h/r and, in a dense layer, the fc1 input h/r and the fc2 input I/t go from 2 bytes to 1;
+    the attention output (projection input) gains a 1-byte copy q/t beside the bf16 one the fused
+    attention keeps. MoE layers' expert GEMMs keep the bf16 count."""
+    h, q = model.hidden, model.q_dim
+    saved = (h / r - q / t) * tok
+    if not moe_layer:
+        saved = saved + (h / r + model.ffn_hidden / t) * tok
+    return saved
 
 
 def logits_bytes(model: ModelSpec, s: int, b, t, cp) -> np.ndarray:

@@ -80,10 +80,14 @@ def _layer_activations(model, wl, c: TrainingLayout) -> dict[str, np.ndarray]:
         sp=c.sequence_parallel,
         flash=wl.flash_attention,
     )
+    fp8 = act.fp8_saved_inputs(wl)
     out = {
-        "dense": act.layer_activation_bytes(recompute=rc, **kw),
-        "working": act.layer_activation_bytes(recompute=np.zeros_like(rc), **kw),
+        "dense": act.layer_activation_bytes(recompute=rc, fp8_inputs=fp8, **kw),
+        "working": act.layer_activation_bytes(recompute=np.zeros_like(rc), fp8_inputs=fp8, **kw),
     }
+    if fp8 and wl.fp8_bf16_edge_layers:  # the layers kept in bf16 save bf16 inputs
+        out["dense16"] = act.layer_activation_bytes(recompute=rc, **kw)
+    kw["fp8_inputs"] = fp8
     if model.moe is not None:
         out["moe"] = act.layer_activation_bytes(recompute=rc, moe_layer=True, moe_imbalance=wl.moe_imbalance, **kw)
         out["moe_working"] = act.layer_activation_bytes(
@@ -91,6 +95,16 @@ def _layer_activations(model, wl, c: TrainingLayout) -> dict[str, np.ndarray]:
         )
     out["inflight_first"] = inflight_micro_batches(c.pp, np.ones_like(c.vpp), c.num_micro_batches, wl.schedule, "first")
     return out
+
+
+def edge_layers_in(lo, hi, edge: int, L: int) -> np.ndarray:
+    """Layers of [lo, hi) among the first and last `edge` of the model's L (the layers an fp8
+    recipe keeps in bf16, Megatron-Core --first-last-layers-bf16), each counted once."""
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    head = np.clip(np.minimum(hi, edge) - lo, 0.0, None)
+    tail = np.clip(hi - np.maximum(lo, L - edge), 0.0, None)
+    both = np.clip(np.minimum(hi, edge) - np.maximum(lo, L - edge), 0.0, None)  # edge ranges overlap (2·edge > L)
+    return head + tail - both
 
 
 def _stage_states(model, wl, c: TrainingLayout, stage: str, per_param) -> dict[str, np.ndarray]:
@@ -141,14 +155,24 @@ def _stage_activations(model, wl, c: TrainingLayout, stage: str, acts: dict) -> 
     # layers' saved activations go to host, but for the one layer in flight
     n_off = offloaded_layers(wl.activation_offload_layers, n_layers)
     per_mb = (n_dense - n_off) * acts["dense"]
+    off_bytes = n_off * acts["dense"]  # the offloaded layers' saved bytes
+    resident = acts["dense"]
+    if "dense16" in acts:  # fp8 recipe with bf16 edge layers: those save bf16 inputs
+        edge = wl.fp8_bf16_edge_layers
+        n16 = np.minimum(edge_layers_in(lo, lo + n_layers, edge, model.layers), n_dense)
+        n16_off = np.minimum(edge_layers_in(lo, lo + n_off, edge, model.layers), n16)
+        extra = acts["dense16"] - acts["dense"]
+        per_mb = per_mb + (n16 - n16_off) * extra
+        off_bytes = off_bytes + n16_off * extra
+        resident = np.where(n16_off > 0, acts["dense16"], acts["dense"])
     working = acts["working"]
     if model.moe is not None:
         per_mb = per_mb + n_moe * acts["moe"]
         working = np.where(n_moe > 0, np.maximum(working, acts["moe_working"]), working)
     inflight = inflight_micro_batches(pp, vpp, m, wl.schedule, rank)
     layers_bytes = per_mb * inflight
-    host = n_off * acts["dense"] * inflight
-    layers_bytes = layers_bytes + resident_offloaded_layers(n_off) * acts["dense"]
+    host = off_bytes * inflight
+    layers_bytes = layers_bytes + resident_offloaded_layers(n_off) * resident
     # Full recompute rebuilds one layer's activations at a time during backward.
     layers_bytes = layers_bytes + np.where(rc == act.FULL, working, 0.0)
 

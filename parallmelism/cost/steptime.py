@@ -47,7 +47,7 @@ from .flops import (
     optimizer_bytes_per_param,
 )
 from .params import params_per_gpu
-from .activations import layer_activation_bytes
+from .activations import fp8_saved_inputs, layer_activation_bytes
 from .offload import offload_exposed_s, offloaded_layers
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
@@ -447,6 +447,7 @@ def _offload_exposed_mb(cols: TrainingLayout, model, hw, wl, n_layers, dense):
         cols.sequence_parallel,
         cols.recompute,
         wl.flash_attention,
+        fp8_inputs=fp8_saved_inputs(wl),
     )
     n_off = offloaded_layers(wl.activation_offload_layers, n_layers)
     return offload_exposed_s(layer_bytes, hw.host_link_gbps, dense["fwd"], dense["bwd"] + dense["rc"], n_off)
