@@ -161,3 +161,28 @@ def test_wide_ep72_decode_with_eplb_builds_and_times():
     )
     assert r.returncode == 0, r.stderr
     assert "decode_step_ms" in r.stdout and "ep_all_to_all" in r.stdout
+
+
+def test_training_tp16_across_nodes_is_priced_on_the_nic():
+    """Issue 32 item 4: TP spanning nodes in training, when asked, builds and lists its TP
+    all-reduce on the scale-out link (warning, not refusal); without the option it is refused."""
+    args = [
+        "model=llama3.1-405b",
+        "workload.global_batch=64",
+        "grid.ngpus=[128]",
+        "grid.tp=16",
+        "grid.pp=4",
+        "grid.cp=1",
+        "grid.vpp=1",
+        "grid.micro_batch=1",
+        "grid.recompute=full",
+        "grid.sequence_parallel=false",
+        "grid.dp_sharding=OPTIMIZER_STATES",
+    ]
+    r = run_cli("show", *args)
+    assert r.returncode == 2 and "grid.cross_node_tp=true" in r.stderr
+    r = run_cli("show", *args, "grid.cross_node_tp=true")
+    assert r.returncode == 0, r.stderr
+    assert "warning: grid.cross_node_tp=true" in r.stderr
+    (tp_row,) = [line for line in r.stdout.splitlines() if line.startswith("│ tp ") and "all_reduce" in line]
+    assert "scale_out" in tp_row
