@@ -38,7 +38,8 @@ def main():
 
     cols = enumerate_training_layouts(run.model, run.hardware, run.workload, run.grid).columns
     t0 = time.perf_counter()
-    training_time(cols, run.model, run.hardware, run.workload, kernel_model(run.hardware))
+    hw = run.accelerator()
+    training_time(cols, run.model, hw, run.workload, kernel_model(hw))
     dt = time.perf_counter() - t0
     print(f"training_time alone:        {n / dt:,.0f} rows/s")
 

@@ -57,7 +57,7 @@ def family(case: str) -> str:
 def predict(rows, ctx, hw_name, values: dict):
     """Per row: (predicted quantities of validate, predicted TTFT) with the row's engine's overheads
     set to `values`; hw_name: every row on that accelerator (None: the row's own)."""
-    models, hardware_of, base, engine_of = ctx
+    models, hardware_of, base, engine_of = ctx[:4]  # ctx[4]: the training stacks
 
     def hardware(name):
         return hardware_of(hw_name or name)

@@ -21,7 +21,7 @@ def evaluate_training_columns(
     """All cost columns for layout rows (codes, not strings). `memory`: the rows'
     `training_memory` columns when the caller already has them (row-wise, so a subset of an
     earlier call's rows is the same numbers)."""
-    model, hw, wl = run.model, run.hardware, run.workload
+    model, hw, wl = run.model, run.accelerator(), run.workload  # overheads, attention kernel: the stack's
     assert isinstance(wl, TrainWorkload), "training columns need a training workload"
     out = dict(cols)
     n = len(cols["tp"])
@@ -94,4 +94,5 @@ def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> d
     wl = run.workload
     assert isinstance(wl, InferenceWorkload), "serving columns need an inference workload"
     draft = draft_model_of(run.model, wl)
-    return inference_columns(cols, run.model, run.hardware, wl, kernel_model(run.hardware), run.serving_engine(), draft)
+    hw = run.accelerator()
+    return inference_columns(cols, run.model, hw, wl, kernel_model(hw), run.serving_engine(), draft)

@@ -94,3 +94,12 @@ def pinned_row(model: str, hardware, workload, ngpus: int, **axes):
     df = evaluate(run)[0]
     assert len(df) == 1, len(df)
     return df.iloc[0]
+
+
+def stacked(hw, stack: str = "megatron-te"):
+    """An accelerator as the cost model takes it under a training stack (specs.run.under_stack: the
+    stack's overheads for it and its attention kernel), for tests that call cost functions directly."""
+    from parallmelism.config import load_option
+    from parallmelism.specs.run import under_stack
+
+    return under_stack(hw, load_option("stack", stack))

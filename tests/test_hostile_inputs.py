@@ -99,10 +99,10 @@ ISSUE_CASES = [
     ),
     # infinite numbers
     ("case-measured-1e308", ["validate", "--cases", "{d}/huge_measured.csv"]),
-    ("layer-launch-1e308", ["sweep", M8, G8, "hardware.overheads.layer_launch_us=1e308"]),
+    ("layer-launch-1e308", ["sweep", M8, G8, "stack.overheads.h100-sxm-80gb.layer_launch_us=1e308"]),
     (
         "validate-layer-launch-1e308",
-        ["validate", "--cases", "{d}/cases.csv", "hardware.overheads.layer_launch_us=1e308"],
+        ["validate", "--cases", "{d}/cases.csv", "stack.overheads.h100-sxm-80gb.layer_launch_us=1e308"],
     ),
     # silent wrong results
     ("model-file-named-otherwise", ["sweep", "-cd", "{d}/misnamed", "model=my8b", G8]),
@@ -139,7 +139,7 @@ NEW_CASES = [
     ("peak-1e308", ["sweep", M8, G8, "hardware.peak_tflops.bf16=1e308"]),
     ("price-1e308", ["best", M8, G8, "hardware.cost_per_gpu_hour_usd=1e308"]),
     ("scale-up-latency-1e308", ["sweep", M8, G8, "hardware.scale_up.latency_us=1e308"]),
-    ("step-fixed-1e308", ["pareto", M8, G8, "hardware.overheads.step_fixed_ms=1e308"]),
+    ("step-fixed-1e308", ["pareto", M8, G8, "stack.overheads.h100-sxm-80gb.step_fixed_ms=1e308"]),
     ("import-hf-name-disagrees-with-out", ["import-hf", "{d}/hf.json", "--name", "y", "--out", "{d}/models/x.yaml"]),
     ("import-hf-hidden-1e308", ["import-hf", "{d}/huge_hf.json"]),
     ("import-hf-a-list", ["import-hf", "{d}/list.json"]),

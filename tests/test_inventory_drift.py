@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import PINNED_AXES, shared_reference
+from conftest import PINNED_AXES, shared_reference, stacked
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option, option_files
 from parallmelism.cost import comm, flops, inference, inference_ops, roofline, states
@@ -32,7 +32,7 @@ from parallmelism.cost.steptime import training_time
 from parallmelism.grid import enumerate_training_layouts
 from parallmelism.specs import BYTES_PER_ELEMENT, GridSpec, InferenceWorkload, TrainWorkload
 
-HW = {name: load_option("hardware", name) for name in ("h100-sxm-80gb", "a100-sxm-80gb", "gb200-nvl72")}
+HW = {name: stacked(load_option("hardware", name)) for name in ("h100-sxm-80gb", "a100-sxm-80gb", "gb200-nvl72")}
 
 
 def serving_terms(model, hw, wl, tp, pp=1, ep=1, sp=1, dp=1, tokens=1.0):
@@ -279,7 +279,7 @@ def test_every_shipped_model_and_accelerator_prices_training_and_serving_alike(h
     """Over every shipped model × accelerator: the same TP all-reduce (bytes, group, link) costs the
     same in both schedules, and the busiest stage holds whole MoE layers, as training's middle
     stage does (issue 27, 'Done when')."""
-    hw, model = load_option("hardware", hw_name), load_option("model", model_name)
+    hw, model = stacked(load_option("hardware", hw_name)), load_option("model", model_name)
     tp = min(2**log_tp, hw.scale_up.domain_size)
     pp = min(pp, model.layers)
     terms = serving_terms(model, hw, InferenceWorkload(), tp, pp=pp, tokens=tokens)

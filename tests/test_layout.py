@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from conftest import stacked
 from parallmelism.config import load_option
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.cost.inference import decode_terms, inference_columns
@@ -63,7 +64,7 @@ def test_the_training_model_reads_a_typed_layout_keyed_like_the_columns():
     from parallmelism.grid import enumerate_training_layouts
     from parallmelism.specs import GridSpec, TrainWorkload
 
-    model, hw = load_option("model", "mixtral-8x7b"), load_option("hardware", "h100-sxm-80gb")
+    model, hw = load_option("model", "mixtral-8x7b"), stacked(load_option("hardware", "h100-sxm-80gb"))
     wl = TrainWorkload(seq_len=4096, global_batch=256)
     cols = dict(enumerate_training_layouts(model, hw, wl, GridSpec(ngpus=[64])).columns)
     cols["time_step_s"] = np.zeros(len(cols["tp"]))  # a cost column beside the layout: not a field

@@ -143,7 +143,8 @@ def test_slow_host_link_exposes_the_excess_and_show_names_it():
     run = load_run_configs(overrides)[0][1]
     df, grid = evaluate(run)
     row = df.iloc[0]
-    bd = training_breakdown(grid.columns, run.model, run.hardware, run.workload, kernel_model(run.hardware))
+    hw = run.accelerator()
+    bd = training_breakdown(grid.columns, run.model, hw, run.workload, kernel_model(hw))
     layer_ops = [r for r in bd["ops"] if r["count"] == 80]
     fwd = sum(r["time_fwd_ms"] for r in layer_ops) / 1e3
     bwd = sum(r["time_bwd_ms"] + r["time_recompute_ms"] for r in layer_ops) / 1e3

@@ -5,7 +5,7 @@ import pytest
 from conftest import invoke
 from parallmelism.config import load_option
 from parallmelism.engine import evaluate
-from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
+from parallmelism.specs import GridSpec, Overheads, RunConfig, TrainWorkload
 
 H100 = load_option("hardware", "h100-sxm-80gb")
 MODEL = load_option("model", "llama3.1-8b")
@@ -13,7 +13,7 @@ MODEL = load_option("model", "llama3.1-8b")
 
 def _with(**terms):
     zero = dict(layer_launch_us=0.0, comm_contention=0.0, step_fixed_ms=0.0, straggler_per_doubling=0.0)
-    return H100.model_copy(update={"overheads": H100.overheads.model_copy(update={**zero, **terms})})
+    return H100.model_copy(update={"overheads": Overheads(**{**zero, **terms})})  # the machine's own block
 
 
 def one(hw, ngpus=8, tp=1):

@@ -120,9 +120,8 @@ def test_breakdown_ep_bytes_apply_the_cap():
         run = load_run_configs(ov)[0][1]
         _, grid = evaluate(run)
         layout = {k: v[[0]] for k, v in grid.columns.items()}
-        colls = training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))[
-            "collectives"
-        ]
+        hw = run.accelerator()
+        colls = training_breakdown(layout, run.model, hw, run.workload, kernel_model(hw))["collectives"]
         return next(c["bytes"] for c in colls if c["axis"] == "ep")
 
     assert float(ep_bytes(2.0)) == pytest.approx(float(ep_bytes(1.25)))

@@ -114,10 +114,11 @@ def test_validate_applies_hardware_overrides_and_refuses_others():
 
     cases = [REPO / "parallmelism" / "cases" / "training_measured.csv"]
     base = run_validation(cases, [], None).set_index("case")["predicted"]
-    slower = run_validation(cases, ["hardware.overheads.step_fixed_ms=1000"], None).set_index("case")["predicted"]
+    fixed = [f"stack.overheads.{hw}.step_fixed_ms=1000" for hw in ("h100-sxm-80gb", "a100-sxm-80gb")]
+    slower = run_validation(cases, fixed, None).set_index("case")["predicted"]
     assert (slower > base + 0.85).all()  # 0.9-0.98 s more per step on every case (A100 100 ms, H100 20 ms before)
     code, out = cli("validate", "workload.seq_len=4096")
-    assert code == 2 and "hardware.* overrides only" in out
+    assert code == 2 and "engine.* and stack.* overrides only" in out
 
 
 def test_case_rows_find_shipped_models_by_alias_or_architecture():

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from conftest import stacked
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.steptime import training_time
@@ -10,7 +11,7 @@ from parallmelism.engine import evaluate
 from parallmelism.grid import enumerate_training_layouts
 from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
 
-H100 = load_option("hardware", "h100-sxm-80gb")
+H100 = stacked(load_option("hardware", "h100-sxm-80gb"))
 
 
 def frame(model="llama3.1-70b", ngpus=64, hw=H100, wl=None, **grid):
@@ -169,7 +170,7 @@ def test_breakdown_adds_up_and_show_prints_it():
         sequence_parallel=[True],
     )
     cols = enumerate_training_layouts(model, load_option("hardware", "a100-sxm-80gb"), wl, grid).columns
-    hw = load_option("hardware", "a100-sxm-80gb")
+    hw = stacked(load_option("hardware", "a100-sxm-80gb"))
     bd = training_breakdown(cols, model, hw, wl, kernel_model(hw))
     row = training_time(cols, model, hw, wl, kernel_model(hw))
     ops_total = sum(r["time_step_s"] for r in bd["ops"])

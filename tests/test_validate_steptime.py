@@ -125,10 +125,10 @@ def test_llama3_rows_run_flash_attention_2(table):
 
     ctx = _context([], None)
     for case in ("llama3-405b-8k-8192gpu", "llama3-405b-8k-16384gpu", "llama3-405b-128k-16384gpu"):
-        assert step_time_run_of(_row(case), ctx).hardware.kernels.attention_backend == "flash2", case
+        assert step_time_run_of(_row(case), ctx).attention_backend() == "flash2", case
         assert abs(table.loc[case, "error_pct"]) <= 15.0, case
-    # a row that states nothing keeps the accelerator file's backend
-    assert step_time_run_of(_row("dgxc-llama31-405b-512gpu-bf16"), ctx).hardware.kernels.attention_backend == "cudnn"
+    # a row that states nothing keeps the stack's backend (megatron-te: cuDNN)
+    assert step_time_run_of(_row("dgxc-llama31-405b-512gpu-bf16"), ctx).attention_backend() == "cudnn"
     cudnn = step_time_run_of({**_row("llama3-405b-128k-16384gpu"), "attention_backend": "cudnn"}, ctx)
     measured = float(_row("llama3-405b-128k-16384gpu")["step_time_s"])
     assert float(_evaluate_one(cudnn)["time_step_s"]) / measured - 1.0 == pytest.approx(-0.296, abs=0.002)

@@ -118,7 +118,8 @@ def show(
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
 
-            km = kernel_model(run.hardware)
+            hw = run.accelerator()
+            km = kernel_model(hw)
             wl = run.workload
             # simulated before anything is printed: a refusal (an unstable rate, a bad trace) is the only output
             load = under_load(run, layout, km) if wl.request_rate is not None or wl.length_trace is not None else []
@@ -127,7 +128,7 @@ def show(
             records = breakdown_for_row(
                 row,
                 run.model,
-                run.hardware,
+                hw,
                 run.workload,
                 km,
                 run.serving_engine(),
@@ -145,8 +146,21 @@ def show(
         from ..report.steptime_tables import step_time_tables
 
         out.print(kernel_source(run.hardware), markup=False)  # pinned by a measured table, or by spec
-        bd = training_breakdown(layout, run.model, run.hardware, run.workload, kernel_model(run.hardware))
+        out.print(stack_line(run), markup=False)  # the software stack, its attention kernel and whose overheads
+        hw = run.accelerator()
+        bd = training_breakdown(layout, run.model, hw, run.workload, kernel_model(hw))
         for table in step_time_tables(bd, width=out.width):
             out.print(table, crop=False)
     except UserError as exc:
         fail(str(exc))
+
+
+def stack_line(run) -> str:
+    """One line: the training stack, the attention kernel the step is timed with, and which fit its
+    named overheads are (the stack's own for this accelerator, a named one, the fallback, or the
+    hardware file's own block)."""
+    _, where = run.overheads()
+    return (
+        f"stack: {run.stack.name} ({run.stack.display_name or run.stack.name}); attention kernel "
+        f"{run.attention_backend()}; named overheads: {where}"
+    )

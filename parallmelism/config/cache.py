@@ -37,7 +37,7 @@ from pathlib import Path
 from .paths import data_root
 
 FORMAT = 3  # 2: output.format defaults to None (the extension), no longer csv; 3: pickled specs
-USER_SUBFOLDERS = ("models", "model", "hardware", "workload", "grid", "engine")
+USER_SUBFOLDERS = ("models", "model", "hardware", "workload", "grid", "engine", "stack")
 MAX_ENTRIES = 256
 MAX_ENTRY_BYTES = 8 << 20  # a sweep of thousands of points is composed, not cached
 

@@ -19,7 +19,7 @@ from ..errors import UserError, format_validation_error, require_dir
 from .paths import GROUP_DIRS, data_root, option_files, user_config_dirs
 from .schema import resolve_efficiency, resolve_overheads, with_defaults
 
-GROUPS = ("model", "hardware", "workload", "grid", "engine")
+GROUPS = ("model", "hardware", "workload", "grid", "engine", "stack")
 _registered: tuple | None = None
 _PACKAGE = re.compile(r"^#\s*@package\s+(\S+)")
 
@@ -90,7 +90,7 @@ def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, st
     """The config node of one option: its spec's defaults, the file's values, efficiency and overheads
     `from:` resolved."""
     values = dict(raw[name])
-    if group in ("model", "hardware", "engine"):
+    if group in ("model", "hardware", "engine", "stack"):
         given = values.setdefault("name", name)
         if given != name:  # the file name is what model=/hardware= picks; its rows must say so too
             raise UserError(
@@ -481,14 +481,19 @@ def _load_option(group: str, name: str, files: dict[str, Path]):
     """Load and validate one option of a group (files: name -> path, as option_files gives)."""
     from pydantic import BaseModel, ValidationError
 
-    from ..specs import AcceleratorSpec, EngineSpec, ModelSpec
+    from ..specs import AcceleratorSpec, EngineSpec, ModelSpec, StackSpec
 
     if group == "hardware":  # efficiency `from:` may name any other accelerator
         raw = {n: _read_mapping(p)[0] for n, p in files.items()}
     else:
         raw = {name: _read_mapping(files[name])[0]}
     data = option_node(group, name, raw, {n: str(p) for n, p in files.items()})
-    classes: dict[str, type[BaseModel]] = {"model": ModelSpec, "hardware": AcceleratorSpec, "engine": EngineSpec}
+    classes: dict[str, type[BaseModel]] = {
+        "model": ModelSpec,
+        "hardware": AcceleratorSpec,
+        "engine": EngineSpec,
+        "stack": StackSpec,
+    }
     cls = classes[group]
     try:
         return cls.model_validate(_resolved(data, files[name]))
@@ -524,7 +529,7 @@ def _has_interpolation(node) -> bool:
 
 
 def load_option(group: str, name: str, config_dirs: list[str] | None = None):
-    """A shipped or user model/hardware/engine by name, validated."""
+    """A shipped or user model/hardware/engine/stack by name, validated."""
     files = option_files(group, user_config_dirs(config_dirs))
     if name not in files:
         raise UserError(f"unknown {group} {name!r}; available: {', '.join(sorted(files))}")

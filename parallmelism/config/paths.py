@@ -7,9 +7,16 @@ import re
 from pathlib import Path
 
 ENV_CONFIG_PATH = "PARALLMELISM_CONFIG_PATH"
-GROUP_DIRS = {"model": "models", "hardware": "hardware", "workload": "workload", "grid": "grid", "engine": "engine"}
-# Shipped workload/, grid/ and engine/ options live under conf/; models/ and hardware/ at the top (users `ls models/`).
-SHIPPED_UNDER = {"model": "", "hardware": "", "workload": "conf", "grid": "conf", "engine": "conf"}
+GROUP_DIRS = {
+    "model": "models",
+    "hardware": "hardware",
+    "workload": "workload",
+    "grid": "grid",
+    "engine": "engine",
+    "stack": "stack",
+}
+# Shipped workload/, grid/, engine/ and stack/ options live under conf/; models/ and hardware/ at the top (users `ls models/`).
+SHIPPED_UNDER = {"model": "", "hardware": "", "workload": "conf", "grid": "conf", "engine": "conf", "stack": "conf"}
 
 
 # A config option's name (models/NAME.yaml, hardware/NAME.yaml): one file name, never a path.

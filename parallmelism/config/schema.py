@@ -36,14 +36,25 @@ def spec_defaults(cls) -> dict[str, Any]:
 
 def group_class(group: str, values: dict):
     """The spec class of one group's node (values: the file's mapping, to pick the workload kind)."""
-    from ..specs import AcceleratorSpec, EngineSpec, GridSpec, InferenceWorkload, ModelSpec, TrainWorkload
+    from ..specs import AcceleratorSpec, EngineSpec, GridSpec, InferenceWorkload, ModelSpec, StackSpec, TrainWorkload
 
     if group == "workload":
         return InferenceWorkload if values.get("kind", "train") == "inference" else TrainWorkload
-    return {"model": ModelSpec, "hardware": AcceleratorSpec, "grid": GridSpec, "engine": EngineSpec}[group]
+    classes = {
+        "model": ModelSpec,
+        "hardware": AcceleratorSpec,
+        "grid": GridSpec,
+        "engine": EngineSpec,
+        "stack": StackSpec,
+    }
+    return classes[group]
 
 
-SUB_SPECS = {"model": ("moe", "mla"), "hardware": ("scale_up", "scale_out")}
+SUB_SPECS = {
+    "model": ("moe", "mla"),
+    "hardware": ("scale_up", "scale_out", "kernels"),
+    "stack": ("kernels", "collectives", "layouts"),
+}
 
 
 def _over_defaults(cls, values: dict, keep_out: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -101,11 +112,25 @@ def resolve_efficiency(name: str, raw: dict[str, dict], where: dict[str, str]) -
     return resolve_inherited("efficiency", name, raw, where, efficiency_keys())
 
 
+OVERHEADS_MOVED = (
+    "{where}: `overheads: {{from: ...}}` is no longer read: training overheads belong to the software stack "
+    "(conf/stack/NAME.yaml `overheads:`, keyed by accelerator); drop the block to take the stack's fit (`show` "
+    "names it), or state this machine's own terms (layer_launch_us, comm_contention, step_fixed_ms, "
+    "straggler_per_doubling) without `from:`, which are honoured over the stack's"
+)
+
+
 def resolve_overheads(name: str, raw: dict[str, dict], where: dict[str, str]) -> dict[str, Any] | None:
-    """The effective overheads block (`from: ACCELERATOR` resolved), or None when the file has none
-    (the spec's defaults apply)."""
-    if raw[name].get("overheads") is None:
+    """A hardware file's own overheads block (honoured over the stack's fit: specs RunConfig.overheads),
+    or None when the file has none (the stack's fit applies). The shipped files have none; a block that
+    inherits with `from:` (the rule before the stack group) is one sentence (OVERHEADS_MOVED)."""
+    from ..errors import UserError
+
+    block = raw[name].get("overheads")
+    if block is None:
         return None
+    if isinstance(block, dict) and INHERIT_KEY in block:
+        raise UserError(OVERHEADS_MOVED.format(where=where.get(name, name)))
     return resolve_inherited("overheads", name, raw, where, None)
 
 

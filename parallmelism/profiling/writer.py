@@ -8,8 +8,8 @@ collectives ran (several GPUs, or gloo on the CPU): the scale-up link, whose lat
 bandwidth_gbps (β) are fitted to the collective times (profiling/collectives.py), with
 domain_size = the ranks measured and efficiency.scale_up = 1 (β is already the achieved rate); the
 points go to a case file in the columns of shared/reference/collectives_measured.csv. Not measured
-(scale-out link, serving efficiencies, overheads, price): copied from the `--base` accelerator, and
-said so.
+(scale-out link, serving efficiencies, price): copied from the `--base` accelerator, and said so;
+training overheads are the stack's (conf/stack/).
 """
 
 from __future__ import annotations
@@ -126,6 +126,8 @@ def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path:
         peak_tflops=peaks,
         kernels={"table": str(table_path), "sm_count": int(facts["sm_count"]), "attention_backend": backend},
     )
+    if data.get("overheads") is None:  # training overheads are the stack's (conf/stack/), not the part's
+        data.pop("overheads", None)
     measured, copied = "kernels (table), HBM capacity, SM count", "scale_up, scale_out, efficiency"
     if link is not None:
         fit, coll = link
@@ -150,7 +152,7 @@ def accelerator_yaml(name: str, rows: list[dict], facts: dict, base, table_path:
         f"# Measured: {measured}.\n"
         f"# Estimated: peak_tflops = fastest GEMM / "
         f"cost.kernels.GEMM_PEAK_FRACTION, hbm_bandwidth_gbps = fastest transfer / {HBM_FRACTION_OF_FASTEST}.\n"
-        f"# Copied from {base.name} (not measured here): {copied}, overheads, "
-        f"cost_per_gpu_hour_usd, tdp_w.\n"
+        f"# Copied from {base.name} (not measured here): {copied}, "
+        f"cost_per_gpu_hour_usd, tdp_w. Training overheads: the stack's fit (conf/stack/, `show` names it).\n"
     )
     return header + OmegaConf.to_yaml(OmegaConf.create(data))

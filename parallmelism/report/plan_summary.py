@@ -74,7 +74,8 @@ def train_summary(table, run, plan) -> str:
         " hardware.cost_per_gpu_hour_usd=...).",
         "- step time: the analytical time model: per-op kernel times from the accelerator's kernel table"
         " (measured, or a measured one scaled to it), collectives at its link bandwidths, plus its named"
-        f" overheads (hardware/{hw.name}.yaml `overheads:`), one layout for the whole run.",
+        f" overheads (the training stack's fit for {hw.name}, conf/stack/NAME.yaml `overheads:`; `show`"
+        " names it), one layout for the whole run.",
         "- each GPU count uses its fastest layout that fits in memory.",
         "",
     ]

@@ -6,6 +6,7 @@ from .codes import Bound, Code, DPSharding, MemStage, Recompute, code_of, labels
 from .grid import DP_SHARDING, RECOMPUTE, GridSpec
 from .model import MLASpec, ModelSpec, MoESpec, moe_layers_in_range
 from .run import OutputSpec, RunConfig
+from .stack import Overheads, StackSpec
 from .workload import BYTES_PER_ELEMENT, InferenceWorkload, TrainWorkload
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "moe_layers_in_range",
     "OutputSpec",
     "RunConfig",
+    "Overheads",
+    "StackSpec",
     "BYTES_PER_ELEMENT",
     "InferenceWorkload",
     "TrainWorkload",

@@ -10,6 +10,8 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
+from .stack import AttentionBackend, Overheads
+
 
 # Physical ranges of an accelerator's numbers: each bound is orders of magnitude past any part
 # made or announced (a GB300 runs ~15 PFLOP/s fp4, HBM ~8 TB/s, NVLink 900 GB/s), and past it a
@@ -69,10 +71,11 @@ class Kernels(BaseModel):
     sm_count: Optional[PositiveInt] = Field(
         None, description="streaming multiprocessors (or CUs) for wave quantization; None: 132"
     )
-    attention_backend: Literal["cudnn", "flash2", "flash3", "sdpa"] = Field(
-        "cudnn",
-        description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a "
-        "profiled PyTorch SDPA kernel, e.g. on CPU)",
+    attention_backend: Optional[AttentionBackend] = Field(
+        None,
+        description="fused attention kernel: cudnn | flash2 | flash3 | sdpa (a profiled PyTorch SDPA kernel, "
+        "e.g. on CPU), where this part runs only that one (FlashAttention-2 on Ampere); None: the stack's "
+        "(stack.kernels.attention); workload.attention_backend overrides either",
     )
     measured_peak_tflops: Optional[dict[str, Annotated[float, Field(ge=PEAK_TFLOPS[0], le=PEAK_TFLOPS[1])]]] = Field(
         None,
@@ -86,22 +89,6 @@ class Kernels(BaseModel):
         le=LINK_GBPS[1],
         description="HBM GB/s of the part the table was measured on (as measured_peak_tflops); None: this "
         "file's hbm_bandwidth_gbps",
-    )
-
-
-class Overheads(BaseModel):
-    """Named end-to-end overheads beyond kernels and exposed links (cost/overheads.py), fitted once
-    per accelerator by `python -m parallmelism.validate.calibrate`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
-
-    # upper limits: physical ranges, orders of magnitude past any accelerator (a value near 1e308
-    # would overflow the step time to inf): a second per layer launch, an hour of host time per step
-    layer_launch_us: float = Field(0.0, ge=0, le=1e6, description="per layer per micro-batch (fwd + bwd), µs")
-    comm_contention: float = Field(0.0, ge=0, le=1, description="fraction of hidden comm time added to compute")
-    step_fixed_ms: float = Field(0.0, ge=0, le=3.6e6, description="host/framework time per optimizer step, ms")
-    straggler_per_doubling: float = Field(
-        0.0, ge=0, le=0.5, description="step fraction lost per doubling of GPUs beyond one domain"
     )
 
 
@@ -152,7 +139,12 @@ class AcceleratorSpec(BaseModel):
     scale_out: Optional[ScaleOut] = None
     efficiency: Efficiency
     kernels: Kernels = Field(default_factory=Kernels)
-    overheads: Overheads = Field(default_factory=Overheads)
+    # Training overheads belong to the software stack (conf/stack/NAME.yaml `overheads:`, keyed by
+    # accelerator). A hardware file of one's own that still states `overheads:` is honoured over the
+    # stack's fit (it names what was measured on that machine) and `show` says so; None: the stack's.
+    overheads: Optional[Overheads] = Field(
+        None, description="this machine's own training overheads, honoured over the stack's fit; None: the stack's"
+    )
     cost_per_gpu_hour_usd: float = Field(0.0, ge=0, le=1e6)
     tdp_w: float = Field(0.0, ge=0, le=1e6)
     # The GPU <-> host CPU memory link activation offload moves bytes over (cost/offload.py):

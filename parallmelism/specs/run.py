@@ -11,7 +11,44 @@ from .engine import EngineSpec
 from .grid import GridSpec
 from .model import ModelSpec
 from .plan import PlanSpec
+from .stack import Overheads, StackSpec
 from .workload import InferenceWorkload, TrainWorkload
+
+DEFAULT_STACK = "megatron-te"  # conf/config.yaml's default too (tests/test_stack.py holds them equal)
+
+
+def default_stack() -> StackSpec:
+    """The shipped conf/stack/megatron-te.yaml: what a RunConfig built in code (not composed) runs under."""
+    from ..config.compose import load_option
+
+    return load_option("stack", DEFAULT_STACK)
+
+
+def stack_overheads(hw: AcceleratorSpec, stack: StackSpec) -> tuple[Overheads, str]:
+    """The training overheads on `hw` and where they come from: the accelerator's own `overheads:`
+    block where its file states one (honoured over the stack's fit), else the stack's fit for this
+    accelerator (StackSpec.overheads_for: its own entry, a named one, the fallback)."""
+    if hw.overheads is not None:
+        return hw.overheads, f"hardware {hw.name}'s own overheads: block (honoured over stack {stack.name}'s)"
+    return stack.overheads_for(hw.name)
+
+
+def stack_attention(hw: AcceleratorSpec, stack: StackSpec, workload=None) -> str | None:
+    """The fused attention kernel: workload.attention_backend, else the accelerator's (a part that runs
+    only one), else the training stack's (serving: None, the kernel model's default, cuDNN)."""
+    default = stack.kernels.attention if workload is None or isinstance(workload, TrainWorkload) else None
+    return getattr(workload, "attention_backend", None) or hw.kernels.attention_backend or default
+
+
+def under_stack(hw: AcceleratorSpec, stack: StackSpec, workload=None) -> AcceleratorSpec:
+    """`hw` as the cost model takes it under `stack`: its overheads and attention kernel resolved."""
+    update: dict = {}
+    if hw.overheads is None:
+        update["overheads"] = stack_overheads(hw, stack)[0]
+    backend = stack_attention(hw, stack, workload)
+    if backend != hw.kernels.attention_backend:
+        update["kernels"] = hw.kernels.model_copy(update={"attention_backend": backend})
+    return hw.model_copy(update=update) if update else hw
 
 
 class OutputSpec(BaseModel):
@@ -41,6 +78,7 @@ class RunConfig(BaseModel):
     # the serving engine (conf/engine/, `engine: trtllm` in conf/config.yaml); composition always sets
     # it, a RunConfig built in code for serving must name one (training ignores it)
     engine: Optional[EngineSpec] = None
+    stack: StackSpec = Field(default_factory=default_stack)
     output: OutputSpec = Field(default_factory=OutputSpec)
     plan: PlanSpec = Field(default_factory=PlanSpec)
 
@@ -55,6 +93,19 @@ class RunConfig(BaseModel):
         if isinstance(self.workload, InferenceWorkload):
             self.serving_engine()
         return self
+
+    def overheads(self) -> tuple[Overheads, str]:
+        """The training overheads this run takes and where they come from (`stack_overheads`)."""
+        return stack_overheads(self.hardware, self.stack)
+
+    def attention_backend(self) -> str | None:
+        """The fused attention kernel the run is timed with (`stack_attention`)."""
+        return stack_attention(self.hardware, self.stack, self.workload)
+
+    def accelerator(self) -> AcceleratorSpec:
+        """The accelerator as the cost model takes it under this run's stack (`under_stack`). Every
+        cost-model edge passes this, not `hardware`."""
+        return under_stack(self.hardware, self.stack, self.workload)
 
     @model_validator(mode="after")
     def _overlap_needs_its_axis(self):

@@ -22,6 +22,11 @@ class TrainWorkload(BaseModel):
     global_batch: PositiveInt = Field(description="B, sequences per optimizer step")
     precision: ComputeDtype = Field("bf16", description="matmul dtype; fp8 keeps bf16 weights + fp8 copies")
     flash_attention: bool = Field(True, description="fused attention: no s^2 score matrix is stored")
+    attention_backend: Optional[Literal["cudnn", "flash2", "flash3", "sdpa"]] = Field(
+        None,
+        description="fused attention kernel (cudnn | flash2 | flash3 | sdpa); None: the accelerator's where its "
+        "file names one, else the stack's (stack.kernels.attention)",
+    )
     fp8_bf16_edge_layers: int = Field(
         0,
         ge=0,

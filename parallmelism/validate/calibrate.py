@@ -11,8 +11,8 @@ mean |error| (plus a small parsimony cost per term, PARSIMONY), over that accele
 max <= 6 %, where it can be), then the full model is re-run with it and the table printed. The
 objective is robust on purpose: a smallest-max fit let one row with unpublished settings
 (mcore-h100-32b, micro-batch not given, when the blank rule read b = 1) hold every other H100 row
-10-20 % fast. Paste the printed `overheads:` block into hardware/NAME.yaml (and the ones that
-share that accelerator's calibration). Kernel efficiencies are not fitted here (cost/kernels.py).
+10-20 % fast. Paste the printed block under `overheads: {NAME: ...}` of the stack's file
+(conf/stack/megatron-te.yaml for these rows). Kernel efficiencies are not fitted here (cost/kernels.py).
 
 Growth with GPU count. A row's level cannot tell the per-doubling straggler term from the
 per-step and per-layer ones (before the blank-micro-batch rule the H100 rows fit 2 % per doubling
@@ -129,7 +129,10 @@ def _predict(runs, terms):
 
 
 def _with(hw, **terms):
-    return hw.model_copy(update={"overheads": hw.overheads.model_copy(update=terms)})
+    """`hw` with its own overheads block (honoured over the stack's: specs RunConfig.overheads) set to `terms`."""
+    from ..specs import Overheads
+
+    return hw.model_copy(update={"overheads": (hw.overheads or Overheads()).model_copy(update=terms)})
 
 
 def linearise(runs):
@@ -250,7 +253,9 @@ def main(argv=None) -> int:
         return 2
     for name, cases, runs, measured, growth in _by_accelerator():
         terms, p0, pred = fit(cases, runs, measured, growth=growth)
-        print(f"\n== {name}: {len(cases)} rows; fitted overheads (paste into hardware/{name}.yaml):")
+        print(
+            f"\n== {name}: {len(cases)} rows; fitted overheads (paste under overheads: {name}: of conf/stack/STACK.yaml):"
+        )
         print("overheads:")
         for t in TERMS:
             print(f"  {t}: {terms[t]:g}")

@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 from ..errors import UserError
 from ..specs import DP_SHARDING
+from ..specs.run import DEFAULT_STACK
 
 
 class CaseKind(NamedTuple):
@@ -50,6 +51,7 @@ def evaluate_one(run):
 
 
 DEFAULT_HARDWARE = "h100-sxm-80gb"
+# rows without a `stack` value ran the default stack: megatron-te, whose overheads were fitted on them
 
 
 def _blank(v) -> bool:
@@ -230,8 +232,9 @@ def data_parallel_size(row) -> int:
     return as_int(row, "gpus", model_parallel * as_int(row, "dp", 1)) // model_parallel
 
 
-def train_run_of(row, shipped_models: dict, hardware_of, base_output):
-    """RunConfig with a fully pinned training grid for one case row."""
+def train_run_of(row, shipped_models: dict, hardware_of, base_output, stack_of=None):
+    """RunConfig with a fully pinned training grid for one case row, under the row's `stack` (blank:
+    the default, megatron-te; stack_of: name -> StackSpec, validate/runner.py)."""
     from pydantic import ValidationError
 
     from ..errors import format_validation_error
@@ -270,6 +273,7 @@ def train_run_of(row, shipped_models: dict, hardware_of, base_output):
             recompute=[rc],
             sequence_parallel=[as_bool(row, "sequence_parallel", False)],
         )
-        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output)
+        stack = {} if stack_of is None else {"stack": stack_of(get(row, "stack", DEFAULT_STACK))}
+        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output, **stack)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None

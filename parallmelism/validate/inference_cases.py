@@ -34,8 +34,8 @@ PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
 REQUIRED = ["case", "input_len", "output_len", "concurrency", "measured_ttft_ms", "measured_itl_ms"]
 
 
-def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine_of):
-    """RunConfig with a fully pinned serving layout for one case row (engine_of: engine name -> EngineSpec)."""
+def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine_of, stack_of=None):
+    """RunConfig with a fully pinned serving layout for one case row (engine_of: engine name -> EngineSpec; stack_of: training only)."""
     from pydantic import ValidationError
 
     from ..errors import UserError, format_validation_error

@@ -46,20 +46,35 @@ def _context(overrides, config_dirs):
     cache = {}
 
     # validate builds the model, workload and layout of every case from its row; an override may
-    # change the accelerators (hardware.*: efficiencies, overheads, links) or the serving engines
-    # (engine.*: overheads), applied to each case's
+    # change the accelerators (hardware.*: efficiencies, links), the serving engines (engine.*:
+    # overheads) or the training stacks (stack.*: fitted overheads, kernels), applied to each case's
     hw_overrides = [o for o in overrides if o.lstrip("+~").startswith("hardware.")]
     # engine=NAME: the engine of rows without an engine column; engine.*: every engine's fields
     engine_choice = [o for o in overrides if o.lstrip("+~").split("=")[0] == "engine"]
     engine_overrides = [o for o in overrides if o.lstrip("+~").startswith("engine.")]
-    other = [o for o in overrides if o not in hw_overrides + engine_choice + engine_overrides]
+    stack_overrides = [o for o in overrides if o.lstrip("+~").startswith("stack.")]
+    other = [o for o in overrides if o not in hw_overrides + engine_choice + engine_overrides + stack_overrides]
     if other:
         raise UserError(
-            f"validate takes hardware.*, engine=NAME and engine.* overrides only (each case row sets its "
-            f"model, workload and layout); not {other[0]!r}"
+            f"validate takes hardware.*, engine=NAME, engine.* and stack.* overrides only (each case row sets "
+            f"its model, workload, layout and stack); not {other[0]!r}"
         )
     engine_files = option_files("engine", user_dirs)
     engines = {}
+    stack_files = option_files("stack", user_dirs)
+    stacks: dict = {}
+
+    def stack_of(name):
+        """The case's software stack (its `stack` column; blank: megatron-te), with the stack.* overrides."""
+        if name not in stack_files:
+            raise UserError(f"unknown stack {name!r} in case file; available: {', '.join(sorted(stack_files))}")
+        if name not in stacks:
+            stacks[name] = (
+                to_run_config(compose([f"stack={name}", *stack_overrides], config_dirs)).stack
+                if stack_overrides
+                else _load_option("stack", name, stack_files)
+            )
+        return stacks[name]
 
     def hardware_of(name):
         """The case's accelerator: its file, or composed with the hardware.* overrides as a sweep would."""
@@ -73,7 +88,7 @@ def _context(overrides, config_dirs):
             )
         return cache[name]
 
-    base = to_run_config(compose(hw_overrides + engine_choice + engine_overrides, config_dirs))
+    base = to_run_config(compose(hw_overrides + engine_choice + engine_overrides + stack_overrides, config_dirs))
 
     def engine_of(name):
         """The case's serving engine: its file, or composed with the engine.* overrides; None (a row
@@ -90,7 +105,7 @@ def _context(overrides, config_dirs):
             )
         return engines[name]
 
-    return models, hardware_of, base.output, engine_of
+    return models, hardware_of, base.output, engine_of, stack_of
 
 
 NON_FINITE = {"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
@@ -128,6 +143,7 @@ def run_validation(case_files, overrides, config_dirs):
     files = list(case_files or shipped_case_files())
     ctx = _context(overrides, config_dirs)
     out, failed = [], []
+    stacks: dict = {}  # step-time case -> the software stack it ran (its `stack` column; blank: megatron-te)
     seen: dict = {}  # case name -> (file, row) where it first appears
     files = [require_file(f, "case file") for f in files]
     for i, f in enumerate(files):
@@ -142,8 +158,13 @@ def run_validation(case_files, overrides, config_dirs):
             raise UserError(f"cannot read case file {str(f)!r}: {str(exc).splitlines()[0]}") from None
         df = df.replace({"": None})
         _check_unique_cases(df, f, seen)
-        for _, (cols, handler, measured, blank_ok) in CASE_KINDS.items():
+        for kind, (cols, handler, measured, blank_ok) in CASE_KINDS.items():
             if all(c in df.columns for c in cols):
+                if kind == "step_time":
+                    from .cases import DEFAULT_STACK
+
+                    named = df["stack"] if "stack" in df.columns else [None] * len(df)
+                    stacks.update((c, s or DEFAULT_STACK) for c, s in zip(df["case"], named))
                 for i in range(len(df)):  # every row: one that cannot be built is reported, not fatal
                     row = df.iloc[[i]].reset_index(drop=True)
                     try:
@@ -164,6 +185,7 @@ def run_validation(case_files, overrides, config_dirs):
     table["error_pct"] = 100.0 * (table["predicted"] - table["measured"]) / table["measured"]
     table = table[["case", "quantity", "unit", "measured", "predicted", "error_pct", "source"]]
     table.attrs["failed"] = failed  # rows that could not be built: (case, file, reason)
+    table.attrs["stack"] = {c: s for c, s in stacks.items() if c in set(table["case"])}
     return table
 
 
@@ -175,4 +197,28 @@ def summary(table) -> list[str]:
             f"{q}: {len(part)} cases, |error| mean {e.mean():.2f}%, median {e.median():.2f}%, "
             f"max {e.max():.2f}% ({part.loc[e.idxmax(), 'case']})"
         )
+    return lines + stack_summary(table)
+
+
+def stack_summary(table) -> list[str]:
+    """One line per software stack of the step-time cases (table.attrs["stack"]) where the cases ran
+    more than one: mean |error|, max and mean signed error (issue 32's bars are per stack)."""
+    stacks = table.attrs.get("stack") or {}
+    if len(set(stacks.values())) < 2:
+        return []
+    lines = []
+    for name, part in per_stack(table):
+        e = part["error_pct"]
+        lines.append(
+            f"  stack {name}: {len(part)} step-time cases, |error| mean {e.abs().mean():.2f}%, "
+            f"max {e.abs().max():.2f}% ({part.loc[e.abs().idxmax(), 'case']}), mean signed {e.mean():+.2f}%"
+        )
     return lines
+
+
+def per_stack(table):
+    """[(stack, its step-time rows of `table`)] in name order (table.attrs["stack"])."""
+    stacks = table.attrs.get("stack") or {}
+    named = table[table["case"].isin(set(stacks))]
+    key = named["case"].map(stacks)
+    return [(name, named[key == name]) for name in sorted(set(key))]

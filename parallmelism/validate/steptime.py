@@ -40,10 +40,13 @@ values follow one rule each (stated here, applied to every row, never per case):
   source states a network other than the accelerator file's; blank keeps the file's. BLOOM's
   Jean Zay nodes have "four Omni-Path 100 Gbps links" each (BLOOM paper §3.4.1, 2211.05100):
   400 Gb/s per 8 GPUs = 6.25 GB/s per GPU, where a100-sxm-80gb describes Selene's 8 x HDR 200.
+- stack (optional): the training software stack the row ran (conf/stack/NAME.yaml: its attention
+  kernel and its overheads fitted for the row's accelerator); blank means megatron-te, the stack
+  whose overheads were fitted on the rows that have no such column.
 - attention_backend (optional): the fused attention kernel the row's framework ran (cudnn |
-  flash2 | flash3), where it is not the accelerator file's `kernels.attention_backend` (cuDNN on
-  the H100: what Transformer Engine runs on Hopper, the kernel of every NVIDIA recipe here); blank
-  keeps the file's. The three Llama 3 rows state flash2. Meta's stack is PyTorch, not Transformer
+  flash2 | flash3), where it is not the stack's `kernels.attention` (cuDNN for megatron-te: what
+  Transformer Engine runs on Hopper, the kernel of every NVIDIA recipe here) or the accelerator
+  file's (FlashAttention-2 on the A100); blank keeps those (workload.attention_backend). The three Llama 3 rows state flash2. Meta's stack is PyTorch, not Transformer
   Engine (Llama 3 paper §3.3.2 sets TORCH_NCCL_AVOID_RECORD_STREAMS; §3.3.4 uses "PyTorch's
   built-in NCCL flight recorder"), and its attention takes document masks (§3.3.2: the all-gather
   CP was chosen because "it is easier and more flexible to support different types of attention
@@ -171,6 +174,8 @@ STATED_WORKLOAD_COLUMNS = (
     "optimizer_moments_dtype",
     "low_precision_gemms",
     "expert_tp",
+    "attention_backend",
+    "activation_offload_layers",
 )
 
 
@@ -240,7 +245,7 @@ def _run_of(row: dict, ctx):
     from ..specs import TrainWorkload
 
     model = model_of(row, ctx[0])
-    run = train_run_of(fill_blanks(row, model), *ctx[:3])
+    run = train_run_of(fill_blanks(row, model), ctx[0], ctx[1], ctx[2], stack_of=ctx[4])
     try:
         wl = TrainWorkload.model_validate({**run.workload.model_dump(), **_workload_extras(row, run.hardware)})
         hw = _row_hardware(row, run.hardware)
@@ -252,18 +257,15 @@ def _run_of(row: dict, ctx):
 def _row_hardware(row, hw):
     """The accelerator as the row's run had it: its `scale_out_gbps` (the cluster's NIC bandwidth
     per GPU per direction, GB/s, where the source states a network other than the accelerator
-    file's) and its `attention_backend` (the fused attention kernel its framework ran, where that
-    is not the accelerator file's); blank cells keep the file's values."""
-    gbps, backend = get(row, "scale_out_gbps"), get(row, "attention_backend")
-    if gbps is None and backend is None:
+    file's); a blank cell keeps the file's value. (A row's `attention_backend` is the workload's,
+    STATED_WORKLOAD_COLUMNS: it overrides the stack's and the accelerator's.)"""
+    gbps = get(row, "scale_out_gbps")
+    if gbps is None:
         return hw
     from ..specs.accelerator import AcceleratorSpec
 
     data = hw.model_dump()
-    if gbps is not None:
-        data["scale_out"] = {**(data.get("scale_out") or {}), "bandwidth_gbps": gbps}
-    if backend is not None:
-        data["kernels"] = {**(data.get("kernels") or {}), "attention_backend": backend}
+    data["scale_out"] = {**(data.get("scale_out") or {}), "bandwidth_gbps": gbps}
     return AcceleratorSpec.model_validate(data)
 
 

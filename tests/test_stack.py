@@ -1,0 +1,95 @@
+"""The `stack=` config group (conf/stack/, specs/stack.py): composition per stack, megatron-te as
+today, the overheads keyed by accelerator with a stated fallback, one sentence for a bad name."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import invoke, run_cli
+from parallmelism.config import load_option, load_run_configs, option_files
+from parallmelism.errors import UserError
+from parallmelism.specs import Overheads, StackSpec
+from parallmelism.specs.run import DEFAULT_STACK
+
+STACKS = sorted(option_files("stack", []))
+
+
+def test_the_default_stack_is_megatron_te_in_the_config_and_in_code():
+    ((_, run),) = load_run_configs([])
+    assert run.stack.name == DEFAULT_STACK == "megatron-te"
+    assert run.stack == load_option("stack", DEFAULT_STACK)  # a RunConfig built in code takes the same file
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_every_stack_composes_and_names_its_choices(name):
+    ((_, run),) = load_run_configs([f"stack={name}"])
+    assert run.stack.name == name
+    assert run.stack.kernels.source and run.stack.collectives.source and run.stack.layouts.source
+    # every accelerator gets overheads, and the phrase says whose
+    for hw in ("h100-sxm-80gb", "a100-sxm-80gb", "gb200-nvl72"):
+        oh, where = run.stack.overheads_for(hw)
+        assert isinstance(oh, Overheads) and f"stack {name}" in where
+
+
+def test_megatron_te_keeps_the_h100_and_a100_fits():
+    """The numbers that were in hardware/h100-sxm-80gb.yaml and a100-sxm-80gb.yaml (calibrate's fits)."""
+    stack = load_option("stack", "megatron-te")
+    assert stack.overheads_for("h100-sxm-80gb")[0] == Overheads(
+        layer_launch_us=780, comm_contention=0.3, step_fixed_ms=100, straggler_per_doubling=0.008
+    )
+    assert stack.overheads_for("a100-sxm-80gb")[0] == Overheads(
+        layer_launch_us=120, comm_contention=0.3, step_fixed_ms=120, straggler_per_doubling=0.012
+    )
+    assert "fallback" in stack.overheads_for("b200-180gb")[1]
+
+
+def test_stack_fields_are_ordinary_overrides_and_show_in_cfg_job():
+    ((_, run),) = load_run_configs(["stack.kernels.attention=flash2", "stack.overheads.h100-sxm-80gb.step_fixed_ms=5"])
+    assert run.attention_backend() == "flash2" and run.overheads()[0].step_fixed_ms == 5
+    ((_, run),) = load_run_configs(["workload.attention_backend=flash3"])  # the workload's beats the stack's
+    assert run.attention_backend() == "flash3" and run.accelerator().kernels.attention_backend == "flash3"
+    code, out = invoke("sweep", "--cfg", "job")
+    assert code == 0 and "stack:" in out and "overheads_fallback: h100-sxm-80gb" in out
+
+
+def test_a_hardware_files_own_overheads_are_honoured_and_named(tmp_path):
+    """Set by name (hardware.overheads={...}, the absent sub-spec test_config_schema skips): the
+    machine's own block wins over the stack's fit, and `show` says whose overheads the step took."""
+    ((_, run),) = load_run_configs(["hardware.overheads={step_fixed_ms:7}"])
+    oh, where = run.overheads()
+    assert oh.step_fixed_ms == 7 and oh.layer_launch_us == 0 and "own overheads" in where
+    assert run.accelerator().overheads == oh
+    pinned = [
+        "model=llama3.1-8b",
+        "grid.ngpus=[8]",
+        "grid.tp=[1]",
+        "grid.pp=[1]",
+        "grid.cp=[1]",
+        "grid.micro_batch=[1]",
+    ]
+    pinned += ["grid.dp_sharding=[OPTIMIZER_STATES]", "grid.recompute=[none]", "grid.vpp=[1]", "grid.ep=[1]"]
+    code, out = invoke("show", *pinned)
+    assert code == 0 and "stack: megatron-te" in out and "fit on h100-sxm-80gb" in out
+    code, out = invoke("show", *pinned, "hardware=gb200-nvl72")
+    assert code == 0 and "fallback: no fit on gb200-nvl72" in out
+
+
+def test_a_bad_stack_name_is_one_sentence():
+    r = run_cli("sweep", "stack=nosuch", "model=llama3.1-8b", "grid.ngpus=[8]")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "unknown stack 'nosuch'; available: " in r.stderr and "megatron-te" in r.stderr
+
+
+def test_a_stack_naming_an_accelerator_without_a_fit_is_refused():
+    with pytest.raises(ValueError, match="has no fit of its own"):
+        StackSpec(name="x", overheads={"a": "b"})
+    with pytest.raises(ValueError, match="has no fit of its own"):
+        StackSpec(name="x", overheads_fallback="h100-sxm-80gb")
+
+
+def test_an_overhead_is_bounded_by_what_it_physically_is():
+    """A layer's host time per micro-batch is at most milliseconds, a step's fixed time seconds."""
+    with pytest.raises(UserError, match="layer_launch_us"):
+        load_run_configs(["stack.overheads.h100-sxm-80gb.layer_launch_us=6000"])
+    with pytest.raises(UserError, match="step_fixed_ms"):
+        load_run_configs(["stack.overheads.h100-sxm-80gb.step_fixed_ms=20000"])
