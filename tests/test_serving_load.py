@@ -12,7 +12,14 @@ from parallmelism.config import load_option
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.cost.iteration_table import iteration_times
 from parallmelism.cost.layout import ServingLayout
-from parallmelism.cost.serving_load import IterationTimes, Scheduler, load_summary, poisson_arrivals_s, simulate
+from parallmelism.cost.serving_load import (
+    IterationTimes,
+    Scheduler,
+    load_summary,
+    poisson_arrivals_s,
+    simulate,
+    weighted_percentile,
+)
 from parallmelism.errors import UserError
 from parallmelism.search.serve_load import drawn_requests, loaded_point, replica_capacity_rps
 from parallmelism.specs import InferenceWorkload
@@ -69,6 +76,18 @@ def test_prefill_priority_stalls_the_decodes():
     assert stalled["itl_s"][0] > fused["itl_s"][0]
     # stalled: 19 decode gaps of 0.01 s and one prefill iteration of 0.1 s in between
     assert stalled["itl_s"][0] == pytest.approx((18 * 0.01 + 0.1 + 0.01) / 19)
+    # per token: every gap after a first token, once; the stall is one gap of 0.11 s
+    for sim in (fused, stalled):
+        assert sim["token_gap_weight"].sum() == 2 * 19
+    assert stalled["token_gap_s"].max() == pytest.approx(0.11)
+
+
+def test_weighted_percentile_is_the_inverted_cdf_of_the_repeats():
+    rng = np.random.default_rng(3)
+    v = rng.random(50)
+    w = rng.integers(0, 5, 50)
+    for p in (1, 50, 90, 99, 100):
+        assert weighted_percentile(v, w, p) == np.percentile(np.repeat(v, w), p, method="inverted_cdf")
 
 
 MODEL, HW = "llama3.1-8b", "h100-sxm-80gb"
@@ -144,11 +163,14 @@ def test_summary_goodput_counts_both_slos():
         "itl_s": np.array([0.01, 0.01, 0.05]),
         "sent_s": np.array([0.0, 0.0, 0.0]),
         "finish_s": np.array([1.0, 1.0, 2.0]),
+        "token_gap_s": np.array([0.01, 0.05]),
+        "token_gap_weight": np.array([18, 9]),
     }
     s = load_summary(sim, np.array([10, 10, 10]), ttft_slo_s=0.2, itl_slo_s=0.02)
     assert s["goodput_requests_per_s"] == pytest.approx(1 / 2.0)
     assert s["throughput_requests_per_s"] == pytest.approx(3 / 2.0)
     assert s["ttft_p50_ms"] == pytest.approx(100.0)
+    assert s["itl_token_p50_ms"] == pytest.approx(10.0) and s["itl_token_p90_ms"] == pytest.approx(50.0)
 
 
 SHOW = [

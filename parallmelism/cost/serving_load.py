@@ -21,7 +21,8 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
              and every prompt finished in it emit their token when it ends
 Per request: TTFT = first token − sent; ITL = (finish − first token)/(output_len − 1), the mean gap
 of that request (the TPOT that bench_serving and LLMPerf report per request; their p50/p90 are
-percentiles of it over requests); e2e = finish − sent.
+percentiles of it over requests); e2e = finish − sent. Per token: every gap between two tokens of
+a request (bench_serving's "ITL"; a prompt's pass that stalls the decodes shows in its tail).
 
 Assumptions: the KV cache holds `max_batch` sequences (no preemption or swapping); the decode
 context and the prompt's chunk attention are the cost model's means, not each request's; the
@@ -93,6 +94,9 @@ def simulate(
     out_left = O.copy()
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
+    last = np.full(n, np.nan)  # when each request's latest token came
+    gaps: list[np.ndarray] = []  # per-token gaps (s) and how many tokens had each
+    weights: list[np.ndarray] = []
     running = np.empty(0, dtype=np.int64)  # admission order
     nxt, done, t = 0, 0, 0.0
     C = sched.token_budget
@@ -113,8 +117,11 @@ def simulate(
             k = int(out_left[running].min())
             if len(running) < sched.max_batch and nxt < n and np.isfinite(seen[nxt]):
                 k = max(min(k, math.ceil((seen[nxt] - t) / dt)), 1)
+            gaps += [t + dt - last[running], np.array([dt])]  # the first gap may hold a stall
+            weights += [np.ones(len(running)), np.array([len(running) * (k - 1)])]
             t += k * dt
             out_left[running] -= k
+            last[running] = t
         else:
             prefilling = running[~decoding]
             n_dec = int(decoding.sum()) if sched.chunked_prefill else 0
@@ -124,10 +131,15 @@ def simulate(
             take = np.minimum(np.maximum(budget - before, 0), need)
             t += times(n_dec, float(take.sum()))
             if n_dec:
-                out_left[running[decoding]] -= 1
+                decoders = running[decoding]
+                out_left[decoders] -= 1
+                gaps.append(t - last[decoders])
+                weights.append(np.ones(n_dec))
+                last[decoders] = t
             prompt_left[prefilling] -= take
             started = prefilling[(take > 0) & (prompt_left[prefilling] == 0)]
             first[started] = t
+            last[started] = t
             out_left[started] -= 1
         ended = running[(out_left[running] == 0)]
         if len(ended):
@@ -141,7 +153,25 @@ def simulate(
                 closed_next = k
     with np.errstate(invalid="ignore", divide="ignore"):
         itl = np.where(O > 1, (finish - first) / (O - 1), np.nan)
-    return {"ttft_s": first - sent, "itl_s": itl, "e2e_s": finish - sent, "sent_s": sent, "finish_s": finish}
+    return {
+        "ttft_s": first - sent,
+        "itl_s": itl,
+        "e2e_s": finish - sent,
+        "sent_s": sent,
+        "finish_s": finish,
+        "token_gap_s": np.concatenate(gaps) if gaps else np.empty(0),
+        "token_gap_weight": np.concatenate(weights) if weights else np.empty(0),
+    }
+
+
+def weighted_percentile(values, weights, p: float) -> float:
+    """The smallest value whose share of the total weight at or below it reaches p % (the inverted
+    CDF: numpy's percentile method 'inverted_cdf' with integer weights as repeats)."""
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(np.asarray(weights, dtype=np.float64)[order])
+    if len(cum) == 0 or cum[-1] <= 0:
+        return float("nan")
+    return float(np.asarray(values)[order][np.searchsorted(cum, p / 100.0 * cum[-1], side="left")])
 
 
 def load_summary(
@@ -157,6 +187,8 @@ def load_summary(
         for p in PERCENTILES:
             out[f"{name}_p{p}_ms"] = float(np.percentile(v, p)) if len(v) else float("nan")
         out[f"{name}_mean_ms"] = float(v.mean()) if len(v) else float("nan")
+    for p in PERCENTILES:  # every gap between two tokens of a request (bench_serving's ITL)
+        out[f"itl_token_p{p}_ms"] = weighted_percentile(sim["token_gap_s"], sim["token_gap_weight"], p) * 1e3
     ok = np.ones(len(sim["ttft_s"]), dtype=bool)
     if ttft_slo_s is not None:
         ok &= sim["ttft_s"] <= ttft_slo_s

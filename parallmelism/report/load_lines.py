@@ -10,6 +10,7 @@ LOAD_COLUMNS = [
     *(f"{m}_p{p}_ms" for m in ("ttft", "itl") for p in PERCENTILES),
     "ttft_mean_ms",
     "itl_mean_ms",
+    *(f"itl_token_p{p}_ms" for p in PERCENTILES),
     "throughput_requests_per_s",
     "throughput_output_tokens_per_s",
     "goodput_requests_per_s",
@@ -26,6 +27,8 @@ def load_lines(s: dict, head: str, ttft_slo_ms, itl_slo_ms) -> list[str]:
     for m, label in (("ttft", "TTFT ms"), ("itl", "ITL ms")):
         vals = [s[f"{m}_p{p}_ms"] for p in PERCENTILES] + [s[f"{m}_mean_ms"]]
         lines.append(f"{label:8}" + "".join(f"{v:>{w},.1f}" for v in vals))
+    lines.append(f"{'gap ms':8}" + "".join(f"{s[f'itl_token_p{p}_ms']:>{w},.1f}" for p in PERCENTILES))
+    lines.append("(ITL: each request's mean gap after its first token, TPOT; gap: every gap between two tokens)")
     slos = [f"TTFT <= {ttft_slo_ms:g} ms"] if ttft_slo_ms is not None else []
     slos += [f"ITL <= {itl_slo_ms:g} ms"] if itl_slo_ms is not None else []
     within = (
