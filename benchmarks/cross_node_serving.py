@@ -10,6 +10,7 @@
    9 nodes x 8 H100, DP attention + EP72, DeepEP low-latency, EPLB 32 redundant experts, 256
    sequences per GPU at ~2,000 tokens of KV; 22,282 output tok/s per node = 2,785.25 per GPU,
    a decode step of 8 x 256 / 22,282 s = 91.9 ms (derived). The model's decode_step_ms.
+Both run as engine=sglang (conf/engine/sglang.yaml: its per-step overheads, whatever they are fitted to).
 Only numbers are printed; no test asserts them (timings and errors move as the model does).
 """
 
@@ -26,7 +27,13 @@ from parallmelism.config import load_run_configs  # noqa: E402
 from parallmelism.engine import evaluate  # noqa: E402
 
 SURVEY = ROOT / "benchmarks" / "surveys" / "engines" / "engine_cases.csv"
-DSR1 = ["workload=inference", "model=deepseek-v3", "hardware=h100-sxm-80gb", "workload.weight_dtype=fp8"]
+DSR1 = [
+    "workload=inference",
+    "engine=sglang",
+    "model=deepseek-v3",
+    "hardware=h100-sxm-80gb",
+    "workload.weight_dtype=fp8",
+]
 DSR1 += ["workload.precision=fp8", "grid.sp=[1]", "grid.ep=[1]", "workload.batch=1"]
 LAYOUTS = {
     "TP16 (cross-node)": ["grid.ngpus=[16]", "grid.tp=[16]", "grid.pp=[1]", "grid.cross_node_tp=true"],
@@ -34,6 +41,7 @@ LAYOUTS = {
 }
 WIDE_EP = [
     "workload=inference",
+    "engine=sglang",
     "model=deepseek-v3",
     "hardware=h100-sxm-80gb",
     "workload.weight_dtype=fp8",
