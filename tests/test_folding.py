@@ -63,7 +63,8 @@ def _evaluate(overrides):
 
 def _collectives(overrides):
     run, row, grid = _evaluate(overrides)
-    bd = training_breakdown(grid.columns, run.model, run.hardware, run.workload, kernel_model(run.hardware))
+    hw = run.accelerator()
+    bd = training_breakdown(grid.columns, run.model, hw, run.workload, kernel_model(hw))
     return {(c["axis"], c["role"], c["collective"]): c for c in bd["collectives"]}
 
 
