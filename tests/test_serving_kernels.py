@@ -35,6 +35,7 @@ def decode_pass(model_name, batch, tp=1, ep=1, **wl):
 
 
 CURVES = pd.read_csv(shared_reference("h100_kernel_curves.csv"), comment="#")
+MOE = pd.read_csv(shared_reference("h100_moe_experts.csv"), comment="#")
 
 
 def measured(kind, shape, tokens, column="s"):
@@ -76,7 +77,12 @@ def test_the_grouped_expert_kernel_takes_the_measured_grouped_mm_time(tokens, to
     """The kernel model's grouped GEMM at a measured MoE row (gate+up and down of `touched` experts in
     one torch._grouped_mm) returns that row's time."""
     t = KM.grouped_gemm_s(rows, 4096, GROUPED_EXPERT_MATRICES * 14336, touched)
-    assert float(t) == pytest.approx(measured("moe", "mixtral-8x7b", tokens, "grouped_mm_s"), rel=1e-6)
+    times = [measured("moe", "mixtral-8x7b", tokens, "grouped_mm_s")]
+    # the same layer measured again at 64 tokens per expert by h100_moe_experts.csv (1.8 % apart):
+    # duplicates are averaged in log residual, so the model returns the two times' geometric mean
+    e = MOE[(MOE.model == "mixtral-8x7b") & (MOE.tokens_per_expert == rows) & (MOE.experts == touched)]
+    times += list(e.grouped_mm_s)
+    assert float(t) == pytest.approx(float(np.exp(np.mean(np.log(times)))), rel=1e-6)
 
 
 @pytest.mark.parametrize("tokens", [32, 64, 128, 256])

@@ -159,11 +159,14 @@ def layer_ops(
     ep=1,
     cp_comm_type: str = "p2p",
     etp=None,
+    permute_fusion: bool = True,
 ) -> list[Op]:
     """Ops of one transformer layer, one micro-batch, on one GPU (module docstring); a MoE layer's
     experts are split over `ep` ranks (num_experts / ep on this one), each expert's FFN `etp` ways
     (expert TP; None: t): the rank's experts process the etp ranks' dispatched copies, T·k·load·etp/t
-    (the TP group's T·k·load where etp = t), with FFN width I_e/etp; `cp_comm_type` (p2p |
+    (the TP group's T·k·load where etp = t), with FFN width I_e/etp; each expert GEMM is one grouped
+    kernel over the rank's experts (Op.rank_experts), its token permute and unpermute fused kernels at
+    the HBM copy rate (`permute_fusion`) or PyTorch's measured gathers (Op.gather); `cp_comm_type` (p2p |
     all_gather) says which attention kernels a context-parallel rank runs (cost.roofline)."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
@@ -235,13 +238,20 @@ def layer_ops(
         moe = model.require_moe()
         local = experts_per_rank(moe.num_experts, ep)
         mg = {g.name: g for g in moe_gemms(model, T, t, routed, expert_tp, sp_divisor=r)}
+        e_up = _gemm_op(mg["experts_up"], weight_copies=local)
+        e_down = _gemm_op(mg["experts_down"], weight_copies=local)
+        e_up.rank_experts = e_down.rank_experts = local  # one grouped kernel each (cost.roofline)
+        e_up.expert_matrices = float(model.mlp_up_matrices)
+        permute, unpermute = _elementwise_op(ew["permute"]), _elementwise_op(ew["unpermute"])
+        if not permute_fusion:  # PyTorch's gathers of the routed copies (cost.kernels.KernelModel.permute_s)
+            permute.gather = unpermute.gather = (ew["permute"].rows, ew["permute"].width)
         ops += [
             _gemm_op(mg["router"]),
-            _elementwise_op(ew["permute"]),
-            _gemm_op(mg["experts_up"], weight_copies=local),
+            permute,
+            e_up,
             _elementwise_op(ew["activation"]),
-            _gemm_op(mg["experts_down"], weight_copies=local),
-            _elementwise_op(ew["unpermute"]),
+            e_down,
+            unpermute,
         ]
         if moe.num_shared_experts:
             ops += [_gemm_op(mg["shared_up"]), _elementwise_op(ew["shared_activation"]), _gemm_op(mg["shared_down"])]

@@ -228,6 +228,7 @@ def _mlp_ops(model, tp, ep, T, dense_layers, moe_layers, moe_imbalance, linear) 
         rows = np.maximum(T_e / np.maximum(touched, 1.0), 1.0)
         up.mkn, down.mkn = (rows, h, g_up.n), (rows, g_down.k, h)
         up.experts = down.experts = touched
+        up.expert_matrices = float(model.mlp_up_matrices)
         imbalance = np.where(ep > 1, moe_imbalance, 1.0)
         if np.any(imbalance > 1.0):  # the ranks at the mean load (Op.balanced_rows)
             up.balanced_rows = down.balanced_rows = np.maximum(T_e / imbalance / np.maximum(touched, 1.0), 1.0)

@@ -72,10 +72,18 @@ IDW_POWER = 3.0  # inverse-distance weighting exponent of the residual interpola
 #                 experts' weights streamed once, their FLOPs summed), residual over (rows per expert,
 #                 weight elements per expert, experts) from the `moe_grouped` rows, which time gate+up and
 #                 down together: GROUPED_EXPERT_MATRICES = 3 matrices of k × n per expert (SwiGLU)
+#                 (h100_decode_kernels.csv at 1-100 rows per expert; h100_moe_experts.csv at 64-4096, the
+#                 training and prefill regime: Qwen3-30B/235B, DeepSeek-V3 at EP 32, Mixtral-8x7B)
+#   token gathers one MoE permute or unpermute of m token copies × k elements: bytes / HBM × residual
+#                 over log2(m, k) of the `moe_permute` rows (h100_moe_experts.csv: index_select / index_add_)
 #   decode attention  one query per sequence against a KV cache: KV bytes / HBM bandwidth +
 #                 ATTENTION_LAUNCH_S, residual over (sequences × KV heads, context) from the
 #                 attention rows of part `decode`
 DECODE_GEMM_MAX_ROWS = 256.0  # rows (tokens): the largest m of the gemm_decode rows of the H100 table
+PERMUTE_RW_BYTES = 4.0  # bytes per element of a token gather: read bf16, write bf16 (the moe_permute rows' bytes)
+# rows-per-expert doublings over which the grouped/dense ratio falls to 1 beyond the largest measured
+# rows per expert (KernelModel.grouped_ratio): an extrapolation rule, not a fit
+GROUPED_RATIO_TAPER_DOUBLINGS = 1.0
 GROUPED_EXPERT_MATRICES = 3.0  # gate, up, down projections of one SwiGLU expert (the moe_grouped rows' layer)
 # A GEMM's backward runs two kernels on the same layer shape (m tokens, k in, n out):
 # dgrad dX = dY·Wᵀ and wgrad dW = Xᵀ·dY. The table labels them by the layer shape; their residuals
@@ -354,8 +362,27 @@ class KernelTable:
         if g:
             m, k, n, e, t = (np.array([f(r, c) for r in g]) for c in ("m", "k", "n", "experts", "measured_s"))
             base = gemm_physics_s(m, k, GROUPED_EXPERT_MATRICES * n * e, "bf16", peak["bf16"], bw, sms)
-            coords = np.stack([_log2(m), _log2(GROUPED_EXPERT_MATRICES * k * n), _log2(e)], axis=1)
+            coords = np.stack([_log2(m), _log2(k * n), _log2(e)], axis=1)  # weight elements of one matrix
             self.grouped = _Residuals(coords, _log_ratio(t, base))
+        # grouped over dense of the same FLOPs, both measured in one run (h100_moe_experts.csv: same source)
+        d = {
+            (r["m"], r["k"], r["n"], r["experts"], r.get("source")): f(r, "measured_s")
+            for r in rows
+            if r["family"] == "moe_grouped" and r["part"] == "dense"
+        }
+        pairs = [(r, d[key]) for r in g if (key := (r["m"], r["k"], r["n"], r["experts"], r.get("source"))) in d]
+        self.grouped_vs_dense = None
+        if pairs:
+            m, k, n, e, t = (np.array([f(r, c) for r, _ in pairs]) for c in ("m", "k", "n", "experts", "measured_s"))
+            # by the expert block's shape alone: the measurements vary the expert count only with the shape
+            coords = np.stack([_log2(m), _log2(k * n)], axis=1)
+            self.grouped_vs_dense = _Residuals(coords, _log_ratio(t, np.array([x for _, x in pairs])))
+            self.grouped_vs_dense_max_rows = float(np.max(m))
+        p = [r for r in rows if r["family"] == "moe_permute"]
+        self.permute = None
+        if p:  # one gather of m token copies of k elements (`bytes` read + written), against the HBM roofline
+            m, k, b, t = (np.array([f(r, c) for r in p]) for c in ("m", "k", "bytes", "measured_s"))
+            self.permute = _Residuals(np.stack([_log2(m), _log2(k)], axis=1), _log_ratio(t, b / bw))
         a = [r for r in rows if r["family"] == "attention" and r["part"] == "decode"]
         self.decode_attention = None
         if a:
@@ -365,7 +392,13 @@ class KernelTable:
             )
             base = decode_attention_physics_s(b, fl, bw, peak["bf16"])
             self.decode_attention = _Residuals(np.stack([_log2(kv), _log2(ctx)], axis=1), _log_ratio(t, base))
-        for res in [*self.gemm_decode.values(), self.grouped, self.decode_attention]:
+        for res in [
+            *self.gemm_decode.values(),
+            self.grouped,
+            self.grouped_vs_dense,
+            self.permute,
+            self.decode_attention,
+        ]:
             if res is not None and not (np.all(np.isfinite(res.values)) and np.all(np.isfinite(res.points))):
                 raise ValueError("a decode-regime row with a blank, zero or negative size or time")
 
@@ -414,6 +447,10 @@ class KernelModel:
         else:
             self.gemm_decode = ref.gemm_decode
         self.grouped = (own.grouped if own is not None else None) or ref.grouped
+        self.permute = (own.permute if own is not None else None) or ref.permute
+        src = own if own is not None and own.grouped_vs_dense is not None else ref
+        self.grouped_vs_dense = src.grouped_vs_dense
+        self.grouped_vs_dense_max_rows = getattr(src, "grouped_vs_dense_max_rows", 1.0)
         self.decode_attention = (own.decode_attention if own is not None else None) or ref.decode_attention
 
     @staticmethod
@@ -500,17 +537,58 @@ class KernelModel:
             out.append(r)
         return [base * np.exp(r) for r in out]
 
-    def grouped_gemm_s(self, rows, k, n, experts, dtype="bf16", weight_bytes=None):
+    def grouped_gemm_s(self, rows, k, n, experts, dtype="bf16", weight_bytes=None, matrices=GROUPED_EXPERT_MATRICES):
         """Seconds of one grouped GEMM over `experts` experts, each C[rows,n] = A[rows,k]·B[k,n]
-        (module docstring, decode regime): the physics of rows × k × (n·experts), the residual of
-        the moe_grouped rows at (rows, k·n, experts)."""
+        holding `matrices` weight matrices side by side (module docstring, decode regime): the
+        physics of rows × k × (n·experts), the residual of the moe_grouped rows at (rows, k·n /
+        matrices, experts): the measured rows time gate, up and down together (3 matrices of
+        hidden × FFN), so an op of the gate+up GEMM (2) or of the down GEMM (1) reads the residual
+        at the size of one expert matrix, where its layer was measured."""
         rows = np.maximum(np.asarray(rows, dtype=np.float64), 1.0)
         e = np.maximum(np.asarray(experts, dtype=np.float64), 1.0)
         nn = np.asarray(n, dtype=np.float64) * e
         base = gemm_physics_s(rows, k, nn, dtype, self.peak_flops(dtype), self.hbm_bps, self.sms, weight_bytes)
         if self.grouped is None:  # a table without grouped rows: the GEMM rule at that shape
             return self.gemm_s(rows, k, nn, dtype) if weight_bytes is None else base
-        return base * np.exp(self.grouped(rows, np.asarray(k, dtype=np.float64) * n, e))
+        return base * np.exp(self.grouped(rows, np.asarray(k, dtype=np.float64) * n / matrices, e))
+
+    def grouped_ratio(self, rows, k, n, experts, matrices):
+        """Seconds of one grouped kernel over `experts` expert blocks k × n (`matrices` expert
+        matrices side by side: grouped_gemm_s), `rows` rows in all, over those of one dense GEMM
+        rows × k × n of the same FLOPs (the large-GEMM assumption): the measured ratio of the two
+        (moe_grouped rows, parts grouped and dense, timed in one run) at (rows per expert, one
+        matrix's size): the expert block's shape; the measured layers vary the expert count only
+        together with the shape, so it is not a coordinate. Interpolated like every residual; beyond
+        the largest measured rows per expert (4096, where the ratios are 1.00-1.18) it falls to 1
+        (the large-GEMM assumption) over GROUPED_RATIO_TAPER_DOUBLINGS doublings of the rows per
+        expert, continuously: an extrapolation, not a measurement (each expert's block is then a
+        GEMM of 8192+ rows, as large as the dense ones the table measures); 1 for one expert or a
+        model without such rows.
+        Training multiplies its dense kernels by it (forward, dgrad, wgrad; bf16 and fp8: no
+        grouped backward or fp8 kernel is measured, so the forward's bf16 ratio stands for them)."""
+        e = np.maximum(np.asarray(experts, dtype=np.float64), 1.0)
+        if self.grouped_vs_dense is None:
+            return np.ones(np.broadcast(rows, k, n, e, matrices).shape)
+        per_expert = np.maximum(np.asarray(rows, dtype=np.float64) / e, 1.0)
+        top = self.grouped_vs_dense_max_rows
+        kn = np.asarray(k, dtype=np.float64) * n / matrices
+        log_ratio = self.grouped_vs_dense(np.minimum(per_expert, top), kn)
+        # beyond the measured rows per expert: to 1 over one doubling (GROUPED_RATIO_TAPER_DOUBLINGS)
+        taper = np.clip(1.0 - np.log2(np.maximum(per_expert / top, 1.0)) / GROUPED_RATIO_TAPER_DOUBLINGS, 0.0, 1.0)
+        return np.where(e > 1.0, np.exp(log_ratio * taper), 1.0)
+
+    def permute_s(self, rows, width):
+        """Seconds of one MoE token gather or scatter (permute into expert order, unpermute back) of
+        `rows` token copies of `width` elements (bf16; bytes = 4·rows·width read + written): bytes /
+        HBM bandwidth times the residual of the table's moe_permute rows over (rows, width)
+        (index_select / index_add_, 20-30 % of HBM bandwidth on the H100); a model without such
+        rows: the HBM copy rate (`memory_s`)."""
+        rows = np.maximum(np.asarray(rows, dtype=np.float64), 1.0)
+        width = np.maximum(np.asarray(width, dtype=np.float64), 1.0)
+        nbytes = PERMUTE_RW_BYTES * rows * width
+        if self.permute is None:
+            return self.memory_s(nbytes)
+        return nbytes / self.hbm_bps * np.exp(self.permute(rows, width))
 
     def decode_attention_s(self, kv_bytes, flops, streams, context):
         """Seconds of one-query attention reading `kv_bytes` of KV cache and executing `flops`:
@@ -542,6 +620,11 @@ class KernelModel:
             return float(self.gemm_s(r.m, r.k, r.n, r.dtype, r.part))
         if r.family == "gemm_decode":
             return float(self.gemm_s(r.m, r.k, r.n, r.dtype, "fwd"))
+        if r.family == "moe_permute":
+            return float(self.permute_s(r.m, r.k))
+        if r.family == "moe_grouped" and r.part == "dense":  # the grouped kernel's time over the measured ratio
+            g = self.grouped_gemm_s(r.m, r.k, GROUPED_EXPERT_MATRICES * r.n, r.experts, r.dtype)
+            return float(g / self.grouped_ratio(r.m * r.experts, r.k, r.n, r.experts, 1.0))
         if r.family == "moe_grouped":
             return float(self.grouped_gemm_s(r.m, r.k, GROUPED_EXPERT_MATRICES * r.n, r.experts, r.dtype))
         if r.family == "attention" and r.part == "decode":

@@ -80,6 +80,15 @@ class Op:
     norm_fused: bool = False
     column_parallel: bool = False
     experts: Any = None  # serving MoE GEMM: experts one grouped kernel runs (mkn per expert)
+    # MoE expert GEMM: expert weight matrices side by side in its n (gate+up 2 when gated, down 1;
+    # cost.kernels.KernelModel.grouped_gemm_s reads its measured layer at one matrix's size)
+    expert_matrices: Any = 1.0
+    # training MoE expert GEMM: the rank's experts, among which one grouped kernel splits mkn's m rows
+    # (mkn is all the rank's routed rows; cost.roofline times it by tokens per expert)
+    rank_experts: Any = None
+    # a MoE token permute or unpermute timed as PyTorch's gathers: (token copies, elements per token)
+    # (cost.kernels.KernelModel.permute_s); None: its bytes at the HBM copy rate
+    gather: Any = None
     # serving MoE GEMM under moe_imbalance: rows per expert on a rank at the MEAN load. mkn is the
     # busiest rank's; the step waits for the slowest rank, and a grouped kernel can stream slower at
     # fewer rows per expert (h100_decode_kernels.csv moe rows), so the op takes the longer of the two

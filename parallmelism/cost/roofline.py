@@ -14,6 +14,12 @@ H100 rule for accelerators without one):
                run both in a step and the ring waits for the slowest); all_gather: a rank's two
                chunks as two kernels, the first chunk's causal s/(2c) kernel and the last chunk's
                s/(2c) queries against the whole sequence (1/(4c) and the rest of the FLOPs)
+  MoE experts  the rank's experts in one grouped kernel per GEMM (Op.rank_experts): the dense kernels of
+               all its routed rows (forward, dgrad, wgrad, in the GEMM dtype) times the measured
+               grouped/dense ratio at its tokens per expert (cost.kernels.KernelModel.grouped_ratio)
+  permute      MoE token permute and unpermute: memory ops at the HBM rate (fused kernels), or with
+               Op.gather PyTorch's index_select / index_add_ at their measured rate, the backward the
+               other kernel of the pair (KernelModel.permute_s; workload.moe_permute_fusion=false)
   memory ops   bytes ÷ (HBM bandwidth · measured fraction at that transfer size)
 and each is at least its HBM bytes ÷ that bandwidth (the fp32 main-gradient traffic of wgrad).
 
@@ -184,6 +190,14 @@ def _gemm_kernel_times(ops: list[Op], dtype: str, km: KernelModel, shape) -> lis
     casts in fp8/fp4. The kernels of all `ops` are looked up together (arrays over `shape`)."""
     m, k, n = (_joined([op.mkn[j] for op in ops], shape) for j in range(3))
     fwd, dgrad, wgrad = (_split(x, len(ops), shape) for x in km.gemm_parts_s(m, k, n, dtype, ("fwd", "dgrad", "wgrad")))
+    grouped = [j for j, op in enumerate(ops) if op.rank_experts is not None]
+    if grouped:  # MoE experts: one grouped kernel by tokens per expert (km.grouped_ratio), every part
+        g = [ops[j] for j in grouped]
+        e, mats = _joined([op.rank_experts for op in g], shape), _joined([op.expert_matrices for op in g], shape)
+        gm, gk, gn = (_joined([op.mkn[i] for op in g], shape) for i in range(3))
+        ratio = _split(_once_per_shape(km.grouped_ratio, gm, gk, gn, e, mats), len(g), shape)
+        for j, r in zip(grouped, ratio):
+            fwd[j], dgrad[j], wgrad[j] = fwd[j] * r, dgrad[j] * r, wgrad[j] * r
     out = [(fwd[j], (dgrad[j] + wgrad[j]) * (np.asarray(op.bwd_flops) / 2.0)) for j, op in enumerate(ops)]
     if dtype not in LOW_PRECISION_BYTES:
         return out
@@ -272,6 +286,12 @@ def ops_times(ops: list[Op], rates: Rates) -> list:
     kern: dict[int, tuple] = {}
     for dtype, idx in gemms.items():
         kern.update(zip(idx, _gemm_kernel_times([ops[i] for i in idx], dtype, km, shape)))
+    gathers = [i for i, op in enumerate(ops) if op.gather is not None]
+    if gathers:  # MoE permute / unpermute: measured token gathers, the backward the other kernel of the pair
+        rows, width = (_joined([ops[i].gather[j] for i in gathers], shape) for j in range(2))
+        t = _split(_once_per_shape(km.permute_s, rows, width), len(gathers), shape)
+        for i, g in zip(gathers, t):
+            mem[i] = mem[len(ops) + i] = g
     out = []
     for i, op in enumerate(ops):
         mem_f, mem_b = mem[i], mem[len(ops) + i]
@@ -361,11 +381,12 @@ def _serving_gemms_s(ops: list[Op], dtype: str, grouped: bool, km: KernelModel, 
     per_weight = _joined([op.weight_bytes for op in ops], shape) / (k * n * e)
     w_bytes = np.where((per_weight < in_bytes) & (per_weight > 0), per_weight, in_bytes)
     if grouped:
-        t = _once_per_shape(lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4]), m, k, n, e, w_bytes)
+        mats = _joined([op.expert_matrices for op in ops], shape)
+        grouped_s = lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4], c[5])  # noqa: E731
+        t = _once_per_shape(grouped_s, m, k, n, e, w_bytes, mats)
         if any(op.balanced_rows is not None for op in ops):  # the slower of the busiest and a mean rank
             mb = _joined([op.mkn[0] if op.balanced_rows is None else op.balanced_rows for op in ops], shape)
-            grouped_s = lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4])  # noqa: E731
-            t = np.maximum(t, _once_per_shape(grouped_s, mb, k, n, e, w_bytes))
+            t = np.maximum(t, _once_per_shape(grouped_s, mb, k, n, e, w_bytes, mats))
     else:
         t = _once_per_shape(
             lambda *c: km.gemm_s(np.maximum(c[0], 1.0), c[1], c[2], dtype, "fwd", c[4]), m, k, n, e, w_bytes
@@ -374,12 +395,12 @@ def _serving_gemms_s(ops: list[Op], dtype: str, grouped: bool, km: KernelModel, 
 
 
 # incommensurate weights: a float key per row (a hash, not an order) and a second one to check it
-_SHAPE_KEY = (1.0, np.pi, np.e, np.sqrt(2.0), np.sqrt(3.0))
-_SHAPE_CHECK = (np.sqrt(5.0), 1.0, np.sqrt(7.0), np.pi, np.e)
+_SHAPE_KEY = (1.0, np.pi, np.e, np.sqrt(2.0), np.sqrt(3.0), np.sqrt(11.0))
+_SHAPE_CHECK = (np.sqrt(5.0), 1.0, np.sqrt(7.0), np.pi, np.e, np.sqrt(13.0))
 
 
 def _once_per_shape(fn, *cols) -> np.ndarray:
-    """fn(*cols) (element-wise over rows, at most 5 columns) evaluated once per distinct row: a sweep
+    """fn(*cols) (element-wise over rows, at most 6 columns) evaluated once per distinct row: a sweep
     repeats few distinct kernel shapes (they depend on tp, ep and token counts). Rows are matched by a
     float key, checked with a second one; on a collision every row is evaluated."""
     cols = tuple(np.ravel(np.asarray(c, dtype=np.float64)) for c in np.broadcast_arrays(*cols))

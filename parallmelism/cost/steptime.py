@@ -247,7 +247,14 @@ def _op_sets(cols: TrainingLayout, model, wl) -> dict[str, list]:
     if model.is_moe:
         ep = np.asarray(cols.ep, dtype=np.float64)
         etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
-        sets["moe"] = layer_ops(moe_layer=True, moe_imbalance=wl.moe_imbalance, ep=ep, etp=etp, **kw)
+        sets["moe"] = layer_ops(
+            moe_layer=True,
+            moe_imbalance=wl.moe_imbalance,
+            ep=ep,
+            etp=etp,
+            permute_fusion=wl.moe_permute_fusion,
+            **kw,
+        )
     return sets
 
 

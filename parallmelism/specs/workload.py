@@ -118,6 +118,13 @@ class TrainWorkload(BaseModel):
         description="MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type): alltoall sends every "
         "routed copy; flex (DeepEP) sends a token once per remote node and forwards it over NVLink",
     )
+    moe_permute_fusion: bool = Field(
+        True,
+        description="MoE token permute/unpermute in fused kernels (Megatron-Core --moe-permute-fusion, "
+        "Transformer Engine's moe_permute; on in Megatron-Bridge recipes): timed at the HBM copy rate; "
+        "false: PyTorch's index_select into expert order and index_add_ back (Megatron-Core's unfused "
+        "path), at the gather rate measured for them on the H100 (h100_moe_experts.csv, 20-30 % of HBM)",
+    )
     overlap_ep_comm: bool = Field(
         False,
         description="MoE token dispatch/combine all-to-alls hidden under the other "

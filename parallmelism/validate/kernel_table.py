@@ -26,6 +26,14 @@ Decode regime (rows_from_decode: shared/reference/h100_decode_kernels.csv, one-t
                width, experts = experts that got tokens; gate+up and down in one time (3 k×n matrices)
   attention    part decode: one query per sequence against a KV cache (seq 1, kv_seq = context,
                heads and kv_heads = per GPU × sequences, bytes = K+V bytes read)
+Long context and training MoE (issue 32 item 2):
+  attention    rows_from_attention_long (shared/reference/h100_attention_long.csv): causal kernels and
+               unmasked all-gather CP blocks at 32k-128k tokens, cuDNN and FlashAttention-2
+  moe_grouped  rows_from_moe_experts (shared/reference/h100_moe_experts.csv): the same grouped layer at
+               64-4096 tokens per expert (training's and prefill's regime), and part dense: one dense
+               GEMM pair of the same FLOPs measured beside it
+  moe_permute  part permute: one token gather (index_select or index_add_) of m token copies of k =
+               hidden elements, bytes = 4·m·k; measured_s = half the measured permute + unpermute
 The header lines of the source files (hardware, software versions, date, method) are copied on top.
 """
 
@@ -155,6 +163,80 @@ def rows_from_attention_grid(df, src: str):
     return out
 
 
+def rows_from_attention_long(df, src: str):
+    """Rows of the long-context attention file (shared/reference/h100_attention_long.csv): its causal
+    kernels (parts fwd, bwd; q_len = kv_len, heads = kv_heads: no GQA) and its unmasked blocks of
+    kv_len/4 queries against kv_len keys (parts fwd_block, bwd_block: the block an all-gather
+    context-parallel rank runs). bwd_s is the backward alone (fwd+bwd minus fwd), as every table's.
+    A causal kernel an earlier source of the build already timed (the curves' cuDNN rows at 32k-128k,
+    8-16 heads) is not taken again (build): the two runs differ by up to 17 % in backward at 32k,
+    and the curves' are the runs the rest of the table was measured with."""
+    out = []
+    for r in df.to_dict("records"):
+        causal = r["mask"] == "causal"
+        common = {c: None for c in COLUMNS} | dict(
+            family="attention",
+            dtype="bf16",
+            seq=r["q_len"],
+            kv_seq=None if causal else r["kv_len"],
+            heads=r["heads"],
+            kv_heads=r["heads"],
+            head_dim=r["head_dim"],
+            backend=BACKENDS[r["backend"]],
+            source=src,
+        )
+        if not causal and r["mask"] != "block_q_quarter":
+            raise ValueError(f"{src}: unknown attention mask {r['mask']!r}")
+        fwd, bwd = ("fwd", "bwd") if causal else ("fwd_block", "bwd_block")
+        new_only = {"_only_if_new": causal}  # build(): a causal kernel an earlier source timed is not taken twice
+        out.append({**common, **new_only, "part": fwd, "measured_s": r["fwd_s"]})
+        out.append({**common, **new_only, "part": bwd, "measured_s": r["bwd_s"]})
+    return out
+
+
+def _attention_key(r) -> tuple:
+    return (
+        r["family"],
+        r["part"],
+        r["backend"],
+        float(r["seq"] or 0),
+        float(r["heads"] or 0),
+        float(r["head_dim"] or 0),
+    )
+
+
+def rows_from_moe_experts(df, src: str):
+    """Rows of the MoE expert file (shared/reference/h100_moe_experts.csv), one MoE layer's expert work
+    on a rank at 64-4096 tokens per expert:
+      moe_grouped  part grouped: the torch._grouped_mm time of gate+up and down (the decode regime's
+                   convention: m = tokens per expert, k = hidden, n = expert FFN width, experts)
+      moe_grouped  part dense: the same layer's FLOPs as one dense GEMM pair over all tokens with one
+                   expert's weights (the large-GEMM assumption), the grouped kernel's comparison
+      moe_permute  part permute: ONE token gather of m = tokens copies of k = hidden (bytes = 4·m·k,
+                   read + write in bf16): half the measured permute + unpermute pair (index_select
+                   into expert order, index_add_ back; a gather's backward is the other kernel)
+    The per-expert loop is a comparison, not a kernel a stack runs for a grouped layer: not taken."""
+    from ..cost.kernels import PERMUTE_RW_BYTES
+
+    out = []
+    for r in df.to_dict("records"):
+        base: dict[str, Any] = {c: None for c in COLUMNS} | {"source": src, "dtype": "bf16"}
+        tpe, e, h = r["tokens_per_expert"], r["experts"], r["hidden"]
+        out.append(
+            {**base, "family": "moe_grouped", "part": "grouped", "m": tpe, "k": h, "n": r["ffn"]}
+            | {"experts": e, "measured_s": r["grouped_mm_s"]}
+        )
+        out.append(
+            {**base, "family": "moe_grouped", "part": "dense", "m": tpe, "k": h, "n": r["ffn"]}
+            | {"experts": e, "measured_s": r["dense_same_flops_s"]}
+        )
+        out.append(
+            {**base, "family": "moe_permute", "part": "permute", "m": tpe * e, "k": h}
+            | {"bytes": PERMUTE_RW_BYTES * tpe * e * h, "measured_s": r["permute_unpermute_s"] / 2.0}
+        )
+    return out
+
+
 def rows_from_decode(df, src: str):
     """Rows of the decode-kernel file (module docstring, decode regime). Its MoE rows time the same
     layer as a per-expert loop of launches too; the table keeps the grouped kernel, the one fused-MoE
@@ -198,6 +280,10 @@ def rows_from(path: Path):
     if path.suffix == ".parquet":
         return rows_from_aiconfigurator(path)
     df = pd.read_csv(path, comment="#")
+    if "mask" in df.columns:
+        return rows_from_attention_long(df, path.name)
+    if "tokens_per_expert" in df.columns:
+        return rows_from_moe_experts(df, path.name)
     if "q_len" in df.columns:
         return rows_from_attention_grid(df, path.name)
     if "kind" in df.columns:
@@ -265,8 +351,13 @@ def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int
             lines += _header(p)
     lines.append(",".join(COLUMNS))
     n = 0
+    seen: set[tuple] = set()
     for p in sources:
         for r in rows_from(p):
+            if r["family"] == "attention":
+                if r.get("_only_if_new") and _attention_key(r) in seen:
+                    continue
+                seen.add(_attention_key(r))
             lines.append(
                 ",".join(
                     _num(r.get(c)) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")

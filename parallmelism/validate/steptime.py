@@ -27,6 +27,8 @@ values follow one rule each (stated here, applied to every row, never per case):
 - overlap_tp_comm (optional): blank means false.
 - overlap_pp_comm (optional): blank means true (asynchronous pipeline send/recv).
 - moe_dispatcher (optional): blank means alltoall (Megatron's default); flex is DeepEP.
+- moe_permute_fusion (optional): blank means true (fused permute kernels, as Megatron-Bridge recipes
+  run); false: PyTorch's unfused index_select / index_add_ at their measured rate.
 - dp_shard_size (optional): hybrid sharding's shard group in DP ranks; blank means none.
 - cp_comm_type (optional): blank means p2p (Transformer Engine's ring); Llama 3's 128k row states
   all_gather (§3.3.2: "we use an all-gather based method where we first all-gather the key (K) and
@@ -164,6 +166,7 @@ def fill_blanks(row: dict, model) -> dict:
 STATED_WORKLOAD_COLUMNS = (
     "dp_grad_reduce",
     "moe_dispatcher",
+    "moe_permute_fusion",
     "overlap_ep_comm",
     "fsdp_reshard_after_forward",
     "dp_shard_size",
