@@ -258,6 +258,8 @@ def test_torchtitan_hsdp_degrees_and_interleaving():
     assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (8, 2)  # dp = 64/(2*2) = 16
     assert par["pipeline_parallel_schedule"] == "Interleaved1F1B"
     assert par["pipeline_parallel_layers_per_stage"] == 32 // (2 * 2)
+    # even split: the embedding and output take no layer's place, so ceil(32 / 8) = 4 = pp x vpp stages
+    assert (par["pipeline_parallel_first_stage_less_layers"], par["pipeline_parallel_last_stage_less_layers"]) == (0, 0)
     assert doc["training"]["local_batch_size"] == 128 // 16
     _round_trip("torchtitan", planned, target_module("torchtitan").render(planned))
 
@@ -295,6 +297,27 @@ def test_maxtext_tpu_slices_and_batch_identity():
 
     with pytest.raises(UserError, match="MaxText cannot run this layout: its SPMD pipeline runs microbatches in GPipe"):
         mt.render(_planned(gpipe, None)[0])  # the default 1F1B schedule
+
+
+def test_torchtitan_uneven_split_by_embedding_and_output_weights():
+    """Llama-3.1-405B's 126 layers on pp 16, vpp 2 (7/8/7 per rank): torchtitan 0.2.2's
+    generate_llm_fqn_per_model_part with 4 layers per virtual stage and the embedding and the output
+    each in one layer's place: ceil((126 + 1 + 1) / 4) = 32 = 16 x 2 virtual stages, rank 0 holds
+    stage 0 (embedding + 3 layers) and stage 16 (4 layers) = 7. Both are always written: an even 80
+    layers on pp 8 under the defaults (1 and 1) would make ceil(82 / 10) = 9 stages, which it refuses."""
+    overrides = ["model=llama3.1-405b", "hardware=h200-sxm-141gb", "grid.ngpus=[1024]", "grid.tp=[8]"]
+    overrides += ["grid.pp=[16]", "grid.vpp=[2]", "grid.cp=[1]", "grid.micro_batch=[1]"]
+    overrides += ["grid.dp_sharding=[FULLY_SHARD]", "grid.recompute=[full]", "grid.sequence_parallel=[true]"]
+    planned = _planned(overrides, None)[0]
+    assert tuple(planned.extra.values()) == (7, 8, 7)
+    tt = target_module("torchtitan")
+    par = tomllib.loads(tt.render(planned))["parallelism"]
+    assert par["pipeline_parallel_layers_per_stage"] == 4 and par["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    assert (par["pipeline_parallel_first_stage_less_layers"], par["pipeline_parallel_last_stage_less_layers"]) == (1, 1)
+    _round_trip("torchtitan", planned, tt.render(planned))
+    toml = "[parallelism]\npipeline_parallel_degree = 16\npipeline_parallel_schedule = 'Interleaved1F1B'\n"
+    toml += "pipeline_parallel_layers_per_stage = 4\ndata_parallel_shard_degree = 1\n"  # first/last less: defaults 1
+    assert tt.parse(toml, None, 126)["grid.vpp"] == 2  # ceil(128 / 4) = 32 stages over 16 ranks
 
 
 def test_deepspeed_zero_stage_names_and_batch_identity(tmp_path):

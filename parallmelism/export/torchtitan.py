@@ -10,6 +10,11 @@ pipelining names: "1F1B", "Interleaved1F1B", "GPipe", ...), pipeline_parallel_mi
 seq_len, mixed_precision_param "bfloat16" | "float32"; [activation_checkpoint] mode "selective" |
 "full" | "memory_budget" | "none"; [model] converters ["quantize.linear.float8"]
 (torchtitan/components/quantization/float8.py registers it) with [quantize.linear.float8].
+Pipeline split (torchtitan/distributed/pipeline_parallel.py, generate_llm_fqn_per_model_part):
+the embedding counts as pipeline_parallel_first_stage_less_layers layers and the output as
+pipeline_parallel_last_stage_less_layers (both default 1), virtual stages =
+ceil((layers + first_less + last_less) / layers_per_stage) must be pp x stages per rank, and the
+first / last virtual stage holds layers_per_stage - first_less / - last_less transformer layers.
 torchtitan 0.3.0 replaced the TOML job files with Python configs; this target pins 0.2.2."""
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ FIELDS: dict[str, str] = {
     "parallelism.tensor_parallel_degree": "tp",
     "parallelism.pipeline_parallel_degree": "pp",
     "parallelism.pipeline_parallel_schedule": "vpp, workload.schedule",
-    "parallelism.pipeline_parallel_layers_per_stage": "layers / (pp*vpp)",
+    "parallelism.pipeline_parallel_layers_per_stage": "layers_per_stage / vpp",
+    "parallelism.pipeline_parallel_first_stage_less_layers": "layers_per_stage - layers_first_stage",
+    "parallelism.pipeline_parallel_last_stage_less_layers": "layers_per_stage - layers_last_stage",
     "parallelism.pipeline_parallel_microbatch_size": "micro_batch",
     "parallelism.context_parallel_degree": "cp",
     "parallelism.context_parallel_rotate_method": "workload.cp_comm_type",
@@ -74,11 +81,13 @@ def render(p: Planned) -> str:
         raise refuse("torchtitan 0.2.2", "its zero-bubble schedules need two stages per rank, not this ZB-H1 layout")
     if a["vpp"] > 1 and w["schedule"] != "1f1b":
         raise refuse("torchtitan 0.2.2", f"interleaving (vpp {a['vpp']}) is written for 1F1B only")
-    stages = a["pp"] * a["vpp"]
-    if a["pp"] > 1 and p.layers % stages:
+    first, mid, last = (p.extra[k] for k in ("layers_first_stage", "layers_per_stage", "layers_last_stage"))
+    per_virtual, less = mid // a["vpp"], (mid - first, mid - last)
+    if a["pp"] > 1 and (mid % a["vpp"] or max(less) > per_virtual):
         raise refuse(
             "torchtitan 0.2.2",
-            f"pipeline_parallel_layers_per_stage needs {p.layers} layers to divide over {stages} stages",
+            f"its {a['vpp']} virtual stages per rank cannot hold {first}/{mid}/{last} layers on the first/middle/last "
+            "stage (pipeline_parallel_layers_per_stage with first/last_stage_less_layers)",
         )
     if sharding == "FULLY_SHARD":
         shard = w.get("dp_shard_size", a["dp"])
@@ -100,9 +109,10 @@ def render(p: Planned) -> str:
     if a["pp"] > 1:
         schedule = "Interleaved1F1B" if a["vpp"] > 1 else SCHEDULE[w["schedule"]]
         par.append(("pipeline_parallel_schedule", schedule, p.note("time_bubble_s")))
-        par.append(
-            ("pipeline_parallel_layers_per_stage", p.layers // stages, f"vpp {a['vpp']}; " + p.note("time_bubble_s"))
-        )
+        par.append(("pipeline_parallel_layers_per_stage", per_virtual, f"vpp {a['vpp']}; " + p.note("time_bubble_s")))
+        split = f"split {first}/{mid}/{last} layers: the embedding"
+        par.append(("pipeline_parallel_first_stage_less_layers", less[0], f"{split} takes {less[0]} layers' place"))
+        par.append(("pipeline_parallel_last_stage_less_layers", less[1], "the output; " + p.note("mem_total_gib")))
     par.append(("pipeline_parallel_microbatch_size", a["micro_batch"], p.note("mem_activations_gib", "time_compute_s")))
     par.append(("context_parallel_degree", a["cp"], p.note("mem_activations_gib", "time_comm_cp_s")))
     if a["cp"] > 1:
@@ -169,7 +179,9 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     if schedule.startswith("Interleaved") and per_stage:
         if layers is None:
             raise UserError("an interleaved schedule's virtual stages follow from the model's layers: pass --model")
-        vpp = layers // (int(per_stage) * pp)
+        first_less = int(par.get("pipeline_parallel_first_stage_less_layers", 1))
+        last_less = int(par.get("pipeline_parallel_last_stage_less_layers", 1))
+        vpp = -(-(layers + first_less + last_less) // int(per_stage)) // pp  # ceil: torchtitan's stage count
     axes = {
         "tp": tp,
         "pp": pp,
