@@ -244,3 +244,13 @@ def test_plan_serve_prints_and_writes_the_colocated_plan_under_load(tmp_path):
     assert row["ttft_p50_ms"] <= row["ttft_p90_ms"] <= row["ttft_p99_ms"]
     assert 0 < row["goodput_requests_per_s"] <= row["throughput_requests_per_s"]
     assert "colocated plan under load" in (tmp_path / "plan.summary.md").read_text()
+
+
+def test_a_trace_is_dealt_round_robin_over_the_replicas():
+    from parallmelism.search.serve_load import Requests, replica_share
+
+    reqs = Requests(np.arange(1, 8), np.arange(11, 18), np.arange(7.0))
+    one = replica_share(reqs, 3)
+    assert list(one.input_len) == [1, 4, 7] and list(one.arrival_s) == [0.0, 3.0, 6.0]
+    drawn = Requests(np.arange(1, 8), np.arange(11, 18))
+    assert replica_share(drawn, 3) is drawn  # already one replica's sample

@@ -49,12 +49,12 @@ def under_load(run, layout, km) -> list[str]:
     from ..config.length_trace import workload_requests
     from ..cost.layout import ServingLayout
     from ..report.load_lines import load_lines
-    from ..search.serve_load import loaded_point
+    from ..search.serve_load import loaded_point, replica_share
 
     wl, plan = run.workload, run.plan
     lay = ServingLayout.of(layout)
-    reqs = workload_requests(wl)
     dp = int(lay.dp[0])
+    reqs = replica_share(workload_requests(wl), dp)
     rate = None if wl.request_rate is None else wl.request_rate / dp
     s = loaded_point(
         run.model,

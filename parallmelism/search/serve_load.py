@@ -39,6 +39,15 @@ def drawn_requests(wl, n: int, seed: int) -> Requests:
     return Requests(uniform(wl.input_len), uniform(wl.output_len))
 
 
+def replica_share(reqs: Requests, replicas: int) -> Requests:
+    """The requests one of `replicas` replicas gets: a trace's sent requests round-robin (every
+    replicas-th, as a round-robin load balancer deals them); drawn requests (no send times) are
+    already one replica's sample."""
+    if reqs.arrival_s is None or replicas <= 1:
+        return reqs
+    return Requests(reqs.input_len[::replicas], reqs.output_len[::replicas], reqs.arrival_s[::replicas])
+
+
 def replica_capacity_rps(model, hw, wl, lay: ServingLayout, km, engine) -> float:
     """Requests/s one replica of the first layout row completes with all `batch` sequences in
     flight: the closed-loop steady state λ of cost.inference_iteration (above it the queue grows)."""
@@ -117,6 +126,7 @@ def plan_under_load(c, model, hw, wl, plan, qps: float, km, engine, reqs: Reques
     lay = ServingLayout.of(cols)
     per_unit = max(int(c["replica_gpus"]) // int(cols["tp"][0] * cols["pp"][0] * cols["sp"][0]), 1)
     rate = qps / (int(c["replicas"]) * per_unit)
+    reqs = replica_share(reqs, int(c["replicas"]) * per_unit)
     s = loaded_point(
         model,
         hw,

@@ -244,7 +244,8 @@ class InferenceWorkload(BaseModel):
     length_trace: Optional[str] = Field(
         None,
         description="CSV of the simulated requests (columns input_len, output_len; arrival_s optional: the "
-        "send times, replacing the Poisson arrivals): replaces length_dist",
+        "send times to the whole deployment, dealt round-robin over its replicas, replacing the Poisson "
+        "arrivals): replaces length_dist",
     )
     load_requests: PositiveInt = Field(1000, le=1_000_000, description="requests simulated under load")
     load_seed: int = Field(0, ge=0, description="seed of the simulated arrivals and lengths (same seed, same output)")
