@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from conftest import PINNED_AXES, shared_reference, stacked
@@ -481,3 +481,63 @@ def test_the_absorbed_gemms_are_kv_up_split_in_two(model_name, tp):
         op = next(o for o in ops if o.name == g.serving_name)
         assert scalar(op.flops) == scalar(g.flops) and scalar(op.weight_bytes) == scalar(g.weight_elements) * wb
         assert scalar(op.other_bytes) == 2.0 * 16 * (model.heads / tp) * scalar(g.k + g.n)  # per-head in, out
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    hw_name=st.sampled_from(ALL_HW),
+    model_name=st.sampled_from(ALL_MODELS),
+    ngpus=st.sampled_from([8, 16, 64]),
+    tokens=st.sampled_from([1.0, 64.0, 4096.0]),
+    pick=st.integers(0, 10**6),
+)
+def test_sampled_layouts_of_both_schedules_price_alike(hw_name, model_name, ngpus, tokens, pick):
+    """Issue 27's 'Done when' on layouts the grids build (every shipped model × accelerator; the
+    hand-built ones above fix dp, sp and ep at 1): each collective a serving layout runs (its TP
+    all-reduce, EP dispatch across replicas, pipeline hop) is the record training's builder makes
+    for the same tokens and group (bytes, group, stride, seconds per call); the busiest serving
+    stage and the training step's critical stage hold whole MoE layers, the count of the layers
+    they hold (DeepSeek-V3's first 3 are dense)."""
+    from parallmelism.grid.inference import enumerate_inference_layouts
+
+    hw, model = HW.get(hw_name) or load_option("hardware", hw_name), load_option("model", model_name)
+    cols = enumerate_inference_layouts(model, hw, InferenceWorkload(), GridSpec(ngpus=[ngpus])).columns
+    if len(cols["tp"]):
+        i = pick % len(cols["tp"])
+        lay = {k: int(np.asarray(cols[k])[i]) for k in ("tp", "pp", "ep", "sp", "dp")}
+        terms = serving_terms(model, hw, InferenceWorkload(), tokens=tokens, **lay)
+        T, t, ep = np.array([tokens]), np.array([float(lay["tp"])]), np.array([float(lay["ep"])])
+        n = -(-model.layers // lay["pp"])
+        training = {
+            "tp": comm.tp_layer_ops(hw, model, T, t, {"all_reduce": 1.0})[0],
+            # the neighbour stage is tp·sp·dp ranks away in serving's order (tp, sp, dp, pp)
+            "pp hop": comm.pp_hop_op(hw, model, T, t, t * lay["sp"] * lay["dp"], np.array([lay["pp"]])),
+        }
+        if model.is_moe:
+            training["ep"] = comm.ep_layer_ops(hw, model, T, t, ep, 1.0, False, False)[0]
+        inside = bool(inference_ops.ep_in_tp(lay["tp"], lay["ep"])) or lay["ep"] == 1
+        for rec in terms["collectives"]:
+            other = training.get(rec.role)
+            if other is None or (rec.role == "ep" and inside):  # EP inside TP: no all-to-all
+                continue
+            event(f"serving {rec.role} record checked")
+            assert (rec.kind, *map(scalar, (rec.nbytes, rec.group, rec.stride, rec.time_s))) == (
+                other.kind,
+                *map(scalar, (other.nbytes, other.group, other.stride, other.time_s)),
+            ), rec.role
+        if model.is_moe:
+            router = next(op for op in terms["ops"] if op.name == "router")
+            first = 0 if lay["pp"] == 1 else int(flops_split(model.layers, lay["pp"])[0][0])
+            event(f"serving MoE stage checked, pp {lay['pp']}")
+            assert scalar(router.count) == float(flops.moe_layer_counts(model, first, n)[1])
+    wl = TrainWorkload(seq_len=4096, global_batch=256)
+    grid = GridSpec(ngpus=[ngpus], tp=[min(8, hw.scale_up.domain_size)], cp=[1])
+    train_cols = enumerate_training_layouts(model, hw, wl, grid).columns
+    if model.is_moe and len(train_cols["tp"]):
+        one = {k: np.asarray(v)[[pick % len(train_cols["tp"])]] for k, v in train_cols.items()}
+        bd = training_breakdown(one, model, hw, wl, kernel_model(hw))
+        counts = [r["count"] for r in bd["ops"] if r["op"] == "router"]
+        qkv = sum(r["count"] for r in bd["ops"] if r["op"] in ("qkv", "q_down", "q_proj"))
+        event("training MoE stage checked")
+        assert counts and all(float(c).is_integer() for c in counts)
+        assert 0 < sum(counts) <= qkv  # whole MoE layers, no more than the stage's layers
