@@ -500,7 +500,7 @@ def test_sampled_layouts_of_both_schedules_price_alike(hw_name, model_name, ngpu
     they hold (DeepSeek-V3's first 3 are dense)."""
     from parallmelism.grid.inference import enumerate_inference_layouts
 
-    hw, model = HW.get(hw_name) or load_option("hardware", hw_name), load_option("model", model_name)
+    hw, model = HW.get(hw_name) or stacked(load_option("hardware", hw_name)), load_option("model", model_name)
     cols = enumerate_inference_layouts(model, hw, InferenceWorkload(), GridSpec(ngpus=[ngpus])).columns
     if len(cols["tp"]):
         i = pick % len(cols["tp"])
