@@ -27,6 +27,10 @@ Physics, per family (all seconds; arrays broadcast):
              parallel ring step), with its own residuals over (seq, kv_seq, heads): a block runs
              1.3-2x faster per FLOP than a causal kernel of its query length (no masked tiles, no
              short diagonal CTAs; H100 grid in hardware/kernels/h100-sxm-80gb-profiled.attention-grid.csv)
+             measured lengths (H100 table): causal 1k-128k (cuDNN at 8-64 heads, FlashAttention-2 at 8 and
+             32 heads from 32k), blocks up to 32k queries × 128k keys (h100_attention_long.csv); a longer
+             kernel takes its nearest measured neighbours' residual, i.e. the efficiency measured at 128k
+             (an extrapolation; the reference shows no fall-off from 32k to 128k)
              backends: cudnn (cuDNN fused attention: what Transformer Engine runs on Hopper),
              flash2 (FlashAttention-2), flash3 (FlashAttention-3: the cudnn residuals, both are
              Hopper warp-specialized kernels at similar rates; no measurement here), eager (not
