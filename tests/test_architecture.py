@@ -14,32 +14,32 @@ from parallmelism.specs import grid as grid_spec
 PACKAGE = REPO / "parallmelism"
 
 
-def _imports(folder: str) -> set[tuple[str, str]]:
+def _imports(folder: str, package=PACKAGE) -> set[tuple[str, str]]:
     """(file, imported parallmelism subpackage) for every relative import under a folder."""
     found = set()
-    for path in (PACKAGE / folder).rglob("*.py"):
+    for path in (package / folder).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
-                found.add((str(path.relative_to(PACKAGE)), node.module.split(".")[0]))
+                found.add((str(path.relative_to(package)), node.module.split(".")[0]))
     return found
 
 
-def _module_of(path) -> tuple[str, bool]:
+def _module_of(path, package=PACKAGE) -> tuple[str, bool]:
     """(dotted module name, is a package) of a file under parallmelism/."""
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         return ".".join(parts[:-1]), True
     return ".".join(parts), False
 
 
-def import_graph() -> dict[str, dict[str, set[str]]]:
+def import_graph(package=PACKAGE) -> dict[str, dict[str, set[str]]]:
     """{module: {"top": modules it imports at import time, "function": inside functions}}, package
     modules only (parallmelism.*), relative and absolute imports resolved; `from pkg import sub`
     names the submodule where one exists."""
-    files = {_module_of(p)[0]: p for p in PACKAGE.rglob("*.py")}
+    files = {_module_of(p, package)[0]: p for p in package.rglob("*.py")}
     graph = {}
     for mod, path in files.items():
-        is_pkg = _module_of(path)[1]
+        is_pkg = _module_of(path, package)[1]
         found: dict[str, set[str]] = {"top": set(), "function": set()}
 
         def targets(node):
@@ -120,18 +120,62 @@ def test_no_import_cycles():
     assert not every, f"import cycles through imports inside functions: {every}"
 
 
-def test_cost_terms_do_not_import_the_grid_search_report_or_cli():
-    bad = {(f, m) for f, m in _imports("cost") if m in ("grid", "search", "report", "cli", "engine", "config")}
-    assert not bad, bad
-    graph = import_graph()
-    edges = {
+ABOVE_COST = ("config", "report", "search", "cli", "grid", "engine", "columns", "validate")
+
+
+def cost_imports_above(package=PACKAGE) -> set[tuple[str, str]]:
+    """(cost module, module above cost it imports): relative or absolute, at import time or inside a
+    function."""
+    bad = {(f, m) for f, m in _imports("cost", package) if m in ABOVE_COST}
+    return bad | {
         (m, t)
-        for m, e in graph.items()
+        for m, e in import_graph(package).items()
         if m.startswith("parallmelism.cost")
         for t in e["top"] | e["function"]
-        if t.split(".")[1] in ("config", "report", "search", "cli", "grid", "engine", "columns", "validate")
+        if t.split(".")[1] in ABOVE_COST
     }
-    assert not edges, edges
+
+
+def test_cost_terms_do_not_import_the_grid_search_report_or_cli():
+    assert not cost_imports_above()
+
+
+def test_the_checks_catch_planted_violations(tmp_path):
+    """A copy of the package's shape with one violation of each kind: a cost module importing config
+    (relative), report (absolute) and search (inside a function), an import cycle through a lazy
+    import, and cost modules reading files four ways. Each check names it."""
+    pkg = tmp_path / "parallmelism"
+    for sub in ("cost", "config", "report", "search"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config" / "tables.py").write_text("X = 1\n")
+    (pkg / "report" / "table.py").write_text("from ..cost import a\n")  # fine: report above cost
+    (pkg / "search" / "driver.py").write_text("Y = 2\n")
+    (pkg / "cost" / "a.py").write_text("from ..config.tables import X\n")
+    (pkg / "cost" / "b.py").write_text("import parallmelism.report.table\n")
+    (pkg / "cost" / "c.py").write_text("def f():\n    from parallmelism.search import driver\n    return driver\n")
+    (pkg / "cost" / "d.py").write_text("from . import e\n")
+    (pkg / "cost" / "e.py").write_text("def g():\n    from . import d\n    return d\n")
+    reads = "import numpy as np\nimport tomllib\ndef h(p):\n    np.fromfile(p)\n    p.open()\n    return np.memmap(p)\n"
+    (pkg / "cost" / "f.py").write_text(reads)
+    assert cost_imports_above(pkg) == {
+        ("cost/a.py", "config"),
+        ("parallmelism.cost.a", "parallmelism.config.tables"),
+        ("parallmelism.cost.b", "parallmelism.report.table"),
+        ("parallmelism.cost.c", "parallmelism.search.driver"),
+    }
+    graph = import_graph(pkg)
+    assert not cycles({m: e["top"] for m, e in graph.items()})  # the cycle hides behind a lazy import
+    assert cycles({m: e["top"] | e["function"] for m, e in graph.items()}) == [
+        ["parallmelism.cost.d", "parallmelism.cost.e"]
+    ]
+    assert [r.split(": ")[1] for r in file_reads(pkg / "cost" / "f.py")] == [
+        "import tomllib",
+        "np.fromfile()",
+        "p.open()",
+        "np.memmap()",
+    ]
 
 
 # What reading a file looks like: builtin open, pathlib's read_*/open, pandas' read_*, numpy's load*,
@@ -146,8 +190,10 @@ FILE_CALLS = {
     "load",
     "loadtxt",
     "genfromtxt",
+    "fromfile",
+    "memmap",
 }
-FILE_MODULES = {"yaml", "csv", "json", "pickle", "importlib.resources"}
+FILE_MODULES = {"yaml", "csv", "json", "pickle", "importlib.resources", "tomllib", "shelve", "sqlite3", "h5py"}
 
 
 def file_reads(path) -> list[str]:
