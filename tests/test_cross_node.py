@@ -186,3 +186,19 @@ def test_training_tp16_across_nodes_is_priced_on_the_nic():
     assert "warning: grid.cross_node_tp=true" in r.stderr
     (tp_row,) = [line for line in r.stdout.splitlines() if line.startswith("│ tp ") and "all_reduce" in line]
     assert "scale_out" in tp_row
+
+
+def test_validate_keeps_a_measured_cross_node_layout(tmp_path):
+    """A case row's layout is what ran: validate keeps its tp beyond the NVLink domain and reads the
+    optional moe_dispatcher and eplb_redundant_experts columns (the SGLang rows of the engine survey)."""
+    cases = tmp_path / "cases.csv"
+    cases.write_text(
+        "case,model,accelerator,precision,gpus,tp,pp,ep,input_len,output_len,concurrency,measured_ttft_ms,"
+        "measured_itl_ms,engine,moe_dispatcher,eplb_redundant_experts,disaggregated\n"
+        "tp16,deepseek-v3,h100-sxm-80gb,fp8,16,16,1,1,128,128,1,179.7,23.1,sglang,,,\n"
+        "ep72,deepseek-v3,h100-sxm-80gb,fp8,72,1,1,72,1900,200,18432,,91.9,sglang,deepep,32,true\n"
+    )
+    r = run_cli("validate", "--cases", cases, "--out", tmp_path / "out.csv")
+    assert r.returncode == 0, r.stderr
+    out = (tmp_path / "out.csv").read_text()
+    assert out.count('"tp16",') == 2 and out.count('"ep72",') == 1

@@ -272,6 +272,7 @@ def train_run_of(row, shipped_models: dict, hardware_of, base_output, stack_of=N
             dp_sharding=[sharding_of(row)],
             recompute=[rc],
             sequence_parallel=[as_bool(row, "sequence_parallel", False)],
+            cross_node_tp=True,  # a published run's layout ran: a tp beyond the domain is kept, not refused
         )
         stack = {} if stack_of is None else {"stack": stack_of(get(row, "stack", DEFAULT_STACK))}
         return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output, **stack)

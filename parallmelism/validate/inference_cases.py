@@ -17,6 +17,8 @@ How a row becomes a configuration (one rule each, never per case):
 - disaggregated (optional): true when prefill runs on another pool (the row's layout is the decode
   pool): the predicted ITL is the decode iteration over the expected tokens per step, without prefill
   stalls; TTFT of such rows is not predicted (it depends on the prefill pool and the load).
+- moe_dispatcher, eplb_redundant_experts (optional columns): the workload fields (blank = alltoall, 0);
+  a row's layout is what ran, so a tp larger than the scale-up domain is kept (grid.cross_node_tp).
 - batching (optional column): blank = continuous (every serving stack in the file batches in
   flight).
 - chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
@@ -50,7 +52,11 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
     compute = weights if weights in ("bf16", "fp16", "fp8") else "bf16"
     dp = max(gpus // (tp * pp * sp), 1)
     batch = -(-as_int(row, "concurrency", 1) // dp)
-    spec = {k: get(row, k) for k in ("spec_method", "spec_tokens", "spec_acceptance") if get(row, k) is not None}
+    spec = {
+        k: get(row, k)
+        for k in ("spec_method", "spec_tokens", "spec_acceptance", "moe_dispatcher", "eplb_redundant_experts")
+        if get(row, k) is not None
+    }
     try:
         wl = InferenceWorkload(
             input_len=as_int(row, "input_len"),
@@ -63,7 +69,7 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
             batching=str(get(row, "batching", "continuous")).lower(),
             chunked_prefill=str(get(row, "chunked_prefill", "true")).lower(),
         )
-        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[batch])
+        grid = GridSpec(ngpus=[gpus], tp=[tp], pp=[pp], ep=[ep], sp=[sp], batch=[batch], cross_node_tp=True)
         return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output, engine=engine)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
