@@ -472,6 +472,22 @@ def test_cli_dynamo_export_then_import_run(answers, tmp_path):
     assert all("model=deepseek-v3" in line and "grid.tp=" in line for line in lines)
 
 
+def test_export_without_to_follows_the_stack_or_engine(answers, tmp_path):
+    """No --to: the target of the run's stack= (training; megatron-te, Megatron-Core + TE, is Megatron-LM)
+    or engine= (serving; conf/config.yaml's default trtllm, or engine=sglang on the command line), and
+    dynamo for a serve plan's disaggregated row."""
+    from parallmelism.export import default_target
+
+    assert default_target(answers["llama3.1-70b"]["train"][0]) == "megatron"
+    assert default_target(answers["llama3.1-70b"]["serve"][0]) == "trtllm"
+    r = run_app("export", answers["llama3.1-8b"]["serve"][1], "engine=sglang", cwd=tmp_path)
+    assert r.returncode == 0 and "sglang.launch_server" in r.stdout, r.stderr
+    r = run_app("export", answers["llama3.1-8b"]["train"][1], cwd=tmp_path)
+    assert r.returncode == 0 and "MEGATRON_ARGS=(" in r.stdout, r.stderr
+    r = run_app("export", answers["deepseek-v3"]["serve"][1], "--case", "disaggregated", cwd=tmp_path)
+    assert r.returncode == 0 and "kind: DynamoGraphDeployment" in r.stdout, r.stderr
+
+
 def test_cli_import_run_show(answers, tmp_path):
     """import-run --show explains the layout read back: the same memory as the export assumed."""
     planned, source = answers["llama3.1-8b"]["serve"]

@@ -1,4 +1,4 @@
-"""`parallmelism export ROW_SOURCE --to TARGET [--out PATH]`: a layout as a framework's launch configuration."""
+"""`parallmelism export ROW_SOURCE [--to TARGET] [--out PATH]`: a layout as a framework's launch configuration."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ def export(
         help="ROW_SOURCE (a best, plan or sweep CSV/Parquet) then Hydra overrides it runs under "
         "(workload.precision=fp8 ...); with --pinned, overrides only (as `show` takes them)",
     ),
-    to: str = typer.Option(
-        ...,
+    to: Optional[str] = typer.Option(
+        None,
         "--to",
         "-t",
         help="target: megatron, nemo, torchtitan, deepspeed, maxtext (training); vllm, sglang, trtllm (serving); "
-        "dynamo (a serve plan's disaggregated row)",
+        "dynamo (a serve plan's disaggregated row). Default: the run's stack= (training) or engine= (serving), "
+        "dynamo for a disaggregated row",
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the file here (default: print it)"),
     rank: Optional[int] = typer.Option(None, "--rank", help="the row with this rank (a best table)"),
@@ -39,12 +40,18 @@ def export(
     from .common import console, fail
 
     try:
-        from ..export import DISAGGREGATED_TARGETS, SERVING_TARGETS, target_module
+        from ..export import DISAGGREGATED_TARGETS, SERVING_TARGETS, default_target, target_module
 
-        module = target_module(to)
         words = list(args or [])
         inputs: list = []
+        if to is None and not pinned and words and "=" not in words[0]:
+            from ..export.rows import read_rows, select_row
+
+            row = select_row(read_rows(words[0]), rank, case, where)
+            if str(row.get("deployment")) == "disaggregated":
+                to = DISAGGREGATED_TARGETS[0]
         if to in DISAGGREGATED_TARGETS:
+            module = target_module(to)
             if pinned or not words or "=" in words[0]:
                 raise UserError(f"--to {to} writes a `plan serve` file's disaggregated row: give that file first")
             text, summary = _pools(module, words, rank, case, where, config_dir)
@@ -64,6 +71,8 @@ def export(
             inputs = [words[0]]
             overrides = row_overrides(select_row(read_rows(words[0]), rank, case, where)) + words[1:]
         planned, note = _planned(overrides, config_dir)
+        to = to or default_target(planned)
+        module = target_module(to)
         if (planned.kind == "inference") != (to in SERVING_TARGETS):
             what = "a serving" if planned.kind == "inference" else "a training"
             raise UserError(

@@ -63,6 +63,7 @@ class Planned:
     hbm_usable_gib: float
     extra: dict = field(default_factory=dict)
     scale_up_gpus: int = 0  # GPUs of one scale-up domain (NVLink node, TPU ICI slice)
+    runs_on: str = ""  # the run's stack (training) or engine (serving): export's default target
 
     def note(self, *columns: str) -> str:
         """The predicted columns a field assumes, worded: 'weights 16.4 GiB/GPU, TP comm 0.412 s/step'."""
@@ -183,6 +184,7 @@ def planned_of(record: dict, run) -> Planned:
         hbm_usable_gib=float(hw.hbm_usable_gib),
         extra=extra,
         scale_up_gpus=int(hw.scale_up.domain_size),
+        runs_on=(run.stack.name if kind == "train" else run.engine.name if run.engine else ""),
     )
 
 
