@@ -254,3 +254,12 @@ def test_a_trace_is_dealt_round_robin_over_the_replicas():
     assert list(one.input_len) == [1, 4, 7] and list(one.arrival_s) == [0.0, 3.0, 6.0]
     drawn = Requests(np.arange(1, 8), np.arange(11, 18))
     assert replica_share(drawn, 3) is drawn  # already one replica's sample
+
+
+def test_sweep_says_it_does_not_simulate_the_load(tmp_path):
+    r = run_cli(
+        "sweep", "workload=inference", f"model={MODEL}", "grid.ngpus=[1]", "workload.request_rate=3",
+        f"output.path={tmp_path / 'x.csv'}",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "warning: sweep reports the fixed-concurrency means" in r.stderr

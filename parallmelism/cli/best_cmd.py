@@ -45,7 +45,7 @@ def best(
     from ..errors import UserError
     from ..report.table import run_columns
     from ..search.best import search_best
-    from .common import console, fail, load_runs, stream
+    from .common import console, fail, load_runs, stream, warn_load_not_simulated
     from .outputs import check_distinct_outputs, out_of, say_full_output, with_full_output, write_frame
 
     try:
@@ -56,6 +56,7 @@ def best(
 
             return run_multirun_best(list(overrides or []), config_dir, top)
         runs = load_runs(overrides, config_dir)
+        warn_load_not_simulated(runs, "best")
         out = out_of(out, runs, config_dir)
         check_distinct_outputs(out, full_output)
         table, evaluated = search_best(

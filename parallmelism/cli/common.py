@@ -126,6 +126,18 @@ def warn_cross_node_tp(runs) -> None:
     )
 
 
+def warn_load_not_simulated(runs, command: str) -> None:
+    """One line on stderr when a serving run sets workload.request_rate or length_trace for a
+    command that does not simulate the load (sweep, best, pareto rank the fixed-concurrency means)."""
+    if any(r.workload.kind == "inference" and (r.workload.request_rate or r.workload.length_trace) for r in runs):
+        console(stderr=True).print(
+            f"warning: {command} reports the fixed-concurrency means; the load (workload.request_rate, "
+            "workload.length_trace) is simulated by show and by plan serve load_percentiles=true",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 def fastest_pinned_record(overrides, config_dirs, one_layout: str):
     """The overrides' one run evaluated in this process (numpy columns all the way to the record:
     no pandas) and its fastest layout: (record, its columns as one-row arrays, run, layouts

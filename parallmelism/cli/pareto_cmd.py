@@ -35,11 +35,12 @@ def pareto(
     from ..report.table import frame_table, show_table, run_columns
     from ..search import ParetoCollector, frame_of_kept
     from ..search.pareto import FRONTS
-    from .common import console, fail, load_runs, stream
+    from .common import console, fail, load_runs, stream, warn_load_not_simulated
     from .outputs import check_distinct_outputs, out_of, say_full_output, with_full_output, write_frame
 
     try:
         runs = load_runs(overrides, config_dir)
+        warn_load_not_simulated(runs, "pareto")
         out = out_of(out, runs, config_dir)
         check_distinct_outputs(out, full_output)
         kinds = {r.workload.kind for r in runs}

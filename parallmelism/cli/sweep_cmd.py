@@ -55,9 +55,10 @@ def run_sweep(
     from ..report.rank import rank_keys
     from ..report.table import drop_table, frame_table, print_whole, run_columns
     from ..search import CountCollector, TableSink, TopKCollector
-    from .common import console, load_runs, stream
+    from .common import console, load_runs, stream, warn_load_not_simulated
 
     runs = load_runs(overrides, config_dirs)
+    warn_load_not_simulated(runs, "sweep")
     path, fmt = _output_of(runs, out_path, config_dirs)
     kinds = {r.workload.kind for r in runs}
     if len(kinds) > 1 and path is not None:
