@@ -45,6 +45,9 @@ TRAINING_COLUMNS: dict[str, str] = {
     "mem_logits_gib": "logits and cross-entropy copy on the last stage, GiB",
     "mem_host_offload_gib": "workload.activation_offload_layers > 0 only: saved activations held in host memory "
     "per GPU (fits needs them within hardware.host_memory_gib where set), GiB",
+    "mem_host_optimizer_gib": "workload.optimizer_offload only: fp32 master weights, Adam moments and the fp32 "
+    "gradient the CPU optimizer reads, in host memory per GPU (fits needs them, with any offloaded activations, "
+    "within hardware.host_memory_gib where set), GiB",
     "mem_total_gib": "states + FSDP buffers + activations, GiB",
     "hbm_usable_gib": "allocatable HBM per GPU, GiB",
     "mem_headroom_gib": "hbm_usable_gib - mem_total_gib",
@@ -58,6 +61,8 @@ TRAINING_COLUMNS: dict[str, str] = {
     "time_bubble_s": "pipeline bubble: bubble rate × m × a middle stage's micro-batch time + the fill/drain P2P hops 2·(p−1)·v, s",
     "time_comm_exposed_s": "communication on the critical path (sum of the _exposed_s columns), s",
     "time_overhead_s": "named overheads on the critical stage (cost/overheads.py): per-layer launch, fixed per-step host time, SM contention of hidden comm, stragglers, s",
+    "time_optimizer_offload_s": "workload.optimizer_offload only: the CPU optimizer step at the host memory's "
+    "bandwidth, the updated parameters' upload and the gradient copies not hidden under backward (cost/offload.py), s",
     "time_offload_exposed_s": "workload.activation_offload_layers > 0 only: activation copies to and from host "
     "memory on the critical stage not hidden under a layer's forward or backward (cost/offload.py), s",
     "time_comm_tp_s": "TP collectives per step on one GPU, link time, s",

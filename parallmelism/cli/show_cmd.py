@@ -26,10 +26,17 @@ def _print_fit_line(out, row: dict, hw) -> None:
             f"({usable - need:,.1f} GiB headroom)",
             markup=False,
         )
-    elif need <= usable and "mem_host_offload_gib" in row:  # HBM holds it; the host memory does not
+    elif need <= usable and ("mem_host_offload_gib" in row or "mem_host_optimizer_gib" in row):
+        # HBM holds it; the host memory does not
+        host = sum(float(row[k]) for k in ("mem_host_offload_gib", "mem_host_optimizer_gib") if k in row)
+        what = " and ".join(
+            w
+            for k, w in (("mem_host_offload_gib", "activations"), ("mem_host_optimizer_gib", "optimizer states"))
+            if k in row
+        )
         out.print(
-            f"warning: this layout does not fit: its offloaded activations need "
-            f"{float(row['mem_host_offload_gib']):,.1f} GiB of host memory per GPU and {hw.name} has "
+            f"warning: this layout does not fit: its offloaded {what} need "
+            f"{host:,.1f} GiB of host memory per GPU and {hw.name} has "
             f"{hw.host_memory_gib:,.1f} GiB (hardware.host_memory_gib); its times describe a layout that cannot run",
             style="bold red",
             markup=False,

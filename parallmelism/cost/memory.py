@@ -21,12 +21,14 @@ from .pipeline import inflight_micro_batches
 from .keys import per_key, stacked
 from .layout import TrainingLayout
 from .select import argmax3
-from .shapes import dp_shard_ranks, expert_tp_size
+from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, expert_tp_size
 from .states import (
     GRAD_BYTES,
     MOMENT_BYTES,
     fsdp_gather_bytes,
     group_bytes_per_param,
+    host_optimizer_bytes_per_param,
+    offloaded_device_bytes,
     model_states_bytes,
     param_gather_bytes,
     working_weight_bytes,
@@ -107,10 +109,11 @@ def edge_layers_in(lo, hi, edge: int, L: int) -> np.ndarray:
     return head + tail - both
 
 
-def _stage_states(model, wl, c: TrainingLayout, stage: str, per_param) -> dict[str, np.ndarray]:
+def _stage_states(model, wl, c: TrainingLayout, stage: str, per_param, host_per_param) -> dict[str, np.ndarray]:
     """Parameters, model states and FSDP gather buffers of one GPU of a candidate stage
     (STATE_KEY columns); `states_gather` = states + gather bytes, the stage's total without
-    activations."""
+    activations; host_per_param: (dense, expert) host bytes per parameter under optimizer
+    offload, or None."""
     tp, cp, ep, dp, sh = c.tp, c.cp, c.ep, c.dp, c.dp_sharding
     weight_bytes = working_weight_bytes(wl)
     grad_bytes = GRAD_BYTES[wl.grad_reduce_dtype]
@@ -127,7 +130,11 @@ def _stage_states(model, wl, c: TrainingLayout, stage: str, per_param) -> dict[s
         gather_bytes=param_gather_bytes(wl),
     )
     states = st["weights"] + st["grads"] + st["optimizer"]
+    host = 0.0 * states
+    if host_per_param is not None:
+        host = p["dense"] * host_per_param[0] + p["experts"] * host_per_param[1]
     return {
+        "mem_host_optimizer_gib": host / GIB,
         "params_per_gpu": p["total"],
         "params_embedding_per_gpu": p["embedding"],
         "params_attention_per_gpu": p["attention"],
@@ -201,7 +208,14 @@ def _states_of_stages(c: TrainingLayout, model, wl) -> dict[str, dict[str, np.nd
         c.tp,
         expert_tp_size(c.tp, wl.expert_tp),
     )
-    return {st: _stage_states(model, wl, c, st, per_param) for st in MEM_STAGES}
+    host = None
+    if wl.optimizer_offload:  # master weights and moments on the host (cost/states.py)
+        per_param = tuple(offloaded_device_bytes(x, c.dp_sharding) for x in per_param)
+        dp_s = dp_shard_ranks(c.dp, c.dp_sharding, wl.dp_shard_size)
+        groups = (dense_dp_size(dp_s, c.cp), expert_dp_size(dp_s, c.cp, c.ep, c.tp, expert_tp_size(c.tp, wl.expert_tp)))
+        moments = MOMENT_BYTES[wl.optimizer_moments_dtype]
+        host = tuple(host_optimizer_bytes_per_param(c.dp_sharding, n, moments) for n in groups)
+    return {st: _stage_states(model, wl, c, st, per_param, host) for st in MEM_STAGES}
 
 
 def _activations_of_stages(c: TrainingLayout, model, wl) -> dict[str, dict[str, np.ndarray]]:
@@ -234,8 +248,13 @@ def training_memory(
     out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)
     out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]
     out["fits"] = out["mem_headroom_gib"] >= 0
+    host = 0.0
     if wl.activation_offload_layers:  # the offloaded activations must fit the host's memory too
         out["mem_host_offload_gib"] = stacked(acts, K_a, "mem_host_offload_gib", MEM_STAGES)[at_a]
-        if hw.host_memory_gib is not None:
-            out["fits"] = out["fits"] & (out["mem_host_offload_gib"] <= hw.host_memory_gib)
+        host = host + out["mem_host_offload_gib"]
+    if wl.optimizer_offload:  # and the offloaded optimizer states
+        out["mem_host_optimizer_gib"] = stacked(states, K_s, "mem_host_optimizer_gib", MEM_STAGES)[at_s]
+        host = host + out["mem_host_optimizer_gib"]
+    if (wl.activation_offload_layers or wl.optimizer_offload) and hw.host_memory_gib is not None:
+        out["fits"] = out["fits"] & (host <= hw.host_memory_gib)
     return out

@@ -1,5 +1,6 @@
-"""Activation offload to host memory (Megatron-Core --cpu-offloading --cpu-offloading-num-layers N,
-Transformer Engine's layer-level CPU offload): which layers leave HBM, what stays, what it costs.
+"""Offload to host memory: activations (Megatron-Core --cpu-offloading --cpu-offloading-num-layers N,
+Transformer Engine's layer-level CPU offload): which layers leave HBM, what stays, what it costs;
+and the optimizer (workload.optimizer_offload, ZeRO-Offload; below `optimizer_offload_s`).
 
 Rule implemented, from the sources:
   - Megatron-Core (megatron/core/transformer/transformer_config.py: cpu_offloading,
@@ -21,6 +22,9 @@ exposed, once per offloaded layer per micro-batch in each direction.
 from __future__ import annotations
 
 import numpy as np
+
+from .flops import optimizer_bytes_per_param
+from .states import HOST_GRAD_BYTES
 
 RESIDENT_OFFLOADED_LAYERS = 1  # TE: one group in flight (offloading in forward, prefetched in backward)
 
@@ -48,3 +52,38 @@ def offload_exposed_s(layer_bytes, host_link_gbps: float, fwd_layer_s, bwd_layer
     x = transfer_s(layer_bytes, host_link_gbps)
     per_layer = np.maximum(0.0, x - fwd_layer_s) + np.maximum(0.0, x - bwd_layer_s)
     return np.asarray(offloaded, dtype=np.float64) * per_layer
+
+
+# Optimizer offload (workload.optimizer_offload): DeepSpeed ZeRO-Offload (Ren et al. 2021,
+# "ZeRO-Offload: Democratizing Billion-Scale Model Training", §4: fp32 master weights, Adam's
+# moments and the step on the CPU; 16-bit gradients go to the host and 16-bit parameters come back,
+# 4M bytes a step for M parameters) and Megatron-Core's --optimizer-cpu-offload (HybridDeviceOptimizer:
+# the same copies, gradients D2H, updated parameters H2D). Per GPU, for the P parameters of its
+# optimizer shard, over hardware.host_link_gbps each way:
+#   gradients out   grad_bytes · P per gradient reduction (each micro-batch's where gradients are
+#                   reduced per micro-batch: DeepSpeed accumulates them on the host), issued as the
+#                   reduction's buckets finish: hidden under that micro-batch's backward, the excess
+#                   exposed
+#   CPU Adam        flops.optimizer_bytes_per_param · P / hardware.host_memory_gbps (fp32 gradient): a streaming
+#                   kernel (DeepSpeedCPUAdam's AVX loop: ~10 flops per parameter against ~30 bytes),
+#                   bound by the host memory; after the last backward, exposed
+#   parameters back param_bytes · P (16-bit, or the fp8 copies with fp8 parameters), exposed: the
+#                   next forward's first gather needs them (ZeRO-Offload's delayed parameter update,
+#                   which overlaps them with the next step, is an option this model does not take)
+def cpu_adam_s(params, moment_bytes: float, param_bytes: float, host_memory_gbps: float) -> np.ndarray:
+    """Seconds of the CPU optimizer step over `params` parameters at the host memory bandwidth."""
+    per_param = optimizer_bytes_per_param(param_bytes, HOST_GRAD_BYTES, moment_bytes)  # the GPU step's bytes
+    return np.asarray(params, dtype=np.float64) * per_param / (host_memory_gbps * 1e9)
+
+
+def optimizer_offload_s(params, grad_bytes, param_bytes, moment_bytes, hw, reductions, bwd_window_s):
+    """(exposed seconds per step, host-link seconds per step) of optimizer offload for a GPU whose
+    optimizer shard holds `params` parameters (module comment above): the gradient copies hide
+    under the backward of the micro-batch whose reduction issues them (`bwd_window_s`), the CPU step
+    and the parameter upload are exposed."""
+    P = np.asarray(params, dtype=np.float64)
+    grads_out = transfer_s(grad_bytes * P, hw.host_link_gbps)
+    params_back = transfer_s(param_bytes * P, hw.host_link_gbps)
+    step = cpu_adam_s(P, moment_bytes, param_bytes, hw.host_memory_gbps)
+    exposed = reductions * np.maximum(0.0, grads_out - bwd_window_s) + step + params_back
+    return exposed, reductions * grads_out + params_back

@@ -48,7 +48,7 @@ from .flops import (
 )
 from .params import params_per_gpu
 from .activations import fp8_saved_inputs, layer_activation_bytes
-from .offload import offload_exposed_s, offloaded_layers
+from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
@@ -509,9 +509,13 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = No
     shard_e = np.where(
         sh == NO_OP, 1.0, expert_dp_size(dp_s, cp, ep) if etp is None else expert_dp_size(dp_s, cp, ep, tp, etp)
     )
-    opt_bytes = optimizer_bytes_per_param(
-        optimizer_weight_bytes(wl), grad_bytes, MOMENT_BYTES[wl.optimizer_moments_dtype]
-    ) * (p["dense"] / shard_d + p["experts"] / shard_e)
+    shard_params = p["dense"] / shard_d + p["experts"] / shard_e  # the parameters this GPU's optimizer updates
+    opt_bytes = (
+        optimizer_bytes_per_param(optimizer_weight_bytes(wl), grad_bytes, MOMENT_BYTES[wl.optimizer_moments_dtype])
+        * shard_params
+    )
+    if wl.optimizer_offload:  # the step runs on the host (cost/offload.py): nothing on the GPU
+        opt_bytes = 0.0 * opt_bytes
     # gradient reductions per step: m where each micro-batch's gradients are reduced (cost/states.py)
     per_mb = reduces_every_micro_batch(sh, wl.dp_grad_reduce).astype(np.float64)
     terms = {
@@ -522,6 +526,7 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = No
         "zero_gather": zero_gather,
         "fsdp_per_mb": fsdp,
         "opt_bytes": opt_bytes,
+        "shard_params": shard_params,
     }
     if group is not None:  # what `show` needs to rebuild the group's collectives (cost/breakdown.py)
         terms.update(params=p[group], units=units, dp_shard=dp_s)
@@ -614,25 +619,40 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
     mb, _, inv_mb = per_key(_micro_batch_terms, layer_key(wl), cols, model, hw, wl, rates)
     dpt, _, inv_dp = per_key(_dp_terms, DP_KEY, cols, model, hw, wl, rates)
     for d in dpt.values():
-        d["opt"] = rates.memory_s(d["opt_bytes"])
+        # under optimizer offload the step runs on the host (`opt_offload`), not the GPU
+        d["opt"] = 0.0 * d["opt_bytes"] if wl.optimizer_offload else rates.memory_s(d["opt_bytes"])
     etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
     on_out = axes_on_scale_out(hw, tp, cp, dp, ep, pp, etp)
     port = scale_up_port_share(hw, tp, cp, dp, ep, pp, etp)
     hybrid = wl.dp_shard_size is not None
-    dp_keys = DP_ROW_KEYS + HSDP_ROW_KEYS if hybrid else DP_ROW_KEYS
+    dp_keys: tuple[str, ...] = DP_ROW_KEYS + HSDP_ROW_KEYS if hybrid else DP_ROW_KEYS
+    if wl.optimizer_offload:
+        dp_keys = dp_keys + ("shard_params",)
     stages = {}
     for name in STAGES:
         r = {k: np.asarray(mb[name][k])[inv_mb] for k in STAGE_MB_KEYS}
         d = {k: np.asarray(dpt[name][k])[inv_dp] for k in dp_keys}
         reductions = _dp_reductions(d, m)
         dp_link, dp_exp = _dp_link_exposed(d, r, m, reductions, wl.hides("dp"))
+        opt_offload = 0.0
+        if wl.optimizer_offload:  # exposed host copies and the CPU step (cost/offload.py)
+            opt_offload, _ = optimizer_offload_s(
+                d["shard_params"],
+                GRAD_BYTES[wl.grad_reduce_dtype],
+                optimizer_weight_bytes(wl),
+                MOMENT_BYTES[wl.optimizer_moments_dtype],
+                hw,
+                reductions,
+                r["bwd_rc"],
+            )
         comm = {ax: m * r[ax] for ax in ("tp", "cp", "ep")}
         comm["dp"] = dp_link
         dp_share = _dp_nic_share(d, reductions, dp_link, on_out["dp"], hybrid)
         busy = link_busy_s(comm, {**on_out, "dp": dp_share}, ("tp", "cp", "ep", "dp"), port)  # PP: per row
         t = {
             "t_mb": r["t_mb"],
-            "total": m * r["t_mb"] + dp_exp + d["opt"],
+            "total": m * r["t_mb"] + dp_exp + d["opt"] + opt_offload,
+            "opt_offload": opt_offload,
             "busy_scale_up": busy["scale_up"],
             "busy_scale_out": busy["scale_out"],
             "compute": m * r["compute_mb"] + d["opt"],
@@ -742,6 +762,8 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
         out[f"time_comm_{ax}_exposed_s"] = _column(comm_exp[ax], shape)
     if wl.activation_offload_layers:  # the column exists only where the workload offloads
         out["time_offload_exposed_s"] = _column(pick("offload"), shape)
+    if wl.optimizer_offload:
+        out["time_optimizer_offload_s"] = _column(pick("opt_offload"), shape)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update(

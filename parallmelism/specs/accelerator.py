@@ -156,6 +156,12 @@ class AcceleratorSpec(BaseModel):
     host_memory_gib: Optional[float] = Field(
         None, gt=0, le=HBM_GIB_MAX, description="host (CPU) memory per GPU, GiB; None: not limited"
     )
+    # The host memory bandwidth a GPU's share of the CPUs streams its optimizer step at under
+    # optimizer offload (cost/offload.py `cpu_adam_s`). None: not described, optimizer offload refused.
+    host_memory_gbps: Optional[float] = Field(
+        None, ge=LINK_GBPS[0], le=LINK_GBPS[1], description="host (CPU) memory bandwidth per GPU, GB/s"
+    )
+    host_memory_source: str = Field("", description="where host_memory_gbps comes from")
     # A part run under a power cap below the one its datasheet peak is quoted at sustains a lower
     # tensor-core clock (Meta's Grand Teton H100 at 500 W against the 700 W H100 SXM): its kernels
     # run at peak_tflops x this fraction (sustained_flops). MFU stays against the datasheet peak.

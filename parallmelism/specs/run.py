@@ -156,6 +156,20 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _optimizer_offload_needs_the_host(self):
+        """Optimizer offload (cost/offload.py) moves gradients and parameters over the host link
+        and runs Adam at the host memory's bandwidth: both must be described."""
+        if not getattr(self.workload, "optimizer_offload", False):
+            return self
+        for key in ("host_link_gbps", "host_memory_gbps"):
+            if getattr(self.hardware, key) is None:
+                raise ValueError(
+                    f"workload.optimizer_offload=true runs the optimizer on the host, but hardware "
+                    f"{self.hardware.name} has no {key} (set hardware.{key}=GB/s)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _imbalance_within_the_experts(self):
         """moe_imbalance = busiest expert's tokens / mean: the busiest expert receives each token
         at most once, so it is at most num_experts / top_k (every token on one expert)."""

@@ -74,6 +74,14 @@ class TrainWorkload(BaseModel):
         "--cpu-offloading-num-layers N, Transformer Engine's layer-level CPU offload; cost/offload.py); "
         "needs the accelerator's host_link_gbps",
     )
+    optimizer_offload: bool = Field(
+        False,
+        description="optimizer states (fp32 master weights, Adam moments) in host memory and the Adam step on "
+        "the CPU: DeepSpeed ZeRO-Offload (zero_optimization.offload_optimizer.device=cpu, DeepSpeedCPUAdam), "
+        "Megatron-Core --optimizer-cpu-offload --optimizer-offload-fraction 1.0; gradients go to the host, "
+        "updated 16-bit parameters come back (cost/offload.py); needs a sharded optimizer and the accelerator's "
+        "host_link_gbps and host_memory_gbps",
+    )
     # a physical range: 1e18 is ~70,000 times Llama 3's 15e12 training tokens
     tokens: Optional[float] = Field(None, gt=0, le=1e18, description="training tokens, for plans (at most 1e18)")
     overlap_dp_comm: bool = Field(

@@ -1,0 +1,106 @@
+"""Optimizer offload (workload.optimizer_offload; cost/offload.py, cost/states.py; issue 32 item 4).
+
+References written out by hand, not the model against itself:
+  - ZeRO-Offload (Ren et al. 2021, §4.1): fp32 master weights and Adam's moments on the host, the
+    step on the CPU; the GPU sends its 16-bit gradients and receives the 16-bit parameters, "4M"
+    bytes a step for M parameters;
+  - Llama-3.1-8B (8,030,261,248 parameters) under FULLY_SHARD over 8 H100s: each GPU's optimizer
+    updates 1/8 of them; host bytes per parameter fp32 master 4 + Adam m, v 8 + fp32 gradient 4;
+  - the DGX H100 host: 2 Xeon 8480C x 307.2 GB/s of DDR5 over 8 GPUs = 76.8 GB/s per GPU, PCIe
+    Gen5 x16 63 GB/s per direction; the CPU step streams 30 bytes per parameter (flops.
+    optimizer_bytes_per_param with an fp32 gradient).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from parallmelism.config.compose import load_run_configs
+from parallmelism.config.kernel_tables import kernel_model
+from parallmelism.cost.breakdown import training_breakdown
+from parallmelism.cost.offload import optimizer_offload_s
+from parallmelism.engine import evaluate
+from parallmelism.units import GIB
+
+RUN = [
+    "model=llama3.1-8b",
+    "hardware=h100-sxm-80gb",
+    "grid.ngpus=[8]",
+    "grid.tp=[1]",
+    "grid.pp=[1]",
+    "grid.cp=[1]",
+    "grid.micro_batch=[1]",
+    "grid.dp_sharding=[FULLY_SHARD]",
+    "grid.recompute=[full]",
+    "grid.sequence_parallel=[false]",
+    "workload.seq_len=8192",
+    "workload.global_batch=16",
+]
+OFFLOAD = RUN + ["workload.optimizer_offload=true"]
+P = 8_030_261_248
+SHARD = P / 8
+
+
+def _row(overrides):
+    run = load_run_configs(overrides)[0][1]
+    df, grid = evaluate(run)
+    assert len(df) == 1
+    return run, df.iloc[0], grid
+
+
+def test_zero_offload_moves_4m_bytes_a_step():
+    """16-bit gradients out and 16-bit parameters back: 4 bytes per parameter over the host link
+    (one gradient reduction a step), as ZeRO-Offload counts it."""
+    hw = load_run_configs(RUN)[0][1].hardware
+    _, link_s = optimizer_offload_s(1e9, 2.0, 2.0, 8.0, hw, 1.0, 0.0)
+    assert link_s == pytest.approx(4e9 / 63e9)
+
+
+def test_states_move_to_the_host_by_hand():
+    _, base, _ = _row(RUN)
+    _, off, _ = _row(OFFLOAD)
+    assert off["mem_host_optimizer_gib"] == pytest.approx(SHARD * (4 + 8 + 4) / GIB)
+    assert off["mem_optimizer_gib"] == 0.0
+    assert off["mem_weights_gib"] == pytest.approx(SHARD * 2 / GIB)  # the bf16 shard; fp32 master on the host
+    assert off["mem_grads_gib"] == base["mem_grads_gib"]
+    assert base["mem_total_gib"] - off["mem_total_gib"] == pytest.approx(SHARD * (2 + 8) / GIB)
+    assert "mem_host_optimizer_gib" not in base and "time_optimizer_offload_s" not in base
+
+
+def test_step_time_by_hand():
+    """CPU Adam 30 B per parameter at 76.8 GB/s, bf16 parameters back at 63 GB/s; the fp32
+    gradient copies (2 micro-batch reductions of 4 B per parameter) hide under backward."""
+    run, off, grid = _row(OFFLOAD)
+    cpu = SHARD * 30 / 76.8e9
+    up = SHARD * 2 / 63e9
+    assert off["time_optimizer_offload_s"] == pytest.approx(cpu + up, rel=1e-9)
+    hw = run.accelerator()
+    bd = training_breakdown(grid.columns, run.model, hw, run.workload, kernel_model(hw))
+    parts = {k: v for k, (v, _) in bd["summary"]["where_time_goes"].items()}
+    assert parts["optimizer offload (CPU Adam, exposed host copies; cost/offload.py)"] == pytest.approx(
+        off["time_optimizer_offload_s"], rel=1e-12
+    )
+    assert parts.get("optimizer step", 0.0) == 0.0  # nothing on the GPU
+    assert sum(parts.values()) == pytest.approx(off["time_step_s"], rel=1e-9)
+
+
+def test_host_memory_bounds_the_fit():
+    _, off, _ = _row(OFFLOAD + ["hardware.host_memory_gib=10"])
+    assert off["mem_headroom_gib"] >= 0 and not off["fits"]  # 15.0 GiB of optimizer states > 10
+    r = run_cli("show", *OFFLOAD, "hardware.host_memory_gib=10")
+    assert r.returncode == 0, r.stderr
+    assert "offloaded optimizer states need 15.0 GiB of host memory per GPU" in r.stdout + r.stderr
+
+
+def test_refusal_without_host_memory_bandwidth():
+    r = run_cli("show", *OFFLOAD[1:], "hardware=b200-180gb")
+    assert r.returncode == 2, r.stderr
+    assert "has no host_memory_gbps" in r.stderr + r.stdout
+    assert "Traceback" not in r.stderr
+
+
+def test_show_lists_it():
+    r = run_cli("show", *OFFLOAD)
+    assert r.returncode == 0, r.stderr
+    assert "optimizer offload (CPU Adam" in r.stdout and "mem_host_optimizer_gib" in r.stdout
