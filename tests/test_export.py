@@ -488,6 +488,27 @@ def test_export_without_to_follows_the_stack_or_engine(answers, tmp_path):
     assert r.returncode == 0 and "kind: DynamoGraphDeployment" in r.stdout, r.stderr
 
 
+@pytest.mark.parametrize("block", ["export-train", "export-serve"])
+def test_readme_export_excerpts_are_the_commands_output(block, tmp_path):
+    """The README's two export excerpts are what its two commands print: the same lines in the
+    same order, each line's words before its comment equal (the comments' numbers follow the model)."""
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## From plan to run", 1)[1]
+    commands = [line.split()[1:] for line in section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()]
+    excerpt = section.split(f"<!-- {block}:begin -->\n```\n", 1)[1].split("```\n<!-- ", 1)[0].splitlines()
+    r = run_app(*commands[0 if block == "export-train" else 1], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    printed = r.stdout.splitlines()
+
+    def words(line: str) -> str:
+        return line.split("  #", 1)[0].split(": ", 1)[0] if line.startswith("# ") else line.split("  #", 1)[0]
+
+    at = [printed.index(next(p for p in printed if words(p) == words(line))) for line in excerpt]
+    assert at == sorted(at), "the excerpt's lines are out of the output's order"
+
+
 def test_cli_import_run_show(answers, tmp_path):
     """import-run --show explains the layout read back: the same memory as the export assumed."""
     planned, source = answers["llama3.1-8b"]["serve"]
