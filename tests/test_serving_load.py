@@ -24,7 +24,7 @@ from parallmelism.errors import UserError
 from parallmelism.search.serve_load import drawn_requests, loaded_point, replica_capacity_rps
 from parallmelism.specs import InferenceWorkload
 
-from conftest import run_cli
+from conftest import REPO, run_app
 
 D = 0.01  # s, the toy's constant iteration time
 
@@ -173,6 +173,11 @@ def test_summary_goodput_counts_both_slos():
     assert s["itl_token_p50_ms"] == pytest.approx(10.0) and s["itl_token_p90_ms"] == pytest.approx(50.0)
 
 
+def _cli(*args):
+    """The CLI in this process (conftest.run_app: same exit code, stdout and stderr)."""
+    return run_app(*args, cwd=REPO)
+
+
 SHOW = [
     "show",
     "workload=inference",
@@ -195,7 +200,7 @@ SHOW = [
     ],
 )
 def test_bad_load_is_one_sentence(arg, words):
-    r = run_cli(*SHOW, arg)
+    r = _cli(*SHOW, arg)
     assert r.returncode == 2
     assert words in r.stderr and "Traceback" not in r.stderr
     assert r.stdout.strip() == ""  # refused before any table is printed
@@ -204,7 +209,7 @@ def test_bad_load_is_one_sentence(arg, words):
 def test_trace_sends_and_lengths(tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,input_len,output_len\n0,512,64\n0.5,1024,32\n1.0,256,128\n")
-    r = run_cli(*SHOW, f"workload.length_trace={trace}", "plan.ttft_ms=300", "plan.tpot_ms=15")
+    r = _cli(*SHOW, f"workload.length_trace={trace}", "plan.ttft_ms=300", "plan.tpot_ms=15")
     assert r.returncode == 0, r.stderr
     assert "under load" in r.stdout and "3 requests" in r.stdout and "trace" in r.stdout
     assert "p99" in r.stdout and "goodput" in r.stdout
@@ -233,7 +238,7 @@ def test_plan_serve_prints_and_writes_the_colocated_plan_under_load(tmp_path):
     import pandas as pd
 
     out = tmp_path / "plan.csv"
-    r = run_cli(
+    r = _cli(
         "plan", "serve", f"model={MODEL}", "qps=20", "ttft_ms=500", "tpot_ms=40", "load_percentiles=true",
         "workload.load_requests=300", "--out", out,
     )  # fmt: skip
@@ -257,7 +262,7 @@ def test_a_trace_is_dealt_round_robin_over_the_replicas():
 
 
 def test_sweep_says_it_does_not_simulate_the_load(tmp_path):
-    r = run_cli(
+    r = _cli(
         "sweep", "workload=inference", f"model={MODEL}", "grid.ngpus=[1]", "workload.request_rate=3",
         f"output.path={tmp_path / 'x.csv'}",
     )  # fmt: skip
