@@ -202,3 +202,28 @@ def test_validate_keeps_a_measured_cross_node_layout(tmp_path):
     assert r.returncode == 0, r.stderr
     out = (tmp_path / "out.csv").read_text()
     assert out.count('"tp16",') == 2 and out.count('"ep72",') == 1
+
+
+def test_sglang_export_of_a_wide_ep_plan_names_deepep_and_eplb():
+    """The wide-EP decode layout exports as SGLang runs it (DP attention, --moe-a2a-backend deepep
+    --deepep-mode auto, --ep-num-redundant-experts) and reads back to the same workload; vLLM,
+    whose flags for them are not exported, refuses in one sentence."""
+    import pytest
+
+    from parallmelism.cli.export_cmd import _planned
+    from parallmelism.errors import UserError
+    from parallmelism.export import target_module
+    from parallmelism.export.shell import flags_of
+
+    args = [a for a in WIDE_EP if a != "workload.batching=static"] + ["workload.eplb_redundant_experts=32"]
+    planned = _planned(args, None)[0]
+    sg = target_module("sglang")
+    text = sg.render(planned)
+    fl = flags_of(text, {f: m for f, (_, m) in sg.FIELDS.items()})
+    assert fl["--enable-dp-attention"] is True and fl["--ep-size"] == "32"
+    assert fl["--moe-a2a-backend"] == "deepep" and fl["--deepep-mode"] == "auto"
+    assert fl["--ep-num-redundant-experts"] == "32"
+    back = sg.parse(text, None, planned.layers)
+    assert back["workload.moe_dispatcher"] == "deepep" and back["workload.eplb_redundant_experts"] == 32
+    with pytest.raises(UserError, match="vLLM"):
+        target_module("vllm").render(planned)

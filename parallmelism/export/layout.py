@@ -121,6 +121,11 @@ def pinned_overrides(kind: str, model, hardware, ngpus: int, axes: dict, workloa
     for k in ("cp_comm_type", "dp_shard_size"):  # only where they matter
         if workload.get(k) is not None:
             out[f"workload.{k}"] = workload[k]
+    if kind == "inference":  # serving's MoE dispatch and EPLB, where not the defaults
+        if workload.get("moe_dispatcher", "alltoall") != "alltoall":
+            out["workload.moe_dispatcher"] = workload["moe_dispatcher"]
+        if workload.get("eplb_redundant_experts", 0):
+            out["workload.eplb_redundant_experts"] = workload["eplb_redundant_experts"]
     return out
 
 
@@ -161,7 +166,7 @@ def planned_of(record: dict, run) -> Planned:
         axes = {k: record[k] for k in SERVE_AXES}
         axes["dp"] = record["dp"]
         workload = {k: getattr(wl, k) for k in SERVE_WORKLOAD}
-        for k in ("batching", "spec_method", "precision"):
+        for k in ("batching", "spec_method", "precision", "moe_dispatcher", "eplb_redundant_experts"):
             workload[k] = getattr(wl, k)
         extra = {}
     predicted = {k: v for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -10,7 +10,10 @@ pool), --kv-cache-dtype auto | fp8_e4m3 | fp8_e5m2, --context-length, --quantiza
 
 Our layout -> SGLang: ep 1, `--tp-size tp --dp-size dp` (dp router replicas); ep = tp, the same
 with `--ep-size tp`; ep = tp*dp with dp > 1, one server of tp*dp ranks with DP attention:
-`--tp-size tp*dp --dp-size dp --enable-dp-attention --ep-size tp*dp`."""
+`--tp-size tp*dp --dp-size dp --enable-dp-attention --ep-size tp*dp`, and with it DeepEP
+(`--moe-a2a-backend deepep --deepep-mode normal` for moe_dispatcher flex, `auto` for deepep: the
+low-latency kernels in decode) and EPLB's `--ep-num-redundant-experts` (server_args.py fields
+moe_a2a_backend, deepep_mode, ep_num_redundant_experts)."""
 
 from __future__ import annotations
 
@@ -35,7 +38,11 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--kv-cache-dtype": ("workload.kv_dtype", "value"),
     "--context-length": ("workload.input_len + output_len", "value"),
     "--quantization": ("workload.weight_dtype", "value"),
+    "--moe-a2a-backend": ("deepep for workload.moe_dispatcher flex or deepep", "value"),
+    "--deepep-mode": ("normal (moe_dispatcher flex) | auto (deepep: low-latency kernels in decode)", "value"),
+    "--ep-num-redundant-experts": ("workload.eplb_redundant_experts", "value"),
 }
+DEEPEP_MODE = {"flex": "normal", "deepep": "auto"}  # moe_dispatcher -> --deepep-mode
 KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8_e4m3"}
 
 
@@ -77,6 +84,11 @@ def render(p: Planned) -> str:
     ]
     if w["weight_dtype"] == "fp8":
         f.append(("--quantization", "fp8", p.note("mem_weights_gib")))
+    if dp_attention and w.get("moe_dispatcher") in DEEPEP_MODE:  # DeepEP across the DP-attention ranks
+        f.append(("--moe-a2a-backend", "deepep", p.note("tpot_ms")))
+        f.append(("--deepep-mode", DEEPEP_MODE[w["moe_dispatcher"]], p.note("tpot_ms")))
+    if w.get("eplb_redundant_experts", 0):
+        f.append(("--ep-num-redundant-experts", w["eplb_redundant_experts"], p.note("mem_weights_gib", "tpot_ms")))
     launch = [
         request_shape_comment(w),
         f'exec python -m sglang.launch_server --model-path "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" '
@@ -100,6 +112,10 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
         running = as_int(fl, "--max-running-requests")
         axes["batch"] = running // dp if dp_attention else running
     workload = served_workload(text, fl)
+    if fl.get("--moe-a2a-backend") == "deepep":
+        workload["moe_dispatcher"] = "flex" if fl.get("--deepep-mode") == "normal" else "deepep"
+    if "--ep-num-redundant-experts" in fl:
+        workload["eplb_redundant_experts"] = as_int(fl, "--ep-num-redundant-experts")
     chunk = as_int(fl, "--chunked-prefill-size", 0)
     workload["chunked_prefill"] = chunk != -1
     if chunk > 0:

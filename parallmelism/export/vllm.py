@@ -47,6 +47,8 @@ def flags(p: Planned) -> list[tuple[str, object, str]]:
     vLLM cannot run it. Also the worker arguments of a Dynamo manifest (dynamo.py)."""
     a, w = p.axes, p.workload
     check(p, "vLLM", KV_DTYPE)
+    if w.get("moe_dispatcher") == "deepep" or w.get("eplb_redundant_experts", 0):
+        raise refuse("vLLM", "its DeepEP low-latency and EPLB settings are not exported yet")
     if a["ep"] > 1 and a["ep"] != a["tp"] * a["dp"]:
         raise refuse(
             "vLLM",
