@@ -513,8 +513,8 @@ def test_cli_import_run_show(answers, tmp_path):
     """import-run --show explains the layout read back: the same memory as the export assumed."""
     planned, source = answers["llama3.1-8b"]["serve"]
     out = tmp_path / "serve.sh"
-    assert run_cli("export", source, "--to", "vllm", "--out", out).returncode == 0
-    r = run_cli("import-run", out, "--show")
+    assert run_app("export", source, "--to", "vllm", "--out", out, cwd=tmp_path).returncode == 0
+    r = run_app("import-run", out, "--show", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert f"{planned.predicted['mem_total_gib']:,.1f} GiB per GPU" in r.stdout
 
@@ -540,24 +540,24 @@ def test_cli_refusals_exit_2_one_line_nothing_written(answers, tmp_path, args, w
 
 def test_cli_refuses_a_layout_that_does_not_fit(tmp_path):
     out = tmp_path / "x.sh"
-    r = run_cli(
+    r = run_app(
         "export", "--pinned", "--to", "megatron", "--out", out, "model=llama3.1-70b", "grid.ngpus=[8]",
-        "grid.tp=[1]", "grid.pp=[1]", "grid.cp=[1]", "grid.dp_sharding=[NO_OP]",
+        "grid.tp=[1]", "grid.pp=[1]", "grid.cp=[1]", "grid.dp_sharding=[NO_OP]", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 2 and "does not fit" in r.stderr and not out.exists()
 
 
-def test_cli_export_does_not_overwrite_its_row_source(answers):
+def test_cli_export_does_not_overwrite_its_row_source(tmp_path, answers):
     source = answers["llama3.1-8b"]["train"][1]
     before = source.read_bytes()
-    r = run_cli("export", source, "--to", "megatron", "--out", source)
+    r = run_app("export", source, "--to", "megatron", "--out", source, cwd=tmp_path)
     assert r.returncode == 2 and source.read_bytes() == before
 
 
 def test_import_run_unknown_file_says_which_option(tmp_path):
     f = tmp_path / "notes.txt"
     f.write_text("hello\n")
-    r = run_cli("import-run", f)
+    r = run_app("import-run", f, cwd=tmp_path)
     assert r.returncode == 2 and "--from" in r.stderr
 
 
@@ -573,9 +573,9 @@ def test_import_run_show_needs_the_model_it_cannot_read(tmp_path):
     explaining the default model's layout."""
     f = tmp_path / "serve.sh"
     f.write_text("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 4 --max-num-seqs 16\n")
-    r = run_cli("import-run", f)
+    r = run_app("import-run", f, cwd=tmp_path)
     assert r.returncode == 0 and "grid.tp=[4]" in r.stdout and "grid.batch=[16]" in r.stdout
-    r = run_cli("import-run", f, "--show", "--hardware", "h100-sxm-80gb")
+    r = run_app("import-run", f, "--show", "--hardware", "h100-sxm-80gb", cwd=tmp_path)
     assert r.returncode == 2 and "--model" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -589,6 +589,17 @@ def test_megatron_reads_the_older_virtual_stage_spelling():
     back = target_module("megatron").parse(line, 256)
     assert back["grid.vpp"] == 4 and back["grid.tp"] == 8 and back["grid.ngpus"] == 256
     assert target_module("megatron").parse(line.replace(" --num-layers 80", ""), 256, 80)["grid.vpp"] == 4
+
+
+def test_serve_plan_replica_gpus_back_to_the_layouts_ngpus():
+    """A serve plan's replica is ngpus / dp GPUs, or the whole EP group when the experts span the dp
+    replicas (search/plan.py ep_across_replicas: ep > 1 not dividing tp): DeepSeek-V3 at tp 1, ep 16
+    over 16 replicas is one unit of 16 GPUs, not 16 x 16."""
+    from parallmelism.export.rows import replica_ngpus
+
+    assert replica_ngpus(16, tp=1, ep=16, dp=16) == 16
+    assert replica_ngpus(8, tp=8, ep=8, dp=4) == 32  # experts inside each replica's tp group
+    assert replica_ngpus(4, tp=4, ep=1, dp=2) == 8
 
 
 def test_row_selectors():
@@ -634,21 +645,21 @@ def test_cli_export_serve_plan_recommended_row_or_one_sentence(answers, tmp_path
     import pandas as pd
 
     plan = tmp_path / "plan.csv"
-    r = run_cli("plan", "serve", *DISAGGREGATED_PLAN, "-q", "--out", plan)
+    r = run_app("plan", "serve", *DISAGGREGATED_PLAN, "-q", "--out", plan, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(plan).set_index("deployment")
     assert df.loc["disaggregated", "recommended"] and not df.loc["colocated", "recommended"]
     pools = f"({int(df.loc['disaggregated', 'prefill_gpus'])} prefill + {int(df.loc['disaggregated', 'decode_gpus'])} decode GPUs)"
     out = tmp_path / "out" / "serve.sh"
     for case in ([], ["--case", "disaggregated"]):
-        r = run_cli("export", plan, "--to", "vllm", *case, "--out", out)
+        r = run_app("export", plan, "--to", "vllm", *case, "--out", out, cwd=tmp_path)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert f"the recommended plan is disaggregated {pools}" in r.stderr and "--case colocated" in r.stderr
         assert not out.exists() and not out.parent.exists()
-    r = run_cli("export", plan, "--to", "dynamo", "--out", out)  # its prefill pool shards prompts (sp 2)
+    r = run_app("export", plan, "--to", "dynamo", "--out", out, cwd=tmp_path)  # its prefill pool shards prompts (sp 2)
     assert r.returncode == 2 and "the prefill pool: vLLM cannot run this layout" in r.stderr and not out.exists()
-    r = run_cli("export", plan, "--to", "vllm", "--case", "colocated", "--out", out)
+    r = run_app("export", plan, "--to", "vllm", "--case", "colocated", "--out", out, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     col = df.loc["colocated"]
     assert f"# layout: tp={int(col['tp'])} pp={int(col['pp'])} " in out.read_text()
