@@ -62,6 +62,12 @@ CASES = {
         TrainWorkload(seq_len=8192, global_batch=512, expert_tp=1),
         grid(ngpus=[64], tp=[2], pp=[4], cp=[1], ep=[8], sequence_parallel=[False]),
     ),
+    "param_offload_needs_fully_shard": (
+        L70,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=512, optimizer_offload=True, param_offload=True),
+        grid(ngpus=[64], tp=[8], pp=[1], dp_sharding=["OPTIMIZER_STATES"]),
+    ),
     "batch_not_divisible_by_dp_micro_batch": (
         L70,
         H100,

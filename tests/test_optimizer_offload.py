@@ -104,3 +104,44 @@ def test_show_lists_it():
     r = run_cli("show", *OFFLOAD)
     assert r.returncode == 0, r.stderr
     assert "optimizer offload (CPU Adam" in r.stdout and "mem_host_optimizer_gib" in r.stdout
+
+
+PARAMS = OFFLOAD + ["workload.param_offload=true"]
+
+
+def test_parameter_offload_by_hand():
+    """ZeRO-Infinity offload_param: the bf16 shard (2 B per parameter) joins the host states, the GPU
+    keeps no parameter shard and uploads nothing after the CPU step; with full recompute each FSDP
+    unit is gathered 3 times per micro-batch (forward, recompute, backward), each gather fetching
+    the shard first: 2 micro-batches x 3 x shard x 2 B over 63 GB/s, hidden under the compute."""
+    _, off, _ = _row(PARAMS)
+    assert off["mem_host_optimizer_gib"] == pytest.approx(SHARD * (4 + 8 + 4 + 2) / GIB)
+    assert off["mem_weights_gib"] == 0.0
+    assert off["time_optimizer_offload_s"] == pytest.approx(SHARD * 30 / 76.8e9, rel=1e-9)  # no upload
+    assert off["time_param_offload_s"] == 0.0  # 0.19 s of fetches under a 2 s step
+
+
+def test_slow_host_link_exposes_the_fetches():
+    from parallmelism.cost.offload import param_fetch_s
+
+    exposed, link = param_fetch_s(1e9, 2.0, 6.0, 1.0, 5.0)
+    assert link == pytest.approx(12.0) and exposed == pytest.approx(7.0)
+    run, row, grid = _row(PARAMS + ["hardware.host_link_gbps=1"])
+    assert 0.0 < row["time_param_offload_s"] < 6 * SHARD * 2 / 1e9
+    hw = run.accelerator()
+    bd = training_breakdown(grid.columns, run.model, hw, run.workload, kernel_model(hw))
+    parts = {k: v for k, (v, _) in bd["summary"]["where_time_goes"].items()}
+    assert sum(parts.values()) == pytest.approx(row["time_step_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (RUN + ["workload.param_offload=true"], "needs workload.optimizer_offload=true"),
+        ([a for a in PARAMS if "dp_sharding" not in a] + ["grid.dp_sharding=[OPTIMIZER_STATES]"], "FULLY_SHARD"),
+    ],
+)
+def test_parameter_offload_refusals(args, words):
+    r = run_cli("show", *args)
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr + r.stdout and "Traceback" not in r.stderr

@@ -119,6 +119,8 @@ def training_breakdown(cols: TrainingLayout | Mapping[str, np.ndarray], model, h
     parts["named overheads (launch, comm contention, stragglers; cost/overheads.py)"] = _f(out["time_overhead_s"])
     if "time_offload_exposed_s" in out:
         parts["exposed activation offload (host link; cost/offload.py)"] = _f(out["time_offload_exposed_s"])
+    if "time_param_offload_s" in out:
+        parts["parameter offload (shard fetches not hidden; cost/offload.py)"] = _f(out["time_param_offload_s"])
     if "time_optimizer_offload_s" in out:
         parts["optimizer offload (CPU Adam, exposed host copies; cost/offload.py)"] = _f(
             out["time_optimizer_offload_s"]

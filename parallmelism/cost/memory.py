@@ -210,11 +210,11 @@ def _states_of_stages(c: TrainingLayout, model, wl) -> dict[str, dict[str, np.nd
     )
     host = None
     if wl.optimizer_offload:  # master weights and moments on the host (cost/states.py)
-        per_param = tuple(offloaded_device_bytes(x, c.dp_sharding) for x in per_param)
+        per_param = tuple(offloaded_device_bytes(x, c.dp_sharding, wl.param_offload) for x in per_param)
         dp_s = dp_shard_ranks(c.dp, c.dp_sharding, wl.dp_shard_size)
         groups = (dense_dp_size(dp_s, c.cp), expert_dp_size(dp_s, c.cp, c.ep, c.tp, expert_tp_size(c.tp, wl.expert_tp)))
         moments = MOMENT_BYTES[wl.optimizer_moments_dtype]
-        host = tuple(host_optimizer_bytes_per_param(c.dp_sharding, n, moments) for n in groups)
+        host = tuple(host_optimizer_bytes_per_param(c.dp_sharding, n, moments, wl.param_offload) for n in groups)
     return {st: _stage_states(model, wl, c, st, per_param, host) for st in MEM_STAGES}
 
 

@@ -76,14 +76,34 @@ def cpu_adam_s(params, moment_bytes: float, param_bytes: float, host_memory_gbps
     return np.asarray(params, dtype=np.float64) * per_param / (host_memory_gbps * 1e9)
 
 
-def optimizer_offload_s(params, grad_bytes, param_bytes, moment_bytes, hw, reductions, bwd_window_s):
+def optimizer_offload_s(
+    params, grad_bytes, param_bytes, moment_bytes, hw, reductions, bwd_window_s, params_on_host: bool = False
+):
     """(exposed seconds per step, host-link seconds per step) of optimizer offload for a GPU whose
     optimizer shard holds `params` parameters (module comment above): the gradient copies hide
     under the backward of the micro-batch whose reduction issues them (`bwd_window_s`), the CPU step
-    and the parameter upload are exposed."""
+    and the parameter upload are exposed; with the parameters kept on the host
+    (`params_on_host`, parameter offload) nothing is uploaded: the gathers fetch them
+    (`param_fetch_s`)."""
     P = np.asarray(params, dtype=np.float64)
     grads_out = transfer_s(grad_bytes * P, hw.host_link_gbps)
-    params_back = transfer_s(param_bytes * P, hw.host_link_gbps)
+    params_back = 0.0 * P if params_on_host else transfer_s(param_bytes * P, hw.host_link_gbps)
     step = cpu_adam_s(P, moment_bytes, param_bytes, hw.host_memory_gbps)
     exposed = reductions * np.maximum(0.0, grads_out - bwd_window_s) + step + params_back
     return exposed, reductions * grads_out + params_back
+
+
+# Parameter offload (workload.param_offload; ZeRO-Infinity, Rajbhandari et al. 2021 §5-6,
+# offload_param device=cpu): FULLY_SHARD's 16-bit parameter shards live on the host; before each
+# FSDP all-gather of a unit the rank copies its shard host -> device. The fetches are prefetched
+# ahead of use (ZeRO-Infinity's overlap-centric design, stage3_prefetch_bucket_size), so they hide
+# under the stage's compute timeline on the host link (not the NIC the gathers use): exposed only
+# where one step's fetches outlast it.
+
+
+def param_fetch_s(shard_params, param_bytes, gathers_per_step, host_link_gbps: float, timeline_s):
+    """(exposed, link) seconds per step of parameter offload: `gathers_per_step` fetches of the
+    stage's parameter shard (param_bytes each; one per FSDP gather pass) over the host link,
+    hidden under `timeline_s`."""
+    link = np.asarray(gathers_per_step, dtype=np.float64) * transfer_s(param_bytes * shard_params, host_link_gbps)
+    return np.maximum(0.0, link - timeline_s), link

@@ -125,24 +125,31 @@ def bytes_per_param(
 HOST_GRAD_BYTES = float(BYTES_PER_ELEMENT["fp32"])  # the fp32 gradient the host optimizer reads
 
 
-def offloaded_device_bytes(per_param: dict, sharding) -> dict[str, np.ndarray]:
+def offloaded_device_bytes(per_param: dict, sharding, params_too: bool = False) -> dict[str, np.ndarray]:
     """`bytes_per_param` on the GPU under optimizer offload (workload.optimizer_offload; ZeRO-Offload,
     Ren et al. 2021 §4: the fp32 master weights and Adam's moments live on the host, the 16-bit
     weights on the GPU): no optimizer bytes; FULLY_SHARD keeps its bf16 shard 2/n instead of the
     fp32 one 4/n (DeepSpeed ZeRO-3 with offload_optimizer: the fp16 partition stays on the device
-    for the gathers). Gradients stay as the sharding keeps them (reduce buckets, accumulation)."""
+    for the gathers), none with params_too (workload.param_offload, ZeRO-Infinity: that shard is on
+    the host as well). Gradients stay as the sharding keeps them (reduce buckets, accumulation)."""
     fully = np.asarray(sharding) == FS
-    weights = np.where(fully, per_param["weights"] * (WORKING_WEIGHT_BYTES / MASTER_WEIGHT_BYTES), per_param["weights"])
+    kept = 0.0 if params_too else WORKING_WEIGHT_BYTES / MASTER_WEIGHT_BYTES
+    weights = np.where(fully, per_param["weights"] * kept, per_param["weights"])
     return {"weights": weights, "grads": per_param["grads"], "optimizer": 0.0 * per_param["optimizer"]}
 
 
-def host_optimizer_bytes_per_param(sharding, n, moment_bytes: float = MOMENT_BYTES["fp32"]) -> np.ndarray:
+def host_optimizer_bytes_per_param(
+    sharding, n, moment_bytes: float = MOMENT_BYTES["fp32"], params_too: bool = False
+) -> np.ndarray:
     """Host bytes per parameter under optimizer offload: the rank's 1/n share (n: its sharding
     group; NO_OP: all of it) of the fp32 master weight (4), the moments and the fp32 gradient the
     CPU optimizer reads (4): DeepSpeed's CPU partition (fp32 params, exp_avg, exp_avg_sq, fp32
-    gradient partition), Megatron's HybridDeviceOptimizer (CPU params with fp32 .grad)."""
-    n = np.where(np.asarray(sharding) == NO_OP, 1.0, np.asarray(n, dtype=np.float64))
-    return (MASTER_WEIGHT_BYTES + moment_bytes + HOST_GRAD_BYTES) / n
+    gradient partition), Megatron's HybridDeviceOptimizer (CPU params with fp32 .grad); with
+    params_too the FULLY_SHARD 16-bit parameter shard as well (ZeRO-Infinity offload_param)."""
+    sharding = np.asarray(sharding)
+    n = np.where(sharding == NO_OP, 1.0, np.asarray(n, dtype=np.float64))
+    params = np.where(sharding == FS, WORKING_WEIGHT_BYTES, 0.0) if params_too else 0.0
+    return (MASTER_WEIGHT_BYTES + moment_bytes + HOST_GRAD_BYTES + params) / n
 
 
 def group_bytes_per_param(

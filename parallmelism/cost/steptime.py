@@ -32,6 +32,7 @@ from .comm import (
     cp_layer_times_s,
     dp_step_times_s,
     ep_layer_time_s,
+    forward_passes,
     hsdp_replica_reduce_s,
     pp_hop_s,
     tp_layer_times_s,
@@ -48,7 +49,7 @@ from .flops import (
 )
 from .params import params_per_gpu
 from .activations import fp8_saved_inputs, layer_activation_bytes
-from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s
+from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s, param_fetch_s
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
@@ -644,15 +645,25 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
                 hw,
                 reductions,
                 r["bwd_rc"],
+                wl.param_offload,
             )
+        param_fetch: float | np.ndarray = 0.0
+        if wl.param_offload:  # each FSDP gather's shard fetched from the host first (cost/offload.py)
+            full = np.asarray(cols.recompute) == FULL
+            passes = forward_passes(full) if wl.fsdp_reshard_after_forward else 1.0
+            param_fetch, _ = param_fetch_s(
+                d["shard_params"], param_gather_bytes(wl), m * passes, hw.host_link_gbps, m * r["t_mb"]
+            )
+            param_fetch = np.where(np.asarray(cols.dp_sharding) == FS, param_fetch, 0.0)
         comm = {ax: m * r[ax] for ax in ("tp", "cp", "ep")}
         comm["dp"] = dp_link
         dp_share = _dp_nic_share(d, reductions, dp_link, on_out["dp"], hybrid)
         busy = link_busy_s(comm, {**on_out, "dp": dp_share}, ("tp", "cp", "ep", "dp"), port)  # PP: per row
         t = {
             "t_mb": r["t_mb"],
-            "total": m * r["t_mb"] + dp_exp + d["opt"] + opt_offload,
+            "total": m * r["t_mb"] + dp_exp + d["opt"] + opt_offload + param_fetch,
             "opt_offload": opt_offload,
+            "param_fetch": param_fetch,
             "busy_scale_up": busy["scale_up"],
             "busy_scale_out": busy["scale_out"],
             "compute": m * r["compute_mb"] + d["opt"],
@@ -764,6 +775,8 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
         out["time_offload_exposed_s"] = _column(pick("offload"), shape)
     if wl.optimizer_offload:
         out["time_optimizer_offload_s"] = _column(pick("opt_offload"), shape)
+    if wl.param_offload:
+        out["time_param_offload_s"] = _column(pick("param_fetch"), shape)
     out["link_scale_up_busy_s"] = busy["scale_up"]
     out["link_scale_out_busy_s"] = busy["scale_out"]
     out.update(

@@ -299,6 +299,9 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
         x.rule("folding_needs_sequence_parallel", (c["tp"] > 1) & ~c["sequence_parallel"])
     c = x.cols
     x.rule("sharding_needs_dp", (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] * c["cp"] == 1))
+    if workload.param_offload:  # ZeRO-Infinity fetches parameter shards: ZeRO-3 only
+        c = x.cols
+        x.rule("param_offload_needs_fully_shard", c["dp_sharding"] != DPSharding.FULLY_SHARD)
     if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated
         c = x.cols
         x.rule(

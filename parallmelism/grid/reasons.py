@@ -37,6 +37,8 @@ TRAINING_DROP_REASONS: dict[str, str] = {
     "MoELayer refuses MoE and tensor parallelism without it); MoE parallel folding (workload.expert_tp) is "
     "modelled for that case",
     "sharding_needs_dp": "a DP sharding strategy other than NO_OP needs a data-parallel group > 1",
+    "param_offload_needs_fully_shard": "workload.param_offload keeps parameter shards on the host, which only "
+    "FULLY_SHARD (ZeRO-3) has (DeepSpeed: offload_param is a stage-3 option)",
     "dp_not_multiple_of_dp_shard_size": "dp is not a multiple of workload.dp_shard_size (hybrid sharding groups)",
 }
 

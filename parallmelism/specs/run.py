@@ -159,6 +159,11 @@ class RunConfig(BaseModel):
     def _optimizer_offload_needs_the_host(self):
         """Optimizer offload (cost/offload.py) moves gradients and parameters over the host link
         and runs Adam at the host memory's bandwidth: both must be described."""
+        if getattr(self.workload, "param_offload", False) and not getattr(self.workload, "optimizer_offload", False):
+            raise ValueError(
+                "workload.param_offload=true needs workload.optimizer_offload=true: the parameters' fp32 "
+                "master copy is an optimizer state here, so it goes to the host with them (ZeRO-Infinity)"
+            )
         if not getattr(self.workload, "optimizer_offload", False):
             return self
         for key in ("host_link_gbps", "host_memory_gbps"):

@@ -82,6 +82,12 @@ class TrainWorkload(BaseModel):
         "updated 16-bit parameters come back (cost/offload.py); needs a sharded optimizer and the accelerator's "
         "host_link_gbps and host_memory_gbps",
     )
+    param_offload: bool = Field(
+        False,
+        description="with optimizer_offload and FULLY_SHARD: the 16-bit parameter shards live in host memory too "
+        "and every FSDP gather first fetches its shard over the host link (DeepSpeed ZeRO-Infinity "
+        "zero_optimization.offload_param.device=cpu; cost/offload.py)",
+    )
     # a physical range: 1e18 is ~70,000 times Llama 3's 15e12 training tokens
     tokens: Optional[float] = Field(None, gt=0, le=1e18, description="training tokens, for plans (at most 1e18)")
     overlap_dp_comm: bool = Field(
