@@ -91,9 +91,25 @@ def mean_abs(pairs):
 
 
 def grid_fit(rows, ctx, values, field, grid, which):
-    """Best value of `field` over `grid` for the mean |error| of quantity list `which` (0 ITL, 1 TTFT)."""
-    scores = [(mean_abs(errors(rows, predict(rows, ctx, None, {**values, field: g}))[which]), g) for g in grid]
-    return min(scores)
+    """(mean |error|, value) of `field` on `grid` minimizing the mean |error| of quantity list `which`
+    (0 ITL, 1 TTFT). An overhead only adds time, so each row's error moves one way as it grows and
+    the mean |error| falls then rises along the grid: bisection on its slope finds the minimum in
+    ~2·log2(len(grid)) evaluations instead of len(grid) (each evaluates every row)."""
+    cache: dict[int, float] = {}
+
+    def score(i: int) -> float:
+        if i not in cache:
+            cache[i] = mean_abs(errors(rows, predict(rows, ctx, None, {**values, field: float(grid[i])}))[which])
+        return cache[i]
+
+    lo, hi = 0, len(grid) - 1
+    while hi - lo > 2:
+        mid = (lo + hi) // 2
+        if score(mid) <= score(mid + 1):
+            hi = mid + 1
+        else:
+            lo = mid + 1
+    return min((score(i), grid[i]) for i in range(lo, hi + 1))
 
 
 def fit_parts(engine_rows, models):
@@ -111,13 +127,22 @@ def fit_parts(engine_rows, models):
     )
 
 
+def source_group(row) -> str:
+    """The source a row is held out with: its `source`, except aiconfigurator's silicon sample, whose
+    rows each name their run id: held out by measurement campaign (model on accelerator)."""
+    src = str(row["source"])
+    if " id=" in src:
+        return f"{src.split(' id=')[0]} {row['model']} on {get(row, 'accelerator', 'h100-sxm-80gb')}"
+    return src
+
+
 def leave_one_source_out(engine_rows, ctx, models, values):
     """Per fitted overhead with rows from two or more sources (the `source` column): refit it on the
     other sources' rows (the other overheads at `values`) and report the mean |error| on the held-out
     source's rows, then over every held-out row. The out-of-sample error of the fit."""
     out = []
     for field, part, grid, which in fit_parts(engine_rows, models):
-        sources = sorted({r["source"] for r in part})
+        sources = sorted({source_group(r) for r in part})
         if not part:
             continue
         if len(sources) < 2:
@@ -125,13 +150,13 @@ def leave_one_source_out(engine_rows, ctx, models, values):
             continue
         held = []
         for src in sources:
-            rest = [r for r in part if r["source"] != src]
-            test = [r for r in part if r["source"] == src]
+            rest = [r for r in part if source_group(r) != src]
+            test = [r for r in part if source_group(r) == src]
             _, best = grid_fit(rest, ctx, values, field, grid, which)
             errs = errors(test, predict(test, ctx, None, {**values, field: float(best)}))[which]
             held += errs
             out.append(
-                f"  LOSO {field}: hold out {src[:60]!r} ({len(errs)} rows): fit {best:g} on the rest, "
+                f"  LOSO {field}: hold out {src[:60] + ('...' + src[-40:] if len(src) > 100 else '')!r} ({len(errs)} rows): fit {best:g} on the rest, "
                 f"held-out mean |error| {mean_abs(errs):.2f} %"
             )
         out.append(f"  LOSO {field}: all held-out rows mean |error| {mean_abs(held):.2f} % ({len(held)} rows)")

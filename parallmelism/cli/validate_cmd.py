@@ -49,6 +49,10 @@ def validate(
         )
         for line in summary(table):
             to.print(line)
+        from ..validate.engine_report import engine_lines
+
+        for line in engine_lines(table):  # per serving engine (issue 33), independent vs aiconfigurator rows
+            to.print(line, markup=False)
         if out is not None and not failed:
             to.print(f"wrote {len(table)} row{'' if len(table) == 1 else 's'} to {out}")
         if failed:

@@ -135,6 +135,23 @@ def _check_unique_cases(df, path: Path, seen: dict) -> None:
         seen[name] = (path, i)
 
 
+def serving_case_info(df, default_engine: str) -> list[dict]:
+    """Per serving case row: its engine (the `engine` column, blank = the default engine), which
+    sample it belongs to (`sample`: independent | aiconfigurator; blank = independent) and its
+    closed-loop concurrency (blank = 1), for the per-engine report (validate/engine_report.py)."""
+    out = []
+    for row in df.to_dict("records"):
+        out.append(
+            {
+                "case": row["case"],
+                "engine": str(row.get("engine") or default_engine).lower(),
+                "sample": str(row.get("sample") or "independent"),
+                "concurrency": float(row.get("concurrency") or 1),
+            }
+        )
+    return out
+
+
 def run_validation(case_files, overrides, config_dirs):
     import pandas as pd
 
@@ -142,7 +159,7 @@ def run_validation(case_files, overrides, config_dirs):
 
     files = list(case_files or shipped_case_files())
     ctx = _context(overrides, config_dirs)
-    out, failed = [], []
+    out, failed, serving = [], [], []
     stacks: dict = {}  # step-time case -> the software stack it ran (its `stack` column; blank: megatron-te)
     seen: dict = {}  # case name -> (file, row) where it first appears
     files = [require_file(f, "case file") for f in files]
@@ -173,6 +190,8 @@ def run_validation(case_files, overrides, config_dirs):
                         out += handler(row, ctx)
                     except UserError as exc:
                         failed.append({"case": str(row["case"].iloc[0]), "file": f.name, "reason": str(exc)})
+                if kind == "inference":
+                    serving += serving_case_info(df, ctx[3](None).name)
                 break
         else:
             known = "; ".join(f"{k}: {', '.join(c)}" for k, (c, *_) in CASE_KINDS.items())
@@ -186,6 +205,7 @@ def run_validation(case_files, overrides, config_dirs):
     table = table[["case", "quantity", "unit", "measured", "predicted", "error_pct", "source"]]
     table.attrs["failed"] = failed  # rows that could not be built: (case, file, reason)
     table.attrs["stack"] = {c: s for c, s in stacks.items() if c in set(table["case"])}
+    table.attrs["serving"] = serving  # serving cases' engine, sample and concurrency (engine_report.py)
     return table
 
 

@@ -1,0 +1,140 @@
+"""Per serving engine: the serving model against each engine's published runs (issue 33), read from
+the committed validation table (tests/golden/validation.csv, which test_golden keeps equal to what
+validate predicts now) and the shipped case files' engine, sample and concurrency columns.
+
+The bars are what the model reaches today (issue 33's targets: ITL within 10 %, TTFT within 15 %
+at light load): a change that moves an engine's error past its bar fails here."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from parallmelism.search.engine_choice import engine_verdict
+from parallmelism.validate.engine_report import engine_errors, engine_lines
+from parallmelism.validate.runner import serving_case_info, shipped_case_files
+from tests.conftest import REPO, invoke
+
+# (engine, sample): (ITL mean |error| % bar at concurrency <= 8, TTFT bar or None without rows)
+BARS = {
+    ("trtllm", "independent"): (4.5, 21.0),
+    ("trtllm", "aiconfigurator"): (18.5, None),
+    ("vllm", "aiconfigurator"): (5.5, None),
+    ("sglang", "independent"): (10.0, None),
+    ("sglang", "aiconfigurator"): (17.0, None),
+}
+
+
+@pytest.fixture(scope="module")
+def errors():
+    table = pd.read_csv(REPO / "tests" / "golden" / "validation.csv")
+    info = []
+    for f in shipped_case_files():
+        df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
+        if "measured_itl_ms" in df.columns and "load_stat" not in df.columns:
+            info += serving_case_info(df, "trtllm")
+    table.attrs["serving"] = info
+    return {(r["engine"], r["sample"]): r for r in engine_errors(table)}, table
+
+
+def test_every_engine_has_shipped_rows(errors):
+    by, _ = errors
+    assert set(by) == set(BARS)
+    for engine in ("trtllm", "vllm", "sglang"):
+        assert sum(by[k]["itl_rows"] for k in by if k[0] == engine) >= 6, engine
+
+
+@pytest.mark.parametrize("key", sorted(BARS))
+def test_engine_error_within_its_bar(errors, key):
+    by, _ = errors
+    r = by[key]
+    itl_bar, ttft_bar = BARS[key]
+    assert r["itl_rows"] > 0 and r["itl_mean_abs_pct"] <= itl_bar, (key, r)
+    if ttft_bar is None:
+        assert r["ttft_rows"] == 0, (key, r)
+    else:
+        assert r["ttft_rows"] > 0 and r["ttft_mean_abs_pct"] <= ttft_bar, (key, r)
+
+
+def test_report_lines_name_each_engine_and_sample(errors):
+    _, table = errors
+    lines = engine_lines(table)
+    assert len(lines) == len(BARS)
+    assert any(line.startswith("engine vllm (aiconfigurator): ITL at concurrency <= 8: 42 rows") for line in lines)
+
+
+def test_report_is_the_mean_of_the_rows():
+    """Two hand-made rows per engine: the report's means are theirs, light and loaded apart."""
+    table = pd.DataFrame(
+        {
+            "case": ["a", "a", "b", "c"],
+            "quantity": ["itl_ms", "ttft_ms", "itl_ms", "itl_ms"],
+            "error_pct": [-4.0, 10.0, 8.0, 30.0],
+        }
+    )
+    table.attrs["serving"] = [
+        {"case": "a", "engine": "vllm", "sample": "independent", "concurrency": 1.0},
+        {"case": "b", "engine": "vllm", "sample": "independent", "concurrency": 8.0},
+        {"case": "c", "engine": "vllm", "sample": "independent", "concurrency": 64.0},
+    ]
+    (r,) = engine_errors(table)
+    assert (r["itl_rows"], r["itl_mean_abs_pct"]) == (2, 6.0)
+    assert (r["ttft_rows"], r["ttft_mean_abs_pct"]) == (1, 10.0)
+    assert (r["itl_loaded_rows"], r["itl_loaded_mean_abs_pct"]) == (1, 30.0)
+
+
+def _plan(gpus, usd, tpot, ttft=50.0):
+    return pd.DataFrame(
+        [
+            {
+                "total_gpus": gpus,
+                "replicas": gpus,
+                "tp": 1,
+                "pp": 1,
+                "batch": 8,
+                "ttft_ms": ttft,
+                "tpot_ms": tpot,
+                "usd_per_million_output_tokens": usd,
+            }
+        ]
+    )
+
+
+def test_engine_verdict_cheapest_and_fastest():
+    pick, lines = engine_verdict(
+        [("sglang", _plan(4, 0.5, 9.0)), ("trtllm", _plan(3, 0.4, 12.0)), ("vllm", pd.DataFrame())]
+    )
+    assert pick == "trtllm"
+    assert lines[0].startswith("engine auto: cheapest trtllm, fastest sglang")
+    assert "vllm: no serving layout meets the limits" in lines[-1]
+    # a tie names both and shows the preferred engine's plan
+    pick, lines = engine_verdict([("sglang", _plan(3, 0.4, 9.0)), ("trtllm", _plan(3, 0.4, 9.0))], prefer="trtllm")
+    assert pick == "trtllm" and "cheapest sglang = trtllm (tie)" in lines[0]
+    assert engine_verdict([("vllm", pd.DataFrame())])[0] is None
+
+
+def test_plan_serve_engine_auto_names_every_engine():
+    code, out = invoke("plan", "serve", "--engine", "auto", "model=llama3.1-8b", "qps=20", "tpot_ms=30")
+    assert code == 0, out
+    head = next(line for line in out.splitlines() if line.startswith("engine auto:"))
+    assert "cheapest" in head and "fastest" in head
+    assert all(f"  {name}: " in out for name in ("trtllm", "vllm", "sglang"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--engine", "vllm"], "--engine takes auto"),
+        (["--engine", "auto", "engine=vllm"], "--engine auto compares every engine"),
+    ],
+)
+def test_engine_option_refusals_are_one_sentence(args, message):
+    code, out = invoke("plan", "serve", *args, "model=llama3.1-8b", "qps=20")
+    assert code == 2 and message in out and "Traceback" not in out, out
+
+
+def test_no_nan_in_report(errors):
+    by, _ = errors
+    assert all(not math.isnan(r["itl_mean_abs_pct"]) for r in by.values())
