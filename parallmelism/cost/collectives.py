@@ -271,6 +271,6 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         one_per_domain = np.asarray(stride, dtype=np.float64) >= hw.scale_up.domain_size
         pat = collective_time_s(kind, nbytes, size, bw, lat, "pat", launch_us=launch)
         best = np.where(one_per_domain, np.minimum(best, pat), best)
-    if kind == "all_reduce" and hierarchical and hw.scale_out is not None:
+    if kind == "all_reduce" and hierarchical and hw.scale_out is not None and np.any(spans):
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
     return np.where(spans, best, ring)
