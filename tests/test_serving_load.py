@@ -218,7 +218,7 @@ def test_trace_sends_and_lengths(tmp_path):
 def test_loaded_points_reproduce_the_published_itl_percentiles(tmp_path):
     """validate's `loaded` kind (validate/loaded_cases.py) on the SGLang DeepSeek-R1 H200 rows of
     cases/loaded/inference_loaded.csv (SemiAnalysis InferenceX issue 870: closed loop of 8-64
-    clients, 1k/1k): the simulated mean and p99 ITL within 15 % of the published ones (5.3-7.6 %
+    clients, 1k/1k): the simulated mean and p99 ITL within 15 % of the published ones (5.3-7.8 %
     mean |error|, benchmarks/serving_loaded_points.py)."""
     import pandas as pd
 
@@ -268,3 +268,18 @@ def test_sweep_says_it_does_not_simulate_the_load(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "warning: sweep reports the fixed-concurrency means" in r.stderr
+
+
+def test_the_iteration_table_takes_the_requests_mean_lengths():
+    """A trace of short requests is timed at its own lengths, not workload.input_len's: the same
+    requests give the same answer whatever workload.input_len/output_len say."""
+    from parallmelism.search.serve_load import Requests
+
+    model, hw, work, lay, km = _setup()
+    reqs = Requests(np.full(200, 256), np.full(200, 32), np.arange(200) * 0.1)
+    kw = dict(rate_per_replica=None, seed=0, ttft_slo_ms=None, itl_slo_ms=None)
+    a = loaded_point(model, hw, work, lay, km, ENGINE, reqs, **kw)
+    b = loaded_point(
+        model, hw, work.model_copy(update={"input_len": 8000, "output_len": 900}), lay, km, ENGINE, reqs, **kw
+    )
+    assert a == b

@@ -27,7 +27,7 @@ a request (bench_serving's "ITL"; a prompt's pass that stalls the decodes shows 
 Every request counts in the percentiles, the first ones (an empty engine) included, as the
 benchmark tools count them. A closed loop of identical lengths stays in phase: its clients finish
 together and send together, so every prompt queues behind the others' (1k/1k at 64 clients: mean
-TTFT 0.8 s; with lengths ±10 % the phases drift apart and it is 0.13 s): give the lengths' spread
+TTFT 0.83 s; with lengths ±10 % the phases drift apart and it is 0.13 s): give the lengths' spread
 where the source has one.
 
 Assumptions: the KV cache holds `max_batch` sequences (no preemption or swapping); the decode

@@ -73,7 +73,9 @@ def loaded_point(
     """The load summary (cost.serving_load.load_summary) of one replica of the first row of `lay`
     (its batch = the most sequences in flight) serving `reqs`: open loop at rate_per_replica
     (Poisson, seeded) or the trace's send times, or a closed loop of `concurrency` clients. Raises
-    UserError when the open-loop rate reaches the replica's capacity (the queue would not settle)."""
+    UserError when the open-loop rate reaches the replica's capacity (the queue would not settle).
+    The iteration table and the capacity are the cost model's at the requests' mean lengths (a
+    trace's, not workload.input_len/output_len): the decode context and the prompt's chunk attention."""
     if wl.batching != "continuous" or wl.spec_method != "none":
         raise UserError(
             "latency under load models continuous batching without speculative decoding; "
@@ -81,6 +83,12 @@ def loaded_point(
         )
     one = lay.rows(1)
     max_batch = int(one.batch[0])
+    wl = wl.model_copy(
+        update={
+            "input_len": max(round(float(np.mean(reqs.input_len))), 1),
+            "output_len": max(round(float(np.mean(reqs.output_len))), 1),
+        }
+    )
     cap = replica_capacity_rps(model, hw, wl, one, km, engine)
     n = len(reqs.input_len)
     arrivals = np.zeros(n)  # a closed loop sends as requests finish
