@@ -526,6 +526,7 @@ def test_cli_import_run_show(answers, tmp_path):
         (["--to", "vllm"], "is for serving and this is a training layout"),
         (["--to", "nemo2"], "is not a target"),
         (["--to", "megatron", "--rank", "7"], "0 rows match"),
+        (["--to", "dynamo"], "has no deployment column"),  # a best table is not a serve plan
     ],
 )
 def test_cli_refusals_exit_2_one_line_nothing_written(answers, tmp_path, args, words):

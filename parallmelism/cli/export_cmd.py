@@ -103,9 +103,15 @@ def _write(text: str, out, inputs: list, what: str) -> None:
 def _pools(module, words: list[str], rank, case, where, config_dir) -> tuple[str, str]:
     """A disaggregated plan row's manifest: each pool's worker layout evaluated as `show` does
     (its overrides + the ones the plan ran under), then module.render_pools. Returns (text, summary)."""
+    from ..errors import UserError
     from ..export.rows import disaggregated_pools, read_rows, select_row
 
-    row = select_row(read_rows(words[0]), rank, case if case is not None else "disaggregated", where)
+    df = read_rows(words[0])
+    if "deployment" not in df.columns:
+        raise UserError(
+            f"--to dynamo writes a `plan serve` file's disaggregated row, and {words[0]!r} has no deployment column"
+        )
+    row = select_row(df, rank, case if case is not None else "disaggregated", where)
     pools = disaggregated_pools(row)
     planned = {pool: _planned(overrides + words[1:], config_dir)[0] for pool, (overrides, _) in pools.items()}
     replicas = {pool: n for pool, (_, n) in pools.items()}
