@@ -156,3 +156,24 @@ def test_refusals(args, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr + r.stdout
     assert "Traceback" not in r.stderr
+
+
+def test_export_writes_the_expert_tp():
+    """Megatron's default expert TP is tp: a folded layout exported without the flag would ask for
+    etp·ep·pp = 2·32·8 = 512 ranks of 256. Megatron-LM and Megatron-Bridge write it and read it back;
+    the targets that cannot say it refuse in one sentence."""
+    from parallmelism.cli.export_cmd import _planned
+    from parallmelism.errors import UserError
+    from parallmelism.export import target_module
+
+    planned, _ = _planned(FOLDED, None)
+    text = target_module("megatron").render(planned)
+    assert "--expert-tensor-parallel-size 1" in text
+    back = target_module("megatron").parse(text, None, planned.layers)
+    assert back["workload.expert_tp"] == 1 and back["grid.ep"] == 32
+    assert "model.expert_tensor_parallel_size=1" in target_module("nemo").render(planned)
+    for target in ("torchtitan", "maxtext"):
+        with pytest.raises(UserError, match="expert_tp"):
+            target_module(target).render(planned)
+    with pytest.raises(UserError, match="is set in model code"):
+        target_module("deepspeed").render(planned)  # it refuses every model-parallel axis

@@ -145,3 +145,27 @@ def test_parameter_offload_refusals(args, words):
     r = run_cli("show", *args)
     assert r.returncode == 2, r.stderr
     assert words in r.stderr + r.stdout and "Traceback" not in r.stderr
+
+
+def test_export_writes_the_offload():
+    """DeepSpeed's offload_optimizer / offload_param (device cpu) and Megatron's
+    --optimizer-cpu-offload (with the precision-aware optimizer its arguments.py requires) are
+    written and read back; Megatron has no parameter offload and refuses it."""
+    import json
+
+    from parallmelism.cli.export_cmd import _planned
+    from parallmelism.errors import UserError
+    from parallmelism.export import target_module
+
+    ds = target_module("deepspeed")
+    planned, _ = _planned(PARAMS, None)
+    zero = json.loads(ds.render(planned))["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_optimizer"] == {"device": "cpu"} == zero["offload_param"]
+    back = ds.parse(ds.render(planned), 8, planned.layers)
+    assert back["workload.optimizer_offload"] is True and back["workload.param_offload"] is True
+    with pytest.raises(UserError, match="parameter offload"):
+        target_module("megatron").render(planned)
+    planned, _ = _planned(OFFLOAD, None)
+    text = target_module("megatron").render(planned)
+    assert "--optimizer-cpu-offload" in text and "--use-precision-aware-optimizer" in text
+    assert target_module("megatron").parse(text, None, planned.layers)["workload.optimizer_offload"] is True

@@ -31,6 +31,8 @@ FIELDS: dict[str, str] = {
     "fp16.enabled": "workload.precision fp16",
     "zero_optimization.stage": "dp_sharding",
     "zero_optimization.overlap_comm": "workload.overlap_dp_comm",
+    "zero_optimization.offload_optimizer": "workload.optimizer_offload (device cpu: ZeRO-Offload, CPU Adam)",
+    "zero_optimization.offload_param": "workload.param_offload (device cpu: ZeRO-Infinity, stage 3)",
 }
 
 
@@ -48,13 +50,25 @@ def render(p: Planned) -> str:
     if "dp_shard_size" in w:
         raise refuse("DeepSpeed's ds_config", "hybrid sharding (workload.dp_shard_size) is not exported")
     stage = ZERO_STAGE[a["dp_sharding"]]
+    if w.get("optimizer_offload") and stage == 0:
+        raise refuse(
+            "DeepSpeed's ds_config", "offload_optimizer is a ZeRO option (stage 1-3), and dp_sharding NO_OP is stage 0"
+        )
+    zero: dict = {"stage": stage, "overlap_comm": bool(w["overlap_dp_comm"])}
+    notes = {}
+    if w.get("optimizer_offload"):
+        zero["offload_optimizer"] = {"device": "cpu"}
+        notes["zero_optimization.offload_optimizer"] = p.note("mem_states_gib", "time_optimizer_offload_s")
+    if w.get("param_offload"):
+        zero["offload_param"] = {"device": "cpu"}
+        notes["zero_optimization.offload_param"] = p.note("mem_states_gib", "time_param_offload_s")
     config = {
         "train_batch_size": w["global_batch"],
         "train_micro_batch_size_per_gpu": a["micro_batch"],
         "gradient_accumulation_steps": a["num_micro_batches"],
         "bf16": {"enabled": w["precision"] == "bf16"},
         "fp16": {"enabled": w["precision"] == "fp16"},
-        "zero_optimization": {"stage": stage, "overlap_comm": bool(w["overlap_dp_comm"])},
+        "zero_optimization": zero,
         "_parallmelism": {
             "export": p.header()[0],
             "layout": p.header()[1],
@@ -73,6 +87,7 @@ def render(p: Planned) -> str:
                 "zero_optimization.overlap_comm": p.note("time_comm_dp_exposed_s"),
                 "activation_checkpointing": f"recompute {a['recompute']} is applied in model code "
                 "(deepspeed.checkpointing); " + p.note("mem_activations_gib"),
+                **notes,
             },
         },
     }
@@ -120,6 +135,9 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     workload: dict = {"global_batch": batch, "precision": "fp16" if doc.get("fp16", {}).get("enabled") else "bf16"}
     if isinstance(meta.get("seq_len"), int):
         workload["seq_len"] = meta["seq_len"]
+    for key, field in (("offload_optimizer", "optimizer_offload"), ("offload_param", "param_offload")):
+        if (zero.get(key) or {}).get("device") == "cpu":
+            workload[field] = True
     out = pinned_overrides(KIND, None, None, world, axes, workload)
     if "overlap_comm" in zero:
         out["workload.overlap_dp_comm"] = bool(zero["overlap_comm"])

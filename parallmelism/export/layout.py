@@ -118,9 +118,12 @@ def pinned_overrides(kind: str, model, hardware, ngpus: int, axes: dict, workloa
             continue  # no chunk budget without chunked prefill
         if k in workload:
             out[f"workload.{k}"] = workload[k]
-    for k in ("cp_comm_type", "dp_shard_size"):  # only where they matter
+    for k in ("cp_comm_type", "dp_shard_size", "expert_tp"):  # only where they matter
         if workload.get(k) is not None:
             out[f"workload.{k}"] = workload[k]
+    for k in ("optimizer_offload", "param_offload"):  # only where on
+        if workload.get(k):
+            out[f"workload.{k}"] = True
     if kind == "inference":  # serving's MoE dispatch and EPLB, where not the defaults
         if workload.get("moe_dispatcher", "alltoall") != "alltoall":
             out["workload.moe_dispatcher"] = workload["moe_dispatcher"]
@@ -161,6 +164,11 @@ def planned_of(record: dict, run) -> Planned:
             workload["cp_comm_type"] = wl.cp_comm_type
         if wl.dp_shard_size is not None and record["dp_sharding"] != "NO_OP":
             workload["dp_shard_size"] = wl.dp_shard_size
+        if wl.expert_tp is not None:  # MoE parallel folding
+            workload["expert_tp"] = wl.expert_tp
+        for k in ("optimizer_offload", "param_offload"):
+            if getattr(wl, k):
+                workload[k] = True
         extra = {k: record[k] for k in ("layers_first_stage", "layers_per_stage", "layers_last_stage")}
     else:
         axes = {k: record[k] for k in SERVE_AXES}
@@ -191,6 +199,17 @@ def planned_of(record: dict, run) -> Planned:
         scale_up_gpus=int(hw.scale_up.domain_size),
         runs_on=(run.stack.name if kind == "train" else run.engine.name if run.engine else ""),
     )
+
+
+def unexported_options(w: dict) -> str:
+    """The first of the training options a target without them cannot write, as the clause of its
+    refusal, or "": MoE parallel folding and host offload of the optimizer or parameters."""
+    if w.get("expert_tp") is not None:
+        return f"MoE parallel folding (workload.expert_tp {w['expert_tp']}) is not exported to it"
+    for k, what in (("optimizer_offload", "optimizer"), ("param_offload", "parameter")):
+        if w.get(k):
+            return f"{what} offload (workload.{k}) is not exported to it"
+    return ""
 
 
 def refuse(target: str, why: str) -> UserError:

@@ -27,7 +27,7 @@ import re
 from fractions import Fraction
 
 from ..errors import UserError
-from .layout import Planned, pinned_overrides, refuse
+from .layout import Planned, pinned_overrides, refuse, unexported_options
 
 SOURCE = "AI-Hypercomputer/maxtext src/maxtext/configs/base.yml, configs/types.py @ e591f30c"
 KIND = "train"
@@ -97,6 +97,8 @@ def ici_dcn(sizes: dict[str, int], slice_gpus: int) -> tuple[dict[str, int], dic
 
 def render(p: Planned) -> str:
     a, w = p.axes, p.workload
+    if unexported_options(w):
+        raise refuse(WHO, unexported_options(w))
     if w["precision"] not in ("bf16", "fp8"):
         raise refuse(WHO, f"precision {w['precision']} is not one of its recipes (bfloat16, fp8 quantization)")
     stages = a["pp"] * a["vpp"]

@@ -41,6 +41,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--context-parallel-size": ("cp", "value"),
     "--cp-comm-type": ("workload.cp_comm_type", "value"),
     "--expert-model-parallel-size": ("ep", "value"),
+    "--expert-tensor-parallel-size": ("workload.expert_tp", "value"),
+    "--optimizer-cpu-offload": ("workload.optimizer_offload", "switch"),
+    "--optimizer-offload-fraction": ("workload.optimizer_offload (all of it)", "value"),
+    "--use-precision-aware-optimizer": ("workload.optimizer_offload (required with it)", "switch"),
     "--sequence-parallel": ("sequence_parallel", "switch"),
     "--micro-batch-size": ("micro_batch", "value"),
     "--global-batch-size": ("workload.global_batch", "value"),
@@ -100,6 +104,10 @@ def fields(p: Planned, who: str) -> list[tuple[str, object, str]]:
         raise refuse(who, f"workload.schedule {w['schedule']} is not one of its 1F1B schedules")
     if w["precision"] == "fp4":
         raise refuse(who, "fp4 matmuls have no --fp8-format equivalent here")
+    if w.get("param_offload"):
+        raise refuse(
+            who, "parameter offload (workload.param_offload) has no Megatron argument; its optimizer offload has"
+        )
     first, mid, last = (p.extra[k] for k in ("layers_first_stage", "layers_per_stage", "layers_last_stage"))
     account = a["vpp"] > 1 and embedding_and_loss_split(p.layers, a["pp"], a["vpp"], first, mid, last)
     why = "" if account else split_refusal(p.layers, a["pp"], a["vpp"], first, mid, last)
@@ -123,6 +131,8 @@ def fields(p: Planned, who: str) -> list[tuple[str, object, str]]:
         f.append(("--cp-comm-type", CP_COMM[w["cp_comm_type"]], p.note("time_comm_cp_s")))
     if p.moe:
         f.append(("--expert-model-parallel-size", a["ep"], p.note("mem_states_gib", "time_comm_ep_s")))
+        if w.get("expert_tp") is not None:  # MoE parallel folding (ModelParallelConfig.expert_tensor_parallel_size)
+            f.append(("--expert-tensor-parallel-size", w["expert_tp"], p.note("mem_states_gib", "time_comm_ep_s")))
         f.append(("--moe-token-dispatcher-type", w["moe_dispatcher"], p.note("time_comm_ep_s")))
         if w["overlap_ep_comm"]:
             f.append(("--overlap-moe-expert-parallel-comm", True, p.note("time_comm_ep_exposed_s")))
@@ -158,6 +168,10 @@ def fields(p: Planned, who: str) -> list[tuple[str, object, str]]:
             )
         instances = a["dp"] // w["dp_shard_size"]
         f.append(("--num-distributed-optimizer-instances", instances, p.note("mem_states_gib", "time_comm_dp_s")))
+    if w.get("optimizer_offload"):  # HybridDeviceOptimizer; arguments.py asserts the precision-aware optimizer
+        f.append(("--optimizer-cpu-offload", True, p.note("mem_states_gib", "time_optimizer_offload_s")))
+        f.append(("--optimizer-offload-fraction", 1.0, "the whole optimizer on the host"))
+        f.append(("--use-precision-aware-optimizer", True, "required with --optimizer-cpu-offload"))
     if w["precision"] == "fp16":
         f.append(("--fp16", True, p.note("time_compute_s")))
     else:
@@ -233,6 +247,10 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     if axes["cp"] > 1:
         back = {v: k for k, v in CP_COMM.items()}
         workload["cp_comm_type"] = back.get(str(fl.get("--cp-comm-type", "p2p")), str(fl.get("--cp-comm-type")))
+    if "--expert-tensor-parallel-size" in fl:
+        workload["expert_tp"] = as_int(fl, "--expert-tensor-parallel-size")
+    if fl.get("--optimizer-cpu-offload"):
+        workload["optimizer_offload"] = True
     instances = as_int(fl, "--num-distributed-optimizer-instances")
     if instances > 1 and world is not None:
         dp = world // (axes["tp"] * axes["pp"] * axes["cp"])

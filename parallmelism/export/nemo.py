@@ -19,7 +19,7 @@ import re
 
 from ..errors import UserError
 from . import megatron
-from .layout import Planned
+from .layout import Planned, refuse
 
 SOURCE = "NVIDIA-NeMo/Megatron-Bridge 0.7.0 src/megatron/bridge/training/config.py (ConfigContainer) @ 067f987d"
 KIND = "train"
@@ -36,6 +36,7 @@ FIELDS: dict[str, str | None] = {
     "--context-parallel-size": "model.context_parallel_size",
     "--cp-comm-type": "model.cp_comm_type",
     "--expert-model-parallel-size": "model.expert_model_parallel_size",
+    "--expert-tensor-parallel-size": "model.expert_tensor_parallel_size",
     "--moe-token-dispatcher-type": "model.moe_token_dispatcher_type",
     "--overlap-moe-expert-parallel-comm": "model.overlap_moe_expert_parallel_comm",
     "--sequence-parallel": "model.sequence_parallel",
@@ -70,6 +71,10 @@ def _text(v) -> str:
 def render(p: Planned) -> str:
     """The launch script: BRIDGE_OVERRIDES=( key=value ... ) and train.sh over the nodes."""
     lines = ["#!/usr/bin/env bash", *(f"# {h}" for h in p.header()), f"# field names: {SOURCE}", "BRIDGE_OVERRIDES=("]
+    if p.workload.get("optimizer_offload"):
+        raise refuse(
+            "Megatron-Bridge", "optimizer offload (--optimizer-cpu-offload) is not in its translate_mlm_to_bridge table"
+        )
     for flag, value, comment in megatron.fields(p, "Megatron-Bridge"):
         key = FIELDS[flag]
         if key is None:

@@ -19,7 +19,7 @@ torchtitan 0.3.0 replaced the TOML job files with Python configs; this target pi
 
 from __future__ import annotations
 
-from .layout import Planned, pinned_overrides, refuse
+from .layout import Planned, pinned_overrides, refuse, unexported_options
 
 SOURCE = "pytorch/torchtitan 0.2.2 torchtitan/config/job_config.py (JobConfig)"
 KIND = "train"
@@ -65,6 +65,8 @@ def _toml_value(v) -> str:
 
 def render(p: Planned) -> str:
     a, w = p.axes, p.workload
+    if unexported_options(w):
+        raise refuse("torchtitan 0.2.2", unexported_options(w))
     if a["tp"] > 1 and not a["sequence_parallel"]:
         raise refuse(
             "torchtitan 0.2.2", "its tensor parallelism always shards norms by sequence (sequence_parallel true)"
