@@ -305,3 +305,24 @@ def test_column_parallel_and_norm_fused_gemms_are_marked():
     mla = layer_ops(dsv3, 4096, 1, 8, 1, True, True, moe_layer=True)
     assert [op.name for op in mla if op.norm_fused] == ["q_down", "kv_down", "shared_up"]
     assert [op.name for op in mla if op.column_parallel] == ["shared_up"]
+
+
+def test_the_readme_inventory_block_names_what_exists():
+    """README 'How the code is laid out': every file and `module.name` (or `module.a/b/c`) the
+    inventory-and-schedules block cites exists in cost/ (or search/), so the block cannot name a
+    renamed function or a moved module."""
+    import importlib
+    import re
+
+    text = (REPO / "README.md").read_text()
+    start = text.index("```text", text.index("The cost model is one op inventory and two schedules over it"))
+    block = text[start : text.index("```\n", start + 7)]
+    files = set(re.findall(r"\b([a-z_/]+)\.py\b", block))
+    assert len(files) >= 10, files
+    for f in files:
+        assert (PACKAGE / f"{f}.py").is_file() or (PACKAGE / "cost" / f"{f}.py").is_file(), f
+    cited = {(m, a) for m, chain in re.findall(r"\b([a-z_]+)\.([a-z_]+(?:/[a-z_]+)*)", block) for a in chain.split("/")}
+    cited = {(m, a) for m, a in cited if a != "py"}
+    assert len(cited) >= 10, cited
+    for module, attr in sorted(cited):
+        assert hasattr(importlib.import_module(f"parallmelism.cost.{module}"), attr), f"{module}.{attr}"
