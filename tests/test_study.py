@@ -96,12 +96,12 @@ def _write_study(folder: Path, name: str, engine: dict, out: str) -> Path:
 
 
 def _points_csv(folder: Path) -> list[dict]:
-    """9 co-design points of llama3.1-8b (peak FLOP/s x NVLink domain) and one of tiny-gpt, whose
-    position table (2,048 rows) is shorter than the 8,192-token sequence."""
+    """20 co-design points of llama3.1-8b (peak FLOP/s x NVLink domain x HBM bandwidth) and one of
+    tiny-gpt, whose position table (2,048 rows) is shorter than the 8,192-token sequence."""
     rows = [
         {"model": "llama3.1-8b", "hardware.peak_tflops.bf16": f, "hardware.scale_up.domain_size": d}
-        for f in (700, 900, 1200)
-        for d in (2, 8, 16)
+        for f in (700, 800, 900, 989, 1200)
+        for d in (2, 4, 8, 16)
     ]
     rows.insert(7, {"model": "tiny-gpt", "hardware.peak_tflops.bf16": 989, "hardware.scale_up.domain_size": 8})
     lines = ["model,hardware.peak_tflops.bf16,hardware.scale_up.domain_size"]
@@ -141,7 +141,7 @@ def test_a_point_holds_the_rows_best_writes_for_its_overrides(tmp_path):
 
 
 def test_ray_study_survives_a_failed_point_and_a_killed_worker_and_resumes(tmp_path):
-    """10 points on a local Ray (2 CPUs, batches of 3): one point's input is wrong (a fixable user error), one
+    """21 points on a local Ray (2 CPUs): one point's input is wrong (a fixable user error), one
     worker dies mid-batch (os._exit, as a lost node). The summary names the failed point and exits
     2; Ray re-runs the dead worker's batch; merge refuses the incomplete study; after the input is
     fixed, `study resume` runs that point alone, cleans a stray temporary, and the merged dataset
@@ -154,7 +154,7 @@ def test_ray_study_survives_a_failed_point_and_a_killed_worker_and_resumes(tmp_p
     tiny.write_text(TINY.format(rows=2048))
     rows = _points_csv(tmp_path)
     failing = point_id(rows[7])
-    crashing = point_id(rows[4])
+    crashing = point_id(rows[12])
     marker = tmp_path / "crashed-once"
     study = _write_study(tmp_path, "codesign", {"kind": "ray", "num_cpus": 2, "batch": 3}, "out")
     env = {"PARALLMELISM_STUDY_CRASH_ONCE": f"{crashing}:{marker}"}
@@ -162,24 +162,24 @@ def test_ray_study_survives_a_failed_point_and_a_killed_worker_and_resumes(tmp_p
     first = run_cli("study", "run", study, cwd=tmp_path, env=env)
     assert first.returncode == 2, first.stdout + first.stderr
     assert marker.exists()  # the worker died at that point, once
-    assert "9 of 10 points complete" in first.stdout and "1 point failed" in first.stdout, first.stdout
+    assert "20 of 21 points complete" in first.stdout and "1 point failed" in first.stdout, first.stdout
     assert f"point {failing}" in first.stderr and "learned position table" in first.stderr, first.stderr
     assert (tmp_path / "out" / "data" / f"point={crashing}" / "part-0.parquet").is_file()
     record = json.loads((tmp_path / "out" / "failures" / f"point={failing}.json").read_text())
     assert record["point"] == failing and "max_position=2048" in record["reason"]
 
     refused = run_app("merge", "out", "--out", "m.parquet", cwd=tmp_path)
-    assert refused.returncode == 2 and "incomplete: 1 of 10 points" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "incomplete: 1 of 21 points" in refused.stderr, refused.stderr
     assert not (tmp_path / "m.parquet").exists()
     partial = run_app("merge", "out", "--out", "partial.parquet", "--allow-partial", cwd=tmp_path)
-    assert partial.returncode == 0 and "from 9 points, 1 missing" in partial.stderr + partial.stdout
+    assert partial.returncode == 0 and "from 20 points, 1 missing" in partial.stderr + partial.stdout
 
     stray = tmp_path / "out" / "data" / f".point={failing}.999.deadbeef.tmp"
     stray.mkdir()
     tiny.write_text(TINY.format(rows=8192))  # the user fixes the input
     resumed = run_cli("study", "resume", "out", cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "10 of 10 points complete (1 run now" in resumed.stdout, resumed.stdout
+    assert "21 of 21 points complete (1 run now" in resumed.stdout, resumed.stdout
     assert not stray.exists() and not list((tmp_path / "out" / "failures").iterdir())
 
     local = _write_study(tmp_path, "one-process", {"kind": "local", "workers": 1}, "single")
@@ -190,7 +190,7 @@ def test_ray_study_survives_a_failed_point_and_a_killed_worker_and_resumes(tmp_p
         assert res.returncode == 0, res.stderr
     ray_rows = pq.read_table(tmp_path / "out.parquet")
     one_rows = pq.read_table(tmp_path / "single.parquet")
-    assert ray_rows.num_rows == one_rows.num_rows >= 10
+    assert ray_rows.num_rows == one_rows.num_rows >= 21
     assert ray_rows.equals(one_rows)  # manifest order, every column and value
     assert set(ray_rows.column("point").to_pylist()) == {point_id(r) for r in rows}
     cmp = run_app("compare", "single.parquet", "out.parquet", "--rtol", "0", cwd=tmp_path)  # keyed by point too
