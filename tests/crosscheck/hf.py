@@ -58,12 +58,33 @@ def hf_config(model: ModelSpec, layers: int | None = None, attn: str = "sdpa"):
         tie_word_embeddings=model.tie_embeddings,
         attn_implementation=attn,
     )
+    if model.qk_norm:  # Qwen3: an RMSNorm over each head's query and key (head_dim weights each)
+        return qwen3_config(model, common)
     if model.moe is None:
         return LlamaConfig(intermediate_size=model.ffn_hidden, **common)
     moe = model.moe
     assert moe.layer_freq == 1 and moe.first_dense_layers == 0 and moe.num_shared_experts == 0
     return MixtralConfig(
         intermediate_size=moe.ffn_hidden, num_local_experts=moe.num_experts, num_experts_per_tok=moe.top_k, **common
+    )
+
+
+def qwen3_config(model: ModelSpec, common: dict):
+    """Qwen3Config / Qwen3MoeConfig (every layer sparse, no shared expert) with our shapes."""
+    from transformers import Qwen3Config, Qwen3MoeConfig
+
+    if model.moe is None:
+        return Qwen3Config(intermediate_size=model.ffn_hidden, **common)
+    moe = model.moe
+    assert moe.layer_freq == 1 and moe.first_dense_layers == 0 and moe.num_shared_experts == 0
+    return Qwen3MoeConfig(
+        intermediate_size=model.ffn_hidden,
+        moe_intermediate_size=moe.ffn_hidden,
+        num_experts=moe.num_experts,
+        num_experts_per_tok=moe.top_k,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        **common,
     )
 
 
