@@ -83,6 +83,9 @@ values follow one rule each (stated here, applied to every row, never per case):
   the v25.01 configure.sh files pass `model.fp8_params=true` (Llama 3.1, Nemotron-4; GPT-3's hydra
   config sets `fp8_params: true`; Grok-1's sets false), and NeMo 2's `bf16_with_fp8_mixed()` sets
   `fp8_param_gather=True` (the v25.04 rows).
+- optimizer_offload, param_offload (optional): blank means false; true for runs that keep the
+  optimizer (DeepSpeed offload_optimizer, Megatron --optimizer-cpu-offload) or also the parameters
+  (offload_param) in host memory (cost/offload.py).
 - expert_tp (optional): blank means expert TP = tp (no MoE parallel folding); Megatron-Bridge's
   Qwen3-235B-A22B recipes state 1 (`expert_tensor_parallel_size=1` with EP32 over TP2 x DP16).
 - dp_grad_reduce (optional): blank means auto (workload.dp_grad_reduce: per micro-batch where the
@@ -179,6 +182,8 @@ STATED_WORKLOAD_COLUMNS = (
     "expert_tp",
     "attention_backend",
     "activation_offload_layers",
+    "optimizer_offload",
+    "param_offload",
 )
 
 
