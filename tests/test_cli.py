@@ -95,7 +95,9 @@ def test_cfg_prints_composed_config():
     assert code == 0 and "hidden: 6144" in out and "num_experts: 8" in out
 
 
-@pytest.mark.parametrize("what,expect", [("models", "llama3.1-405b"), ("hardware", "h100-sxm-80gb")])
+@pytest.mark.parametrize(
+    "what,expect", [("models", "llama3.1-405b"), ("hardware", "h100-sxm-80gb"), ("engines", "TensorRT-LLM")]
+)
 def test_list(what, expect):
     code, out = invoke("list", what)
     assert code == 0 and expect in out

@@ -138,3 +138,35 @@ def test_engine_option_refusals_are_one_sentence(args, message):
 def test_no_nan_in_report(errors):
     by, _ = errors
     assert all(not math.isnan(r["itl_mean_abs_pct"]) for r in by.values())
+
+
+def _validated(name: str, overrides: list[str]):
+    from parallmelism.validate.runner import run_validation
+
+    (f,) = [f for f in shipped_case_files() if f.name == name]
+    t = run_validation([f], overrides, None)
+    return t.set_index(["case", "quantity"])["predicted"]
+
+
+def test_validate_engine_overrides_reach_the_case_rows():
+    """engine.FIELD=... sets every engine's field; engine=NAME is the engine of rows without an
+    engine column; a row's own engine column wins over engine=NAME."""
+    from parallmelism.config import load_option
+
+    base = _validated("inference_nim_h100.csv", [])
+    more = _validated("inference_nim_h100.csv", ["engine.request_overhead_ms=9.5"])
+    c1 = [k for k in base.index if k[1] == "ttft_ms"]  # TTFT is validated at concurrency 1: no queue
+    assert c1 and all(
+        more[k] - base[k] == pytest.approx(9.5 - load_option("engine", "trtllm").request_overhead_ms) for k in c1
+    )
+    ds = _validated("inference_deepseek.csv", [])  # every row's engine column says sglang
+    assert _validated("inference_deepseek.csv", ["engine=trtllm"]).equals(ds)
+    slower = _validated("inference_deepseek.csv", ["engine.moe_layer_overhead_us=50"])
+    assert all(slower[k] > ds[k] for k in ds.index if k[1] == "itl_ms")
+
+
+def test_validate_unknown_engine_is_one_sentence():
+    code, out = invoke(
+        "validate", "--cases", str(REPO / "parallmelism" / "cases" / "inference_measured.csv"), "engine=tgi"
+    )
+    assert code == 2 and "unknown engine 'tgi'" in out and "Traceback" not in out, out

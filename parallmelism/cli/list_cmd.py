@@ -1,4 +1,4 @@
-"""`parallmelism list models|hardware`: what is available, and where each entry comes from."""
+"""`parallmelism list models|hardware|engines`: what is available, and where each entry comes from."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from .common import CONFIG_DIR, WIDE
 
 
 def list_(
-    what: str = typer.Argument(..., help="models | hardware"),
+    what: str = typer.Argument(..., help="models | hardware | engines"),
     config_dir: Optional[List[str]] = CONFIG_DIR,
     wide: bool = WIDE,
 ):
-    """List the models or accelerators available (shipped and from config dirs)."""
+    """List the models, accelerators or serving engines available (shipped and from config dirs)."""
     from ..report.table import fit_table, print_whole
     from ..config import option_files, user_config_dirs
     from ..config.compose import _check_dirs, _load_option
@@ -22,15 +22,17 @@ def list_(
     from ..errors import UserError
     from .common import console, fail
 
-    groups = {"models": "model", "model": "model", "hardware": "hardware"}
+    groups = {"models": "model", "model": "model", "hardware": "hardware", "engines": "engine", "engine": "engine"}
     try:
         if what not in groups:
-            raise UserError(f"cannot list {what!r}; choose models or hardware")
+            raise UserError(f"cannot list {what!r}; choose models, hardware or engines")
         user_dirs = user_config_dirs(config_dir)
         _check_dirs(user_dirs)
         files = option_files(groups[what], user_dirs)
         if groups[what] == "model":
             cols = ["name", "params", "hidden", "layers", "heads", "kv_heads", "ffn", "experts", "from", "file"]
+        elif groups[what] == "engine":
+            cols = ["name", "engine", "version", "request ms", "iteration ms", "MoE layer us", "from", "file"]
         else:
             cols = [
                 "name",
@@ -64,6 +66,19 @@ def list_(
                         str(path),
                     ]
                 )
+            elif groups[what] == "engine":
+                rows.append(
+                    [
+                        name,
+                        spec.display_name,
+                        spec.version,
+                        f"{spec.request_overhead_ms:g}",
+                        f"{spec.iteration_overhead_ms:g}",
+                        f"{spec.moe_layer_overhead_us:g}",
+                        source,
+                        str(path),
+                    ]
+                )
             else:
                 so = spec.scale_out.bandwidth_gbps if spec.scale_out else "-"
                 rows.append(
@@ -81,7 +96,9 @@ def list_(
                 )
         # names, origins and paths are never cut: a narrow terminal leaves whole columns out (named)
         cells = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
-        kinds = {c: "value" if c in ("name", "experts", "from", "file") else "number" for c in cols}
+        kinds = {
+            c: "value" if c in ("name", "experts", "from", "file", "engine", "version") else "number" for c in cols
+        }
         to = console()
         table = fit_table(
             cols,
