@@ -89,7 +89,11 @@ def pinned_row(model: str, hardware, workload, ngpus: int, **axes):
     grid = {**PINNED_AXES, **axes}
     grid.setdefault("sequence_parallel", [grid["tp"][0] > 1])
     run = RunConfig(
-        model=load_option("model", model), hardware=hardware, workload=workload, grid=GridSpec(ngpus=[ngpus], **grid)
+        stack=load_option("stack", "megatron-te"),
+        model=load_option("model", model),
+        hardware=hardware,
+        workload=workload,
+        grid=GridSpec(ngpus=[ngpus], **grid),
     )
     df = evaluate(run)[0]
     assert len(df) == 1, len(df)

@@ -83,6 +83,7 @@ def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_exper
 
     def frame(overlap):
         r = RunConfig(
+            stack=load_option("stack", "megatron-te"),
             model=load_option("model", "mixtral-8x7b"),
             hardware=H100,
             workload=TrainWorkload(seq_len=4096, global_batch=128, overlap_ep_comm=overlap),

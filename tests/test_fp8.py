@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REFERENCE, invoke
+from conftest import REFERENCE, invoke, stacked
 from parallmelism.config.kernel_tables import kernel_model
 from parallmelism.config import load_option
 from parallmelism.cost.flops import head_ops, layer_ops
@@ -34,7 +34,9 @@ def one(hw=H100, **wl):
         recompute=["none"],
         sequence_parallel=[True],
     )
-    df, _ = evaluate(RunConfig(model=MODEL, hardware=hw, workload=wl, grid=grid))
+    df, _ = evaluate(
+        RunConfig(stack=load_option("stack", "megatron-te"), model=MODEL, hardware=hw, workload=wl, grid=grid)
+    )
     assert len(df) == 1
     return df.iloc[0]
 
@@ -163,7 +165,7 @@ def test_bf16_edge_layers_cost_bf16_time():
         ("edge", TrainWorkload(seq_len=4096, global_batch=256, precision="fp8", fp8_bf16_edge_layers=2)),
     ):
         terms[name] = _micro_batch_terms(
-            TrainingLayout.of(cols), MODEL, H100, wl, Rates(H100, wl.precision, kernel_model(H100))
+            TrainingLayout.of(cols), MODEL, stacked(H100), wl, Rates(H100, wl.precision, kernel_model(H100))
         )
     for stage in ("first", "last"):
         per_layer_gap = (terms["bf16"][stage]["compute_mb"] - terms["fp8"][stage]["compute_mb"]) / 40

@@ -49,6 +49,7 @@ def test_fsdp_at_large_dp_is_no_faster_than_its_nic():
     """The issue's row: 405B, 16384 H100s, tp 2 pp 2 cp 4 dp 1024 FULLY_SHARD used to come out at
     5.32 s per step with 6.68 s of DP traffic on one NIC."""
     r = RunConfig(
+        stack=load_option("stack", "megatron-te"),
         model=load_option("model", "llama3.1-405b"),
         hardware=H100,
         workload=TrainWorkload(seq_len=8192, global_batch=2048),
@@ -118,6 +119,7 @@ def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
 
     def row(reshard):
         r = RunConfig(
+            stack=load_option("stack", "megatron-te"),
             model=load_option("model", "llama3.1-8b"),
             hardware=H100,
             workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_reshard_after_forward=reshard),

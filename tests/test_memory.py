@@ -12,6 +12,7 @@ def run(model, ngpus, wl=None, **grid):
     base = dict(cp=[1], micro_batch=[1], vpp=[1], recompute=["none"], sequence_parallel=[True])
     base.update({k: (v if isinstance(v, list) else [v]) for k, v in grid.items()})
     r = RunConfig(
+        stack=load_option("stack", "megatron-te"),
         model=load_option("model", model),
         hardware=load_option("hardware", "h100-sxm-80gb"),
         workload=wl or TrainWorkload(seq_len=8192, global_batch=2048),

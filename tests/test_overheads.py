@@ -30,7 +30,9 @@ def one(hw, ngpus=8, tp=1):
         sequence_parallel=[tp > 1],
     )
     wl = TrainWorkload(seq_len=4096, global_batch=64)
-    df, _ = evaluate(RunConfig(model=MODEL, hardware=hw, workload=wl, grid=grid))
+    df, _ = evaluate(
+        RunConfig(stack=load_option("stack", "megatron-te"), model=MODEL, hardware=hw, workload=wl, grid=grid)
+    )
     assert len(df) == 1
     return df.iloc[0]
 

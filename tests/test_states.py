@@ -46,6 +46,7 @@ def _seed_405b_on_dp8(shardings, **workload):
     from parallmelism.specs import GridSpec, RunConfig, TrainWorkload
 
     run = RunConfig(
+        stack=load_option("stack", "megatron-te"),
         model=load_option("model", "llama3.1-405b"),
         hardware=load_option("hardware", "h100-sxm-80gb"),
         workload=TrainWorkload(seq_len=8192, global_batch=4096, **workload),

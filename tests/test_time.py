@@ -28,6 +28,7 @@ def frame(model="llama3.1-70b", ngpus=64, hw=H100, wl=None, **grid):
         {k: (v if isinstance(v, list) or v is None or k == "max_micro_batch" else [v]) for k, v in grid.items()}
     )
     r = RunConfig(
+        stack=load_option("stack", "megatron-te"),
         model=load_option("model", model),
         hardware=hw,
         workload=wl or TrainWorkload(seq_len=4096, global_batch=256),

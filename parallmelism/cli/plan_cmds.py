@@ -107,34 +107,6 @@ def plan_train(
         fail(str(exc))
 
 
-def _colocated_under_load(c, run, qps: float, plans) -> list[str]:
-    """plan.load_percentiles: the colocated plan's replica simulated at its share of qps
-    (search.serve_load.plan_under_load); its summary goes into `plans`' colocated row (LOAD_COLUMNS)
-    and comes back as lines."""
-    from ..config.kernel_tables import kernel_model
-    from ..config.length_trace import workload_requests
-    from ..errors import UserError
-    from ..report.load_lines import LOAD_COLUMNS, load_lines
-    from ..search.serve_load import plan_under_load
-
-    if c is None:
-        raise UserError("plan.load_percentiles=true needs a colocated plan; no layout meets the targets")
-    wl = run.workload
-    reqs = workload_requests(wl)
-    s, rate = plan_under_load(
-        c, run.model, run.hardware, wl, run.plan, qps, kernel_model(run.hardware), run.serving_engine(), reqs
-    )
-    colocated = plans["deployment"] == "colocated"
-    for k in LOAD_COLUMNS:
-        plans.loc[colocated, k] = s[k]
-    head = (
-        f"colocated plan under load (cost/serving_load.py, seed {wl.load_seed}): {len(reqs.input_len):,} requests, "
-        f"Poisson {rate:,.3g} requests/s per replica (qps {qps:g} over {int(c['replicas']):,} x {int(c['dp'])} "
-        f"replicas), batch={int(c['batch'])} in flight, capacity {s['replica_capacity_requests_per_s']:,.3g} requests/s"
-    )
-    return load_lines(s, head, run.plan.ttft_ms, run.plan.tpot_ms)
-
-
 @plan_app.command("serve", context_settings=EXTRA)
 def plan_serve(
     overrides: Optional[List[str]] = OVERRIDES,
@@ -159,6 +131,9 @@ def plan_serve(
     from ..search.plan import plan_qps, serve_binding, serve_binding_counts, serve_plan_failure, serve_plan_table
     from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan, pool_bindings
     from ..search.serve_recommend import colocated_deployment, disaggregated_deployment, plans_frame, recommend
+    from ..config.kernel_tables import kernel_model
+    from ..config.length_trace import workload_requests
+    from ..search.serve_load import colocated_under_load
     from .common import console, fail, load_runs, stream
     from .outputs import out_of
 
@@ -239,7 +214,11 @@ def plan_serve(
         ]
         rec = recommend(*deployments)
         plans = plans_frame(run.model.name, run.hardware, run.workload, run.plan, qps, c, dis, deployments, rec.pick)
-        load = _colocated_under_load(c, run, qps, plans) if run.plan.load_percentiles else []
+        load = (
+            colocated_under_load(c, run, qps, plans, workload_requests(run.workload), kernel_model(run.hardware))
+            if run.plan.load_percentiles
+            else []
+        )
         to = console()
         if not quiet:
             to.print(rec.line, markup=False)

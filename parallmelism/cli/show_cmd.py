@@ -167,7 +167,8 @@ def stack_line(run) -> str:
     named overheads are (the stack's own for this accelerator, a named one, the fallback, or the
     hardware file's own block)."""
     _, where = run.overheads()
+    stack = run.training_stack()
     return (
-        f"stack: {run.stack.name} ({run.stack.display_name or run.stack.name}); attention kernel "
+        f"stack: {stack.name} ({stack.display_name or stack.name}); attention kernel "
         f"{run.attention_backend()}; named overheads: {where}"
     )

@@ -197,7 +197,7 @@ def planned_of(record: dict, run) -> Planned:
         hbm_usable_gib=float(hw.hbm_usable_gib),
         extra=extra,
         scale_up_gpus=int(hw.scale_up.domain_size),
-        runs_on=(run.stack.name if kind == "train" else run.engine.name if run.engine else ""),
+        runs_on=(run.training_stack().name if kind == "train" else run.engine.name if run.engine else ""),
     )
 
 

@@ -149,3 +149,25 @@ def plan_under_load(c, model, hw, wl, plan, qps: float, km, engine, reqs: Reques
         itl_slo_ms=plan.tpot_ms,
     )
     return s, rate
+
+
+def colocated_under_load(c, run, qps: float, plans, reqs: Requests, km) -> list[str]:
+    """plan.load_percentiles: the colocated plan's replica simulated at its share of qps
+    (plan_under_load); its summary goes into `plans`' colocated row (LOAD_COLUMNS)
+    and comes back as lines. reqs: the workload's requests (config/length_trace.py); km: the
+    accelerator's kernel model (config/kernel_tables.py)."""
+    from ..report.load_lines import LOAD_COLUMNS, load_lines
+
+    if c is None:
+        raise UserError("plan.load_percentiles=true needs a colocated plan; no layout meets the targets")
+    wl = run.workload
+    s, rate = plan_under_load(c, run.model, run.hardware, wl, run.plan, qps, km, run.serving_engine(), reqs)
+    colocated = plans["deployment"] == "colocated"
+    for k in LOAD_COLUMNS:
+        plans.loc[colocated, k] = s[k]
+    head = (
+        f"colocated plan under load (cost/serving_load.py, seed {wl.load_seed}): {len(reqs.input_len):,} requests, "
+        f"Poisson {rate:,.3g} requests/s per replica (qps {qps:g} over {int(c['replicas']):,} x {int(c['dp'])} "
+        f"replicas), batch={int(c['batch'])} in flight, capacity {s['replica_capacity_requests_per_s']:,.3g} requests/s"
+    )
+    return load_lines(s, head, run.plan.ttft_ms, run.plan.tpot_ms)

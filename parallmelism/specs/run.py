@@ -17,13 +17,6 @@ from .workload import InferenceWorkload, TrainWorkload
 DEFAULT_STACK = "megatron-te"  # conf/config.yaml's default too (tests/test_stack.py holds them equal)
 
 
-def default_stack() -> StackSpec:
-    """The shipped conf/stack/megatron-te.yaml: what a RunConfig built in code (not composed) runs under."""
-    from ..config.compose import load_option
-
-    return load_option("stack", DEFAULT_STACK)
-
-
 def stack_overheads(hw: AcceleratorSpec, stack: StackSpec) -> tuple[Overheads, str]:
     """The training overheads on `hw` and where they come from: the accelerator's own `overheads:`
     block where its file states one (honoured over the stack's fit), else the stack's fit for this
@@ -33,17 +26,19 @@ def stack_overheads(hw: AcceleratorSpec, stack: StackSpec) -> tuple[Overheads, s
     return stack.overheads_for(hw.name)
 
 
-def stack_attention(hw: AcceleratorSpec, stack: StackSpec, workload=None) -> str | None:
+def stack_attention(hw: AcceleratorSpec, stack: StackSpec | None, workload=None) -> str | None:
     """The fused attention kernel: workload.attention_backend, else the accelerator's (a part that runs
     only one), else the training stack's (serving: None, the kernel model's default, cuDNN)."""
-    default = stack.kernels.attention if workload is None or isinstance(workload, TrainWorkload) else None
+    training = workload is None or isinstance(workload, TrainWorkload)
+    default = stack.kernels.attention if stack is not None and training else None
     return getattr(workload, "attention_backend", None) or hw.kernels.attention_backend or default
 
 
-def under_stack(hw: AcceleratorSpec, stack: StackSpec, workload=None) -> AcceleratorSpec:
-    """`hw` as the cost model takes it under `stack`: its overheads and attention kernel resolved."""
+def under_stack(hw: AcceleratorSpec, stack: StackSpec | None, workload=None) -> AcceleratorSpec:
+    """`hw` as the cost model takes it under `stack`: its overheads and attention kernel resolved
+    (a serving run has no training stack: only its attention kernel is resolved)."""
     update: dict = {}
-    if hw.overheads is None:
+    if hw.overheads is None and stack is not None:
         update["overheads"] = stack_overheads(hw, stack)[0]
     backend = stack_attention(hw, stack, workload)
     if backend != hw.kernels.attention_backend:
@@ -78,7 +73,9 @@ class RunConfig(BaseModel):
     # the serving engine (conf/engine/, `engine: trtllm` in conf/config.yaml); composition always sets
     # it, a RunConfig built in code for serving must name one (training ignores it)
     engine: Optional[EngineSpec] = None
-    stack: StackSpec = Field(default_factory=default_stack)
+    # the training stack (conf/stack/, `stack: megatron-te` in conf/config.yaml); composition always sets
+    # it, a RunConfig built in code for training must name one (serving ignores it)
+    stack: Optional[StackSpec] = None
     output: OutputSpec = Field(default_factory=OutputSpec)
     plan: PlanSpec = Field(default_factory=PlanSpec)
 
@@ -88,15 +85,25 @@ class RunConfig(BaseModel):
             raise ValueError("a serving workload needs its engine (engine=trtllm | vllm | sglang, conf/engine/)")
         return self.engine
 
+    def training_stack(self) -> StackSpec:
+        """The training stack (set for every training run: `_each_run_names_what_runs_it`)."""
+        if self.stack is None:
+            raise ValueError(
+                "a training workload needs its stack (stack=megatron-te | torchtitan | deepspeed | ..., conf/stack/)"
+            )
+        return self.stack
+
     @model_validator(mode="after")
-    def _serving_needs_an_engine(self):
+    def _each_run_names_what_runs_it(self):
         if isinstance(self.workload, InferenceWorkload):
             self.serving_engine()
+        else:
+            self.training_stack()
         return self
 
     def overheads(self) -> tuple[Overheads, str]:
         """The training overheads this run takes and where they come from (`stack_overheads`)."""
-        return stack_overheads(self.hardware, self.stack)
+        return stack_overheads(self.hardware, self.training_stack())
 
     def attention_backend(self) -> str | None:
         """The fused attention kernel the run is timed with (`stack_attention`)."""

@@ -232,7 +232,7 @@ def data_parallel_size(row) -> int:
     return as_int(row, "gpus", model_parallel * as_int(row, "dp", 1)) // model_parallel
 
 
-def train_run_of(row, shipped_models: dict, hardware_of, base_output, stack_of=None):
+def train_run_of(row, shipped_models: dict, hardware_of, base_output, stack_of):
     """RunConfig with a fully pinned training grid for one case row, under the row's `stack` (blank:
     the default, megatron-te; stack_of: name -> StackSpec, validate/runner.py)."""
     from pydantic import ValidationError
@@ -274,7 +274,7 @@ def train_run_of(row, shipped_models: dict, hardware_of, base_output, stack_of=N
             sequence_parallel=[as_bool(row, "sequence_parallel", False)],
             cross_node_tp=True,  # a published run's layout ran: a tp beyond the domain is kept, not refused
         )
-        stack = {} if stack_of is None else {"stack": stack_of(get(row, "stack", DEFAULT_STACK))}
-        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output, **stack)
+        stack = stack_of(get(row, "stack", DEFAULT_STACK))
+        return RunConfig(model=model, hardware=hw, workload=wl, grid=grid, output=base_output, stack=stack)
     except ValidationError as exc:
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None

@@ -35,7 +35,7 @@ def memory_rows(df, ctx):
         q = memory_quantity(row)
         if q not in MEMORY_QUANTITIES:
             raise UserError(f"case {row['case']!r}: unknown quantity {q!r}; known: {', '.join(MEMORY_QUANTITIES)}")
-        run = train_run_of(row, *ctx[:3])
+        run = train_run_of(row, ctx[0], ctx[1], ctx[2], stack_of=ctx[4])
         pred = float(MEMORY_QUANTITIES[q](evaluate_one(run)))
         rows.append(result_row(row, q, "GiB", row["measured_gib"], pred))
     return rows
