@@ -5,6 +5,7 @@ the codes in one place."""
 from __future__ import annotations
 
 import ast
+import functools
 import typing
 
 from conftest import REPO
@@ -32,6 +33,7 @@ def _module_of(path, package=PACKAGE) -> tuple[str, bool]:
     return ".".join(parts), False
 
 
+@functools.cache
 def import_graph(package=PACKAGE) -> dict[str, dict[str, set[str]]]:
     """{module: {"top": modules it imports at import time, "function": inside functions}}, package
     modules only (parallmelism.*), relative and absolute imports resolved; `from pkg import sub`

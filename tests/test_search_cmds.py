@@ -12,7 +12,7 @@ from parallmelism.search import pareto_mask
 from parallmelism.search.plan import serve_plan_table, train_plan_table
 from parallmelism.specs.plan import PlanSpec
 
-from conftest import invoke, run_cli
+from conftest import invoke, run_app, run_cli
 
 SMALL = ["model=llama3.1-8b", "grid.ngpus=[8,16]", "grid.max_micro_batch=2"]
 
@@ -129,9 +129,10 @@ def test_plan_train_cli_matches_fastest_fitting_layout(small_table, tmp_path):
 
 def test_plan_train_errors_are_one_sentence_and_write_nothing(tmp_path):
     out = tmp_path / "plan.csv"
-    r = run_cli("plan", "train", *SMALL, "--out", out)
+    # in this process (run_app): exit code, stderr and files are the command's, not the interpreter's
+    r = run_app("plan", "train", *SMALL, "--out", out, cwd=tmp_path)
     assert r.returncode == 2 and "tokens=15e12" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli("plan", "train", *SMALL, "tokens=1e13", "days=1", "-q", "--out", out)
+    r = run_app("plan", "train", *SMALL, "tokens=1e13", "days=1", "-q", "--out", out, cwd=tmp_path)
     if "needs the time model" not in r.stderr:
         assert r.returncode == 2 and "plan.days=1" in r.stderr
     assert not out.exists()
@@ -202,7 +203,7 @@ def test_merge_combines_multirun_parts(tmp_path):
     assert len(merged) == len(pa_) + len(pb)
     assert set(merged["model"]) == {"llama3.1-8b", "mixtral-8x7b"}
     assert merged["mem_total_gib"].sum() == pytest.approx(pa_["mem_total_gib"].sum() + pb["mem_total_gib"].sum())
-    r = run_cli("merge", tmp_path / "nope.csv", "--out", tmp_path / "m2.csv")
+    r = run_app("merge", tmp_path / "nope.csv", "--out", tmp_path / "m2.csv", cwd=tmp_path)
     assert r.returncode == 2 and "does not exist" in r.stderr and not (tmp_path / "m2.csv").exists()
 
 
@@ -226,9 +227,9 @@ def test_plot_writes_png_and_svg(kind, small_table, tmp_path):
 
 
 def test_plot_bad_input_is_one_sentence(tmp_path):
-    r = run_cli("plot", "pie", *SMALL, "--out", tmp_path / "x.png")
+    r = run_app("plot", "pie", *SMALL, "--out", tmp_path / "x.png", cwd=tmp_path)
     assert r.returncode == 2 and "unknown plot 'pie'" in r.stderr
-    r = run_cli("plot", "memory", *SMALL, "--out", tmp_path / "x.jpg")
+    r = run_app("plot", "memory", *SMALL, "--out", tmp_path / "x.jpg", cwd=tmp_path)
     assert r.returncode == 2 and ".png or .svg" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
