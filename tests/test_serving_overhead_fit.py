@@ -26,7 +26,9 @@ def fit():
     [
         ("sglang", "moe_layer_overhead_us"),
         ("trtllm", "iteration_overhead_ms"),
+        ("trtllm", "moe_layer_overhead_us"),
         ("trtllm", "request_overhead_ms"),
+        ("vllm", "iteration_overhead_ms"),
     ],
 )
 def test_shipped_serving_overhead_is_the_fit(fit, engine, field):
