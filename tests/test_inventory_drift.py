@@ -23,7 +23,7 @@ from parallmelism.config import load_option, option_files
 from parallmelism.cost import comm, flops, inference, inference_ops, roofline, states
 from parallmelism.cost.layout import ServingLayout
 from parallmelism.cost.breakdown import training_breakdown
-from parallmelism.cost.collective_ops import transfer_time_s
+from parallmelism.cost.collective_ops import TP_HIERARCHICAL, transfer_time_s
 from parallmelism.cost.collectives import collective_time_s
 from parallmelism.cost.comm import ep_all_to_all_time_s, tp_layer_times_s
 from parallmelism.cost.layer_gemms import SERVING_NAMES, head_gemm, layer_gemms
@@ -517,6 +517,11 @@ def test_sampled_layouts_of_both_schedules_price_alike(hw_name, model_name, ngpu
             training["ep"] = comm.ep_layer_ops(hw, model, T, t, ep, 1.0, False, False)[0]
         inside = bool(inference_ops.ep_in_tp(lay["tp"], lay["ep"])) or lay["ep"] == 1
         for rec in terms["collectives"]:
+            if rec.role != "ep":  # every other serving record (the SP K/V gather and merge too): the one link model
+                hier = rec.axis in TP_HIERARCHICAL
+                one = transfer_time_s(hw, rec.kind, rec.nbytes, rec.group, rec.stride, hierarchical=hier)
+                assert scalar(rec.time_s) == scalar(one), rec.role
+                event(f"serving {rec.role} priced by the link model")
             other = training.get(rec.role)
             if other is None or (rec.role == "ep" and inside):  # EP inside TP: no all-to-all
                 continue
