@@ -89,6 +89,12 @@ CASES = {
         grid(ngpus=[64], tp=[8], pp=[4], cp=[1], micro_batch=[1], vpp=[2]),
     ),
     "sequence_parallel_needs_tp": (L70, H100, WL, grid(ngpus=[64], tp=[1], sequence_parallel=[True])),
+    "cp_a2a_heads_not_divisible": (  # Ulysses: 64 heads / tp 8 = 8 a rank, not split 16 ways
+        L70,
+        H100,
+        TrainWorkload(seq_len=8192, global_batch=512, cp_comm_type="a2a"),
+        grid(ngpus=[128], tp=[8], cp=[16], pp=[1]),
+    ),
     "sharding_needs_dp": (L70, H100, WL, grid(ngpus=[64], tp=[8], pp=[8], cp=[1], dp_sharding=["FULLY_SHARD"])),
     "dp_not_multiple_of_dp_shard_size": (
         L70,

@@ -141,7 +141,9 @@ def test_fp8_everywhere_is_slower_on_gemms_too_small_for_it():
     """Transformer Engine's fp8 over every GEMM (low_precision_gemms=all) is slower than bf16 where
     the per-GPU GEMMs are small: DeepSeek-V3 with its experts split 64 ways by tp on GB300 NVL72
     (expert GEMMs with k = 32, whose 7168-wide output gradient is cast and transposed) loses
-    about 8 %; choosing per GEMM (the default) never loses."""
+    about 7 % (8.3 % before its 256 experts a rank ran as grouped kernels at 2048 tokens per expert,
+    issue 32: slower GEMMs in both precisions, the casts a smaller share); choosing per GEMM (the
+    default) never loses."""
     base = [
         "model=deepseek-v3",
         "hardware=gb300-nvl72",
@@ -161,7 +163,7 @@ def test_fp8_everywhere_is_slower_on_gemms_too_small_for_it():
     everywhere = _fp8_vs_bf16(base + ["workload.low_precision_gemms=all"])
     chosen = _fp8_vs_bf16(base)
     assert len(everywhere) == len(chosen) == 1
-    assert everywhere["time_step_s_a"].iloc[0] / everywhere["time_step_s_b"].iloc[0] == pytest.approx(1.083, abs=0.01)
+    assert everywhere["time_step_s_a"].iloc[0] / everywhere["time_step_s_b"].iloc[0] == pytest.approx(1.066, abs=0.01)
     assert chosen["time_step_s_a"].iloc[0] <= chosen["time_step_s_b"].iloc[0]
 
 

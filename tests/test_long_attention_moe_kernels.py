@@ -242,3 +242,62 @@ def test_unfused_permute_takes_the_measured_gathers_and_fused_the_hbm_copy_rate(
     assert float(f) == pytest.approx(float(KM.memory_s(f_op.bytes)), rel=1e-9)
     assert float(b) == pytest.approx(float(KM.memory_s(f_op.backward_bytes())), rel=1e-9)
     assert total > 2.0 * sum(float(fused[n][1][0]) + float(fused[n][1][1]) for n in ("permute", "unpermute"))
+
+
+@pytest.mark.parametrize("bwd", [False, True])
+def test_a2a_cp_is_one_causal_kernel_over_the_whole_sequence_with_heads_over_cp(bwd):
+    """DeepSpeed-Ulysses (cp_comm_type a2a) at 128k, TP 4, CP 4: after the all-to-all a rank holds
+    all 128k tokens of 8/4 = 2 heads and runs one causal kernel over them (the same FLOPs as the
+    ring's share: 1/(t·c) of the heads × the full causal square); no ring steps, no merges."""
+    op, _ = _attention_op(4, "a2a")
+    flops = float(np.asarray(op.flops) * (op.bwd_flops if bwd else 1.0))
+    assert float(op.seq) == 131072 and float(op.heads) == 2 and float(op.cp) == 1
+    assert flops == pytest.approx(causal_attention_flops(131072, 2, 128, bwd), rel=1e-9)
+    got = float(attention_kernels_s(KM, flops, op, bwd))
+    assert got == pytest.approx(float(KM.attention_s(flops, 131072, 2, bwd)), rel=1e-12)
+    model = load_option("model", "llama3.1-8b")
+    assert "cp_merge" not in {o.name for o in layer_ops(model, 131072, 1, 4, 4, True, True, cp_comm_type="a2a")}
+
+
+def passes_of(rerun):
+    return 3.0 if rerun else 2.0
+
+
+@pytest.mark.parametrize("rerun", [False, True])
+def test_a2a_cp_communication_is_four_exposed_all_to_alls_a_layer(rerun):
+    """Q,K,V in and the output back forward (again when the attention forward reruns), the output
+    gradient in and dQ,dK,dV back backward; each rank's buffers: its s/c tokens' Q,K,V (K,V at its
+    TP rank's KV heads) and output; the attention waits on them (exposed = link)."""
+    from parallmelism.cost.comm import cp_layer_ops, cp_layer_times_s
+
+    model = load_option("model", "llama3.1-8b")
+    s, b, t, c = 131072, 1.0, 4.0, 4.0
+    qkv_op, out_op = cp_layer_ops(H100, model, s, b, t, c, rerun, "a2a")
+    T = s * b / c
+    assert qkv_op.kind == out_op.kind == "all_to_all"
+    assert float(out_op.nbytes) == pytest.approx(2 * T * model.q_dim / t)
+    assert float(qkv_op.nbytes) == pytest.approx(2 * T * (model.q_dim / t + 2 * model.d * model.g / t))
+    assert float(qkv_op.calls) == float(out_op.calls) == passes_of(rerun)
+    link, exposed = cp_layer_times_s(H100, model, s, b, t, c, (0.0, 0.0), (0.0, 0.0), rerun, "a2a")
+    passes = passes_of(rerun)
+    assert float(link) == pytest.approx(passes * float(qkv_op.time_s + out_op.time_s), rel=1e-12)
+    assert float(exposed) == float(link)
+
+
+def test_a2a_cp_refuses_layouts_that_split_a_head():
+    """Ulysses splits each TP rank's heads over the CP group: Llama-3.1-8B (32 heads) at TP 8 has 4
+    heads a rank, which CP 8 cannot split; the layout is dropped with the reason."""
+    from conftest import invoke
+
+    code, out = invoke(
+        "show",
+        "model=llama3.1-8b",
+        "workload.seq_len=131072",
+        "workload.global_batch=8",
+        "workload.cp_comm_type=a2a",
+        "grid.ngpus=[64]",
+        "grid.tp=[8]",
+        "grid.cp=[8]",
+        "grid.pp=[1]",
+    )
+    assert code == 2 and "heads per TP rank must be a multiple of cp" in " ".join(out.split())

@@ -268,7 +268,8 @@ def payloads(wl) -> dict[str, str]:
     grads = f"{wl.grad_reduce_dtype} grads"
     params = "fp8 params" if wl.fp8_param_gather else "bf16 params"
     act = "bf16 activations, grads"
-    out = {"tp": act, "tp moe": "bf16 routed tokens", "cp": "bf16 K,V (dK,dV)", "ep": "bf16 routed tokens"}
+    cp = "bf16 Q,K,V and output (gradients)" if wl.cp_comm_type == "a2a" else "bf16 K,V (dK,dV)"
+    out = {"tp": act, "tp moe": "bf16 routed tokens", "cp": cp, "ep": "bf16 routed tokens"}
     out.update({"dp grad reduce": grads, "hsdp replica reduce": grads, "dp param gather": params})
     out.update({"fsdp param gather": params, "pp hop": act})
     return out

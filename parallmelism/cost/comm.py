@@ -13,7 +13,9 @@ Per layer and micro-batch (`formulas.md`, Communication volume):
        forward; K,V and dK,dV (2×) backward. Each hop hides under the mean ring step, 1/c of the
        attention core (one causal kernel and c−1 blocks; the causal step is the longer one, the
        blocks the shorter, not told apart here): exposed = (c−1)·max(0, hop − core/c). Or (workload.cp_comm_type=all_gather) K,V of the
-       whole sequence all-gathered forward and backward, dK,dV reduce-scattered, all exposed.
+       whole sequence all-gathered forward and backward, dK,dV reduce-scattered, all exposed. Or
+       (cp_comm_type=a2a, Ulysses) all-to-alls of the rank's Q,K,V and output (forward) and their
+       gradients (backward), exposed.
   EP   dispatch + combine all-to-all of (T/r)·k·load·h·2 bytes (busiest rank) forward and
        backward, not overlapped (they sit between the router and the experts); with SP an
        all-gather over TP after dispatch and a reduce-scatter before combine (`ep_layer_time_s`),
@@ -64,7 +66,7 @@ from .collective_ops import (
 )
 from .collectives import group_link
 from .states import FS, GRAD_BYTES, NO_OP, WORKING_WEIGHT_BYTES
-from .shapes import dense_dp_size, expert_dp_size
+from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
 
 
 # Collective calls per layer and micro-batch: the one place the schedule's counts live. The time
@@ -72,6 +74,7 @@ from .shapes import dense_dp_size, expert_dp_size
 EP_CALLS_PER_MOE_LAYER_FORWARD = 2  # the dispatch and the combine all-to-all
 TP_COLLECTIVES_PER_LAYER_FORWARD = 2.0  # after attention's output projection and after the MLP (Megatron f/g)
 CP_CHUNKS_PER_BACKWARD_HOP = 2.0  # a p2p ring's backward hop: the K,V chunk and the dK,dV accumulated so far
+A2A_CALLS_PER_PASS = 2.0  # Ulysses CP (cp_comm_type a2a): Q,K,V in and the output back (forward; gradients backward)
 # The column-parallel GEMMs' backward is a dgrad and a wgrad GEMM of equal FLOPs (2·T·k·n each):
 # without SP the input-gradient all-reduce hides under the wgrad half (`tp_layer_times_s`)
 WGRAD_SHARE_OF_BACKWARD = 0.5
@@ -105,10 +108,13 @@ def cp_layer_transfers(cp, forward_rerun, comm_type="p2p"):
     p2p: c − 1 K,V hops forward, repeated when the attention forward reruns (full or selective
     recompute), and 2(c − 1) chunk transfers backward (K,V then dK,dV): 3(c − 1), or 4(c − 1)
     under recompute. all_gather: one all-gather forward (two under recompute), one all-gather
-    and one reduce-scatter backward."""
+    and one reduce-scatter backward. a2a: two all-to-alls forward (Q,K,V in, the output back; again
+    under recompute), two backward (the output gradient in, dQ,dK,dV back)."""
     rc = np.where(forward_rerun, 1.0, 0.0)
     if comm_type == "all_gather":
         return 1.0 + rc, 2.0 + 0.0 * rc
+    if comm_type == "a2a":
+        return A2A_CALLS_PER_PASS * (1.0 + rc), A2A_CALLS_PER_PASS + 0.0 * rc
     hops = np.maximum(np.asarray(cp, dtype=np.float64) - 1.0, 0.0)
     return hops * (1 + rc), hops * CP_CHUNKS_PER_BACKWARD_HOP
 
@@ -159,6 +165,13 @@ def cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type="p2p") -> list
     K,V all-gathered (forward, again under recompute, and backward) and dK,dV reduce-scattered."""
     fwd, bwd = cp_layer_transfers(cp, forward_rerun, comm_type)
     chunk = cp_chunk_bytes(model, s, b, t, cp)
+    if comm_type == "a2a":  # per rank: its tokens' Q,K,V (then dQ,dK,dV) and its output (then dO)
+        out = tokens_per_rank(s, b, cp) * model.q_dim / np.asarray(t, dtype=np.float64) * ACT_BYTES
+        per_kind = fwd / A2A_CALLS_PER_PASS + bwd / A2A_CALLS_PER_PASS
+        return [
+            collective(hw, "cp", "cp", "all_to_all", chunk + out, cp, t, per_kind),
+            collective(hw, "cp", "cp", "all_to_all", out, cp, t, per_kind),
+        ]
     if comm_type == "all_gather":
         full_kv = chunk * np.asarray(cp, dtype=np.float64)
         return [
@@ -188,9 +201,17 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     all_gather (--cp-comm-type all_gather; Llama 3 §3.3.2): the K,V of the whole sequence,
     cp·chunk bytes, all-gathered over the CP group before the attention forward, gathered again
     for backward and dK,dV reduce-scattered after it; "the all-gather communication latency is
-    exposed in the critical path" (Llama 3), so exposed = link."""
+    exposed in the critical path" (Llama 3), so exposed = link.
+    a2a (--cp-comm-type a2a; DeepSpeed-Ulysses, Jacobs et al. 2023): all-to-alls over the CP group
+    turn the rank's s/c tokens of every head into all s tokens of 1/c of the heads before the
+    attention kernel and back after it: the Q,K,V and the output forward (again under recompute),
+    the output gradient and dQ,dK,dV backward; the attention waits on them, so exposed = link."""
     rc = np.where(forward_rerun, 1.0, 0.0)
     ops = cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type)
+    if comm_type == "a2a":
+        qkv, out = (op.time_s for op in ops)
+        link = (qkv + out) * (1.0 + rc) + (qkv + out)
+        return link, link
     if comm_type == "all_gather":
         ag, rs = (op.time_s for op in ops)
         link = ag * (1 + rc) + ag + rs

@@ -167,11 +167,12 @@ def layer_ops(
     (the TP group's T·k·load where etp = t), with FFN width I_e/etp; each expert GEMM is one grouped
     kernel over the rank's experts (Op.rank_experts), its token permute and unpermute fused kernels at
     the HBM copy rate (`permute_fusion`) or PyTorch's measured gathers (Op.gather); `cp_comm_type` (p2p |
-    all_gather) says which attention kernels a context-parallel rank runs (cost.roofline)."""
+    all_gather | a2a) says which attention kernels a context-parallel rank runs (cost.roofline)."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
     T = tokens_per_rank(s, b, cp)
     drop = bool(model.dropout)
+    a2a = cp_comm_type == "a2a"
     routed, expert_tp = None, None
     if moe_layer:  # token copies this GPU's experts process (busiest rank)
         moe = model.require_moe()
@@ -202,10 +203,12 @@ def layer_ops(
                 FLASH_BWD_FACTOR,
                 selective=True,
                 dim=np.asarray(float(model.d)),
-                seq=_cp_chunk(s, cp),
-                cp=np.asarray(cp, dtype=np.float64),
+                # a2a (Ulysses): after the all-to-all a rank holds every token of heads/cp heads: one
+                # causal kernel over s, no ring (the same FLOPs: s × s pairs of 1/cp of the heads)
+                seq=s + 0.0 * cp if a2a else _cp_chunk(s, cp),
+                cp=np.ones_like(cp) if a2a else np.asarray(cp, dtype=np.float64),
                 cp_all_gather=cp_comm_type == "all_gather",
-                heads=core.heads * b,
+                heads=core.heads * b / (cp if a2a else 1.0),
                 attention_core=True,
             )
         )

@@ -260,6 +260,9 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
     x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (2 * c["cp"]) != 0))
     c = x.cols
     x.rule("cp_needs_fused_attention", (c["cp"] > 1) & (not workload.flash_attention))
+    if workload.cp_comm_type == "a2a":  # Ulysses splits each TP rank's heads over the CP group
+        c = x.cols
+        x.rule("cp_a2a_heads_not_divisible", (model.heads // c["tp"]) % c["cp"] != 0)
 
     x.cross("ep", ep_c)
     expert_rules(x, E)

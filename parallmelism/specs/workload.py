@@ -114,11 +114,13 @@ class TrainWorkload(BaseModel):
         "set_requires_gradient_sync(False)); auto: per_micro_batch where gradients are sharded "
         "(OPTIMIZER_STATES_AND_GRADS, FULLY_SHARD), per_step otherwise",
     )
-    cp_comm_type: Literal["p2p", "all_gather"] = Field(
+    cp_comm_type: Literal["p2p", "all_gather", "a2a"] = Field(
         "p2p",
         description="context-parallel attention (Megatron --cp-comm-type): p2p, Transformer Engine's ring of "
         "K,V chunks hidden under attention; all_gather, the whole sequence's K,V gathered before attention "
-        "(Llama 3: exposed, simpler masks)",
+        "(Llama 3: exposed, simpler masks); a2a, DeepSpeed-Ulysses: all-to-alls trade the sequence split for "
+        "a head split, so each rank runs one causal kernel over the whole sequence with its heads/cp heads "
+        "(exposed; heads per TP rank must divide by cp)",
     )
     dp_shard_size: Optional[PositiveInt] = Field(
         None,
