@@ -21,7 +21,8 @@ def evaluate_training_columns(
     """All cost columns for layout rows (codes, not strings). `memory`: the rows'
     `training_memory` columns when the caller already has them (row-wise, so a subset of an
     earlier call's rows is the same numbers)."""
-    model, hw, wl = run.model, run.accelerator(), run.workload  # overheads, attention kernel: the stack's
+    # the accelerator's overheads and attention kernel, the workload's compile and unfused ops: the stack's
+    model, hw, wl = run.model, run.accelerator(), run.training_workload()
     assert isinstance(wl, TrainWorkload), "training columns need a training workload"
     out = dict(cols)
     n = len(cols["tp"])

@@ -68,6 +68,8 @@ def _candidates(ann, current):
     if origin is list:
         first = current[0] if current else None
         return [[c] for c in _candidates(args[0], first)]
+    if origin is dict:  # an op name -> factor map (workload.unfused_elementwise)
+        return [v for v in ({"norm_attn": 2.0}, {}) if v != current]
     return []
 
 
@@ -78,6 +80,8 @@ def _text(value) -> str:
         return str(value).lower()
     if isinstance(value, list):
         return "[" + ",".join(_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_text(v)}" for k, v in value.items()) + "}"
     return repr(value) if isinstance(value, float) else str(value)
 
 

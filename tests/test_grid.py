@@ -105,10 +105,42 @@ CASES = {
 }
 
 
+def _stack(name):
+    return load_option("stack", name)
+
+
+# a training stack's layout rules (conf/stack/NAME.yaml `layouts:`): reason -> (stack, model, workload, grid)
+STACK_CASES = {
+    "stack_no_tp": ("pytorch-fsdp1", L70, WL, grid(ngpus=[64], tp=[8], pp=[1], cp=[1])),
+    "stack_no_pp": ("pytorch-fsdp1", L70, WL, grid(ngpus=[64], tp=[1], pp=[4], cp=[1])),
+    "stack_no_vpp": ("deepspeed", L70, WL, grid(ngpus=[64], tp=[1], pp=[4], vpp=[2], dp_sharding=["NO_OP"])),
+    "stack_no_cp": ("pytorch-fsdp1", L70, WL, grid(ngpus=[64], tp=[1], pp=[1], cp=[2])),
+    "stack_no_ep": ("pytorch-fsdp1", MIX, WL, grid(ngpus=[64], tp=[1], pp=[1], cp=[1], ep=[8])),
+    "stack_no_sharding_with_pp": (
+        "deepspeed",
+        L70,
+        WL,
+        grid(ngpus=[64], tp=[1], pp=[4], cp=[1], dp_sharding=["FULLY_SHARD"]),
+    ),
+    "stack_dp_sharding": ("pytorch-fsdp1", L70, WL, grid(ngpus=[64], tp=[1], pp=[1], cp=[1])),
+}
+
+
+@pytest.mark.parametrize("reason", list(STACK_CASES))
+def test_a_stack_drops_the_layouts_it_cannot_run(reason):
+    """`best`/`sweep` under a stack keep only layouts it runs; megatron-te (every axis) drops none."""
+    name, model, wl, g = STACK_CASES[reason]
+    out = enumerate_training_layouts(model, H100, wl, g, _stack(name))
+    assert out.dropped[reason] > 0
+    assert out.considered == len(out) + sum(out.dropped.values())
+    every = enumerate_training_layouts(model, H100, wl, g, _stack("megatron-te"))
+    assert len(every) == len(enumerate_training_layouts(model, H100, wl, g)) >= out.dropped[reason]
+
+
 def test_every_reason_has_a_case():
     from parallmelism.grid.reasons import INFERENCE_DROP_REASONS
 
-    training_only = set(DROP_REASONS) - (set(INFERENCE_DROP_REASONS) - set(CASES))
+    training_only = set(DROP_REASONS) - (set(INFERENCE_DROP_REASONS) - set(CASES)) - set(STACK_CASES)
     assert set(CASES) == training_only
     assert set(INFERENCE_CASES) == set(INFERENCE_DROP_REASONS)
 

@@ -155,7 +155,7 @@ def show(
         out.print(kernel_source(run.hardware), markup=False)  # pinned by a measured table, or by spec
         out.print(stack_line(run), markup=False)  # the software stack, its attention kernel and whose overheads
         hw = run.accelerator()
-        bd = training_breakdown(layout, run.model, hw, run.workload, kernel_model(hw))
+        bd = training_breakdown(layout, run.model, hw, run.training_workload(), kernel_model(hw))
         for table in step_time_tables(bd, width=out.width):
             out.print(table, crop=False)
     except UserError as exc:
@@ -167,8 +167,10 @@ def stack_line(run) -> str:
     named overheads are (the stack's own for this accelerator, a named one, the fallback, or the
     hardware file's own block)."""
     _, where = run.overheads()
-    stack = run.training_stack()
+    stack, wl = run.training_stack(), run.training_workload()
+    unfused = ", ".join(f"{k} x{v:g}" for k, v in (wl.unfused_elementwise or {}).items()) or "none"
     return (
         f"stack: {stack.name} ({stack.display_name or stack.name}); attention kernel "
-        f"{run.attention_backend()}; named overheads: {where}"
+        f"{run.attention_backend()}; compile {'on' if wl.compile else 'off'}, unfused element-wise ops "
+        f"(HBM bytes x) {unfused}; named overheads: {where}"
     )

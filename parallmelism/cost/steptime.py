@@ -24,6 +24,7 @@ exposed communication, bubble.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import numpy as np
@@ -50,6 +51,7 @@ from .flops import (
 from .params import params_per_gpu
 from .activations import fp8_saved_inputs, layer_activation_bytes
 from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s, param_fetch_s
+from .ops import MEMORY
 from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
@@ -256,7 +258,22 @@ def _op_sets(cols: TrainingLayout, model, wl) -> dict[str, list]:
             permute_fusion=wl.moe_permute_fusion,
             **kw,
         )
+    unfused = getattr(wl, "unfused_elementwise", None) or {}
+    if unfused:
+        sets = {name: [eager(op, unfused) for op in ops] for name, ops in sets.items()}
     return sets
+
+
+def eager(op, unfused: dict):
+    """An element-wise op as a stack runs it without torch.compile: its HBM bytes (forward and
+    backward) times the bytes of its eager kernels over the fused op's (specs StackKernels.
+    unfused_elementwise: an eager RMSNorm upcasts to fp32 and makes seven passes, RoPE's rotate_half
+    five, SwiGLU's silu and mul two); other ops unchanged."""
+    factor = unfused.get(op.name)
+    if factor is None or op.kind != MEMORY:
+        return op
+    bwd = None if op.bwd_bytes_abs is None else factor * np.asarray(op.bwd_bytes_abs)
+    return dataclasses.replace(op, other_bytes=factor * np.asarray(op.other_bytes), bwd_bytes_abs=bwd)
 
 
 def _op_times_of_sets(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, list]:

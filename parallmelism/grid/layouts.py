@@ -221,10 +221,43 @@ def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutG
 
 
 def enumerate_training_layouts(
-    model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload, grid: GridSpec
+    model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload, grid: GridSpec, stack=None
 ) -> LayoutGrid:
-    """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count)."""
-    return per_gpu_count(_enumerate_one, model, hw, workload, grid)
+    """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count);
+    stack (specs StackSpec): only the layouts that software stack runs (`stack_rules`)."""
+    grid_of = per_gpu_count(_enumerate_one, model, hw, workload, grid)
+    return grid_of if stack is None else stack_rules(grid_of, stack.layouts)
+
+
+# A stack's layout rules (specs StackLayouts, each with its source in conf/stack/NAME.yaml): the
+# layout column each tests and the StackLayouts field that allows it.
+STACK_RULES = (
+    ("stack_no_tp", "tensor_parallel", lambda c: c["tp"] > 1),
+    ("stack_no_pp", "pipeline_parallel", lambda c: c["pp"] > 1),
+    ("stack_no_vpp", "interleaved_pipeline", lambda c: c["vpp"] > 1),
+    ("stack_no_cp", "context_parallel", lambda c: c["cp"] > 1),
+    ("stack_no_ep", "expert_parallel", lambda c: c["ep"] > 1),
+    ("stack_no_sharding_with_pp", "sharding_with_pipeline", lambda c: (c["pp"] > 1) & (c["dp_sharding"] >= 2)),
+)
+
+
+def stack_rules(layouts: LayoutGrid, rules) -> LayoutGrid:
+    """`layouts` less the ones the stack cannot run (StackLayouts `rules`), each drop counted under
+    its reason (grid/reasons.py)."""
+    c = layouts.columns
+    dropped = dict(layouts.dropped)
+    keep = np.ones(len(c["tp"]), dtype=bool)
+    checks = [(key, test(c)) for key, field, test in STACK_RULES if not getattr(rules, field)]
+    if rules.dp_sharding is not None:
+        allowed = [SHARDING_CODE[x] for x in rules.dp_sharding]
+        checks.append(("stack_dp_sharding", ~np.isin(c["dp_sharding"], allowed)))
+    for key, bad in checks:
+        hit = keep & bad
+        dropped[key] = dropped.get(key, 0) + int(hit.sum())
+        keep &= ~bad
+    if keep.all():
+        return LayoutGrid(c, dropped, layouts.considered)
+    return LayoutGrid({k: v[keep] for k, v in c.items()}, dropped, layouts.considered)
 
 
 def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:

@@ -41,6 +41,15 @@ TRAINING_DROP_REASONS: dict[str, str] = {
     "param_offload_needs_fully_shard": "workload.param_offload keeps parameter shards on the host, which only "
     "FULLY_SHARD (ZeRO-3) has (DeepSpeed: offload_param is a stage-3 option)",
     "dp_not_multiple_of_dp_shard_size": "dp is not a multiple of workload.dp_shard_size (hybrid sharding groups)",
+    # the training stack's layouts (specs StackLayouts; conf/stack/NAME.yaml `layouts:` with sources)
+    "stack_no_tp": "the stack runs no tensor parallelism (stack.layouts.tensor_parallel=false)",
+    "stack_no_pp": "the stack runs no pipeline parallelism (stack.layouts.pipeline_parallel=false)",
+    "stack_no_vpp": "the stack runs no interleaved pipeline (stack.layouts.interleaved_pipeline=false)",
+    "stack_no_cp": "the stack runs no context parallelism (stack.layouts.context_parallel=false)",
+    "stack_no_ep": "the stack runs no expert parallelism (stack.layouts.expert_parallel=false)",
+    "stack_no_sharding_with_pp": "the stack does not shard gradients or parameters together with a pipeline "
+    "(stack.layouts.sharding_with_pipeline=false: DeepSpeed ZeRO-2/3 with pp > 1)",
+    "stack_dp_sharding": "the stack does not run this DP sharding strategy (stack.layouts.dp_sharding)",
 }
 
 INFERENCE_DROP_REASONS: dict[str, str] = {

@@ -255,7 +255,7 @@ def plot_roofline(run, out: Path, top: int) -> Path:
     plt = _plt()
     df = _evaluate(run)
     r = _best_rows(df, 1).iloc[0]
-    hw, wl, model = run.accelerator(), run.workload, run.model
+    hw, wl, model = run.accelerator(), run.training_workload(), run.model
     rates = Rates(hw, wl.precision, kernel_model(hw))
     peak = hw.peak_flops(wl.precision)
     bw = hw.hbm_bandwidth_gbps * 1e9

@@ -60,7 +60,7 @@ def layout_grid(run, grid=None):
     if run.workload.kind == "train":
         from ..grid.layouts import enumerate_training_layouts
 
-        return enumerate_training_layouts(run.model, run.hardware, run.workload, grid)
+        return enumerate_training_layouts(run.model, run.hardware, run.workload, grid, run.stack)
     from ..grid.inference import enumerate_inference_layouts
 
     return enumerate_inference_layouts(run.model, run.hardware, run.workload, grid)

@@ -46,6 +46,21 @@ def under_stack(hw: AcceleratorSpec, stack: StackSpec | None, workload=None) -> 
     return hw.model_copy(update=update) if update else hw
 
 
+def workload_under_stack(wl, stack: StackSpec | None):
+    """A training workload as the cost model takes it under `stack`: compile (the workload's, else the
+    stack's default) and the element-wise ops it leaves unfused (the workload's, else the stack's list
+    when compile is off, else none). Serving workloads (no stack) are returned as they are."""
+    if not isinstance(wl, TrainWorkload) or stack is None:
+        return wl
+    compiled = stack.compile if wl.compile is None else wl.compile
+    unfused = wl.unfused_elementwise
+    if unfused is None:
+        unfused = {} if compiled else dict(stack.kernels.unfused_elementwise)
+    if wl.compile == compiled and wl.unfused_elementwise == unfused:
+        return wl
+    return wl.model_copy(update={"compile": compiled, "unfused_elementwise": unfused})
+
+
 class OutputSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
@@ -108,6 +123,10 @@ class RunConfig(BaseModel):
     def attention_backend(self) -> str | None:
         """The fused attention kernel the run is timed with (`stack_attention`)."""
         return stack_attention(self.hardware, self.stack, self.workload)
+
+    def training_workload(self):
+        """The workload as the cost model takes it under this run's stack (`workload_under_stack`)."""
+        return workload_under_stack(self.workload, self.stack)
 
     def accelerator(self) -> AcceleratorSpec:
         """The accelerator as the cost model takes it under this run's stack (`under_stack`). Every

@@ -13,7 +13,7 @@ an entry may name another accelerator whose fit it takes (`a100-sxm-40gb: a100-s
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -56,8 +56,11 @@ class StackKernels(BaseModel):
     gemm: str = Field("", description="GEMM library per precision (cuBLAS, CUTLASS, TE)")
     fp8_recipe: str = Field("", description="fp8 scaling recipe and its casts")
     grouped_gemm: str = Field("", description="MoE expert GEMMs")
-    unfused_elementwise: list[str] = Field(
-        default_factory=list, description="element-wise ops left as kernels of their own (not fused)"
+    unfused_elementwise: dict[str, Annotated[float, Field(ge=1, le=20)]] = Field(
+        default_factory=dict,
+        description="element-wise ops (cost/flops.py op names) the stack runs eagerly without torch.compile, "
+        "each with the HBM bytes of its eager kernels over the fused op's (counted from the stack's code, "
+        "1-20); applied when compile is off (workload.unfused_elementwise overrides)",
     )
     source: str = ""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
@@ -26,6 +26,14 @@ class TrainWorkload(BaseModel):
         None,
         description="fused attention kernel (cudnn | flash2 | flash3 | sdpa); None: the accelerator's where its "
         "file names one, else the stack's (stack.kernels.attention)",
+    )
+    compile: Optional[bool] = Field(
+        None, description="torch.compile of the blocks (fuses the stack's eager element-wise ops); None: the stack's"
+    )
+    unfused_elementwise: Optional[dict[str, Annotated[float, Field(ge=1, le=20)]]] = Field(
+        None,
+        description="element-wise op -> HBM bytes of its eager kernels over the fused op's (cost/steptime.py); "
+        "None: the stack's stack.kernels.unfused_elementwise when compile is off, else none ({})",
     )
     fp8_bf16_edge_layers: int = Field(
         0,

@@ -184,6 +184,7 @@ STATED_WORKLOAD_COLUMNS = (
     "activation_offload_layers",
     "optimizer_offload",
     "param_offload",
+    "compile",
 )
 
 
