@@ -18,6 +18,17 @@ on that stack's end-to-end step times by `python -m parallmelism.validate.calibr
   straggler_per_doubling  fraction of the step lost per doubling of the GPU count beyond one
                         scale-up domain (synchronisation waits on the slowest rank, jitter):
                         step · (1 + x·log2(ngpus / domain_size)) when ngpus > domain_size.
+  moe_expert_launch_us  host time per kernel launch of a MoE layer's per-expert kernels, µs: the
+                        grouped expert GEMMs are one cuBLAS launch per local expert, and in fp8
+                        each expert's input and output gradient is quantized on its own
+                        (`moe_expert_launches`). Megatron-Core syncs device to host for the tokens
+                        per expert in every MoE layer's forward (d98e8a64 moe/token_dispatcher.py
+                        _HybridEPManager: "HybridEP sizes buffers dynamically (CPU sync in
+                        dispatch)"; moe/experts.py TEGroupedMLP: tokens_per_expert.tolist() for
+                        GroupedLinear's m_splits), so the launch queue is empty there. Added to
+                        every micro-batch as MoE layers x launches x µs: it assumes none of that
+                        host time hides under the kernels. 0 unless a stack sets it (megatron-te
+                        does not yet: README, "Long context and fine-grained MoE").
 The optimizer step is not here: it is HBM traffic (cost.flops.optimizer_bytes_per_param) at the
 measured bandwidth (cost.kernels).
 """
@@ -43,6 +54,42 @@ def micro_batch_overhead_s(hw, n_layers, hidden_comm_s):
     return np.asarray(n_layers, dtype=np.float64) * oh.layer_launch_us * 1e-6 + oh.comm_contention * np.asarray(
         hidden_comm_s, dtype=np.float64
     )
+
+
+# Kernel launches per local expert per MoE layer per micro-batch, Transformer Engine v2.8
+# (40c69e75) transformer_engine/pytorch/module/grouped_linear.py, the expert MLP's two
+# GroupedLinear modules (fc1, fc2; Megatron-Core d98e8a64 moe/experts.py TEGroupedMLP):
+#   GEMMs  general_grouped_gemm runs one cuBLAS GEMM per expert (num_gemms = len(m_splits)): each
+#          module's forward (line 171), and its dgrad (346) and wgrad (396) in backward
+#   fp8    tex.split_quantize quantizes each expert's split on its own (the forward input, line 127;
+#          the backward output gradient, line 306), and a current-scaling quantize is three kernels
+#          (csrc/quantizer.cpp Float8CurrentScalingQuantizer::quantize: nvte_compute_amax, the scale
+#          from the amax, the cast). The weights' casts run in the first micro-batch only (cached).
+MOE_EXPERT_LAUNCHES = {  # (forward, backward) per local expert, both modules
+    "gemm": (2.0, 4.0),
+    "fp8_quantize": (2.0 * 3.0, 2.0 * 3.0),
+}
+
+
+def moe_expert_launches(local_experts, low_precision: bool, full_recompute=False):
+    """Kernel launches of one MoE layer's local experts per micro-batch, forward + backward (+ the
+    forward again under full recompute): the grouped GEMMs' per-expert launches and, in fp8/fp4,
+    the per-expert quantizes (MOE_EXPERT_LAUNCHES)."""
+    kinds = ("gemm", "fp8_quantize") if low_precision else ("gemm",)
+    fwd = sum(MOE_EXPERT_LAUNCHES[k][0] for k in kinds)
+    bwd = sum(MOE_EXPERT_LAUNCHES[k][1] for k in kinds)
+    per_expert = fwd * (1.0 + np.asarray(full_recompute, dtype=np.float64)) + bwd
+    return per_expert * np.asarray(local_experts, dtype=np.float64)
+
+
+def moe_layer_overhead_s(hw, n_moe_layers, local_experts, low_precision: bool, full_recompute=False):
+    """Seconds added to one micro-batch of a stage by its MoE layers' per-expert launches, exposed
+    behind the dispatcher's device-to-host sync (module docstring, moe_expert_launch_us)."""
+    us = _overheads(hw).moe_expert_launch_us
+    n = np.asarray(n_moe_layers, dtype=np.float64)
+    if not us:
+        return np.zeros(np.shape(n))
+    return n * moe_expert_launches(local_experts, low_precision, full_recompute) * us * 1e-6
 
 
 def straggler_doublings(hw, ngpus):

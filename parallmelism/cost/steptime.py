@@ -52,12 +52,12 @@ from .params import params_per_gpu
 from .activations import fp8_saved_inputs, layer_activation_bytes
 from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s, param_fetch_s
 from .ops import MEMORY
-from .overheads import micro_batch_overhead_s, step_overhead_s, straggler_doublings
+from .overheads import micro_batch_overhead_s, moe_layer_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
 from .keys import per_key, stacked, to_shape
 from .select import argmax3, argmax4
-from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, expert_tp_size, tokens_per_rank
+from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, expert_tp_size, experts_per_rank, tokens_per_rank
 from .states import (
     FS,
     GRAD_BYTES,
@@ -393,6 +393,8 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     if casts is not None:
         sums = {name: _with_weight_casts(acc, casts) for name, acc in sums.items()}
     dense, head, emb, moe = sums["dense"], sums["head"], sums["emb"], sums.get("moe")
+    local_experts = experts_per_rank(model.require_moe().num_experts, ep) if model.is_moe else 0.0
+    low_precision = wl.precision in LOW_PRECISION_BYTES
 
     def layer_comm(acc, is_moe):
         tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
@@ -441,6 +443,9 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
         hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
         overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)
+        if moe is not None:  # the MoE layers' per-expert launches behind the dispatcher's sync
+            n_moe = sum((n for s_, n in set_counts if s_ == "moe"), np.zeros(()))
+            overhead_mb = overhead_mb + moe_layer_overhead_s(hw, n_moe, local_experts, low_precision, full)
         offload_mb = _offload_exposed_mb(cols, model, hw, wl, n_layers, dense)
         r = {
             "compute_mb": compute_mb,

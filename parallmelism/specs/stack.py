@@ -41,6 +41,14 @@ class Overheads(BaseModel):
     straggler_per_doubling: float = Field(
         0.0, ge=0, le=0.5, description="step fraction lost per doubling of GPUs beyond one domain"
     )
+    moe_expert_launch_us: float = Field(
+        0.0,
+        ge=0,
+        le=50,
+        description="host time per kernel launch of a MoE layer's per-expert kernels (grouped GEMM and "
+        "fp8 quantize launches per local expert, cost/overheads.py), exposed behind the dispatcher's "
+        "device-to-host sync, µs (at most 50)",
+    )
 
 
 class StackKernels(BaseModel):
