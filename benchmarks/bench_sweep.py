@@ -4,6 +4,7 @@
     python benchmarks/bench_sweep.py gpt3       # one case
     python benchmarks/bench_sweep.py --workers=1  # one process (default: every core)
     python benchmarks/bench_sweep.py --prune      # time model only on layouts that fit (pareto's path)
+    python benchmarks/bench_sweep.py --workers=1 --against=REV [--rounds=3]  # now vs git revision REV
 
 Prints, per case: layouts considered (every axis combination), valid layouts evaluated by the
 cost model, wall and CPU seconds, rows per second, and the ratio to Calculon's published search
@@ -12,11 +13,21 @@ is what `parallmelism best` keeps: the five fastest layouts that fit per GPU cou
 fastest of all layouts (near misses), so every layout goes through the whole time model, as in
 `best` (--prune skips the time model for layouts that do not fit, as `pareto` does).
 No file is written (the optional full-output Parquet write is excluded, as in the target).
+
+With `--against=REV` the script as it is now and as it was at REV (`git archive` into a temporary
+folder) run in their own processes, alternating round after round, so load from others on a shared
+machine falls on both alike; it prints each case's layouts per CPU-second (median over rounds) and
+the median of the per-round ratios now / REV. CPU seconds, not wall: on a busy machine the wall
+time counts the waits for a core, the CPU time is the per-core rate issue 29 asks for.
 """
 
 from __future__ import annotations
 
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -147,10 +158,42 @@ def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool =
     }
 
 
+def rates_of_tree(root: Path, cases: list[str], workers: int | None) -> dict[str, float]:
+    """Layouts per CPU-second of each case, printed by the bench_sweep.py under `root` in a process
+    of its own (its cases print in the order asked)."""
+    args = [sys.executable, str(root / "benchmarks" / "bench_sweep.py"), *cases]
+    args += [f"--workers={workers}"] if workers else []
+    out = subprocess.run(args, cwd=root, check=True, capture_output=True, text=True).stdout
+    rates = [float(m.replace(",", "")) for m in re.findall(r"([\d,]+) layouts per CPU-second", out)]
+    return dict(zip(cases, rates, strict=True))
+
+
+def against(rev: str, cases: list[str], workers: int | None, rounds: int) -> None:
+    """Now vs git revision `rev`, alternating rounds (module docstring)."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        now, then = [], []
+        for _ in range(rounds):
+            now.append(rates_of_tree(root, cases, workers))
+            then.append(rates_of_tree(Path(tmp), cases, workers))
+    print(f"layouts per CPU-second, median of {rounds} alternating rounds [workers: {workers or 'default'}]")
+    print(f"{'case':>14} {rev:>12} {'now':>12}  now/{rev} (median of per-round ratios)")
+    for case in cases:
+        ratio = statistics.median(n[case] / t[case] for n, t in zip(now, then))
+        a, b = (statistics.median(r[case] for r in runs) for runs in (then, now))
+        print(f"{case:>14} {a:>12,.0f} {b:>12,.0f}  {ratio:.3f}")
+
+
 def main(argv: list[str]) -> None:
     cases = [a for a in argv if not a.startswith("--")] or list(CASES)
     workers = next((int(a.split("=")[1]) for a in argv if a.startswith("--workers=")), None)
     prune = "--prune" in argv
+    rev = next((a.split("=", 1)[1] for a in argv if a.startswith("--against=")), None)
+    if rev:
+        against(rev, cases, workers, next((int(a.split("=")[1]) for a in argv if a.startswith("--rounds=")), 3))
+        return
     for case in cases:
         r = bench(case, workers=workers, prune=prune)
         w = r["workers"] or "default"
