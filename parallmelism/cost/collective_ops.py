@@ -21,22 +21,34 @@ ring's cp ranks, a pipeline boundary's 2 stages); each hop is one pair.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
 from ..units import GB, US
-from .collectives import busbw_factor, collective_time_s, group_collective_time_s, group_link, scale_up_group_gbps
+from .collectives import (
+    busbw_factor,
+    collective_time_s,
+    CUSTOM_AR_MAX_RANKS,
+    custom_all_reduce_time_s,
+    custom_all_reduce_wire_factor,
+    group_collective_time_s,
+    group_link,
+    scale_up_group_gbps,
+)
 from .shapes import kv_width_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
+CUSTOM_ALL_REDUCE = "custom_all_reduce"  # a record kind: an engine's all-reduce kernel, not an NCCL collective
 P2P_PAIR = 2.0  # ranks of one send/recv: a hop of a ring or chain is one pair
 
 # what a record's `role` names: the transfer, the axis whose group runs it (tp, cp, ep, dp, pp;
 # serving's prompt sharding sp), and what calls count per
 ROLES = {
     "tp": "TP activations (all-reduce, or SP all-gather / reduce-scatter), per layer",
+    "tp custom": "serving: TP activations all-reduced by the engine's own kernel (one-shot / two-shot over NVLink "
+    "P2P; engine.tp_all_reduce), per layer",
     "tp moe": "expert-TP all-gather after the MoE dispatch, reduce-scatter before the combine (SP; over the TP "
     "group, or the workload.expert_tp ranks under MoE parallel folding), per MoE layer",
     "ep": "EP dispatch + combine all-to-all, per MoE layer (ranks expert-TP apart)",
@@ -56,7 +68,8 @@ class CollectiveOp:
     """One collective or point-to-point transfer of the inventory; arrays broadcast over layout rows.
 
     axis, role  the parallel axis whose group runs it and what it moves (ROLES)
-    kind        collectives.KINDS: all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
+    kind        collectives.KINDS: all_reduce | all_gather | reduce_scatter | all_to_all | send_recv; or
+                CUSTOM_ALL_REDUCE, a serving engine's own all-reduce kernel (`engine_tp_all_reduce_ops`)
     nbytes      S of one call (module docstring)
     group       ranks of the group (a send/recv: of its ring or chain)
     stride      ranks apart in Megatron order
@@ -85,8 +98,12 @@ class CollectiveOp:
 
     @property
     def wire_bytes(self):
-        """Bytes one rank sends (and receives) on its link per call: S · nccl-tests busbw factor."""
-        return np.asarray(self.nbytes, dtype=np.float64) * busbw_factor(self.kind, self.group)
+        """Bytes one rank sends (and receives) on its link per call: S · nccl-tests busbw factor (a
+        custom all-reduce: S · what its one-shot or two-shot reads, `custom_all_reduce_wire_factor`)."""
+        S = np.asarray(self.nbytes, dtype=np.float64)
+        if self.kind == CUSTOM_ALL_REDUCE:
+            return S * custom_all_reduce_wire_factor(S, self.group)
+        return S * busbw_factor(self.kind, self.group)
 
     def link(self, hw):
         """(achievable GB/s per rank per direction, latency us per step) of its link."""
@@ -128,6 +145,31 @@ def collective(hw, axis: str, role: str, kind: str, nbytes, group, stride, calls
     if time_s is None:
         time_s = transfer_time_s(hw, kind, nbytes, group, stride, hierarchical=axis in TP_HIERARCHICAL)
     return CollectiveOp(axis, role, kind, nbytes, group, stride, time_s, calls, scope)
+
+
+def engine_tp_all_reduce_ops(hw, ar: CollectiveOp, engine) -> list[CollectiveOp]:
+    """A serving pass's TP all-reduces `ar` (NCCL, role "tp") as the engine runs them: with
+    engine.tp_all_reduce == "custom" the calls whose message fits engine.custom_all_reduce_max_bytes,
+    whose group has at most CUSTOM_AR_MAX_RANKS ranks and stays in one scale-up domain (the kernel
+    maps its peers' memory over NVLink)
+    become a role "tp custom" record timed by `collectives.custom_all_reduce_time_s`; the rest stay
+    NCCL's. Two records, the calls split by row; engine None or "nccl": `ar` alone."""
+    if engine is None or engine.tp_all_reduce == "nccl":
+        return [ar]
+    S = np.asarray(ar.nbytes, dtype=np.float64)
+    span = np.asarray(ar.group, dtype=np.float64) * np.asarray(ar.stride, dtype=np.float64)
+    n = np.asarray(ar.group, dtype=np.float64)
+    fits = (S <= engine.custom_all_reduce_max_bytes) & (span <= hw.scale_up.domain_size) & (n <= CUSTOM_AR_MAX_RANKS)
+    t = custom_all_reduce_time_s(
+        hw,
+        S,
+        ar.group,
+        engine.custom_all_reduce_one_shot_latency_us,
+        engine.custom_all_reduce_two_shot_latency_us,
+        engine.custom_all_reduce_link_efficiency,
+    )
+    custom = CollectiveOp(ar.axis, "tp custom", CUSTOM_ALL_REDUCE, S, ar.group, ar.stride, t, ar.calls * fits, ar.scope)
+    return [custom, replace(ar, calls=ar.calls * ~fits)]
 
 
 ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])  # B per element: activations, their gradients and K,V travel in bf16
@@ -266,6 +308,8 @@ __all__ = [
     "P2P_PAIR",
     "ROLES",
     "CollectiveOp",
+    "CUSTOM_ALL_REDUCE",
+    "engine_tp_all_reduce_ops",
     "collective",
     "transfer_time_s",
     "p2p_link",

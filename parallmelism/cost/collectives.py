@@ -274,3 +274,46 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
     if kind == "all_reduce" and hierarchical and hw.scale_out is not None and np.any(spans):
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
     return np.where(spans, best, ring)
+
+
+# A serving engine's own all-reduce kernel for tensor parallelism (vLLM's and SGLang's
+# CustomAllreduce, TensorRT-LLM's AllReduce plugin ONESHOT / TWOSHOT): every rank maps its peers'
+# buffers over NVLink P2P (CUDA IPC) and reduces with plain loads, one kernel and one or two
+# barriers instead of NCCL's 2(n−1) ring steps. Stage choice as vLLM's csrc/custom_all_reduce.cuh
+# `allreduce()` makes it: one-shot for 2 ranks, or below 512 KiB at up to 4 ranks, or below 256 KiB
+# at up to 8; two-shot otherwise.
+CUSTOM_AR_ONE_SHOT_MAX_BYTES = {4: 512.0 * 1024, 8: 256.0 * 1024}  # ranks <= key: one-shot below the bytes
+# Largest group the kernel runs on (vLLM's custom_all_reduce.py _SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]; a
+# larger TP group, which only an NVLink Switch System gives, uses NCCL)
+CUSTOM_AR_MAX_RANKS = 8
+
+
+def custom_all_reduce_one_shot(nbytes, size):
+    """Whether a custom all-reduce of S bytes over n ranks runs one-shot (CUSTOM_AR_ONE_SHOT_MAX_BYTES)."""
+    S = np.asarray(nbytes, dtype=np.float64)
+    n = np.asarray(size, dtype=np.float64)
+    small4 = (n <= 4) & (S < CUSTOM_AR_ONE_SHOT_MAX_BYTES[4])
+    small8 = (n <= 8) & (S < CUSTOM_AR_ONE_SHOT_MAX_BYTES[8])
+    return (n <= 2) | small4 | small8
+
+
+def custom_all_reduce_wire_factor(nbytes, size):
+    """Bytes one rank reads from its peers per byte of S: one-shot reads every peer's whole buffer,
+    (n−1); two-shot reduce-scatters (its 1/n slice from each of n−1 peers) then all-gathers (the
+    other n−1 reduced slices), 2(n−1)/n, the ring's bytes in two barrier stages."""
+    n = np.asarray(size, dtype=np.float64)
+    return np.where(custom_all_reduce_one_shot(nbytes, size), n - 1.0, 2.0 * (n - 1.0) / np.maximum(n, 1.0))
+
+
+def custom_all_reduce_time_s(hw, nbytes, size, one_shot_latency_us, two_shot_latency_us, link_efficiency):
+    """Seconds of one engine custom all-reduce of S bytes over `size` ranks of one scale-up domain:
+    the stage's fixed time (one-shot: one kernel, one barrier; two-shot: a second barrier between
+    its reduce-scatter and all-gather halves; fitted per engine) + the bytes a rank reads from its
+    peers (`custom_all_reduce_wire_factor` · S) at link_efficiency of the nominal scale-up
+    bandwidth its group has (`scale_up_group_gbps` before hw.efficiency.scale_up, which is NCCL's
+    fit). 0 for one rank."""
+    S = np.asarray(nbytes, dtype=np.float64)
+    n = np.asarray(size, dtype=np.float64)
+    bw = scale_up_group_gbps(hw, n) / hw.efficiency.scale_up * link_efficiency * GB
+    fixed = np.where(custom_all_reduce_one_shot(S, n), one_shot_latency_us, two_shot_latency_us) * US
+    return np.where(n > 1, fixed + custom_all_reduce_wire_factor(S, n) * S / bw, 0.0)

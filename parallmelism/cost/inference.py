@@ -71,6 +71,7 @@ from .collective_ops import (
     CollectiveOp,
     collective,
     deepep_low_latency_times_s,
+    engine_tp_all_reduce_ops,
 )
 from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_layer_ops, pp_hop_op, tp_layer_calls, tp_layer_ops
 from .flops import busiest_stage_layer_counts, moe_layer_counts
@@ -96,6 +97,7 @@ BOUNDS = np.array([b.label for b in (Bound.COMPUTE, Bound.MEMORY, Bound.COMMUNIC
 # "comm" and the per-op explanation give them
 COMM_NAMES = {
     "tp": "tp_all_reduce",
+    "tp custom": "tp_custom_all_reduce",
     "ep": "ep_all_to_all",
     "sp kv gather": "sp_kv_all_gather",
     "sp attention merge": "sp_attention_merge",
@@ -111,16 +113,17 @@ def serving_imbalance(model, wl: InferenceWorkload, ep):
 
 
 def serving_collectives(
-    model, hw, wl, lay: ServingLayout, T, n, moe_layers, prefill: bool, prompt_tokens, decode_part, ops, times
+    model, hw, wl, lay: ServingLayout, T, n, moe_layers, prefill: bool, prompt_tokens, decode_part, ops, times, engine
 ) -> list[CollectiveOp]:
     """The collectives of one pass through the busiest stage (`n` layers, `moe_layers` of them
     MoE), built and timed as training builds and times its own (cost/collective_ops.py): calls
     and exposed seconds per stage pass ("layer" scope: summed over the stage's layers), and the
-    pipeline hop per boundary ("stage" scope, placed by cost/pipeline.py)."""
+    pipeline hop per boundary ("stage" scope, placed by cost/pipeline.py). The TP all-reduces run
+    as `engine` runs them (collective_ops.engine_tp_all_reduce_ops; None: NCCL's)."""
     tp, pp, sp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (lay.tp, lay.pp, lay.sp, lay.ep, lay.dp))
     # forward only, no sequence parallelism: 2 all-reduces per layer (comm.tp_layer_calls)
     (ar,) = tp_layer_ops(hw, model, T, tp, {"all_reduce": tp_layer_calls(False, False)["all_reduce"][0]})
-    colls = [replace(ar, calls=ar.calls * n)]
+    colls = engine_tp_all_reduce_ops(hw, replace(ar, calls=ar.calls * n), engine)
     if model.moe is not None:
         # EP across replicas: every TP rank holds the replica's T tokens (no sequence parallelism)
         # and dispatches them, the training model's dispatch (comm.ep_layer_ops). EP inside TP
@@ -173,9 +176,11 @@ def stage_terms(
     prefill: bool,
     prompt_tokens=None,
     decode_part=None,
+    engine: EngineSpec | None = None,
 ):
     """Ops, their times and the per-layer collectives of one pass of `tokens` through the busiest
-    stage on one GPU, each op timed by the kernel model `km` (config.kernel_tables.kernel_model).
+    stage on one GPU, each op timed by the kernel model `km` (config.kernel_tables.kernel_model)
+    and the TP all-reduces as `engine` runs them (None: NCCL's).
     Returns a dict of arrays (seconds, FLOPs, bytes)."""
     tp, pp, sp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (lay.tp, lay.pp, lay.sp, lay.ep, lay.dp))
     n = np.asarray(lay.layers_per_stage, dtype=np.float64)
@@ -208,7 +213,9 @@ def stage_terms(
     flops = sum(op.count * op.flops for op in ops)
     hbm = sum(op.count * op.bytes for op in ops)
 
-    colls = serving_collectives(model, hw, wl, lay, T, n, moe_layers, prefill, prompt_tokens, decode_part, ops, times)
+    colls = serving_collectives(
+        model, hw, wl, lay, T, n, moe_layers, prefill, prompt_tokens, decode_part, ops, times, engine
+    )
     comm = {COMM_NAMES[op.role]: op.exposed_s for op in colls if op.scope == "layer"}
     hop = next(op.time_s for op in colls if op.role == "pp hop")
     comm_s = sum(comm.values())
@@ -236,7 +243,14 @@ def prefill_sequences(lay: ServingLayout, wl: InferenceWorkload) -> np.ndarray:
 
 
 def prefill_terms(
-    model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, lay: ServingLayout, chunks, *, km: KernelModel
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    lay: ServingLayout,
+    chunks,
+    *,
+    km: KernelModel,
+    engine: EngineSpec | None = None,
 ) -> dict:
     """Stage terms of one prefill chunk when the prompts are cut into `chunks` (array) pieces."""
     sp = np.asarray(lay.sp, dtype=np.float64)
@@ -262,6 +276,7 @@ def prefill_terms(
         km=km,
         prefill=True,
         prompt_tokens=n_pre * S,
+        engine=engine,
     )
 
 
@@ -283,6 +298,7 @@ def decode_terms(
     tokens_per_seq: int | None = None,
     *,
     km: KernelModel,
+    engine: EngineSpec | None = None,
 ) -> dict:
     """Stage terms of one decode micro-batch (ceil(b/m) sequences) at the mean context; with
     speculative decoding the verify pass carries tokens_per_seq = k+1 positions per sequence (the
@@ -306,11 +322,17 @@ def decode_terms(
         head_tokens=Td,
         km=km,
         prefill=False,
+        engine=engine,
     )
 
 
 def best_prefill(
-    model: ModelSpec, hw: AcceleratorSpec, wl: InferenceWorkload, lay: ServingLayout, km: KernelModel
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    lay: ServingLayout,
+    km: KernelModel,
+    engine: EngineSpec | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(TTFT seconds, chunk count) minimizing (n_c + pp − 1)·(stage + hop) over PREFILL_CHUNKS."""
     pp = np.asarray(lay.pp, dtype=np.float64)
@@ -319,7 +341,7 @@ def best_prefill(
     for c in PREFILL_CHUNKS:
         if c * 2 > wl.input_len:
             break
-        r = prefill_terms(model, hw, wl, lay, np.full(len(pp), c), km=km)
+        r = prefill_terms(model, hw, wl, lay, np.full(len(pp), c), km=km, engine=engine)
         t = pipeline.prefill_pipeline_s(c, pp, r["stage_s"], r["hop_s"])
         t = np.where((pp == 1) & (c > 1), np.inf, t)
         better = t < best_t
@@ -350,16 +372,16 @@ def continuous_terms(
     pp = np.asarray(lay.pp, dtype=np.float64)
     b = np.asarray(lay.batch, dtype=np.float64)
     t_iter = iteration_overhead_s(model, engine)
-    dec = decode_terms(model, hw, wl, lay, km=km)
+    dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
     m = decode_micro_batches(lay)
-    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km))
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine))
     t_dec = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
     n_p, _ = prefill_chunk_plan(wl, b)
     # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
     td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
-    pre = prefill_terms(model, hw, wl, lay, n_p, km=km)
+    pre = prefill_terms(model, hw, wl, lay, n_p, km=km, engine=engine)
     if wl.chunked_prefill:
-        mix = mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, lay, td_mix, n_p)
+        mix = mixed_stage_terms(partial(stage_terms, km=km, engine=engine), model, hw, wl, lay, td_mix, n_p)
         # a chunk never shortens the iteration
         t_mix = pipeline.mixed_iteration_s(t_dec, pp, m, mix["stage_s"], dec["stage_s"])
     else:  # the chunk is a forward pass of its own through every stage
@@ -407,12 +429,14 @@ def inference_columns(
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
     else:
         t_iter = iteration_overhead_s(model, engine)
-        prefill_s, chunks = best_prefill(model, hw, wl, lay, km)
+        prefill_s, chunks = best_prefill(model, hw, wl, lay, km, engine)
         prefill_s = prefill_s + t_iter
-        pre = prefill_terms(model, hw, wl, lay, chunks, km=km)
-        dec = decode_terms(model, hw, wl, lay, km=km)
+        pre = prefill_terms(model, hw, wl, lay, chunks, km=km, engine=engine)
+        dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
         m = decode_micro_batches(lay)
-        t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km))
+        t_prop = wl.spec_tokens * proposer_step_s(
+            model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine)
+        )
         step_s = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
         mixed_s = prefill_s
         load = np.zeros_like(step_s)
@@ -489,17 +513,22 @@ def inference_breakdown(
         b = np.asarray(one.batch, dtype=np.float64)
         chunks, _ = prefill_chunk_plan(wl, b)
         phases = [
-            ("prefill", prefill_terms(model, hw, wl, one, chunks, km=km)),
-            ("decode", decode_terms(model, hw, wl, one, km=km)),
+            ("prefill", prefill_terms(model, hw, wl, one, chunks, km=km, engine=engine)),
+            ("decode", decode_terms(model, hw, wl, one, km=km, engine=engine)),
         ]
         if wl.chunked_prefill:
             td_mix = np.ceil((b - 1) / decode_micro_batches(one)) * spec_positions(wl)
-            phases.append(("mixed", mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, one, td_mix, chunks)))
+            phases.append(
+                (
+                    "mixed",
+                    mixed_stage_terms(partial(stage_terms, km=km, engine=engine), model, hw, wl, one, td_mix, chunks),
+                )
+            )
     else:
-        _, chunks = best_prefill(model, hw, wl, one, km)
+        _, chunks = best_prefill(model, hw, wl, one, km, engine)
         phases = [
-            ("prefill", prefill_terms(model, hw, wl, one, chunks, km=km)),
-            ("decode", decode_terms(model, hw, wl, one, km=km)),
+            ("prefill", prefill_terms(model, hw, wl, one, chunks, km=km, engine=engine)),
+            ("decode", decode_terms(model, hw, wl, one, km=km, engine=engine)),
         ]
     records = []
     for phase, terms in phases:
@@ -537,7 +566,9 @@ def inference_breakdown(
                     }
                 )
         if phase != "prefill" and wl.spec_method != "none":
-            t_prop = wl.spec_tokens * float(proposer_step_s(model, draft, hw, wl, one, partial(decode_terms, km=km))[0])
+            t_prop = wl.spec_tokens * float(
+                proposer_step_s(model, draft, hw, wl, one, partial(decode_terms, km=km, engine=engine))[0]
+            )
             records.append(
                 {
                     "phase": phase,

@@ -58,7 +58,7 @@ def iteration_times(model, hw, wl, lay: ServingLayout, km, engine, max_batch: in
 
     dlay = _repeat(lay, d)
     pp = np.asarray(dlay.pp, dtype=np.float64)
-    dec = decode_terms(model, hw, wl, dlay, 1, km=km)
+    dec = decode_terms(model, hw, wl, dlay, 1, km=km, engine=engine)
     t_dec = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_iter
     seconds = np.empty((max_batch + 1, len(k)))
     seconds[1:, 0] = t_dec
@@ -66,7 +66,7 @@ def iteration_times(model, hw, wl, lay: ServingLayout, km, engine, max_batch: in
     kk = k[1:]
     # prompt-only passes (d = 0): the prompt cut into S/k chunks
     play = _repeat(lay, np.ones(len(kk)))
-    pre = prefill_terms(model, hw, wl, play, new_tokens / kk, km=km)
+    pre = prefill_terms(model, hw, wl, play, new_tokens / kk, km=km, engine=engine)
     seconds[0, 1:] = (
         pipeline.decode_step_s(np.asarray(play.pp, dtype=np.float64), pre["stage_s"], pre["hop_s"]) + t_iter
     )
@@ -77,7 +77,9 @@ def iteration_times(model, hw, wl, lay: ServingLayout, km, engine, max_batch: in
         K = np.tile(kk, len(d))
         mlay = _repeat(lay, D)
         mm = pipeline.decode_micro_batches(D, np.asarray(mlay.pp, dtype=np.float64))
-        mix = mixed_stage_terms(partial(stage_terms, km=km), model, hw, wl, mlay, np.ceil(D / mm), new_tokens / K)
+        mix = mixed_stage_terms(
+            partial(stage_terms, km=km, engine=engine), model, hw, wl, mlay, np.ceil(D / mm), new_tokens / K
+        )
         t = pipeline.mixed_iteration_s(
             np.repeat(t_dec, len(kk)),
             np.asarray(mlay.pp, dtype=np.float64),

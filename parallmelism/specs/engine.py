@@ -10,6 +10,8 @@ leave-one-source-out error reported there); `engine=NAME` picks the file, `engin
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -31,3 +33,20 @@ class EngineSpec(BaseModel):
     # Host-bound work per MoE layer per iteration that the kernels' times miss (routing top-k,
     # token permute/unpermute, launches).
     moe_layer_overhead_us: float = Field(..., ge=0, description="fixed time per MoE layer per serving iteration, us")
+    # The TP all-reduce of a serving pass (cost/collective_ops.engine_tp_all_reduce_ops): "nccl", or
+    # "custom", the engine's own one-shot / two-shot kernel over NVLink P2P for messages up to
+    # custom_all_reduce_max_bytes inside one scale-up domain, timed by
+    # collectives.custom_all_reduce_time_s. Training keeps NCCL.
+    tp_all_reduce: Literal["nccl", "custom"] = Field(..., description="TP all-reduce of serving passes")
+    custom_all_reduce_one_shot_latency_us: float = Field(
+        ..., ge=0, description="custom all-reduce: fixed time of a one-shot call, us"
+    )
+    custom_all_reduce_two_shot_latency_us: float = Field(
+        ..., ge=0, description="custom all-reduce: fixed time of a two-shot call, us"
+    )
+    custom_all_reduce_link_efficiency: float = Field(
+        ..., gt=0, le=1, description="custom all-reduce: share of the nominal scale-up bandwidth its P2P loads reach"
+    )
+    custom_all_reduce_max_bytes: float = Field(
+        ..., ge=0, description="custom all-reduce: largest message it takes (NCCL above), bytes"
+    )
