@@ -15,7 +15,7 @@ without a source, error on that source). A constant without rows of its kind kee
 rule the engine file states). Disaggregated rows are reported, not fitted. Prints the fit, then per case family
 (model × input/output lengths) the ITL and TTFT mean |error| at the fitted value, TTFT under load
 against the reported (not validated) TTFT column, and the H200 / H100 ITL ratio the model gives
-for the same rows (trtllm's values). Re-run it after the kernel model or the serving model changes
+for the same rows (the H100 NIM rows, nim's values). Re-run it after the kernel model or the serving model changes
 and copy the printed values into conf/engine/<name>.yaml.
 """
 
@@ -211,12 +211,12 @@ def main(argv):
             print(line)
     h100 = [
         r
-        for r in by_engine.get("trtllm", [])
+        for r in by_engine.get("nim", [])
         if model_of(r, models).moe is None and get(r, "accelerator", "h100-sxm-80gb") == "h100-sxm-80gb"
     ]
     if h100:
-        a = predict(h100, ctx, "h100-sxm-80gb", fitted["trtllm"])
-        b = predict(h100, ctx, "h200-sxm-141gb", fitted["trtllm"])
+        a = predict(h100, ctx, "h100-sxm-80gb", fitted["nim"])
+        b = predict(h100, ctx, "h200-sxm-141gb", fitted["nim"])
         ratio = np.array([y[0]["itl_ms"] / x[0]["itl_ms"] for x, y in zip(a, b)])
         conc = np.array([float(get(r, "concurrency", 1)) for r in h100])
         print(

@@ -24,6 +24,8 @@ def fit():
 @pytest.mark.parametrize(
     "engine, field",
     [
+        ("nim", "iteration_overhead_ms"),
+        ("nim", "request_overhead_ms"),
         ("sglang", "moe_layer_overhead_us"),
         ("trtllm", "iteration_overhead_ms"),
         ("trtllm", "moe_layer_overhead_us"),
