@@ -65,7 +65,7 @@ def test_the_launch_time_is_bounded_by_what_a_launch_is():
     from parallmelism.config import load_run_configs
 
     with pytest.raises(UserError, match="moe_expert_launch_us"):
-        load_run_configs(["+stack.overheads.h100-sxm-80gb.moe_expert_launch_us=500"])
+        load_run_configs(["stack.overheads.h100-sxm-80gb.moe_expert_launch_us=500"])
 
 
 def test_qwen3_30b_ep16_row_within_20_percent_at_7_us():
@@ -76,7 +76,7 @@ def test_qwen3_30b_ep16_row_within_20_percent_at_7_us():
     from importlib import resources
 
     cases = str(resources.files("parallmelism") / "cases" / "training_long_context_moe.csv")
-    e = run_validation([cases], ["+stack.overheads.h100-sxm-80gb.moe_expert_launch_us=7"], None).set_index("case")
+    e = run_validation([cases], ["stack.overheads.h100-sxm-80gb.moe_expert_launch_us=7"], None).set_index("case")
     assert abs(e.loc["mb2604p1-qwen3-30b-h100-16gpu-ep16-fp8", "error_pct"]) <= 20.0
     base = run_validation([cases], [], None).set_index("case")
     assert base.loc["mb2604p1-qwen3-30b-h100-16gpu-ep16-fp8", "error_pct"] < -25.0

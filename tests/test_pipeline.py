@@ -97,12 +97,12 @@ def test_static_serving_step_is_the_decode_pipeline():
     row = df.iloc[0]
     lay = ServingLayout.of({k: np.array([row[k]]) for k in ("tp", "pp", "sp", "ep", "dp", "batch", "layers_per_stage")})
     km = kernel_model(hw)
-    dec = decode_terms(model, hw, wl, lay, km=km)
+    dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
     t_iter = iteration_overhead_s(model, engine)
     assert row["decode_micro_batches"] == 2 and row["decode_pp_idle"] == 0.5
     assert row["decode_step_ms"] == pytest.approx(1e3 * (4 * (dec["stage_s"][0] + dec["hop_s"][0]) + t_iter), rel=1e-12)
     c = int(row["prefill_chunks"])
     assert c > 1  # 8192 tokens on 4 stages: chunking shortens the fill
-    pre = prefill_terms(model, hw, wl, lay, np.array([c]), km=km)
+    pre = prefill_terms(model, hw, wl, lay, np.array([c]), km=km, engine=engine)
     expected = (c + 4 - 1) * (pre["stage_s"][0] + pre["hop_s"][0]) + t_iter
     assert row["prefill_ms"] == pytest.approx(1e3 * expected, rel=1e-12)
