@@ -69,7 +69,7 @@ def main() -> None:
         per_file = []
         for f in files:
             before = children_cpu_s()
-            cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider"]
+            cmd = [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider"]
             r = subprocess.run([*cmd, "-p", "suite_cpu_plugin", f], cwd=REPO, env=env, capture_output=True, text=True)
             cpu = children_cpu_s() - before
             tail = (r.stdout.strip().splitlines() or [""])[-1]
