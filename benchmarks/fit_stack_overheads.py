@@ -5,7 +5,8 @@
 
 Rows: parallmelism/cases/training_stacks.csv, grouped by their `stack` column (megatron-te keeps
 calibrate.py's fit on training_measured.csv; its rows here are reported, not fitted). At most three
-terms per stack, FITTED below; straggler_per_doubling stays 0 (no stack here has a scaling series
+terms per stack, FITTED below (FITTED_OF where a stack fits others; STATED_OF: terms its stack file
+states, held as stated); straggler_per_doubling stays 0 (no stack here has a scaling series
 at fixed work per GPU that could tell it from the per-step term, calibrate.py). Rows whose error is a
 kernel gap another helper closes, not something the stack does around its kernels, are left out of
 the fit and named in GAPS (they are still validated). Objective over the grid of the linearised model
@@ -26,12 +27,22 @@ import numpy as np
 FITTED = ("layer_launch_us", "comm_contention", "step_fixed_ms")
 # a stack with one published row fits one term: the per-step time (ZeRO-3's fp32 partitioned optimizer
 # step and re-partitioning, host work); its per-layer term cannot fit it (one micro-batch per step)
-FITTED_OF = {"deepspeed": ("step_fixed_ms",)}
+# FSDP1's per-layer host time as what it is (cost/overheads.py): the layer's kernels (counted with compile
+# off and on in its stack file) times a launch, plus a per-FSDP-unit CPU sync; comm_contention and the counts
+# are stated in the stack file (STATED_OF), not fitted
+FITTED_OF = {
+    "deepspeed": ("step_fixed_ms",),
+    "pytorch-fsdp1": ("unit_sync_us", "comm_contention", "step_fixed_ms"),
+}
+STATED_OF = {"pytorch-fsdp1": ("kernel_launch_us", "layer_kernels_eager", "layer_kernels_compiled")}
 GRID = {  # up to the bounds of specs/stack.py Overheads (5 ms per layer pass, 3 s per step here)
     "layer_launch_us": np.arange(0.0, 5001.0, 25.0),
     "comm_contention": np.arange(0.0, 1.001, 0.1),
     "step_fixed_ms": np.arange(0.0, 3001.0, 25.0),
+    "kernel_launch_us": np.arange(0.0, 30.01, 0.5),
+    "unit_sync_us": np.arange(0.0, 1001.0, 25.0),
 }
+TERMS_ALL = (*FITTED, "straggler_per_doubling", "kernel_launch_us", "unit_sync_us")
 BAR = 0.25
 PARSIMONY = 0.005
 SHORTLIST = 16
@@ -54,17 +65,29 @@ def rows_by_stack(path=None):
     return out
 
 
-def _terms(values, fitted=FITTED) -> dict:
-    zero = {t: 0.0 for t in (*FITTED, "straggler_per_doubling")}
-    return {**zero, **dict(zip(fitted, map(float, values)))}
+def stated(name) -> dict:
+    """The terms STATED_OF the stack, as its stack file states them (its fallback accelerator's entry)."""
+    from parallmelism.config.compose import load_option
+
+    spec = load_option("stack", name)
+    entry = spec.overheads[spec.overheads_fallback]
+    while isinstance(entry, str):
+        entry = spec.overheads[entry]
+    return {t: float(getattr(entry, t)) for t in STATED_OF.get(name, ())}
 
 
-def fit(runs, measured, linear, fitted=FITTED):
-    """The `fitted` terms (module docstring) for rows `runs` (linear: calibrate.linearise of them)."""
-    from parallmelism.validate.calibrate import TERMS, _predict
+def _terms(values, fitted=FITTED, fixed=None) -> dict:
+    zero = {t: 0.0 for t in TERMS_ALL}
+    return {**zero, **(fixed or {}), **dict(zip(fitted, map(float, values)))}
+
+
+def fit(runs, measured, linear, fitted=FITTED, fixed=None):
+    """The `fitted` terms (module docstring) for rows `runs` (linear: calibrate.linearise of them over
+    `fitted`, with `fixed` as stated)."""
+    from parallmelism.validate.calibrate import _predict
 
     p0, J = linear
-    cols = [TERMS.index(t) for t in fitted]
+    cols = list(range(len(fitted)))
     mesh = [g.ravel() for g in np.meshgrid(*(GRID[t] for t in fitted), indexing="ij")]
     grid = np.stack(mesh, axis=0)
     penalty = PARSIMONY * sum(mesh[j] / GRID[t][-1] for j, t in enumerate(fitted))
@@ -76,7 +99,7 @@ def fit(runs, measured, linear, fitted=FITTED):
     ranked = score(p0[:, None] + J[:, cols] @ grid, penalty)
     best = []
     for i in np.argsort(ranked, kind="stable")[:SHORTLIST]:
-        terms = _terms(grid[:, i], fitted)
+        terms = _terms(grid[:, i], fitted, fixed)
         best.append((float(score(_predict(runs, terms)[:, None], penalty[i])[0]), int(i), terms))
     return min(best, key=lambda x: (x[0], x[1]))[2]
 
@@ -93,12 +116,13 @@ def report(name, items) -> dict:
     cases = [i[0] for i in fitted]
     runs = [i[2] for i in fitted]
     measured = np.array([i[1] for i in fitted])
-    linear = linearise(runs)
     fitted_terms = FITTED_OF.get(name, FITTED)
-    terms = fit(runs, measured, linear, fitted_terms)
+    fixed = stated(name)
+    linear = linearise(runs, fitted_terms, fixed)
+    terms = fit(runs, measured, linear, fitted_terms, fixed)
     every = _predict([i[2] for i in items], terms)
     print(f"\n== {name}: {len(fitted)} rows fitted ({len(items) - len(fitted)} known gaps left out)")
-    print("  " + ", ".join(f"{t}: {terms[t]:g}" for t in (*FITTED, "straggler_per_doubling")))
+    print("  " + ", ".join(f"{t}: {terms[t]:g}" for t in dict.fromkeys((*FITTED, *fitted_terms, *fixed))))
     print(f"  {'case':56s} {'measured_s':>10s} {'kernels_only%':>13s} {'fitted%':>8s}")
     p0 = dict(zip(cases, linear[0]))
     for (case, meas, _), pred in zip(items, every):
@@ -116,7 +140,7 @@ def report(name, items) -> dict:
             print(f"  leave out {src}: no other source to fit on")
             continue
         sub = np.flatnonzero(keep)
-        t = fit([runs[i] for i in sub], measured[keep], (linear[0][keep], linear[1][keep]), fitted_terms)
+        t = fit([runs[i] for i in sub], measured[keep], (linear[0][keep], linear[1][keep]), fitted_terms, fixed)
         held = _predict([runs[i] for i in np.flatnonzero(~keep)], t) / measured[~keep] - 1
         print(
             f"  leave out {src} ({(~keep).sum()} rows): held-out mean |error| {100 * np.abs(held).mean():.2f} %, "

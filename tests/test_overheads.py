@@ -16,7 +16,7 @@ def _with(**terms):
     return H100.model_copy(update={"overheads": Overheads(**{**zero, **terms})})  # the machine's own block
 
 
-def one(hw, ngpus=8, tp=1):
+def one(hw, ngpus=8, tp=1, compile=None):
     grid = GridSpec(
         ngpus=[ngpus],
         tp=[tp],
@@ -29,7 +29,7 @@ def one(hw, ngpus=8, tp=1):
         recompute=["none"],
         sequence_parallel=[tp > 1],
     )
-    wl = TrainWorkload(seq_len=4096, global_batch=64)
+    wl = TrainWorkload(seq_len=4096, global_batch=64, compile=compile)
     df, _ = evaluate(
         RunConfig(stack=load_option("stack", "megatron-te"), model=MODEL, hardware=hw, workload=wl, grid=grid)
     )
@@ -52,6 +52,19 @@ def test_layer_launch_and_fixed_step_terms_add_their_units():
     assert launch["time_step_s"] - base["time_step_s"] == pytest.approx(8 * 32 * 100e-6, rel=1e-9)
     assert launch["time_overhead_s"] == pytest.approx(8 * 32 * 100e-6, rel=1e-9)
     assert fixed["time_step_s"] - base["time_step_s"] == pytest.approx(0.05, rel=1e-9)
+
+
+def test_layer_kernels_launches_and_fsdp_unit_sync_add_their_units_by_compile():
+    """FSDP1's per-layer host time (cost/overheads.py layer_host_us): 8 micro-batches of 32 layers, each
+    layer pass 108 kernels eager or 33 compiled at 10 us a launch, plus 425 us per FSDP unit:
+    8·32·(1080 + 425) us = 385.28 ms eager, 8·32·(330 + 425) us = 193.28 ms compiled."""
+    terms = dict(layer_kernels_eager=108.0, layer_kernels_compiled=33.0, kernel_launch_us=10.0, unit_sync_us=425.0)
+    eager = one(_with(**terms), compile=False)
+    compiled = one(_with(**terms), compile=True)
+    assert eager["time_overhead_s"] == pytest.approx(0.38528, rel=1e-9)
+    assert compiled["time_overhead_s"] == pytest.approx(0.19328, rel=1e-9)
+    counts_only = one(_with(layer_kernels_eager=108.0, layer_kernels_compiled=33.0), compile=False)
+    assert counts_only["time_overhead_s"] == 0.0  # counts are not time without a launch cost
 
 
 def test_stragglers_scale_per_doubling_beyond_the_domain():

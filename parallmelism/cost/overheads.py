@@ -9,6 +9,16 @@ on that stack's end-to-end step times by `python -m parallmelism.validate.calibr
                         (forward + backward: ~20 kernel launches, the Python of the module
                         hooks, the host-device syncs of the schedule), µs, added to every
                         micro-batch of a stage as n_layers · layer_launch_us.
+  kernel_launch_us      host time per kernel launch, µs (Python, the ATen dispatcher, cudaLaunchKernel
+                        of one eager op: a few to tens of µs), times the layer's kernels per
+                        micro-batch pass as the stack counts them (layer_kernels_eager, compile
+                        off; layer_kernels_compiled, on), added per layer per micro-batch. Exposed
+                        only where the host cannot run ahead of the GPU (FSDP1's CPU syncs).
+  unit_sync_us          per wrapped FSDP unit (one layer) per micro-batch pass, µs: FSDP1 issues each
+                        FlatParameter all-gather from the CPU behind a wait on the computation
+                        stream and, with limit_all_gathers, blocks the CPU on the event of the
+                        all-gather two units back (torch 2.2 distributed/fsdp/_runtime_utils.py
+                        _unshard, _limits.py); the unit's pre/post hooks and reduce-scatter launch.
   comm_contention       fraction of the communication hidden under compute (TP, CP, EP per
                         micro-batch; DP per step) that still lengthens compute: NCCL kernels
                         take SMs and HBM bandwidth from the GEMMs they overlap with. Dimensionless.
@@ -48,12 +58,19 @@ def _overheads(hw):
     return hw.overheads
 
 
-def micro_batch_overhead_s(hw, n_layers, hidden_comm_s):
+def layer_host_us(oh, compiled: bool) -> float:
+    """Host time per layer per micro-batch pass, µs: layer_launch_us, plus the layer's kernels (counted
+    with compile off or on) times kernel_launch_us, plus unit_sync_us per wrapped FSDP unit."""
+    kernels = oh.layer_kernels_compiled if compiled else oh.layer_kernels_eager
+    return oh.layer_launch_us + kernels * oh.kernel_launch_us + oh.unit_sync_us
+
+
+def micro_batch_overhead_s(hw, n_layers, hidden_comm_s, compiled: bool = False):
     """Seconds added to one micro-batch of a stage: launch/framework + SM contention of hidden comm."""
     oh = _overheads(hw)
-    return np.asarray(n_layers, dtype=np.float64) * oh.layer_launch_us * 1e-6 + oh.comm_contention * np.asarray(
-        hidden_comm_s, dtype=np.float64
-    )
+    per_layer_us = layer_host_us(oh, compiled)
+    hidden = np.asarray(hidden_comm_s, dtype=np.float64)
+    return np.asarray(n_layers, dtype=np.float64) * per_layer_us * 1e-6 + oh.comm_contention * hidden
 
 
 # Kernel launches per local expert per MoE layer per micro-batch, Transformer Engine v2.8

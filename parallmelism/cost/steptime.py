@@ -442,7 +442,8 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
         k = _combine([(n, comms[s]) for s, n in set_counts if s in LAYER_SETS])
         compute_mb = c["fwd"] + c["bwd"] + c["rc"]
         hidden = sum(k[ax] - k[ax + "_exp"] for ax in ("tp", "cp", "ep"))
-        overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden)  # named overheads (cost/overheads.py)
+        compiled = bool(getattr(wl, "compile", False))  # the layer's kernel count (cost/overheads.py)
+        overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden, compiled)  # named overheads
         if moe is not None:  # the MoE layers' per-expert launches behind the dispatcher's sync
             n_moe = sum((n for s_, n in set_counts if s_ == "moe"), np.zeros(()))
             overhead_mb = overhead_mb + moe_layer_overhead_s(hw, n_moe, local_experts, low_precision, full)

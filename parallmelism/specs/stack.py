@@ -41,6 +41,27 @@ class Overheads(BaseModel):
     straggler_per_doubling: float = Field(
         0.0, ge=0, le=0.5, description="step fraction lost per doubling of GPUs beyond one domain"
     )
+    kernel_launch_us: float = Field(
+        0.0,
+        ge=0,
+        le=30,
+        description="host time per kernel launch of a layer's kernels (Python, the ATen dispatcher and "
+        "cudaLaunchKernel of one eager op), µs (at most 30), times layer_kernels_eager or "
+        "layer_kernels_compiled per layer per micro-batch as compile is off or on",
+    )
+    layer_kernels_eager: float = Field(
+        0.0, ge=0, le=500, description="kernels per layer per micro-batch pass (fwd + bwd), compile off (counted)"
+    )
+    layer_kernels_compiled: float = Field(
+        0.0, ge=0, le=500, description="kernels per layer per micro-batch pass (fwd + bwd), compile on (counted)"
+    )
+    unit_sync_us: float = Field(
+        0.0,
+        ge=0,
+        le=1000,
+        description="per wrapped FSDP unit (one layer) per micro-batch pass: the CPU waits of its parameter "
+        "all-gathers (limit_all_gathers) and reduce-scatter and the unit's hook work, µs (at most 1 ms)",
+    )
     moe_expert_launch_us: float = Field(
         0.0,
         ge=0,

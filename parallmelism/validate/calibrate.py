@@ -37,7 +37,14 @@ import numpy as np
 BAR = 0.15  # the step-time validation bar (|error| per row)
 SHORTLIST = 24  # best grid points of the linearised fit re-run with the full model
 TERMS = ("layer_launch_us", "comm_contention", "step_fixed_ms", "straggler_per_doubling")
-STEPS = {"layer_launch_us": 100.0, "comm_contention": 0.1, "step_fixed_ms": 100.0, "straggler_per_doubling": 0.01}
+STEPS = {
+    "layer_launch_us": 100.0,
+    "comm_contention": 0.1,
+    "step_fixed_ms": 100.0,
+    "straggler_per_doubling": 0.01,
+    "kernel_launch_us": 10.0,
+    "unit_sync_us": 100.0,
+}
 GRID = {
     "layer_launch_us": np.arange(0.0, 801.0, 20.0),
     "comm_contention": np.arange(0.0, 1.001, 0.1),
@@ -135,12 +142,12 @@ def _with(hw, **terms):
     return hw.model_copy(update={"overheads": (hw.overheads or Overheads()).model_copy(update=terms)})
 
 
-def linearise(runs):
-    """(p0, J): the step times with every overhead at zero, and their sensitivity to each term
-    (rows x terms, finite differences of STEPS)."""
-    zero = {t: 0.0 for t in TERMS}
+def linearise(runs, terms=TERMS, fixed=None):
+    """(p0, J): the step times with every overhead of `terms` at zero (and `fixed`, {term: value},
+    as stated), and their sensitivity to each term (rows x terms, finite differences of STEPS)."""
+    zero = {**{t: 0.0 for t in (*TERMS, *terms)}, **(fixed or {})}
     p0 = _predict(runs, zero)
-    J = np.stack([(_predict(runs, {**zero, t: STEPS[t]}) - p0) / STEPS[t] for t in TERMS], axis=1)
+    J = np.stack([(_predict(runs, {**zero, t: STEPS[t]}) - p0) / STEPS[t] for t in terms], axis=1)
     return p0, J
 
 
