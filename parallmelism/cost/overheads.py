@@ -18,7 +18,8 @@ on that stack's end-to-end step times by `python -m parallmelism.validate.calibr
                         FlatParameter all-gather from the CPU behind a wait on the computation
                         stream and, with limit_all_gathers, blocks the CPU on the event of the
                         all-gather two units back (torch 2.2 distributed/fsdp/_runtime_utils.py
-                        _unshard, _limits.py); the unit's pre/post hooks and reduce-scatter launch.
+                        _unshard; _limiter_utils.py _FreeEventQueue: at most 2 in flight); the
+                        unit's pre/post hooks and reduce-scatter launch.
   comm_contention       fraction of the communication hidden under compute (TP, CP, EP per
                         micro-batch; DP per step) that still lengthens compute: NCCL kernels
                         take SMs and HBM bandwidth from the GEMMs they overlap with. Dimensionless.
