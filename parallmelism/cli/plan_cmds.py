@@ -176,7 +176,8 @@ def plan_serve(
         if res.evaluated == 0:
             raise UserError(res.explain_empty())
         table = serve_plan_table(rows, run.workload, run.hardware, run.plan)
-        dis = disaggregated_plan(
+        split = fixed_split_plan if run.plan.prefill_gpus or run.plan.decode_gpus else disaggregated_plan
+        dis = split(
             rows,
             run.model,
             run.hardware,
@@ -185,16 +186,6 @@ def plan_serve(
             run.plan,
             plan_qps(run.plan, run.workload),
         )
-        if run.plan.prefill_gpus or run.plan.decode_gpus:
-            dis = fixed_split_plan(
-                rows,
-                run.model,
-                run.hardware,
-                run.workload,
-                run.serving_engine(),
-                run.plan,
-                plan_qps(run.plan, run.workload),
-            )
         if len(table) == 0 and (dis is None or dis.get("total_gpus") is None):
             raise UserError(serve_plan_failure(rows, run.model.name, run.hardware.name, run.plan))
         qps = plan_qps(run.plan, run.workload)

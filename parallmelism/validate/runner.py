@@ -42,8 +42,6 @@ def _context(overrides, config_dirs):
     user_dirs = user_config_dirs(config_dirs)
     model_files = option_files("model", user_dirs)
     models = {n: _load_option("model", n, model_files) for n in model_files}
-    hw_files = option_files("hardware", user_dirs)
-    cache = {}
 
     # validate builds the model, workload and layout of every case from its row; an override may
     # change the accelerators (hardware.*: efficiencies, links), the serving engines (engine.*:
@@ -59,51 +57,35 @@ def _context(overrides, config_dirs):
             f"validate takes hardware.*, engine=NAME, engine.* and stack.* overrides only (each case row sets "
             f"its model, workload, layout and stack); not {other[0]!r}"
         )
-    engine_files = option_files("engine", user_dirs)
-    engines = {}
-    stack_files = option_files("stack", user_dirs)
-    stacks: dict = {}
 
-    def stack_of(name):
-        """The case's software stack (its `stack` column; blank: megatron-te), with the stack.* overrides."""
-        if name not in stack_files:
-            raise UserError(f"unknown stack {name!r} in case file; available: {', '.join(sorted(stack_files))}")
-        if name not in stacks:
-            stacks[name] = (
-                to_run_config(compose([f"stack={name}", *stack_overrides], config_dirs)).stack
-                if stack_overrides
-                else _load_option("stack", name, stack_files)
-            )
-        return stacks[name]
+    def option_of(group: str, group_overrides: list[str], what: str):
+        """name -> the case's `group` option (its file, or composed with the group.* overrides as a sweep
+        would), loaded once per name; an unknown name is one sentence naming the case file's column."""
+        files, loaded = option_files(group, user_dirs), {}
 
-    def hardware_of(name):
-        """The case's accelerator: its file, or composed with the hardware.* overrides as a sweep would."""
-        if name not in hw_files:
-            raise UserError(f"unknown accelerator {name!r} in case file; available: {', '.join(sorted(hw_files))}")
-        if name not in cache:
-            cache[name] = (
-                to_run_config(compose([f"hardware={name}", *hw_overrides], config_dirs)).hardware
-                if hw_overrides
-                else _load_option("hardware", name, hw_files)
-            )
-        return cache[name]
+        def of(name):
+            if name not in files:
+                raise UserError(f"unknown {what} {name!r} in case file; available: {', '.join(sorted(files))}")
+            if name not in loaded:
+                loaded[name] = (
+                    getattr(to_run_config(compose([f"{group}={name}", *group_overrides], config_dirs)), group)
+                    if group_overrides
+                    else _load_option(group, name, files)
+                )
+            return loaded[name]
+
+        return of
+
+    # the case's software stack (its `stack` column; blank: megatron-te) and accelerator
+    stack_of = option_of("stack", stack_overrides, "stack")
+    hardware_of = option_of("hardware", hw_overrides, "accelerator")
+    named_engine = option_of("engine", engine_overrides, "engine")
 
     base = to_run_config(compose(hw_overrides + engine_choice + engine_overrides + stack_overrides, config_dirs))
 
     def engine_of(name):
-        """The case's serving engine: its file, or composed with the engine.* overrides; None (a row
-        without an engine) the composed default's (conf/config.yaml)."""
-        if name is None:
-            return base.engine
-        if name not in engine_files:
-            raise UserError(f"unknown engine {name!r} in case file; available: {', '.join(sorted(engine_files))}")
-        if name not in engines:
-            engines[name] = (
-                to_run_config(compose([f"engine={name}", *engine_overrides], config_dirs)).engine
-                if engine_overrides
-                else _load_option("engine", name, engine_files)
-            )
-        return engines[name]
+        """The case's serving engine; None (a row without an engine) the composed default's (conf/config.yaml)."""
+        return base.engine if name is None else named_engine(name)
 
     return models, hardware_of, base.output, engine_of, stack_of
 
