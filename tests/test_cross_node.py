@@ -227,3 +227,61 @@ def test_sglang_export_of_a_wide_ep_plan_names_deepep_and_eplb():
     assert back["workload.moe_dispatcher"] == "deepep" and back["workload.eplb_redundant_experts"] == 32
     with pytest.raises(UserError, match="vLLM"):
         target_module("vllm").render(planned)
+
+
+def test_sglang_export_of_tp16_over_two_nodes_round_trips(tmp_path):
+    """DeepSeek-R1 at TP16 on two 8xH100 nodes: SGLang's --nnodes 2 (16 GPUs / domain of 8), the
+    node rank and rank 0's address left as placeholders the script stops on until set; import-run
+    reads it back to the same layout with grid.cross_node_tp, which show then prices. A --nnodes
+    that does not divide the server's GPUs is one sentence."""
+    from parallmelism.export import target_module
+    from parallmelism.export.shell import flags_of
+
+    out = tmp_path / "r1.sh"
+    r = run_cli("export", "--pinned", "--to", "sglang", "--out", out, *DSR1_TP16, "grid.cross_node_tp=true")
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    sg = target_module("sglang")
+    fl = flags_of(text, {f: m for f, (_, m) in sg.FIELDS.items()})
+    assert fl["--tp-size"] == "16" and fl["--nnodes"] == "2"
+    assert fl["--node-rank"] == "${NODE_RANK:?set NODE_RANK to this node rank, 0 to 1}"
+    assert fl["--dist-init-addr"].startswith("${DIST_INIT_ADDR:?")
+    r = run_cli("import-run", out)
+    assert r.returncode == 0, r.stderr
+    got = set(r.stdout.split())
+    assert {"grid.ngpus=[16]", "grid.tp=[16]", "grid.pp=[1]", "grid.cross_node_tp=true"} <= got, got
+    assert {"model=deepseek-v3", "hardware=h100-sxm-80gb", "workload.weight_dtype=fp8"} <= got, got
+    r = run_cli("import-run", out, "--show")
+    assert r.returncode == 0 and "tp_all_reduce" in r.stdout, r.stderr
+    bad = tmp_path / "bad.sh"
+    bad.write_text(text.replace("--nnodes 2", "--nnodes 3"))
+    r = run_cli("import-run", bad)
+    assert r.returncode == 2 and "--nnodes 3" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_engines_without_multi_node_flags_refuse_tp16_over_two_nodes():
+    """vLLM (a Ray cluster) and TensorRT-LLM (an MPI job) run a TP group over nodes with machinery
+    their pinned field tables do not write: one sentence each, naming it. A single-domain layout
+    gets no --nnodes; the wide-EP DP-attention server of 32 GPUs gets --nnodes 4."""
+    import pytest
+
+    from parallmelism.cli.export_cmd import _planned
+    from parallmelism.errors import UserError
+    from parallmelism.export import target_module
+    from parallmelism.export.shell import flags_of
+
+    planned = _planned([*DSR1_TP16, "grid.cross_node_tp=true"], None)[0]
+    assert planned.pinned()["grid.cross_node_tp"] is True
+    with pytest.raises(UserError, match=r"vLLM cannot run this layout: .* 2 scale-up domains of 8.*Ray"):
+        target_module("vllm").render(planned)
+    with pytest.raises(UserError, match=r"TensorRT-LLM cannot run this layout: .* 2 scale-up domains of 8.*MPI"):
+        target_module("trtllm").render(planned)
+    sg = target_module("sglang")
+    known = {f: m for f, (_, m) in sg.FIELDS.items()}
+    tp8 = [a.replace("[16]", "[8]") for a in DSR1_TP16]
+    one_node = _planned(tp8, None)[0]
+    assert "grid.cross_node_tp" not in one_node.pinned()
+    assert "--nnodes" not in flags_of(sg.render(one_node), known)
+    wide = _planned([a for a in WIDE_EP if a != "workload.batching=static"], None)[0]
+    fl = flags_of(sg.render(wide), known)
+    assert fl["--enable-dp-attention"] is True and fl["--tp-size"] == "32" and fl["--nnodes"] == "4"

@@ -16,6 +16,8 @@ SERVE_AXES = ("tp", "pp", "sp", "ep", "batch")
 TRAIN_WORKLOAD = ("seq_len", "global_batch", "precision")
 SERVE_WORKLOAD = ("input_len", "output_len", "weight_dtype", "kv_dtype", "chunked_prefill", "prefill_chunk_tokens")
 
+GRID_SCALARS = ("grid.cross_node_tp",)  # grid options, not axes: no one-element list
+
 # column -> (words, unit, format) for field comments
 LABELS: dict[str, tuple[str, str, str]] = {
     "mem_total_gib": ("memory", "GiB/GPU", ".1f"),
@@ -96,8 +98,12 @@ class Planned:
         ]
 
     def pinned(self) -> dict:
-        """The canonical overrides that pin this layout again: {key: value}."""
-        return pinned_overrides(self.kind, self.model, self.hardware, self.ngpus, self.axes, self.workload)
+        """The canonical overrides that pin this layout again: {key: value}; grid.cross_node_tp where
+        the TP group is wider than a scale-up domain (show refuses it otherwise)."""
+        out = pinned_overrides(self.kind, self.model, self.hardware, self.ngpus, self.axes, self.workload)
+        if 0 < self.scale_up_gpus < int(self.axes["tp"]):
+            out["grid.cross_node_tp"] = True
+        return out
 
 
 def pinned_overrides(kind: str, model, hardware, ngpus: int, axes: dict, workload: dict) -> dict:
@@ -138,7 +144,10 @@ def override_strings(pinned: dict) -> list[str]:
     def text(v) -> str:
         return str(v).lower() if isinstance(v, bool) else str(v)
 
-    return [f"{k}=[{text(v)}]" if k.startswith("grid.") else f"{k}={text(v)}" for k, v in pinned.items()]
+    return [
+        f"{k}=[{text(v)}]" if k.startswith("grid.") and k not in GRID_SCALARS else f"{k}={text(v)}"
+        for k, v in pinned.items()
+    ]
 
 
 def planned_of(record: dict, run) -> Planned:

@@ -23,6 +23,27 @@ def check(p: Planned, engine: str, kv_dtypes) -> None:
         raise refuse(engine, f"weights {w['weight_dtype']} / KV cache {w['kv_dtype']} have no dtype flag here")
 
 
+def domains_spanned(p: Planned, gpus: int) -> int:
+    """The scale-up domains (NVLink nodes) `gpus` GPUs of one server fill: 1 when they fit one domain
+    or the domain size is unknown; else gpus / domain size (a TP group across domains is whole
+    domains, grid.cross_node_tp)."""
+    domain = p.scale_up_gpus
+    return 1 if domain <= 0 or gpus <= domain else -(-gpus // domain)
+
+
+def refuse_cross_node_tp(p: Planned, engine: str, how: str) -> None:
+    """One sentence when the layout's tp*pp spans scale-up domains and the engine's pinned field table
+    has no flags for a server over several nodes (`how`: what it would take)."""
+    a = p.axes
+    nodes = domains_spanned(p, a["tp"] * a["pp"])
+    if nodes > 1:
+        raise refuse(
+            engine,
+            f"its tp*pp = {a['tp'] * a['pp']} GPUs span {nodes} scale-up domains of {p.scale_up_gpus}, "
+            f"which it runs {how}, and the pinned field table has no flags for that",
+        )
+
+
 def request_shape_comment(w: dict) -> str:
     """The launch script's comment with the request shape (read back by `served_workload`)."""
     return f"# input_len {w['input_len']}, output_len {w['output_len']}: the request shape the predictions assume"

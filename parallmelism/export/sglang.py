@@ -13,7 +13,13 @@ with `--ep-size tp`; ep = tp*dp with dp > 1, one server of tp*dp ranks with DP a
 `--tp-size tp*dp --dp-size dp --enable-dp-attention --ep-size tp*dp`, and with it DeepEP
 (`--moe-a2a-backend deepep --deepep-mode normal` for moe_dispatcher flex, `auto` for deepep: the
 low-latency kernels in decode) and EPLB's `--ep-num-redundant-experts` (server_args.py fields
-moe_a2a_backend, deepep_mode, ep_num_redundant_experts)."""
+moe_a2a_backend, deepep_mode, ep_num_redundant_experts).
+
+A replica (tp*pp, or with DP attention tp*dp*pp) wider than one scale-up domain (grid.cross_node_tp,
+e.g. DeepSeek-R1 at tp 16 on two 8-GPU H100 nodes) is one server over several nodes: server_args.py
+fields nnodes, node_rank, dist_init_addr: `--nnodes` = the server's GPUs /
+the domain size, and `--node-rank` / `--dist-init-addr` (host:port of node rank 0) left to the user,
+the script stopping with a message until NODE_RANK and DIST_INIT_ADDR are set on each node."""
 
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ import math
 
 from .layout import Planned, pinned_overrides, refuse
 from .shell import as_int, flags_of, script
-from .serving import check, request_shape_comment, served_workload
+from ..errors import UserError
+from .serving import check, domains_spanned, request_shape_comment, served_workload
 
 SOURCE = "sgl-project/sglang python/sglang/srt/server_args.py (ServerArgs) @ 001067ff"
 KIND = "inference"
@@ -41,6 +48,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--moe-a2a-backend": ("deepep for workload.moe_dispatcher flex or deepep", "value"),
     "--deepep-mode": ("normal (moe_dispatcher flex) | auto (deepep: low-latency kernels in decode)", "value"),
     "--ep-num-redundant-experts": ("workload.eplb_redundant_experts", "value"),
+    "--nnodes": ("server GPUs / scale-up domain, where tp*pp spans domains", "value"),
+    "--node-rank": ("$NODE_RANK, set on each node (0 .. nnodes-1)", "value"),
+    "--dist-init-addr": ("$DIST_INIT_ADDR, host:port of node rank 0", "value"),
 }
 DEEPEP_MODE = {"flex": "normal", "deepep": "auto"}  # moe_dispatcher -> --deepep-mode
 KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8_e4m3"}
@@ -89,12 +99,28 @@ def render(p: Planned) -> str:
         f.append(("--deepep-mode", DEEPEP_MODE[w["moe_dispatcher"]], p.note("tpot_ms")))
     if w.get("eplb_redundant_experts", 0):
         f.append(("--ep-num-redundant-experts", w["eplb_redundant_experts"], p.note("mem_weights_gib", "tpot_ms")))
+    f += multi_node_flags(p, (tp * dp if dp_attention else tp) * a["pp"], (tp * dp) * a["pp"])
     launch = [
         request_shape_comment(w),
         f'exec python -m sglang.launch_server --model-path "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" '
         '"${SGLANG_ARGS[@]}" "$@"',
     ]
     return script(p.header(), SOURCE, "SGLANG_ARGS", f, launch)
+
+
+def multi_node_flags(p: Planned, replica_gpus: int, server_gpus: int) -> list[tuple[str, object, str]]:
+    """--nnodes and the per-node placeholders when one replica spans scale-up domains, else none."""
+    if domains_spanned(p, replica_gpus) == 1:
+        return []
+    nodes = domains_spanned(p, server_gpus)
+    rank = f'"${{NODE_RANK:?set NODE_RANK to this node rank, 0 to {nodes - 1}}}"'
+    addr = '"${DIST_INIT_ADDR:?set DIST_INIT_ADDR to host:port of node rank 0}"'
+    where = f"{server_gpus} GPUs on {nodes} nodes of {p.scale_up_gpus}; " + p.note("tpot_ms")
+    return [
+        ("--nnodes", nodes, where),
+        ("--node-rank", [rank], "this node's rank; the same script on each node"),
+        ("--dist-init-addr", [addr], "node rank 0's address for the process group"),
+    ]
 
 
 def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dict:
@@ -121,4 +147,10 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     if chunk > 0:
         workload["prefill_chunk_tokens"] = chunk
     world = (tp_all if dp_attention else tp * dp) * pp
-    return pinned_overrides(KIND, None, None, world, axes, workload)
+    pinned = pinned_overrides(KIND, None, None, world, axes, workload)
+    nodes = as_int(fl, "--nnodes")
+    if nodes < 1 or world % nodes:
+        raise UserError(f"--nnodes {nodes} does not divide the server's {world} GPUs (tp*pp*dp) into equal nodes")
+    if tp > world // nodes:  # the TP group spans nodes: show prices it only when asked
+        pinned["grid.cross_node_tp"] = True
+    return pinned

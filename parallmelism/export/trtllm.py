@@ -17,7 +17,7 @@ import math
 import re
 
 from .layout import Planned, pinned_overrides, refuse
-from .serving import check, request_shape_comment, served_workload
+from .serving import check, refuse_cross_node_tp, request_shape_comment, served_workload
 from .shell import as_int, flags_of, script
 
 SOURCE = "NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py, llmapi/llm_args.py @ 00209af1"
@@ -50,6 +50,7 @@ def kv_fraction(p: Planned) -> float:
 def render(p: Planned) -> str:
     a, w = p.axes, p.workload
     check(p, "TensorRT-LLM", KV_DTYPE)
+    refuse_cross_node_tp(p, "TensorRT-LLM", "as one MPI job over the nodes (mpirun or srun with trtllm-llmapi-launch)")
     tp, dp, ep = a["tp"], a["dp"], a["ep"]
     attention_dp = ep > 1 and dp > 1 and ep == tp * dp
     if attention_dp and tp > 1:

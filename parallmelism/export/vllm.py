@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from .layout import Planned, pinned_overrides, refuse
-from .serving import check, request_shape_comment, served_workload
+from .serving import check, refuse_cross_node_tp, request_shape_comment, served_workload
 from .shell import as_int, flags_of, script
 
 SOURCE = "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs) @ 99d7eb5d"
@@ -78,7 +78,10 @@ def flags(p: Planned) -> list[tuple[str, object, str]]:
 
 
 def render(p: Planned) -> str:
+    """One `vllm serve` script; a replica over several nodes is refused here, not in `flags` (a
+    Dynamo manifest places its workers over nodes itself, multinode.nodeCount)."""
     f, w = flags(p), p.workload
+    refuse_cross_node_tp(p, "vLLM", "on a Ray cluster over the nodes (--distributed-executor-backend ray)")
     launch = [
         request_shape_comment(w),
         f'exec vllm serve "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" "${{VLLM_ARGS[@]}}" "$@"',
