@@ -285,3 +285,28 @@ def test_engines_without_multi_node_flags_refuse_tp16_over_two_nodes():
     wide = _planned([a for a in WIDE_EP if a != "workload.batching=static"], None)[0]
     fl = flags_of(sg.render(wide), known)
     assert fl["--enable-dp-attention"] is True and fl["--tp-size"] == "32" and fl["--nnodes"] == "4"
+
+
+def test_megatron_export_of_training_tp16_reads_back_with_cross_node_tp(tmp_path):
+    """Any target's file read back with a tp wider than the header's accelerator's scale-up
+    domain pins grid.cross_node_tp, so `show` takes the layout again instead of refusing it."""
+    args = [
+        "model=llama3.1-405b",
+        "workload.global_batch=64",
+        "grid.ngpus=[256]",
+        "grid.tp=[16]",
+        "grid.pp=[8]",
+        "grid.cp=[1]",
+        "grid.vpp=[1]",
+        "grid.micro_batch=[1]",
+        "grid.recompute=[full]",
+        "grid.sequence_parallel=[false]",
+        "grid.dp_sharding=[OPTIMIZER_STATES]",
+        "grid.cross_node_tp=true",
+    ]
+    out = tmp_path / "run.sh"
+    r = run_cli("export", "--pinned", "--to", "megatron", "--out", out, *args)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("import-run", out)
+    assert r.returncode == 0, r.stderr
+    assert {"grid.tp=[16]", "grid.cross_node_tp=true"} <= set(r.stdout.split()), r.stdout

@@ -44,6 +44,9 @@ def import_run(
             return
         layers = _layers(model, config_dir) if model else None
         pinned = target_module(target).parse(text, ngpus, layers)
+        domain = _domain_size(hardware, config_dir) if hardware else None
+        if domain and int(str(pinned.get("grid.tp", 1))) > domain:  # show keeps such a layout only when asked
+            pinned["grid.cross_node_tp"] = True
         lead: dict = {}
         if "workload" in pinned:
             lead["workload"] = pinned.pop("workload")
@@ -111,5 +114,17 @@ def _layers(model: str, config_dir) -> int | None:
         from .common import load_runs
 
         return int(load_runs([f"model={model}"], config_dir)[0].model.layers)
+    except UserError:
+        return None
+
+
+def _domain_size(hardware: str, config_dir) -> int | None:
+    """GPUs of the accelerator's scale-up domain, None if it does not load (show says why later)."""
+    from ..errors import UserError
+
+    try:
+        from .common import load_runs
+
+        return int(load_runs([f"hardware={hardware}"], config_dir)[0].hardware.scale_up.domain_size)
     except UserError:
         return None
