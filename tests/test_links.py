@@ -207,3 +207,33 @@ def test_a_mesh_scale_up_gives_a_group_only_its_own_links():
     assert float(share["tp"]) == pytest.approx(1 / 7) and float(share["dp"]) == pytest.approx(3 / 7)
     busy = link_busy_s({"tp": 7.0, "dp": 7.0}, {"tp": 0.0, "dp": 0.0}, ("tp", "dp"), share)
     assert float(busy["scale_up"]) == pytest.approx(1.0 + 3.0)  # its bytes over the whole port
+
+
+def test_hierarchical_tp_all_reduce_splits_its_busy_seconds_between_the_links():
+    """A TP16 all-reduce over two 8xH100 nodes run hierarchically (decode-sized S, latency-bound):
+    its NVLink busy seconds are its two intra-node phases and the launch, its NIC busy seconds the
+    inter-node all-reduce of S/8 over 2 nodes, by hand from the H100 file. Bandwidth-bound the flat
+    ring is faster and waits on the NIC for all of its time."""
+    from dataclasses import replace
+
+    from parallmelism.cost.breakdown import link_table
+    from parallmelism.cost.collective_ops import collective
+    from parallmelism.cost.collectives import scale_up_group_gbps
+
+    hw = load_option("hardware", "h100-sxm-80gb")
+    S, k = 2.0 * 7168 * 8, 8  # 8 tokens of DeepSeek-V3's hidden in bf16
+    op = collective(hw, "tp", "tp", "all_reduce", S, 16, 1)
+    op = replace(op, exposed_s=op.link_s)
+    up = float(scale_up_group_gbps(hw, np.array([8.0]))[0]) * 1e9  # B/s per rank
+    out = 50.0 * 0.94 * 1e9
+    inter = 2 * 1 * 5.0e-6 + 2 * (1 / 2) * (S / k) / out  # ring over N = 2 nodes (its tree: 2·log2 2 α + 2 S/k/β)
+    intra = 2 * ((k - 1) * 0.583e-6 + (k - 1) / k * S / up) + 4.83e-6  # reduce-scatter + all-gather + launch
+    assert float(op.time_s) == pytest.approx(intra + inter, rel=1e-9)
+    assert float(op.nic_s(hw)) == pytest.approx(inter, rel=1e-9)
+    links = {row["link"].split(" (")[0]: row["busy_s"] for row in link_table(hw, [op])}
+    assert links["InfiniBand/Ethernet NIC per GPU"] == pytest.approx(inter, rel=1e-9)
+    assert links["NVLink4 + NVSwitch3"] == pytest.approx(intra, rel=1e-9)
+    big = collective(hw, "tp", "tp", "all_reduce", 2.0**30, 16, 1)  # 1 GiB: the flat ring wins
+    big = replace(big, exposed_s=big.link_s)
+    assert float(big.nic_s(hw)) == float(big.time_s)
+    assert {row["link"].split(" (")[0]: row["busy_s"] for row in link_table(hw, [big])}["NVLink4 + NVSwitch3"] == 0

@@ -307,6 +307,20 @@ def collective_table(hw, records: list[CollectiveOp], payload: Mapping[str, str]
     return list(rows.values())
 
 
+def _link_share(hw, op: CollectiveOp, link: str) -> float:
+    """The share of a record's seconds on `link`: its NIC seconds (`CollectiveOp.nic_s`: all of a
+    call whose group leaves the domain, the inter-node phase of a hierarchical TP all-reduce) over
+    its time; the rest on the scale-up port."""
+    t = _f(op.time_s)
+    nic = _f(op.nic_s(hw)) / t if t > 0 else float(bool(np.asarray(op.on_scale_out(hw)).reshape(-1)[0]))
+    return nic if link == "scale_out" else 1.0 - nic
+
+
+def _scaled(x: float, share: float) -> float:
+    """x on a link that carries `share` of it (x itself for a whole record: no rounding)."""
+    return x if share == 1.0 else x * share
+
+
 def link_table(hw, records: list[CollectiveOp], port_share=None) -> list[dict]:
     """`show`'s per-link table, a group-by of the records by the link each runs on (cost/links.py):
     achievable bandwidth per direction, busy seconds per step (on a mesh scale-up an axis counts
@@ -323,10 +337,12 @@ def link_table(hw, records: list[CollectiveOp], port_share=None) -> list[dict]:
             )
         )
     for key, name, bw in tiers:
-        on = [op for op in records if bool(np.asarray(op.on_scale_out(hw)).reshape(-1)[0]) == (key == "scale_out")]
+        share = [_link_share(hw, op, key) for op in records]
+        carried = [(op, f) for op, f in zip(records, share) if f > 0.0]
         port = {ax: 1.0 if key == "scale_out" else _f((port_share or {}).get(ax, 1.0)) for ax in AXES}
-        busy = sum(port[op.axis] * _f(op.link_s) for op in on)
-        exposed = sum(port[op.axis] * _f(op.exposed_s) for op in on)
+        busy = sum(_scaled(port[op.axis] * _f(op.link_s), f) for op, f in carried)
+        exposed = sum(_scaled(port[op.axis] * _f(op.exposed_s), f) for op, f in carried)
+        on = [op for op, _ in carried]
         axes = [ax for ax in AXES if any(op.axis == ax for op in on)]
         recs.append(
             {

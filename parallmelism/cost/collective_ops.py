@@ -29,6 +29,8 @@ import numpy as np
 from ..specs import BYTES_PER_ELEMENT
 from ..units import GB, US
 from .collectives import (
+    cross_domain_all_reduce_nic_s,
+    cross_domain_all_reduce_time_s,
     busbw_factor,
     collective_time_s,
     CUSTOM_AR_MAX_RANKS,
@@ -115,6 +117,20 @@ class CollectiveOp:
         """Whether its group leaves the scale-up domain (its calls wait on the NIC): cost/links.py's rule."""
         span = np.asarray(self.group, dtype=np.float64) * np.asarray(self.stride, dtype=np.float64)
         return (span > hw.scale_up.domain_size) & (hw.scale_out is not None)
+
+    def nic_s(self, hw):
+        """Seconds of one call on the NIC: all of time_s when its group leaves the domain (the
+        slowest hop paces a ring or all-to-all), but for a TP all-reduce run hierarchically (its
+        time is `cross_domain_all_reduce_time_s`, the faster) only the inter-node phase
+        (`cross_domain_all_reduce_nic_s`); 0 inside the domain."""
+        on = np.asarray(self.on_scale_out(hw), dtype=bool)
+        t = np.asarray(self.time_s, dtype=np.float64)
+        nic = np.where(on, t, 0.0)
+        if self.kind != "all_reduce" or self.axis not in TP_HIERARCHICAL or hw.scale_out is None or not np.any(on):
+            return nic
+        hier = cross_domain_all_reduce_time_s(hw, self.nbytes, self.group, self.stride)
+        inter = cross_domain_all_reduce_nic_s(hw, self.nbytes, self.group, self.stride)
+        return np.where(on & (hier <= t), inter, nic)
 
 
 def transfer_time_s(hw, kind: str, nbytes, group, stride, hierarchical: bool = False):

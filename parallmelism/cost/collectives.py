@@ -252,6 +252,19 @@ def cross_domain_all_reduce_time_s(hw, nbytes, size, stride):
     return np.where(n > 1, t + hw.scale_up.collective_launch_us * US, 0.0)
 
 
+def cross_domain_all_reduce_nic_s(hw, nbytes, size, stride):
+    """The part of `cross_domain_all_reduce_time_s` on the NIC: its inter-node all-reduce of S/k
+    over N domains (the same term); the reduce-scatter, the all-gather and the launch run in the
+    node, on the scale-up port (cost/links.py splits the call's busy seconds so)."""
+    n = np.asarray(size, dtype=np.float64)
+    stride = np.asarray(stride, dtype=np.float64)
+    k = np.minimum(np.clip(np.floor(hw.scale_up.domain_size / stride), 1.0, np.maximum(n, 1.0)), n)
+    outer = hw.scale_out.bandwidth_gbps * hw.efficiency.scale_out
+    S = np.asarray(nbytes, dtype=np.float64)
+    ar = collective_time_s("all_reduce", S / k, n / k, outer, hw.scale_out.latency_us, "auto")
+    return np.where(n > 1, ar, 0.0)
+
+
 def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto", hierarchical: bool = False):
     """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
 

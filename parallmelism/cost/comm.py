@@ -159,6 +159,15 @@ def tp_layer_times_s(hw, model, T, t, sp, full_recompute, colpar_bwd, gemm_time,
     return link, fwd + bwd_exposed + np.maximum(0.0, bwd_hidden - window)
 
 
+def tp_layer_nic_s(hw, model, T, t, sp, full_recompute):
+    """Seconds of one layer's TP collectives (`tp_layer_times_s`'s link seconds) on the NIC for one
+    micro-batch: Σ calls · `CollectiveOp.nic_s` (all of a call whose group leaves the domain, the
+    inter-node phase of a hierarchical all-reduce; 0 inside it)."""
+    calls = tp_layer_calls(sp, full_recompute)
+    ops = tp_layer_ops(hw, model, T, t, {kind: c[0] + c[1] + c[2] for kind, c in calls.items()})
+    return sum(op.calls * op.nic_s(hw) for op in ops)
+
+
 def cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type="p2p") -> list[CollectiveOp]:
     """The CP transfers of one layer and micro-batch (`cp_layer_transfers` calls): p2p, the ring's
     K,V chunk hops (send/recv over the cp-rank ring, stride t); all_gather, the whole sequence's
@@ -473,6 +482,7 @@ __all__ = [
     "ep_layer_calls",
     "p2p_link",
     "tp_layer_times_s",
+    "tp_layer_nic_s",
     "cp_layer_times_s",
     "ring_step_windows_s",
     "ep_layer_time_s",

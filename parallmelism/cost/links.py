@@ -12,6 +12,9 @@ port iff the consecutive ranks it spans fit in one domain, else its transfers wa
   ep  all-to-all, stride t          span ep·t (folded MoE: stride etp, span ep·etp)
   dp  dense DP×CP group, stride t   span dp·cp·t (the expert-DP group spans the same ranks)
   pp  neighbour stage t·cp·dp away  span 2·t·cp·dp
+A TP all-reduce over domains run hierarchically (`collectives.cross_domain_all_reduce_time_s`)
+is the exception: only its inter-node phase waits on the NIC, its reduce-scatter and all-gather
+run on the scale-up port (`CollectiveOp.nic_s`), so TP's NIC share is a fraction (`out_share`).
 Busy time of a link = Σ link seconds (`time_comm_<axis>_s`) of the axes placed on it. On a mesh
 scale-up (fully connected links, `collectives.scale_up_group_gbps`) an axis whose group has m
 members in the domain runs on m − 1 of the domain_size − 1 links, so it keeps that share of the

@@ -36,6 +36,7 @@ from .comm import (
     forward_passes,
     hsdp_replica_reduce_s,
     pp_hop_s,
+    tp_layer_nic_s,
     tp_layer_times_s,
 )
 from .links import axes_on_scale_out, axis_spans, bind_to_links, link_busy_s, scale_up_port_share
@@ -204,6 +205,7 @@ STAGE_MB_KEYS = (
     "bytes",
     "tp",
     "tp_exp",
+    "tp_nic",
     "cp",
     "cp_exp",
     "ep",
@@ -396,6 +398,8 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     local_experts = experts_per_rank(model.require_moe().num_experts, ep) if model.is_moe else 0.0
     low_precision = wl.precision in LOW_PRECISION_BYTES
 
+    tp_on_out = axes_on_scale_out(hw, tp, 1.0, 1.0, 1.0, 0.0)["tp"]
+
     def layer_comm(acc, is_moe):
         tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
         cp_link, cp_exp = cp_layer_times_s(
@@ -416,6 +420,8 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
             else (0.0, 0.0)
         )
         tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
+        # the NIC's part (cost/links.py): a hierarchical all-reduce's inter-node phase, the rest whole
+        tp_nic = tp_layer_nic_s(hw, model, T, tp, sp, full) + ep_tp * tp_on_out
         if wl.launch_blocking:  # nothing runs beside a kernel: the async backward TP and the CP ring wait too
             tp_exp, cp_exp = tp_layer, cp_link
         ep_exp = ep_link
@@ -423,7 +429,15 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
             # hidden under the other micro-batch in flight: its layer's compute and the TP and CP
             # collectives it waits on (on their own links), so the window shrinks no more than the layer
             ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"] + tp_exp + cp_exp))
-        return {"tp": tp_layer, "tp_exp": tp_exp, "cp": cp_link, "cp_exp": cp_exp, "ep": ep_link, "ep_exp": ep_exp}
+        return {
+            "tp": tp_layer,
+            "tp_exp": tp_exp,
+            "tp_nic": tp_nic,
+            "cp": cp_link,
+            "cp_exp": cp_exp,
+            "ep": ep_link,
+            "ep_exp": ep_exp,
+        }
 
     dense_comm = layer_comm(dense, False)
     moe_comm = layer_comm(moe, True) if moe is not None else None
@@ -457,7 +471,7 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
             "bwd_rc": c["bwd"] + c["rc"],
         }
         r.update({key: c[key] for key in ("cbound", "mbound", "flops", "bytes")})
-        r.update({key: k[key] for key in ("tp", "tp_exp", "cp", "cp_exp", "ep", "ep_exp")})
+        r.update({key: k[key] for key in ("tp", "tp_exp", "tp_nic", "cp", "cp_exp", "ep", "ep_exp")})
         out[name] = {key: to_shape(r[key], tp.shape) for key in STAGE_MB_KEYS}
     return out
 
@@ -681,7 +695,9 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
         comm = {ax: m * r[ax] for ax in ("tp", "cp", "ep")}
         comm["dp"] = dp_link
         dp_share = _dp_nic_share(d, reductions, dp_link, on_out["dp"], hybrid)
-        busy = link_busy_s(comm, {**on_out, "dp": dp_share}, ("tp", "cp", "ep", "dp"), port)  # PP: per row
+        tp_nic = m * r["tp_nic"]
+        tp_share = np.where(comm["tp"] > 0, tp_nic / np.where(comm["tp"] > 0, comm["tp"], 1.0), on_out["tp"])
+        busy = link_busy_s(comm, {**on_out, "dp": dp_share, "tp": tp_share}, ("tp", "cp", "ep", "dp"), port)
         t = {
             "t_mb": r["t_mb"],
             "total": m * r["t_mb"] + dp_exp + d["opt"] + opt_offload + param_fetch,
@@ -698,6 +714,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
             "cbound": m * r["cbound"],
             "mbound": m * r["mbound"] + d["opt"],
             "dp_share": dp_share,
+            "tp_share": tp_share,
             "dp_exp": dp_exp,
             **comm,
         }
@@ -737,7 +754,9 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     candidates = []
     for name in STAGES:
         t = stages[name]
-        stage_on_out = {**on_out, "dp": t["dp_share"][inv]} if hybrid else on_out
+        stage_on_out = {**on_out, "tp": t["tp_share"][inv]}  # a hierarchical TP all-reduce: partly on the NIC
+        if hybrid:
+            stage_on_out["dp"] = t["dp_share"][inv]
         comm = {ax: t[ax][inv] for ax in ("tp", "cp", "ep", "dp")}
         comm_exp = {ax: t[ax + "_exp"][inv] for ax in ("tp", "cp", "ep", "dp")}
         comm["pp"], comm_exp["pp"] = pp_link, pp_exp
@@ -768,6 +787,7 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     comm = {ax: chosen(lambda c: c["comm"][ax]) for ax in AXES}
     comm_exp = {ax: chosen(lambda c: c["comm_exp"][ax]) for ax in AXES}
     busy = {link: chosen(lambda c: c["busy"][link]) for link in ("scale_up", "scale_out")}
+    on_out = {**on_out, "tp": chosen(lambda c: c["on_out"]["tp"])}  # the critical stage's TP NIC share
     if hybrid:  # the DP axis's NIC share differs by stage
         on_out = {**on_out, "dp": chosen(lambda c: c["on_out"]["dp"])}
     compute = pick("compute")
