@@ -309,15 +309,9 @@ def dp_bucket_params(bucket_params, group_size):
     return np.full(n.shape, float(bucket_params))
 
 
-def chunked_collective_time_s(hw, kind, nbytes, size, stride, calls):
-    """`calls` collectives of nbytes/calls each over one group: the bandwidth term once, the
-    latency term (ring (n−1)·α per step, tree log n) once per call."""
-    S = np.asarray(nbytes, dtype=np.float64)
-    return np.where(S > 0, chunked_collective(hw, "dp", "", kind, S, size, stride, calls).link_s, 0.0)
-
-
 def chunked_collective(hw, axis, role, kind, nbytes, size, stride, calls, scope="step") -> CollectiveOp:
-    """`calls` calls (at least 1) of nbytes/calls each over one group (`chunked_collective_time_s`)."""
+    """`calls` calls (at least 1) of nbytes/calls each over one group: the bandwidth term once, the
+    latency term (ring (n−1)·α per step, tree log n) once per call."""
     calls = np.maximum(np.asarray(calls, dtype=np.float64), 1.0)
     S = np.asarray(nbytes, dtype=np.float64) / calls
     return collective(hw, axis, role, kind, S, size, stride, calls, scope)

@@ -143,7 +143,7 @@ def _elementwise_op(e: ElementwiseShape, dropout: bool = False) -> Op:
     """A training op of an inventory element-wise op (`cost.layer_cores`): its elements accessed at
     2 bytes, and a dropout's mask and output when the op has one and the model drops out."""
     per_element = ACT_BYTES * e.accesses + (DROPOUT_BYTES if dropout and e.dropout else 0.0)
-    return Op(e.name, MEMORY, 0.0, per_element * e.rows * e.width / e.divisor)
+    return Op(e.name, MEMORY, 0.0, per_element * e.elements)
 
 
 def layer_ops(
@@ -378,7 +378,7 @@ def embedding_ops(model: ModelSpec, s: int, b, t, cp, sp) -> list[Op]:
     r = sp_divisor(t, sp)
     e = embedding(model, tokens_per_rank(s, b, cp), r)  # the inventory's (cost.layer_cores)
     op = _elementwise_op(e, bool(model.dropout))
-    op.bwd_bytes_abs = (EMBEDDING_BWD_BYTES + (DROPOUT_BYTES if model.dropout else 0.0)) * e.rows * e.width / e.divisor
+    op.bwd_bytes_abs = (EMBEDDING_BWD_BYTES + (DROPOUT_BYTES if model.dropout else 0.0)) * e.elements
     return [op]
 
 

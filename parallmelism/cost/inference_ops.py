@@ -256,7 +256,7 @@ def head_ops(model: ModelSpec, tp, tokens, head_tokens, has_embedding, has_head)
     head = np.where(has_head, 1.0, 0.0) + 0 * T
     e = embedding(model, T)  # the inventory's (cost.layer_cores): a 16-bit row read, the activation written
     return [
-        serving_op("embedding", "memory", emb, 0 * T, e.rows * e.width * HALF_BYTES, e.rows * e.width * ACT_BYTES, inf),
+        serving_op("embedding", "memory", emb, 0 * T, e.elements * HALF_BYTES, e.elements * ACT_BYTES, inf),
         serving_norm(final_norm(model, Th), head, 0 * T),
         lm_head,
     ]

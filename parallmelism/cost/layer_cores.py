@@ -155,6 +155,7 @@ class ElementwiseShape:
 
     @property
     def elements(self):
+        """Elements the op touches on one GPU: rows × width / divisor."""
         return self.rows * self.width / self.divisor
 
 
