@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from ..specs import BYTES_PER_ELEMENT
 from ..units import GB, US
 from .collectives import (
     cross_domain_all_reduce_nic_s,
@@ -40,6 +39,7 @@ from .collectives import (
     group_link,
     scale_up_group_gbps,
 )
+from .ops import ACT_BYTES
 from .shapes import kv_width_per_rank, moe_token_load, sp_divisor, tokens_per_rank
 
 CUSTOM_ALL_REDUCE = "custom_all_reduce"  # a record kind: an engine's all-reduce kernel, not an NCCL collective
@@ -186,9 +186,6 @@ def engine_tp_all_reduce_ops(hw, ar: CollectiveOp, engine) -> list[CollectiveOp]
     )
     custom = CollectiveOp(ar.axis, "tp custom", CUSTOM_ALL_REDUCE, S, ar.group, ar.stride, t, ar.calls * fits, ar.scope)
     return [custom, replace(ar, calls=ar.calls * ~fits)]
-
-
-ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])  # B per element: activations, their gradients and K,V travel in bf16
 
 
 def p2p_link(hw, span):

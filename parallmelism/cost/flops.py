@@ -59,7 +59,7 @@ from .layer_gemms import (
     moe_gemms,
 )
 from .layer_cores import AttentionCore, ElementwiseShape, attention_core, embedding, layer_elementwise
-from .ops import ATTENTION, MATMUL, MEMORY, Op
+from .ops import ACT_BYTES, ATTENTION, MATMUL, MEMORY, Op
 from .shapes import (
     busiest_stage_first_layer,
     experts_per_rank,
@@ -69,10 +69,9 @@ from .shapes import (
 )
 from .states import GRAD_BYTES, MASTER_WEIGHT_BYTES, MOMENT_BYTES, WORKING_WEIGHT_BYTES
 
-# Bytes per element of what the ops read and write (specs.BYTES_PER_ELEMENT): bf16 activations and
+# Bytes per element of what the ops read and write (specs.BYTES_PER_ELEMENT): bf16 activations (ops.ACT_BYTES) and
 # weights, an fp32 main gradient (Megatron's gradient-accumulation fusion accumulates wgrad into it)
 # and 1-byte dropout masks (Korthikanti et al. 2022 §4.1).
-ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])
 MAIN_GRAD_BYTES = float(BYTES_PER_ELEMENT["fp32"])
 MASK_BYTES = 1.0
 RW_BYTES = 2 * ACT_BYTES  # a norm or the softmax: read its input, write its output (cost.layer_cores.RW_ACCESSES)

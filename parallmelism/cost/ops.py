@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..specs import Code
+from ..specs import BYTES_PER_ELEMENT, Code
 from .layer_gemms import GemmShape, NormShape
 
 
@@ -104,7 +104,7 @@ class Op:
         return self.bwd_bytes_abs if self.bwd_bytes_abs is not None else self.bwd_bytes * np.asarray(self.bytes)
 
 
-ACT_BYTES = 2  # serving activations in bf16
+ACT_BYTES = float(BYTES_PER_ELEMENT["bf16"])  # B per element: activations, their gradients and K,V travel in bf16
 HALF_BYTES = 2  # serving norms, router, embedding and head stay 16-bit (vLLM / TensorRT-LLM fp8, int4 checkpoints)
 
 
