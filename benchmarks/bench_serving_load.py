@@ -41,7 +41,8 @@ def main() -> None:
     from parallmelism.config import load_option
     from parallmelism.config.kernel_tables import kernel_model
     from parallmelism.cost.layout import ServingLayout
-    from parallmelism.search.serve_load import drawn_requests, loaded_point, replica_capacity_rps
+    from parallmelism.cost.serving_load import drawn_requests
+    from parallmelism.search.serve_load import loaded_point, replica_capacity_rps
     from parallmelism.specs import InferenceWorkload
 
     model, hw = load_option("model", "llama3.1-70b"), load_option("hardware", "h100-sxm-80gb")

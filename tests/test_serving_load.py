@@ -21,7 +21,8 @@ from parallmelism.cost.serving_load import (
     weighted_percentile,
 )
 from parallmelism.errors import UserError
-from parallmelism.search.serve_load import drawn_requests, loaded_point, replica_capacity_rps
+from parallmelism.cost.serving_load import drawn_requests
+from parallmelism.search.serve_load import loaded_point, replica_capacity_rps
 from parallmelism.specs import InferenceWorkload
 
 from conftest import REPO, run_app
@@ -252,7 +253,7 @@ def test_plan_serve_prints_and_writes_the_colocated_plan_under_load(tmp_path):
 
 
 def test_a_trace_is_dealt_round_robin_over_the_replicas():
-    from parallmelism.search.serve_load import Requests, replica_share
+    from parallmelism.cost.serving_load import Requests, replica_share
 
     reqs = Requests(np.arange(1, 8), np.arange(11, 18), np.arange(7.0))
     one = replica_share(reqs, 3)
@@ -273,7 +274,7 @@ def test_sweep_says_it_does_not_simulate_the_load(tmp_path):
 def test_the_iteration_table_takes_the_requests_mean_lengths():
     """A trace of short requests is timed at its own lengths, not workload.input_len's: the same
     requests give the same answer whatever workload.input_len/output_len say."""
-    from parallmelism.search.serve_load import Requests
+    from parallmelism.cost.serving_load import Requests
 
     model, hw, work, lay, km = _setup()
     reqs = Requests(np.full(200, 256), np.full(200, 32), np.arange(200) * 0.1)

@@ -56,7 +56,8 @@ def under_load(run, layout, km) -> list[str]:
     from ..config.length_trace import workload_requests
     from ..cost.layout import ServingLayout
     from ..report.load_lines import load_lines
-    from ..search.serve_load import loaded_point, replica_share
+    from ..cost.serving_load import replica_share
+    from ..search.serve_load import loaded_point
 
     wl, plan = run.workload, run.plan
     lay = ServingLayout.of(layout)

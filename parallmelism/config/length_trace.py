@@ -10,10 +10,10 @@ from ..errors import UserError, require_file
 
 
 def read_length_trace(path: str):
-    """The trace at `path` as search.serve_load.Requests; one sentence for a bad file."""
+    """The trace at `path` as cost.serving_load.Requests; one sentence for a bad file."""
     import pandas as pd
 
-    from ..search.serve_load import Requests
+    from ..cost.serving_load import Requests
 
     p = require_file(path, "workload.length_trace")
     try:
@@ -42,7 +42,7 @@ def read_length_trace(path: str):
 def workload_requests(wl):
     """The simulated requests: workload.length_trace's, or workload.load_requests drawn from
     workload.length_dist with workload.load_seed."""
-    from ..search.serve_load import drawn_requests
+    from ..cost.serving_load import drawn_requests
 
     if wl.length_trace is not None:
         return read_length_trace(wl.length_trace)

@@ -65,6 +65,38 @@ class Scheduler:
     chunked_prefill: bool = True  # False: prefill priority, decodes stall while prompts wait
 
 
+@dataclass(frozen=True)
+class Requests:
+    """The simulated requests: lengths (tokens) and, for a trace that has them, send times (s)."""
+
+    input_len: np.ndarray
+    output_len: np.ndarray
+    arrival_s: np.ndarray | None = None
+
+
+def drawn_requests(wl, n: int, seed: int) -> Requests:
+    """n requests of workload.length_dist: fixed lengths, or uniform integers in
+    [max(1, round((1 − s)·L)), round((1 + s)·L)] (s = length_spread) drawn with `seed`."""
+    if wl.length_dist == "fixed":
+        return Requests(np.full(n, wl.input_len), np.full(n, wl.output_len))
+    rng = np.random.default_rng([seed, 1])  # a stream apart from the arrivals'
+    s = wl.length_spread
+
+    def uniform(mean):
+        return rng.integers(max(1, round((1 - s) * mean)), round((1 + s) * mean), endpoint=True, size=n)
+
+    return Requests(uniform(wl.input_len), uniform(wl.output_len))
+
+
+def replica_share(reqs: Requests, replicas: int) -> Requests:
+    """The requests one of `replicas` replicas gets: a trace's sent requests round-robin (every
+    replicas-th, as a round-robin load balancer deals them); drawn requests (no send times) are
+    already one replica's sample."""
+    if reqs.arrival_s is None or replicas <= 1:
+        return reqs
+    return Requests(reqs.input_len[::replicas], reqs.output_len[::replicas], reqs.arrival_s[::replicas])
+
+
 def poisson_arrivals_s(rate_per_s: float, n: int, seed: int) -> np.ndarray:
     """n Poisson arrival times (s) at `rate_per_s`: cumulative exponential gaps, numpy's PCG64 seeded
     with `seed` (the same seed gives the same times)."""

@@ -4,48 +4,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..cost.inference import continuous_terms
 from ..cost.iteration_table import iteration_times
 from ..cost.layout import ServingLayout
 from ..cost.shapes import layers_on_busiest_stage
-from ..cost.serving_load import Scheduler, load_summary, poisson_arrivals_s, simulate
+from ..cost.serving_load import Requests, Scheduler, load_summary, poisson_arrivals_s, replica_share, simulate
 from ..errors import UserError
-
-
-@dataclass(frozen=True)
-class Requests:
-    """The simulated requests: lengths (tokens) and, for a trace that has them, send times (s)."""
-
-    input_len: np.ndarray
-    output_len: np.ndarray
-    arrival_s: np.ndarray | None = None
-
-
-def drawn_requests(wl, n: int, seed: int) -> Requests:
-    """n requests of workload.length_dist: fixed lengths, or uniform integers in
-    [max(1, round((1 − s)·L)), round((1 + s)·L)] (s = length_spread) drawn with `seed`."""
-    if wl.length_dist == "fixed":
-        return Requests(np.full(n, wl.input_len), np.full(n, wl.output_len))
-    rng = np.random.default_rng([seed, 1])  # a stream apart from the arrivals'
-    s = wl.length_spread
-
-    def uniform(mean):
-        return rng.integers(max(1, round((1 - s) * mean)), round((1 + s) * mean), endpoint=True, size=n)
-
-    return Requests(uniform(wl.input_len), uniform(wl.output_len))
-
-
-def replica_share(reqs: Requests, replicas: int) -> Requests:
-    """The requests one of `replicas` replicas gets: a trace's sent requests round-robin (every
-    replicas-th, as a round-robin load balancer deals them); drawn requests (no send times) are
-    already one replica's sample."""
-    if reqs.arrival_s is None or replicas <= 1:
-        return reqs
-    return Requests(reqs.input_len[::replicas], reqs.output_len[::replicas], reqs.arrival_s[::replicas])
 
 
 def replica_capacity_rps(model, hw, wl, lay: ServingLayout, km, engine) -> float:

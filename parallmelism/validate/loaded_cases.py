@@ -35,7 +35,8 @@ def loaded_prediction(row, ctx) -> dict:
     from ..config.kernel_tables import kernel_model
     from ..cost.layout import ServingLayout
     from ..errors import UserError
-    from ..search.serve_load import drawn_requests, loaded_point
+    from ..cost.serving_load import drawn_requests
+    from ..search.serve_load import loaded_point
     from .cases import evaluate_one
 
     rate = get(row, "request_rate")
