@@ -178,3 +178,65 @@ def test_the_cache_removes_only_its_own_files(cache_dir, monkeypatch):
     os.utime(stale, (old, old))
     load_run_configs([*OVERRIDES, "workload.global_batch=32"])
     assert not stale.exists() and fresh.exists()
+
+
+def test_a_kernel_table_comes_back_from_the_cache_equal_and_rebuilt_when_its_file_changes(cache_dir, tmp_path):
+    """Issue 29: reading and fitting the H100 kernel table (~1,000 rows) cost ~14 ms per command;
+    the fitted table is cached on the file's content and its physics. A cached table is the built
+    one (same residual points and values, same kernel times), and an edited file is read again."""
+    import numpy as np
+
+    from parallmelism.config.kernel_tables import REFERENCE_TABLE, read_rows, resolve_table
+    from parallmelism.cost.kernels import KernelTable
+
+    src = resolve_table(REFERENCE_TABLE)
+    path = tmp_path / "table.csv"
+    path.write_bytes(src.read_bytes())
+    params = ((("bf16", 989.0), ("fp8", 1979.0)), 3350.0, 132, True)
+    built = []
+
+    def build():
+        built.append(1)
+        return KernelTable(read_rows(path), dict(params[0]), 3350.0, 132, True, path=path)
+
+    first = cache.kernel_table(path, params, build)
+    second = cache.kernel_table(path, params, build)
+    assert len(built) == 1 and second.path == path and second is not first
+    for dtype, res in first.gemm.items():
+        assert np.array_equal(res.points, second.gemm[dtype].points)
+        assert np.array_equal(res.values, second.gemm[dtype].values, equal_nan=True)
+    m, k, n = np.array([4096.0, 8192.0]), np.array([4096.0, 4096.0]), np.array([14336.0, 1024.0])
+    assert np.array_equal(first.gemm["bf16"](m, k, n, extra=0.0), second.gemm["bf16"](m, k, n, extra=0.0))
+    cache.kernel_table(path, (params[0], 3000.0, 132, True), build)  # other physics: built again
+    assert len(built) == 2
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # one row fewer
+    cache.kernel_table(path, params, build)
+    assert len(built) == 3
+
+
+def test_a_kernel_table_entry_naming_other_code_is_built_again_not_run(cache_dir, tmp_path):
+    """A kernel table entry may name the classes of cost/kernels.py and numpy's array pickles only."""
+    import pickle
+    from pathlib import Path
+
+    from parallmelism.config.kernel_tables import REFERENCE_TABLE, read_rows, resolve_table
+    from parallmelism.cost.kernels import KernelTable
+
+    path = resolve_table(REFERENCE_TABLE)
+    params = ((("bf16", 989.0),), 3350.0, 132, True)
+
+    def build():
+        return KernelTable(read_rows(path), dict(params[0]), 3350.0, 132, True, path=path)
+
+    cache.kernel_table(path, params, build)
+    (entry,) = cache_dir.glob(f"*{cache.SUFFIX}")
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    entry.write_bytes(pickle.dumps({"format": cache.FORMAT, "kernel_table": {"gemm": Payload()}}))
+    table = cache.kernel_table(path, params, build)
+    assert not marker.exists() and "bf16" in table.gemm

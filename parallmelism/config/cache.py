@@ -124,13 +124,32 @@ class _SpecUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not a spec class")
 
 
-def _read(key: str | None):
+class _TableUnpickler(pickle.Unpickler):
+    """Unpickles a kernel table's parts (`kernel_table`) and nothing else: the classes defined in
+    parallmelism.cost.kernels and numpy arrays as numpy pickles them (from a buffer, with a dtype)."""
+
+    NUMPY = {("numpy", "dtype"), ("numpy", "ndarray"), ("numpy._core.numeric", "_frombuffer")}
+    NUMPY |= {("numpy.core.numeric", "_frombuffer"), ("numpy._core.multiarray", "_reconstruct")}
+
+    def find_class(self, module: str, name: str):
+        import importlib
+
+        if (module, name) in self.NUMPY:
+            return getattr(importlib.import_module(module), name)
+        if module == "parallmelism.cost.kernels" and "." not in name:
+            found = getattr(importlib.import_module(module), name, None)
+            if isinstance(found, type) and found.__module__ == module:
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a kernel table")
+
+
+def _read(key: str | None, unpickler: type[pickle.Unpickler] = _SpecUnpickler):
     """The entry stored under key (a dict of FORMAT), or None (off, absent, unreadable, stale)."""
     folder = cache_dir()
     if key is None or folder is None:
         return None
     try:
-        data = _SpecUnpickler(io.BytesIO((folder / f"{key}{SUFFIX}").read_bytes())).load()
+        data = unpickler(io.BytesIO((folder / f"{key}{SUFFIX}").read_bytes())).load()
     except Exception:  # noqa: BLE001 - a cache entry that cannot be used is composed again
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
@@ -190,6 +209,35 @@ def option(group: str, name: str, user_dirs: list[Path], load_it):
     spec = load_it()
     _write(key, {"option": spec})
     return spec
+
+
+def kernel_table(path: Path, params: tuple, build):
+    """A kernel table file's cost.kernels.KernelTable on the physics `params` (peaks, HBM
+    bandwidth, SMs, completeness; what config/kernel_tables.py builds it from): from the cache, or
+    build() (then stored). Reading and fitting the H100 table's ~1,000 rows costs ~14 ms per
+    command, loading it ~0.2 ms. Keyed on the file's content, `params`, and the source of the code
+    that builds it (cost/kernels.py, config/kernel_tables.py); `path` is set on the loaded table
+    (it is not stored: a message names the file where it is now)."""
+    folder = cache_dir()
+    package = Path(__file__).resolve().parent.parent
+    try:
+        digest = hashlib.sha256(json.dumps(["kernel-table", FORMAT, repr(params)]).encode())
+        for source in (Path(path), package / "cost" / "kernels.py", package / "config" / "kernel_tables.py"):
+            digest.update(source.read_bytes())
+        key = digest.hexdigest() if folder is not None else None
+    except OSError:  # the table itself unreadable: build() says so
+        key = None
+    data = _read(key, _TableUnpickler)
+    state = data.get("kernel_table") if data is not None else None
+    if isinstance(state, dict):
+        from ..cost.kernels import KernelTable
+
+        table = KernelTable.__new__(KernelTable)
+        table.__dict__.update(state, path=path)
+        return table
+    table = build()
+    _write(key, {"kernel_table": {k: v for k, v in vars(table).items() if k != "path"}})
+    return table
 
 
 def _prune(folder: Path) -> None:

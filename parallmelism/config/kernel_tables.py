@@ -43,9 +43,14 @@ def read_rows(path) -> list[dict]:
 
 @lru_cache(maxsize=16)
 def _table(path: str, peak_items: tuple, hbm_gbps: float, sms: int, require_all: bool = True):
+    """Once per process, and across processes through the composition cache (config/cache.py)."""
     from ..cost.kernels import KernelTable
+    from . import cache
 
-    return KernelTable(read_rows(path), dict(peak_items), hbm_gbps, sms, require_all, path=Path(path))
+    def build():
+        return KernelTable(read_rows(path), dict(peak_items), hbm_gbps, sms, require_all, path=Path(path))
+
+    return cache.kernel_table(Path(path), (peak_items, hbm_gbps, sms, require_all), build)
 
 
 def load_table(path, peak_tflops: dict, hbm_gbps: float, sms: int, require_all: bool = True):
