@@ -237,3 +237,44 @@ def test_hierarchical_tp_all_reduce_splits_its_busy_seconds_between_the_links():
     big = replace(big, exposed_s=big.link_s)
     assert float(big.nic_s(hw)) == float(big.time_s)
     assert {row["link"].split(" (")[0]: row["busy_s"] for row in link_table(hw, [big])}["NVLink4 + NVSwitch3"] == 0
+
+
+def _bind_one_row(step, comm, exp, nic, busy):
+    """The busiest-link bound of one row in plain floats, link after link (cost/links.py docstring)."""
+    exp, passes = dict(exp), 0
+    for link in ("scale_out", "scale_up"):
+        if not busy[link] > step:
+            continue
+        passes += 1
+        on = {ax: nic[ax] if link == "scale_out" else 1.0 - nic[ax] for ax in AXES}
+        hidden = {ax: on[ax] * max(comm[ax] - exp[ax], 0.0) for ax in AXES}
+        total = 0.0
+        for ax in AXES:
+            total = total + hidden[ax]
+        share = min((max(busy[link] - step, 0.0) / total) if total > 0 else 0.0, 1.0)
+        exp = {ax: exp[ax] + hidden[ax] * share for ax in AXES}
+        step = step + total * share
+    return step, exp, passes
+
+
+def test_bound_row_by_row_on_both_links():
+    # rows bound by the NIC, by the scale-up port, by both in turn (the scale-up pass starts from
+    # what the scale-out pass exposed) and by neither: bind_to_links, which evaluates only the rows
+    # a link raises (links.bind_rows), gives each row's own numbers to the last bit
+    rng = np.random.default_rng(29)
+    n = 400
+    comm = {ax: rng.uniform(0.0, 4.0, n) for ax in AXES}
+    exp = {ax: comm[ax] * rng.uniform(0.0, 1.0, n) for ax in AXES}
+    nic = {ax: rng.choice([0.0, 1.0, 0.3], n) for ax in AXES}
+    busy = link_busy_s(comm, nic)
+    step = rng.uniform(0.5, 8.0, n)
+    got_step, got_exp = bind_to_links(step, comm, exp, nic, busy)
+    both = 0
+    for i in range(n):
+        row = lambda d: {ax: float(d[ax][i]) for ax in AXES}  # noqa: E731
+        b = {k: float(v[i]) for k, v in busy.items()}
+        want_step, want_exp, passes = _bind_one_row(float(step[i]), row(comm), row(exp), row(nic), b)
+        assert float(got_step[i]) == want_step
+        assert row(got_exp) == want_exp
+        both += passes == 2
+    assert both > 10  # rows raised by both links are exercised

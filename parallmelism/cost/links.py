@@ -112,26 +112,54 @@ def bind_to_links(step, comm, comm_exp, on_out, busy=None):
     turn (scale-out, then scale-up on the raised step), so the result satisfies both bounds."""
     shape = np.broadcast(np.asarray(step), *[np.asarray(comm[ax]) for ax in AXES]).shape
     step = np.array(np.broadcast_to(step, shape), dtype=np.float64)
-    exp = {ax: np.array(np.broadcast_to(comm_exp[ax], shape), dtype=np.float64) for ax in AXES}
     busy = link_busy_s(comm, on_out) if busy is None else busy
+
+    def at_rows(rows):
+        return (
+            {ax: np.broadcast_to(comm[ax], shape)[rows] for ax in AXES},
+            {ax: np.broadcast_to(comm_exp[ax], shape)[rows] for ax in AXES},
+            {ax: np.broadcast_to(out_share(on_out, ax), shape)[rows] for ax in AXES},
+        )
+
+    updates = bind_rows(step, {k: np.broadcast_to(v, shape) for k, v in busy.items()}, at_rows)
+    exp = {ax: np.array(np.broadcast_to(comm_exp[ax], shape), dtype=np.float64) for ax in AXES}
+    for rows, values in updates:
+        for ax in AXES:
+            exp[ax][rows] = values[ax]
+    return step, exp
+
+
+def bind_rows(step, busy, at_rows) -> list:
+    """`bind_to_links` on the rows the bound changes alone: the other rows' exposed seconds stand,
+    so a caller with many rows and few of them link-bound gathers its columns on those rows only.
+
+    step: a float64 array of its own, raised in place; busy: {link: busy seconds per row};
+    at_rows(rows) -> (comm, comm_exp, on_out) of those rows as `bind_to_links` takes them. Returns
+    the updates [(rows, {axis: exposed seconds on those rows})], in the order they apply (a row of
+    a later entry takes that entry's values)."""
+    updates: list = []
     for link in ("scale_out", "scale_up"):
-        link_busy = np.broadcast_to(busy[link], shape)
-        short = np.nonzero(link_busy > step)  # rows whose link outlasts the step
-        if len(short[0]) == 0:
+        short = np.flatnonzero(busy[link] > step)  # rows whose link outlasts the step
+        if len(short) == 0:
             continue  # nothing to expose on this link: the step and the exposed times stand
         # Only those rows change (elsewhere the share is 0): the same formulas on them alone.
-        nic = {ax: out_share(on_out, ax) for ax in AXES}
-        on = {ax: np.broadcast_to(nic[ax] if link == "scale_out" else 1.0 - nic[ax], shape)[short] for ax in AXES}
-        cm = {ax: np.broadcast_to(comm[ax], shape)[short] for ax in AXES}
-        hidden = {ax: on[ax] * np.maximum(cm[ax] - exp[ax][short], 0.0) for ax in AXES}
+        cm, exp, on_out = at_rows(short)
+        exp = {ax: np.array(exp[ax], dtype=np.float64) for ax in AXES}
+        for rows, values in updates:  # rows the scale-out pass already raised: its exposed seconds
+            pos = np.minimum(np.searchsorted(rows, short), len(rows) - 1)
+            hit = np.flatnonzero(rows[pos] == short)
+            for ax in AXES:
+                exp[ax][hit] = values[ax][pos[hit]]
+        nic = {ax: np.asarray(on_out[ax], dtype=np.float64) for ax in AXES}
+        on = {ax: nic[ax] if link == "scale_out" else 1.0 - nic[ax] for ax in AXES}
+        hidden = {ax: on[ax] * np.maximum(cm[ax] - exp[ax], 0.0) for ax in AXES}
         total_hidden = sum(hidden.values())
-        deficit = np.maximum(link_busy[short] - step[short], 0.0)
+        deficit = np.maximum(busy[link][short] - step[short], 0.0)
         share = np.where(total_hidden > 0, deficit / np.where(total_hidden > 0, total_hidden, 1.0), 0.0)
         share = np.minimum(share, 1.0)
-        for ax in AXES:
-            exp[ax][short] = exp[ax][short] + hidden[ax] * share
+        updates.append((short, {ax: exp[ax] + hidden[ax] * share for ax in AXES}))
         step[short] = step[short] + total_hidden * share
-    return step, exp
+    return updates
 
 
 __all__ = [
@@ -142,4 +170,5 @@ __all__ = [
     "out_share",
     "link_busy_s",
     "bind_to_links",
+    "bind_rows",
 ]

@@ -39,7 +39,7 @@ from .comm import (
     tp_layer_nic_s,
     tp_layer_times_s,
 )
-from .links import axes_on_scale_out, axis_spans, bind_to_links, link_busy_s, scale_up_port_share
+from .links import axes_on_scale_out, axis_spans, bind_rows, link_busy_s, scale_up_port_share
 from .flops import (
     embedding_ops,
     hardware_flops_per_step,
@@ -738,35 +738,47 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     shape = pp.shape
     rates = Rates(hw, wl.precision, kernels)
     (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
-    on_out = {ax: shared["on_out_" + ax][inv] for ax in AXES}
+    pp_out = shared["on_out_pp"][inv]
     pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))
     pp_port = scale_up_port_share(hw, cols.tp, cols.cp, cols.dp, cols.ep, cols.pp)["pp"]
-    pp_busy = link_busy_s({"pp": pp_link}, on_out, ("pp",), {"pp": pp_port})  # the stages' other axes: busy_<link>
+    # the pipeline's share of each link (the stages' other axes: their busy_<link>)
+    pp_busy = link_busy_s({"pp": pp_link}, {"pp": pp_out}, ("pp",), {"pp": pp_port})
     rate = bubble_rate(pp, vpp, m, wl.schedule)
     bubble = training_bubble_s(rate, m, shared["t_mb_typical"][inv], pp_fill_drain)
 
     # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
     # own step-level overheads (contention of the DP traffic it still hides, stragglers): each
     # stage's step is what the row would report were it critical, and the slowest is, so adding
-    # work to any stage never shortens the step.
+    # work to any stage never shortens the step. Each stage's step needs its link columns only on
+    # the rows the link bound raises (`links.bind_rows`); the columns reported are the critical
+    # stage's, gathered once it is known.
     doublings = straggler_doublings(hw, ngpus)  # once: the three step_overhead_s calls share it
     hybrid = wl.dp_shard_size is not None  # hybrid sharding: the DP axis's NIC share differs by stage
     candidates = []
     for name in STAGES:
         t = stages[name]
-        stage_on_out = {**on_out, "tp": t["tp_share"][inv]}  # a hierarchical TP all-reduce: partly on the NIC
-        if hybrid:
-            stage_on_out["dp"] = t["dp_share"][inv]
-        comm = {ax: t[ax][inv] for ax in ("tp", "cp", "ep", "dp")}
-        comm_exp = {ax: t[ax + "_exp"][inv] for ax in ("tp", "cp", "ep", "dp")}
-        comm["pp"], comm_exp["pp"] = pp_link, pp_exp
-        comm = {ax: _column(comm[ax], shape) for ax in AXES}
+
+        def at_rows(rows, t=t):
+            """A stage's link and exposed seconds and NIC shares per axis on some rows (`bind_rows`)."""
+            keys = inv[rows]
+            comm = {ax: t[ax][keys] for ax in ("tp", "cp", "ep", "dp")}
+            comm_exp = {ax: t[ax + "_exp"][keys] for ax in ("tp", "cp", "ep", "dp")}
+            comm["pp"], comm_exp["pp"] = pp_link[rows], pp_exp[rows]
+            on = {ax: shared["on_out_" + ax][keys] for ax in ("tp", "cp", "ep", "dp")}
+            on["tp"] = t["tp_share"][keys]  # a hierarchical TP all-reduce: partly on the NIC
+            if hybrid:
+                on["dp"] = t["dp_share"][keys]
+            on["pp"] = pp_out[rows]
+            return comm, comm_exp, on
+
         busy = {link: t["busy_" + link][inv] + pp_busy[link] for link in ("scale_up", "scale_out")}
-        bound, comm_exp = bind_to_links(t["total"][inv] + bubble + pp_exp, comm, comm_exp, stage_on_out, busy)
-        extra = step_overhead_s(hw, bound, ngpus, comm["dp"] - comm_exp["dp"], doublings)
-        candidates.append(
-            dict(step=bound + extra, extra=extra, comm=comm, comm_exp=comm_exp, busy=busy, on_out=stage_on_out)
-        )
+        bound = t["total"][inv] + bubble + pp_exp
+        updates = bind_rows(bound, busy, at_rows)
+        hidden_dp = (t["dp"] - t["dp_exp"])[inv]  # DP link seconds hidden, where the bound left them
+        for rows, exp in updates:
+            hidden_dp[rows] = t["dp"][inv[rows]] - exp["dp"]
+        extra = step_overhead_s(hw, bound, ngpus, hidden_dp, doublings)
+        candidates.append(dict(step=bound + extra, extra=extra, updates=updates))
     candidates[1]["step"] = np.where(pp > 2, candidates[1]["step"], 0.0)  # the middle stage exists only when pp > 2
     crit = argmax3(*(c["step"] for c in candidates))
     at = crit * K + inv  # the critical stage's entry in stacked(stages, K, name, STAGES)
@@ -784,12 +796,16 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
 
     step = chosen(lambda c: c["step"])
     step_extra = chosen(lambda c: c["extra"])
-    comm = {ax: chosen(lambda c: c["comm"][ax]) for ax in AXES}
-    comm_exp = {ax: chosen(lambda c: c["comm_exp"][ax]) for ax in AXES}
-    busy = {link: chosen(lambda c: c["busy"][link]) for link in ("scale_up", "scale_out")}
-    on_out = {**on_out, "tp": chosen(lambda c: c["on_out"]["tp"])}  # the critical stage's TP NIC share
-    if hybrid:  # the DP axis's NIC share differs by stage
-        on_out = {**on_out, "dp": chosen(lambda c: c["on_out"]["dp"])}
+    comm = {ax: pick(ax) for ax in ("tp", "cp", "ep", "dp")}
+    comm["pp"] = pp_link
+    comm_exp = {ax: pick(ax + "_exp") for ax in ("tp", "cp", "ep", "dp")}
+    comm_exp["pp"] = np.array(pp_exp, dtype=np.float64)
+    for i, c in enumerate(candidates):  # the rows whose critical stage's bound raised its exposed seconds
+        for rows, exp in c["updates"]:
+            on = np.flatnonzero(crit[rows] == i)
+            for ax in AXES:
+                comm_exp[ax][rows[on]] = exp[ax][on]
+    busy = {link: pick("busy_" + link) + pp_busy[link] for link in ("scale_up", "scale_out")}
     compute = pick("compute")
     exposed = sum(comm_exp.values())
     overhead = pick("overhead") + step_extra
@@ -837,4 +853,4 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
             "bound": bound,
         }
     )
-    return out, dict(pick=pick, crit=crit, rates=rates, bubble=bubble, on_out=on_out)
+    return out, dict(pick=pick, crit=crit, rates=rates, bubble=bubble)
