@@ -3,8 +3,9 @@
     python benchmarks/fit_stack_overheads.py              # every stack of training_stacks.csv but megatron-te
     python benchmarks/fit_stack_overheads.py torchtitan   # one stack
 
-Rows: parallmelism/cases/training_stacks.csv, grouped by their `stack` column (megatron-te keeps
-calibrate.py's fit on training_measured.csv; its rows here are reported, not fitted). At most three
+Rows: parallmelism/cases/training_stacks.csv and the rows of training_measured.csv that name a stack
+(NeMo AutoModel's), grouped by their `stack` column (megatron-te keeps calibrate.py's fit on
+training_measured.csv's other rows; its rows here are reported, not fitted). At most three
 terms per stack, FITTED below (FITTED_OF where a stack fits others; STATED_OF: terms its stack file
 states, held as stated); straggler_per_doubling stays 0 (no stack here has a scaling series
 at fixed work per GPU that could tell it from the per-step term, calibrate.py). Rows whose error is a
@@ -49,19 +50,26 @@ SHORTLIST = 16
 from parallmelism.validate.stacks import KNOWN_GAPS as GAPS  # noqa: E402  rows left out of the fit
 
 
-def rows_by_stack(path=None):
-    """{stack: [(case, measured s, run)]} of a step-time case file with a `stack` column."""
+def rows_by_stack(paths=None):
+    """{stack: [(case, measured s, run)]} of step-time case files with a `stack` column (default:
+    training_stacks.csv, and the rows of training_measured.csv that name a stack: the others are
+    megatron-te's, fitted by calibrate.py)."""
     import pandas as pd
 
     from parallmelism.validate.runner import _context
     from parallmelism.validate.steptime import step_time_run_of
 
-    path = path or resources.files("parallmelism") / "cases" / "training_stacks.csv"
-    df = pd.read_csv(str(path), dtype=str, keep_default_na=False).replace({"": None})
+    cases = resources.files("parallmelism") / "cases"
+    paths = paths or [cases / "training_stacks.csv", cases / "training_measured.csv"]
     ctx = _context([], None)
     out: dict[str, list] = {}
-    for row in df.to_dict("records"):
-        out.setdefault(row["stack"], []).append((row["case"], float(row["step_time_s"]), step_time_run_of(row, ctx)))
+    for path in paths:
+        df = pd.read_csv(str(path), dtype=str, keep_default_na=False).replace({"": None})
+        for row in df.to_dict("records"):
+            if row.get("stack") is None:
+                continue
+            item = (row["case"], float(row["step_time_s"]), step_time_run_of(row, ctx))
+            out.setdefault(row["stack"], []).append(item)
     return out
 
 

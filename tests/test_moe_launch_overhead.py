@@ -68,15 +68,33 @@ def test_the_launch_time_is_bounded_by_what_a_launch_is():
         load_run_configs(["stack.overheads.h100-sxm-80gb.moe_expert_launch_us=500"])
 
 
-def test_qwen3_30b_ep16_row_within_20_percent_at_7_us():
+def test_qwen3_30b_ep16_row_within_20_percent_at_the_stated_launch():
     """Megatron-Bridge's Qwen3-30B-A3B EP16 FP8 row (training_long_context_moe.csv): -30.1 % without
-    the term, -19.5 % at 7 µs per launch (48 layers x 64 micro-batches x 8 local experts x 18)."""
+    the term, -14.9 % at megatron-te's stated 10 µs per launch (48 layers x 64 micro-batches x 8 local
+    experts x 18 launches: 0.44 s per µs of a 29.3 s step)."""
     from parallmelism.validate.runner import run_validation
 
     from importlib import resources
 
     cases = str(resources.files("parallmelism") / "cases" / "training_long_context_moe.csv")
-    e = run_validation([cases], ["stack.overheads.h100-sxm-80gb.moe_expert_launch_us=7"], None).set_index("case")
+    e = run_validation([cases], [], None).set_index("case")
     assert abs(e.loc["mb2604p1-qwen3-30b-h100-16gpu-ep16-fp8", "error_pct"]) <= 20.0
-    base = run_validation([cases], [], None).set_index("case")
-    assert base.loc["mb2604p1-qwen3-30b-h100-16gpu-ep16-fp8", "error_pct"] < -25.0
+    off = run_validation([cases], ["stack.overheads.h100-sxm-80gb.moe_expert_launch_us=0"], None).set_index("case")
+    assert off.loc["mb2604p1-qwen3-30b-h100-16gpu-ep16-fp8", "error_pct"] < -25.0
+
+
+def test_the_stated_launch_is_the_measured_host_floor_per_op():
+    """megatron-te's 10 µs per launch against the H100's own measurement (h100_moe_experts.csv): a
+    Python loop over Qwen3-30B-A3B's 128 experts takes 6.0-6.2 ms at 64-256 tokens each, while the
+    same GEMMs grouped take 0.5-0.7 ms: the loop is the host's, ~47 µs per expert for its 4-5 eager ops
+    (gate+up GEMM, SiLU, product, down GEMM, the copy out), 9.4-12.1 µs per op."""
+    import pandas as pd
+
+    from conftest import shared_reference
+
+    t = pd.read_csv(shared_reference("h100_moe_experts.csv"), comment="#")
+    host = t[(t["model"] == "qwen3-30b-a3b") & (t["tokens_per_expert"] <= 256)]
+    assert (host["grouped_mm_s"] < 0.15 * host["loop_s"]).all()  # the GPU's part is small: host-bound
+    per_expert_us = host["loop_s"] / host["experts"] * 1e6
+    us = load_option("stack", "megatron-te").overheads_for("h100-sxm-80gb")[0].moe_expert_launch_us
+    assert (per_expert_us / 5 <= us).all() and (us <= per_expert_us / 4).all(), per_expert_us.tolist()

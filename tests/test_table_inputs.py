@@ -108,11 +108,15 @@ def test_validate_reports_every_row_and_fails_at_the_end(tmp_path):
     assert "3 case rows could not be built" in out
 
 
-def test_validate_applies_hardware_overrides_and_refuses_others():
+def test_validate_applies_hardware_overrides_and_refuses_others(tmp_path):
     from parallmelism.validate.runner import run_validation
     from conftest import REPO
 
-    cases = [REPO / "parallmelism" / "cases" / "training_measured.csv"]
+    # megatron-te's rows (blank stack): a stack.overheads.ACCELERATOR override needs that entry in every
+    # stack the cases name, and automodel's file has only its H100 fit
+    df = pd.read_csv(REPO / "parallmelism" / "cases" / "training_measured.csv", dtype=str, keep_default_na=False)
+    df[df["stack"] == ""].to_csv(tmp_path / "cases.csv", index=False)
+    cases = [tmp_path / "cases.csv"]
     base = run_validation(cases, [], None).set_index("case")["predicted"]
     fixed = [f"stack.overheads.{hw}.step_fixed_ms=1000" for hw in ("h100-sxm-80gb", "a100-sxm-80gb")]
     slower = run_validation(cases, fixed, None).set_index("case")["predicted"]

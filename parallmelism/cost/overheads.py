@@ -38,8 +38,9 @@ on that stack's end-to-end step times by `python -m parallmelism.validate.calibr
                         dispatch)"; moe/experts.py TEGroupedMLP: tokens_per_expert.tolist() for
                         GroupedLinear's m_splits), so the launch queue is empty there. Added to
                         every micro-batch as MoE layers x launches x µs: it assumes none of that
-                        host time hides under the kernels. 0 unless a stack sets it (megatron-te
-                        does not yet: README, "Long context and fine-grained MoE").
+                        host time hides under the kernels. Stated, not fitted: megatron-te 10 µs
+                        (an eager op's host time, h100_moe_experts.csv's per-expert loop);
+                        0 where a stack's expert GEMMs are one call (automodel's ops.gmm).
 The optimizer step is not here: it is HBM traffic (cost.flops.optimizer_bytes_per_param) at the
 measured bandwidth (cost.kernels).
 """

@@ -59,9 +59,12 @@ PARSIMONY = 0.005
 
 def _rows(path=None):
     """(case, measured step s, run) of every row of a step-time case file (default: the shipped
-    training_measured.csv)."""
+    training_measured.csv) that ran megatron-te, the stack these overheads are fitted for: a blank
+    `stack` cell (specs.run.DEFAULT_STACK); a row naming another stack is that stack's fit
+    (benchmarks/fit_stack_overheads.py)."""
     import pandas as pd
 
+    from ..specs.run import DEFAULT_STACK
     from .runner import _context
     from .steptime import step_time_run_of
 
@@ -70,6 +73,8 @@ def _rows(path=None):
     ctx = _context([], None)
     out = []
     for row in df.to_dict("records"):
+        if (row.get("stack") or DEFAULT_STACK) != DEFAULT_STACK:
+            continue
         out.append((row["case"], float(row["step_time_s"]), step_time_run_of(row, ctx)))
     return out
 
