@@ -103,6 +103,39 @@ def test_p2p_ring_merges_each_later_step_into_the_output():
     assert "cp_merge" not in ag
 
 
+@pytest.mark.parametrize("comm", ["all_gather", "p2p"])
+def test_torch_ring_runs_a_kernel_per_step_and_merges_in_fp32(comm):
+    """torch's context_parallel (torch 2.5-2.6 _templated_ring_attention, torchtitan's stack) runs the
+    ring's kernels for either rotate method: step 0 causal over the rank's two chunks, then c-1 blocks
+    (not Llama 3's two-kernel all-gather); its _SDPAMerger merges each later step in fp32 and its
+    backward accumulates dQ,dK,dV in fp32, counted from the source per element of the rank's output
+    (K,V repeated to every query head by torchtitan's repeat_kv): forward 46 B per later step + 6 B
+    once, backward 60 B per step + 18 B once."""
+    model = load_option("model", "llama3.1-8b")
+    c, t, s = 4, 1, 131072
+    torch_ops = {
+        o.name: o for o in layer_ops(model, s, 1, t, c, False, True, cp_comm_type=comm, cp_implementation="torch")
+    }
+    te_ops = {o.name: o for o in layer_ops(model, s, 1, t, c, False, True, cp_comm_type="p2p")}
+    core = torch_ops["attention_core"]
+    assert not core.cp_all_gather
+    for bwd in (False, True):  # the same kernels as Transformer Engine's p2p ring
+        flops = float(core.flops) * (core.bwd_flops if bwd else 1.0)
+        assert float(attention_kernels_s(KM, flops, core, bwd)) == pytest.approx(
+            float(attention_kernels_s(KM, flops, te_ops["attention_core"], bwd)), rel=1e-12
+        )
+    o_elements = s / c * model.q_dim / t
+    merge = torch_ops["cp_merge"]
+    assert float(merge.other_bytes) == pytest.approx(((c - 1) * 46 + 6) * o_elements)
+    assert float(merge.backward_bytes()) == pytest.approx((c * 60 + 18) * o_elements)
+    # seven times Transformer Engine's bf16 merge forward and more: the fp32 passes are what differ
+    assert float(merge.other_bytes) > 7 * float(te_ops["cp_merge"].other_bytes)
+    # no ring, no merge; Ulysses (a2a) has no ring either
+    assert "cp_merge" not in {o.name for o in layer_ops(model, s, 1, t, 1, False, True, cp_implementation="torch")}
+    a2a = layer_ops(model, s, 1, 4, c, True, True, cp_comm_type="a2a", cp_implementation="torch")
+    assert "cp_merge" not in {o.name for o in a2a}
+
+
 @pytest.mark.parametrize("bwd", [False, True])
 def test_all_gather_cp_is_the_first_chunks_causal_kernel_and_the_last_chunks_unmasked_block(bwd):
     """Megatron/Llama 3's all-gather variant at 128k, CP 2: K,V gathered, the rank's first chunk of

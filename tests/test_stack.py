@@ -102,3 +102,14 @@ def test_an_overhead_is_bounded_by_what_it_physically_is():
         load_run_configs(["stack.overheads.h100-sxm-80gb.layer_launch_us=6000"])
     with pytest.raises(UserError, match="step_fixed_ms"):
         load_run_configs(["stack.overheads.h100-sxm-80gb.step_fixed_ms=20000"])
+
+
+def test_the_stack_names_its_context_parallel_implementation():
+    """torchtitan runs torch's context_parallel ring, megatron-te Transformer Engine's; a workload
+    override wins (specs/run.py workload_under_stack)."""
+    for name, impl in (("torchtitan", "torch"), ("megatron-te", "transformer_engine")):
+        ((_, run),) = load_run_configs([f"stack={name}"])
+        assert run.stack.kernels.context_parallel == impl
+        assert run.training_workload().cp_implementation == impl
+    ((_, run),) = load_run_configs(["stack=torchtitan", "workload.cp_implementation=transformer_engine"])
+    assert run.training_workload().cp_implementation == "transformer_engine"

@@ -80,6 +80,22 @@ WEIGHT_BWD_BYTES = (
 )  # wgrad/dgrad: weights read again, main grad read + written
 DROPOUT_BYTES = MASK_BYTES + ACT_BYTES  # a dropout fused into the op: its mask and its dropped output written
 CP_MERGE_BYTES = 3 * ACT_BYTES  # a ring step's merge: read output and partial output, write output
+# torch's ring (torch.distributed.tensor.experimental._attention, torch 2.5-2.6: _templated_ring_attention
+# and its backward, _SDPAMerger with convert_to_f32), HBM bytes per element of the rank's output O. K and V
+# count as O-sized: torchtitan's Llama repeats them to every query head before SDPA (repeat_kv).
+# Forward, each of the c-1 later steps: the step's output cast to fp32 (read 2, write 4), then
+# out - sigmoid(lse_i - lse) * (out - out_i) in fp32 (three binary kernels, 12 + 8 + 12), and the K,V
+# concatenated for the rotater (torch.cat, 2 + 2 per K and per V element): 46 B; once, the fp32 output cast
+# back to bf16 (6 B).
+TORCH_CP_MERGE_FWD_BYTES = 46.0
+TORCH_CP_MERGE_FWD_ONCE_BYTES = 6.0
+# Backward, each of the c steps: dQ accumulated in fp32 (grad_query += : read 4 + 2, write 4), dK and dV
+# each accumulated into the fp32 buffer received from the previous rank and re-concatenated by
+# _partial_update (half an add, 5, plus torch.cat, 8: 13 each), the fp32 dK,dV concatenated for the next
+# rank (torch.cat, 8 per K and per V element) and the K,V for the rotater (4 + 4): 60 B; once, dQ, dK and dV
+# cast back to bf16 (3 x 6 B).
+TORCH_CP_MERGE_BWD_BYTES = 60.0
+TORCH_CP_MERGE_BWD_ONCE_BYTES = 18.0
 # Cross-entropy over fp32 probabilities (head_ops docstring): per logit 2 + 4 + 4 + 4 bytes forward, 8 backward.
 CROSS_ENTROPY_FWD_BYTES = 14.0
 CROSS_ENTROPY_BWD_BYTES = 8.0
@@ -159,6 +175,7 @@ def layer_ops(
     cp_comm_type: str = "p2p",
     etp=None,
     permute_fusion: bool = True,
+    cp_implementation: str = "transformer_engine",
 ) -> list[Op]:
     """Ops of one transformer layer, one micro-batch, on one GPU (module docstring); a MoE layer's
     experts are split over `ep` ranks (num_experts / ep on this one), each expert's FFN `etp` ways
@@ -166,12 +183,15 @@ def layer_ops(
     (the TP group's T·k·load where etp = t), with FFN width I_e/etp; each expert GEMM is one grouped
     kernel over the rank's experts (Op.rank_experts), its token permute and unpermute fused kernels at
     the HBM copy rate (`permute_fusion`) or PyTorch's measured gathers (Op.gather); `cp_comm_type` (p2p |
-    all_gather | a2a) says which attention kernels a context-parallel rank runs (cost.roofline)."""
+    all_gather | a2a) says which attention kernels a context-parallel rank runs (cost.roofline), and
+    `cp_implementation` (transformer_engine | torch) what runs around them: torch's ring runs one kernel
+    per ring step whatever its rotate method and merges in fp32 (TORCH_CP_MERGE_*)."""
     b, t, cp = (np.asarray(x, dtype=np.float64) for x in (b, t, cp))
     r = sp_divisor(t, sp)
     T = tokens_per_rank(s, b, cp)
     drop = bool(model.dropout)
     a2a = cp_comm_type == "a2a"
+    torch_ring = cp_implementation == "torch" and not a2a
     routed, expert_tp = None, None
     if moe_layer:  # token copies this GPU's experts process (busiest rank)
         moe = model.require_moe()
@@ -206,14 +226,30 @@ def layer_ops(
                 # causal kernel over s, no ring (the same FLOPs: s × s pairs of 1/cp of the heads)
                 seq=s + 0.0 * cp if a2a else _cp_chunk(s, cp),
                 cp=np.ones_like(cp) if a2a else np.asarray(cp, dtype=np.float64),
-                cp_all_gather=cp_comm_type == "all_gather",
+                cp_all_gather=cp_comm_type == "all_gather" and not torch_ring,
                 heads=core.heads * b / (cp if a2a else 1.0),
                 attention_core=True,
             )
         )
     else:
         ops += _eager_attention_ops(core, s, drop)
-    if flash and cp_comm_type == "p2p" and np.any(cp > 1):
+    if flash and torch_ring and np.any(cp > 1):
+        # torch's ring: fp32 merges of the c-1 later steps forward, fp32 dQ,dK,dV accumulation over the c
+        # steps backward (TORCH_CP_MERGE_*), for its all-gather and its all-to-all rotater alike
+        later = np.maximum(cp - 1.0, 0.0)
+        ring = np.where(cp > 1, 1.0, 0.0)
+        ops.append(
+            Op(
+                "cp_merge",
+                MEMORY,
+                0.0,
+                (later * TORCH_CP_MERGE_FWD_BYTES + ring * TORCH_CP_MERGE_FWD_ONCE_BYTES) * core.o_elements,
+                selective=True,
+                bwd_bytes_abs=(cp * ring * TORCH_CP_MERGE_BWD_BYTES + ring * TORCH_CP_MERGE_BWD_ONCE_BYTES)
+                * core.o_elements,
+            )
+        )
+    elif flash and cp_comm_type == "p2p" and np.any(cp > 1):
         # Transformer Engine's ring merges each of the c-1 later steps into the output: forward reads
         # the output and the step's partial output and writes the output (3 × T·vw/t, 2 B; the
         # softmax statistics are 1/d of that); backward adds each step's dQ (3 × T·q/t) and dK,dV

@@ -243,7 +243,17 @@ def _op_sets(cols: TrainingLayout, model, wl) -> dict[str, list]:
     b = np.asarray(cols.micro_batch, dtype=np.float64)
     sp = np.asarray(cols.sequence_parallel, dtype=bool)
     s = wl.seq_len
-    kw = dict(model=model, s=s, b=b, t=tp, cp=cp, sp=sp, flash=wl.flash_attention, cp_comm_type=wl.cp_comm_type)
+    kw = dict(
+        model=model,
+        s=s,
+        b=b,
+        t=tp,
+        cp=cp,
+        sp=sp,
+        flash=wl.flash_attention,
+        cp_comm_type=wl.cp_comm_type,
+        cp_implementation=wl.cp_implementation or "transformer_engine",
+    )
     sets = {
         "dense": layer_ops(**kw),
         "head": head_ops(model, s, b, tp, cp, sp),

@@ -242,7 +242,17 @@ def roofline_points(model, hw, wl, micro_batch: int, tp: int, cp: int, sp: bool)
     from ..cost.roofline import Rates
 
     rates = Rates(hw, wl.precision, kernel_model(hw))
-    ops = F.layer_ops(model, wl.seq_len, micro_batch, tp, cp, sp, wl.flash_attention, cp_comm_type=wl.cp_comm_type)
+    ops = F.layer_ops(
+        model,
+        wl.seq_len,
+        micro_batch,
+        tp,
+        cp,
+        sp,
+        wl.flash_attention,
+        cp_comm_type=wl.cp_comm_type,
+        cp_implementation=wl.cp_implementation or "transformer_engine",
+    )
     return [(op.name, op.kind, *_roofline_point(op, rates)) for op in ops if float(np.asarray(op.bytes)) > 0]
 
 

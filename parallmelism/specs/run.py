@@ -48,17 +48,19 @@ def under_stack(hw: AcceleratorSpec, stack: StackSpec | None, workload=None) -> 
 
 def workload_under_stack(wl, stack: StackSpec | None):
     """A training workload as the cost model takes it under `stack`: compile (the workload's, else the
-    stack's default) and the element-wise ops it leaves unfused (the workload's, else the stack's list
-    when compile is off, else none). Serving workloads (no stack) are returned as they are."""
+    stack's default), the element-wise ops it leaves unfused (the workload's, else the stack's list
+    when compile is off, else none) and its context-parallel implementation (the workload's, else the
+    stack's). Serving workloads (no stack) are returned as they are."""
     if not isinstance(wl, TrainWorkload) or stack is None:
         return wl
     compiled = stack.compile if wl.compile is None else wl.compile
     unfused = wl.unfused_elementwise
     if unfused is None:
         unfused = {} if compiled else dict(stack.kernels.unfused_elementwise)
-    if wl.compile == compiled and wl.unfused_elementwise == unfused:
+    cp_impl = stack.kernels.context_parallel if wl.cp_implementation is None else wl.cp_implementation
+    if wl.compile == compiled and wl.unfused_elementwise == unfused and wl.cp_implementation == cp_impl:
         return wl
-    return wl.model_copy(update={"compile": compiled, "unfused_elementwise": unfused})
+    return wl.model_copy(update={"compile": compiled, "unfused_elementwise": unfused, "cp_implementation": cp_impl})
 
 
 class OutputSpec(BaseModel):

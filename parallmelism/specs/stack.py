@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .grid import DpSharding
 
 AttentionBackend = Literal["cudnn", "flash2", "flash3", "sdpa"]
+CpImplementation = Literal["transformer_engine", "torch"]
 
 
 class Overheads(BaseModel):
@@ -90,6 +91,14 @@ class StackKernels(BaseModel):
         description="element-wise ops (cost/flops.py op names) the stack runs eagerly without torch.compile, "
         "each with the HBM bytes of its eager kernels over the fused op's (counted from the stack's code, "
         "1-20); applied when compile is off (workload.unfused_elementwise overrides)",
+    )
+    context_parallel: CpImplementation = Field(
+        "transformer_engine",
+        description="how its context-parallel attention runs around the kernels (cost/flops.py): "
+        "transformer_engine (AttnFuncWithCPAndKVP2P: one kernel per ring step, bf16 merges; Megatron's "
+        "all_gather variant two kernels) | torch (torch.distributed.tensor.experimental context_parallel: "
+        "one kernel per ring step whatever the rotate method, fp32 merges and dQ,dK,dV accumulators); "
+        "workload.cp_implementation overrides it",
     )
     source: str = ""
 

@@ -130,6 +130,11 @@ class TrainWorkload(BaseModel):
         "a head split, so each rank runs one causal kernel over the whole sequence with its heads/cp heads "
         "(exposed; heads per TP rank must divide by cp)",
     )
+    cp_implementation: Optional[Literal["transformer_engine", "torch"]] = Field(
+        None,
+        description="context-parallel attention around the kernels (transformer_engine | torch, cost/flops.py); "
+        "None: the stack's (stack.kernels.context_parallel)",
+    )
     dp_shard_size: Optional[PositiveInt] = Field(
         None,
         description="hybrid sharding (HSDP: torchtitan data_parallel_shard_degree, FSDP HYBRID_SHARD, "
