@@ -83,7 +83,7 @@ def write_study(folder: Path, engine: dict, quick: bool, models: list[str], ngpu
 
 
 def run_codesign(args) -> None:
-    from parallmelism.search.driver import available_cores
+    from parallmelism.search.workers import available_cores
     from parallmelism.study.engines import batch_size
     from parallmelism.study.run import start_study
 
@@ -160,7 +160,7 @@ def peak_rss_of(cmd: list[str]) -> tuple[float, float, int, str]:
 def run_merge(args) -> None:
     """A sweep study of ~10^7 rows (llama3.1-405b: 6 GPU counts x 40 peak FLOP/s values, 35-45k valid
     layouts each; local engine), then its merge as a process."""
-    from parallmelism.search.driver import available_cores
+    from parallmelism.search.workers import available_cores
 
     cores = available_cores()
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:

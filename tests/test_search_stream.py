@@ -315,28 +315,49 @@ def test_arrow_chunks_and_row_dicts_equal_the_dataframe_path(overrides):
         assert [type(v) for v in a.values()] == [type(v) for v in b.values()]
 
 
-def test_default_workers_use_free_cores_only(monkeypatch):
+def test_default_workers_rule_at_its_edges():
     """Issue 29: the default never runs more workers than cores free of other work (a loaded
-    2-core box gets one process), and needs MIN_TASKS_PER_WORKER (4) tasks per worker (GPT-3 175B
-    @ 4096, 5 tasks, was slower on 2 workers than on one); an explicit count is lowered to the
-    tasks there are (and, from the CLI, to the cores), with the sentence saying so."""
-    from parallmelism.search import driver
+    2-core box gets one process), counts as busy the larger of the 1-minute load average and the
+    processes running now (the average lags a job that just started), and needs
+    MIN_TASKS_PER_WORKER (4) tasks per worker (GPT-3 175B @ 4096, 5 tasks, was slower on 2 workers
+    than on one)."""
+    from parallmelism.search.workers import MIN_TASKS_PER_WORKER, default_workers, free_cores
 
-    monkeypatch.setattr(driver, "available_cores", lambda: 4)
-    monkeypatch.setattr(driver.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
-    assert driver.worker_count(None, 100) == (4, None)
-    assert driver.worker_count(None, 12) == (3, None)  # four tasks per worker
-    assert driver.worker_count(None, 7) == (1, None)  # fewer than four tasks for each of two workers
-    assert driver.worker_count(None, 8) == (2, None)
-    monkeypatch.setattr(driver.os, "getloadavg", lambda: (2.6, 0.0, 0.0))
-    assert driver.worker_count(None, 100) == (1, None)  # 1.4 cores free: one process
-    monkeypatch.setattr(driver.os, "getloadavg", lambda: (1.4, 0.0, 0.0))
-    assert driver.worker_count(None, 100) == (3, None)
-    assert driver.worker_count(3, 100) == (3, None)  # an explicit count within limits stays
-    n, why = driver.worker_count(8, 100, cap_to_cores=True)
+    assert MIN_TASKS_PER_WORKER == 4
+    # free cores: cores less the busier signal, rounded half up, between 1 and the cores
+    assert free_cores(4, 0.2) == 4 and free_cores(4, 0.5) == 4 and free_cores(4, 0.51) == 3
+    assert free_cores(2, 1.49) == 1 and free_cores(2, 0.49) == 2 and free_cores(2, 9.0) == 1
+    assert free_cores(2, 0.0, running_others=1) == 1  # idle on average, but another job runs now
+    assert free_cores(2, 1.0, running_others=0) == 1 and free_cores(4, None) == 4 and free_cores(1, 0.0) == 1
+    # tasks: two workers need eight tasks; then one worker per four
+    assert default_workers(7, 4, 0.0) == 1 and default_workers(8, 4, 0.0) == 2
+    assert default_workers(12, 4, 0.2) == 3 and default_workers(100, 4, 0.2) == 4
+    assert default_workers(0, 4, 0.0) == 1 and default_workers(100, 1, 0.0) == 1
+    # load: a 2-core box with one core's work elsewhere runs one process; 1.4 busy of 4 leaves 3
+    assert default_workers(100, 2, 1.0) == 1 and default_workers(100, 2, 0.4) == 2
+    assert default_workers(100, 4, 2.6) == 1 and default_workers(100, 4, 1.4) == 3
+    assert default_workers(100, 2, 0.1, running_others=1) == 1
+    assert default_workers(100, 4, None) == 4  # no load average: every core counts as free
+
+
+def test_requested_workers_are_lowered_with_one_sentence(monkeypatch):
+    """An explicit count is kept within the limits and lowered to the tasks there are (and, from
+    the CLI, to the cores), with the sentence saying so; the default reads the machine's load."""
+    from parallmelism.search import workers
+
+    monkeypatch.setattr(workers, "available_cores", lambda: 4)
+    monkeypatch.setattr(workers, "machine_load", lambda: (0.2, 0))
+    assert workers.worker_count(None, 100) == (4, None)
+    monkeypatch.setattr(workers, "machine_load", lambda: (2.6, 3))
+    assert workers.worker_count(None, 100) == (1, None)
+    assert workers.worker_count(3, 100) == (3, None)  # an explicit count within limits stays
+    n, why = workers.worker_count(8, 100, cap_to_cores=True)
     assert n == 4 and why == "using 4 workers, not 8: 4 cores available to this process"
-    n, why = driver.worker_count(8, 2)
+    n, why = workers.worker_count(8, 2)
     assert n == 2 and why.startswith("using 2 workers, not 8: the grid has 2 tasks")
+    assert workers.worker_count(1, 0) == (1, None)
+    load, running = workers.machine_load()  # this machine: a load average (Linux) and a count
+    assert (load is None or load >= 0.0) and running >= 0
 
 
 def test_cli_says_when_it_lowered_workers(tmp_path):

@@ -14,7 +14,6 @@ validate, multirun jobs).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -24,6 +23,7 @@ from .chunks import DEFAULT_CHUNK_ROWS, RunStats, evaluated_tasks
 from .collectors import Collector, RowsCollector
 from .frames import frame_of_kept
 from .partitions import run_partitions
+from .workers import PARTITIONS_PER_TASK, worker_count
 
 
 class Progress(Protocol):
@@ -72,66 +72,12 @@ class StreamResult:
         return frame_of_kept(self.runs, self.kept[i], keep_index_columns)
 
 
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def free_cores() -> int:
-    """Cores this process may use that nothing else keeps busy: the cores it may run on less the
-    1-minute load average (rounded; at least 1). On a shared machine a second worker process only
-    competes with the other work for a core: measured on 2 cores under load, 2 workers took
-    1.4-2.2x as long as 1 (issue 29)."""
-    cores = available_cores()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average (Windows): every core counts as free
-        return cores
-    return max(1, min(cores, int(cores - load + 0.5)))
-
-
-# A worker costs its fork and its first cost-model calls, and tasks in separate processes no
-# longer share cost-model calls (one process evaluates a run's tasks together: `evaluated_tasks`).
-# Measured on 2 free cores (bench_cli, issue 29): GPT-3 175B @ 4096 A100, 5 tasks, 2 workers took
-# 1.07x the wall time of one; Llama-3.1-405B over five counts, 15 tasks, 0.76x; a 10^6-row sweep,
-# 39 tasks, 0.68x. Four tasks per worker keeps the first single-process and the others parallel.
-MIN_TASKS_PER_WORKER = 4
-
-
-def worker_count(requested: int | None, tasks: int, cap_to_cores: bool = False) -> tuple[int, str | None]:
-    """(worker processes, the sentence saying why a requested count was lowered, or None).
-
-    Default: as many of the free cores (`free_cores`) as the grid has MIN_TASKS_PER_WORKER tasks
-    for, when that is at least two, else 1 (one process is never slower than several competing for
-    a core, and a small grid does not pay for the pool). A requested count is lowered to the tasks
-    there are and, with `cap_to_cores` (the CLI), to the cores this process may run on."""
-    if requested is None:
-        n = min(free_cores(), tasks // MIN_TASKS_PER_WORKER)
-        return (n if n >= 2 else 1), None
-    n, why = requested, None
-    if cap_to_cores and n > available_cores():
-        n = available_cores()
-        why = f"{n} core{'s' if n > 1 else ''} available to this process"
-    if n > max(1, tasks):
-        n = max(1, tasks)
-        why = f"the grid has {tasks} task{'s' if tasks != 1 else ''} (about {PARTITIONS_PER_TASK} partitions each)"
-    if n == requested:
-        return n, None
-    return n, f"using {n} worker{'s' if n > 1 else ''}, not {requested}: {why}"
-
-
 def _tag(cols: dict, r: int, numbers) -> dict:
     import numpy as np
 
     cols["_run"] = np.full(len(numbers), r, dtype=np.int32)
     cols["_row"] = numbers
     return cols
-
-
-# Partitions evaluated together in one task: their layouts share cost-model calls (small
-# partitions cost ~6 ms each in per-call overhead alone; in one process consecutive tasks share
-# them too, `evaluated_tasks`). A constant, never the worker count, so the chunks, and the bytes a
-# Parquet sink writes, are the same for any number of workers.
-PARTITIONS_PER_TASK = 4
 
 
 @dataclass
@@ -193,7 +139,7 @@ def stream_runs(
 ) -> StreamResult:
     """Evaluate every run chunk by chunk, feeding each chunk to every collector.
 
-    workers: processes evaluating partitions (default and limits: `worker_count`; 1 = this
+    workers: processes evaluating partitions (default and limits: search/workers.py; 1 = this
     process only). say: where the sentence goes when a requested worker count is lowered (the CLI
     passes one, and then also caps the count at the cores). prune_unfit (default: when every collector keeps fitting
     rows only) skips the time model for layouts that do not fit in memory. derive: add the

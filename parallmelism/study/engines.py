@@ -103,7 +103,7 @@ def _lost(batch: list[Point], exc: BaseException) -> list[tuple[str, str]]:
 
 
 def _run_local(engine: EngineSpec, ctx: StudyContext, points: list[Point], bar) -> EngineRun:
-    from ..search.driver import available_cores
+    from ..search.workers import available_cores
 
     workers = min(engine.workers or available_cores(), len(points))
     out = EngineRun()
