@@ -11,6 +11,7 @@ from .cost.params import total_params
 from .cost.pipeline import bubble_rate
 from .config.kernel_tables import kernel_model
 from .cost.steptime import training_time
+from .cost.layout import TrainingLayout
 from .schema import TRAINING_COLUMNS
 from .specs import Bound, DPSharding, InferenceWorkload, MemStage, Recompute, RunConfig, TrainWorkload, labels
 
@@ -26,13 +27,14 @@ def evaluate_training_columns(
     assert isinstance(wl, TrainWorkload), "training columns need a training workload"
     out = dict(cols)
     n = len(cols["tp"])
+    layout = TrainingLayout.of(cols)  # one for both models: they share its distinct-key codes (cost/keys.py)
     out["seq_len"] = np.full(n, wl.seq_len)
     out["global_batch"] = np.full(n, wl.global_batch)
     out["params_total"] = np.full(n, total_params(model), dtype=np.int64)
     out["params_active"] = np.full(n, total_params(model, active=True), dtype=np.int64)
-    out.update(training_memory(cols, model, hw, wl) if memory is None else memory)
+    out.update(training_memory(layout, model, hw, wl) if memory is None else memory)
     out["pp_bubble_rate"] = bubble_rate(cols["pp"], cols["vpp"], cols["num_micro_batches"], wl.schedule)
-    out.update(training_time(cols, model, hw, wl, kernel_model(hw)))
+    out.update(training_time(layout, model, hw, wl, kernel_model(hw)))
     return out
 
 

@@ -60,3 +60,22 @@ def test_ops_times_equals_op_times_op_by_op():
         for op, together in zip(ops, ops_times(ops, rates)):
             for a, one in zip(together, op_times(op, rates)):
                 assert np.array_equal(np.broadcast_to(a, b.shape), np.broadcast_to(one, b.shape)), op.name
+
+
+def test_per_key_on_a_layout_groups_as_unique_rows():
+    # per_key on a typed layout keeps each column's rank codes on the layout (the cost terms'
+    # keys share most columns) and groups the rows exactly as unique_rows does on the columns
+    from parallmelism.cost.layout import TRAINING_FIELDS, TrainingLayout
+
+    rng = np.random.default_rng(29)
+    lay = TrainingLayout.of(
+        {
+            name: rng.choice([1, 2, 4, 8, 64, 1024], 4000) if name != "vpp" else rng.integers(0, 3000, 4000)
+            for name in TRAINING_FIELDS
+        }
+    )
+    for key in [("tp", "pp"), ("vpp", "tp", "dp"), ("dp", "tp", "pp", "vpp")]:
+        res, K, inv = per_key(lambda c: {"x": c.tp * 1000 + c.pp}, key, lay)
+        idx, expected = unique_rows(*(getattr(lay, k) for k in key))
+        assert K == len(idx) and np.array_equal(inv, expected)
+        assert np.array_equal(res["x"][inv], lay.tp * 1000 + lay.pp) or "pp" not in key

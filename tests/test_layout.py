@@ -83,3 +83,24 @@ def test_the_training_model_reads_a_typed_layout_keyed_like_the_columns():
     assert np.array_equal(sub["time_step_s"], a["time_step_s"][idx])
     m_a, m_b = training_memory(cols, model, hw, wl), training_memory(lay.rows(5), model, hw, wl)
     assert np.array_equal(m_a["mem_total_gib"][:5], m_b["mem_total_gib"])
+
+
+def test_taken_rows_gather_a_column_when_first_read():
+    """`take` defers each column's gather to its first read (cost/keys.py per_key's sub-layouts
+    read a few columns): the values are those of the rows taken, a column not read is never
+    gathered, and the taken layout is as frozen as its source."""
+    from parallmelism.cost.layout import TRAINING_FIELDS, TrainingLayout
+
+    rng = np.random.default_rng(27)
+    lay = TrainingLayout.of({name: rng.integers(1, 64, 50) for name in TRAINING_FIELDS})
+    idx = np.array([4, 4, 0, 49])
+    sub = lay.take(idx)
+    assert isinstance(sub, TrainingLayout) and len(sub) == 4  # len reads tp
+    assert "pp" not in vars(sub) and "tp" in vars(sub)
+    for name in TRAINING_FIELDS:
+        assert np.array_equal(getattr(sub, name), getattr(lay, name)[idx])
+    assert np.array_equal(sub.take(np.array([3, 0])).dp, lay.dp[[49, 4]])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sub.tp = np.array([1])  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        sub.time_step_s  # type: ignore[attr-defined]  # noqa: B018

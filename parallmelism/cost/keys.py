@@ -47,19 +47,23 @@ def unique_rows(*arrays) -> tuple[np.ndarray, np.ndarray]:
     keys seen so far are renumbered densely (one `bincount`), so the space stays small. The row
     kept per key is any row holding it (a term of the key columns alone gives it the same value).
     """
-    n = len(arrays[0])
+    return _unique_of_codes([_rank_codes(np.asarray(a)) for a in arrays], lambda: arrays)
+
+
+def _unique_of_codes(codes: list, arrays: Callable) -> tuple[np.ndarray, np.ndarray]:
+    """`unique_rows` from the columns' rank codes (`_rank_codes`); arrays() gives the columns
+    themselves, for the sort when a code is missing."""
+    if any(coded is None for coded in codes):
+        return _unique_sorted(*arrays())
+    n = len(codes[0][0])
     limit = max(4 * n, 1 << 16)
     key = np.zeros(n, dtype=np.int64)
     space = 1
-    for a in arrays:
-        coded = _rank_codes(np.asarray(a))
-        if coded is None:
-            return _unique_sorted(*arrays)
-        code, k = coded
+    for code, k in codes:
         if space * k > limit and space > 1:
             key, space = _compress(key, space)
         if space * k > limit:
-            return _unique_sorted(*arrays)
+            return _unique_sorted(*arrays())
         np.multiply(key, k, out=key)
         np.add(key, code, out=key, casting="unsafe")  # codes are small non-negative integers
         space *= k
@@ -68,6 +72,18 @@ def unique_rows(*arrays) -> tuple[np.ndarray, np.ndarray]:
     idx = np.empty(space, dtype=np.int64)
     idx[key] = np.arange(n, dtype=np.int64)  # some row of each key
     return idx, key
+
+
+def _column_codes(layout, name: str):
+    """`_rank_codes` of a layout's column, kept on the layout: the key columns of the cost terms
+    overlap (tp, pp, cp, ... in most), and a layout's columns do not change."""
+    cache = layout.__dict__.get("_codes")
+    if cache is None:
+        cache = {}
+        object.__setattr__(layout, "_codes", cache)  # a frozen dataclass: not one of its fields
+    if name not in cache:
+        cache[name] = _rank_codes(np.asarray(layout.column(name)))
+    return cache[name]
 
 
 def _unique_sorted(*arrays) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +101,8 @@ def per_key(fn: Callable, key_cols, cols, *args):
         idx, inv = unique_rows(*(cols[k] for k in key_cols))
         sub = {k: np.asarray(v)[idx] for k, v in cols.items()}
     else:
-        idx, inv = unique_rows(*(cols.column(k) for k in key_cols))
+        codes = [_column_codes(cols, k) for k in key_cols]
+        idx, inv = _unique_of_codes(codes, lambda: [cols.column(k) for k in key_cols])
         sub = cols.take(idx)
     return fn(sub, *args), len(idx), inv
 

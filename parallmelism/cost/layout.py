@@ -99,8 +99,11 @@ class TrainingLayout:
         return cls(**{name: np.asarray(cols[name]) for name in TRAINING_FIELDS})  # a missing one: KeyError
 
     def take(self, idx) -> "TrainingLayout":
-        """The rows at `idx` (an index array or a slice), in that order."""
-        return TrainingLayout(**{name: getattr(self, name)[idx] for name in TRAINING_FIELDS})
+        """The rows at `idx` (an index array or a slice), in that order. A column is gathered when
+        it is first read (`_TakenRows`): a cost term evaluated per distinct key reads a few."""
+        taken = object.__new__(_TakenRows)
+        object.__setattr__(taken, "_rows_of", (self, idx))
+        return taken
 
     def rows(self, stop: int) -> "TrainingLayout":
         """The first `stop` rows."""
@@ -115,5 +118,19 @@ class TrainingLayout:
 
 
 TRAINING_FIELDS = tuple(f.name for f in fields(TrainingLayout))
+
+
+class _TakenRows(TrainingLayout):
+    """Rows of another TrainingLayout (`TrainingLayout.take`), each column gathered from it on
+    first read and kept."""
+
+    def __getattr__(self, name: str) -> np.ndarray:  # only for a column not read yet
+        if name not in TRAINING_FIELDS:
+            raise AttributeError(name)
+        source, idx = object.__getattribute__(self, "_rows_of")
+        value = getattr(source, name)[idx]
+        object.__setattr__(self, name, value)
+        return value
+
 
 __all__ = ["ServingLayout", "TrainingLayout", "TRAINING_FIELDS"]
