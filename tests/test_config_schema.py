@@ -33,6 +33,7 @@ UNCHANGEABLE = {("TrainWorkload", "kind"), ("InferenceWorkload", "kind")}
 COMPANIONS = {
     "workload.draft_model": {"workload.spec_method": "draft"},
     "workload.fp8_param_gather": {"workload.precision": "fp8"},
+    "workload.fp8_scaling": {"workload.precision": "fp8"},
     "model.position_embedding": {"model.max_position": 1 << 20},  # a learned table long enough for the run
     "workload.spec_method": {"model.mtp_layers": 1},  # spec_method=mtp drafts with the model's MTP module
     "workload.activation_offload_layers": {"model.moe": None},  # offload is modelled for dense layers only

@@ -669,3 +669,33 @@ def test_cli_export_serve_plan_recommended_row_or_one_sentence(answers, tmp_path
     rec = pd.read_csv(source).set_index("deployment")
     assert rec.loc["colocated", "recommended"]
     assert select_row(read_rows(source))["deployment"] == "colocated"
+
+
+def test_torchtitan_rowwise_fp8_recipe_round_trips_and_megatron_refuses_it():
+    """workload.fp8_scaling=rowwise is torchtitan's [quantize.linear.float8] recipe_name "rowwise"
+    (job_config.py Float8Linear.recipe_name); read back, it is rowwise again. Megatron has no torchao
+    recipe: one sentence."""
+    from parallmelism.errors import UserError
+
+    overrides = [
+        "model=llama3.1-8b",
+        "grid.ngpus=[8]",
+        "grid.tp=[1]",
+        "grid.pp=[1]",
+        "grid.cp=[1]",
+        "grid.micro_batch=[1]",
+        "grid.dp_sharding=[FULLY_SHARD]",
+        "grid.recompute=[selective]",
+        "grid.sequence_parallel=[false]",
+        "workload.global_batch=16",
+        "workload.precision=fp8",
+        "workload.fp8_scaling=rowwise",
+    ]
+    planned = _planned(overrides, None)[0]
+    text = target_module("torchtitan").render(planned)
+    doc = tomllib.loads(text)
+    assert doc["model"]["converters"] == ["quantize.linear.float8"]
+    assert doc["quantize"]["linear"]["float8"]["recipe_name"] == "rowwise"
+    assert target_module("torchtitan").parse(text, None, planned.layers)["workload.fp8_scaling"] == "rowwise"
+    with pytest.raises(UserError, match="rowwise fp8 recipe"):
+        target_module("megatron").render(planned)

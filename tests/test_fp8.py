@@ -244,3 +244,36 @@ def test_gemms_too_small_for_fp8_stay_bf16():
     # than the recast of its 8.4 M weights costs: it stays bf16 there
     recast = {op.name: bool(t[7]) for op, t in zip(llama, training_ops_times(llama, rates, wl, True))}
     assert not recast["out_proj"] and all(recast[n] for n in ("qkv", "gate_up", "down"))
+
+
+def test_rowwise_casts_each_operand_per_gemm_and_per_linear():
+    """torchao's rowwise recipe (workload.fp8_scaling=rowwise): an axiswise cast is an amax pass
+    (read 2 B) and the cast (read 2, write 1) = 5 B per element, never fused into the norm. q, k and v
+    are three Linears over one input (3 casts of X in the forward, 3 more along m for wgrad), gate and
+    up two; dY is cast twice (along n for dgrad, along m for wgrad); weights twice (k and n)."""
+    from parallmelism.cost.roofline import weight_cast_bytes
+
+    ops = {op.name: op for op in layer_ops(MODEL, 4096, 1, 8, 1, True, True)}
+    T, h = 4096.0, 8192.0
+    f, b = low_precision_cast_bytes(ops["qkv"], "fp8", "rowwise")
+    n = float(ops["qkv"].mkn[2])
+    assert float(f) == pytest.approx(3 * 5 * T * h)
+    assert float(b) == pytest.approx(2 * 5 * T * n + 3 * 5 * T * h)
+    f, b = low_precision_cast_bytes(ops["gate_up"], "fp8", "rowwise")
+    assert float(f) == pytest.approx(2 * 5 * T * h)
+    f, b = low_precision_cast_bytes(ops["down"], "fp8", "rowwise")
+    assert float(f) == pytest.approx(5 * T * 28672 / 8)
+    assert float(b) == pytest.approx(2 * 5 * T * h + 5 * T * 28672 / 8)
+    w = float(ops["down"].weight_params)
+    assert float(weight_cast_bytes(ops["down"], "fp8", "rowwise")) == pytest.approx(10 * w)
+    assert float(weight_cast_bytes(ops["down"], "fp8")) == pytest.approx(4 * w)
+
+
+def test_rowwise_is_slower_than_tensorwise_by_its_casts_and_needs_fp8():
+    """Same GEMM kernels, more HBM passes: the rowwise step is longer; bf16 with rowwise is refused."""
+    tensor = one(precision="fp8", low_precision_gemms="all")
+    row = one(precision="fp8", low_precision_gemms="all", fp8_scaling="rowwise")
+    assert row["time_step_s"] > tensor["time_step_s"]
+    assert row["mfu"] < tensor["mfu"]
+    with pytest.raises(ValueError, match="fp8_scaling=rowwise needs workload.precision=fp8"):
+        TrainWorkload(seq_len=4096, global_batch=256, fp8_scaling="rowwise")

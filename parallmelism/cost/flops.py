@@ -137,7 +137,7 @@ def _gemm(name, M, K, N, weight=True, low_precision=True, norm_fused=False, colu
 
 def _gemm_op(g: GemmShape, weight_copies=1.0) -> Op:
     """A training op of an inventory GEMM (`cost.layer_gemms`): its shape and flags, `_gemm`'s bytes."""
-    return _gemm(
+    op = _gemm(
         g.name,
         g.m,
         g.k,
@@ -147,6 +147,8 @@ def _gemm_op(g: GemmShape, weight_copies=1.0) -> Op:
         column_parallel=g.column_parallel,
         weight_copies=weight_copies,
     )
+    op.linears = g.linears
+    return op
 
 
 def _norm_op(n: NormShape) -> Op:

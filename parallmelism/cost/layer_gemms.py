@@ -93,6 +93,9 @@ class GemmShape:
     norm_fused: bool = False
     column_parallel: bool = False
     batch: Any = 1.0  # independent GEMMs of this shape, one per head (MLA's absorbed per-head GEMMs)
+    # nn.Linear modules over the same input that this one GEMM stands for in a PyTorch model (HF and
+    # torchtitan Llama: q, k, v and the gate and up projections are separate Linears; Megatron fuses them)
+    linears: float = 1.0
 
     @property
     def serving_name(self) -> str:
@@ -156,7 +159,7 @@ def attention_gemms(model: ModelSpec, tokens, tp, kv_up_rows=None) -> list[GemmS
     if model.mla is None:
         qkv_n = model.q_dim / t + 2.0 * model.d * kv_heads_per_rank(model.g, t)
         return [
-            GemmShape("qkv", T, h, qkv_n, "attention", norm_fused=True, column_parallel=True),
+            GemmShape("qkv", T, h, qkv_n, "attention", norm_fused=True, column_parallel=True, linears=3.0),
             GemmShape("out_proj", T, model.q_dim / t, h, "attention"),
         ]
     m = model.require_mla()
@@ -194,7 +197,16 @@ def mlp_gemms(model: ModelSpec, tokens, tp) -> list[GemmShape]:
     t, h, I = np.asarray(tp, dtype=np.float64), model.hidden, model.ffn_hidden
     up, down = ("gate_up", "down") if model.gated else ("fc1", "fc2")
     return [
-        GemmShape(up, tokens, h, model.mlp_up_matrices * I / t, "mlp", norm_fused=True, column_parallel=True),
+        GemmShape(
+            up,
+            tokens,
+            h,
+            model.mlp_up_matrices * I / t,
+            "mlp",
+            norm_fused=True,
+            column_parallel=True,
+            linears=float(model.mlp_up_matrices),
+        ),
         GemmShape(down, tokens, I / t, h, "mlp"),
     ]
 

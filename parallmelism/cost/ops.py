@@ -11,6 +11,8 @@ count. Behaviour follows the fields, never the op's name:
                   at the attention kernels' rate
   norm_fused      a GEMM whose input is a norm's output: Transformer Engine's LayerNormLinear /
                   LayerNormMLP write its fp8 input copy from the norm (no separate read for the cast)
+  linears         the nn.Linear modules over one input a GEMM stands for (q, k, v: 3; gate, up: 2): a
+                  recipe that casts per Linear (torchao rowwise, cost/roofline.py) casts that input as often
   column_parallel a column-parallel GEMM where a TP region starts (Megatron ColumnParallelLinear:
                   QKV, fc1/gate_up): its backward is the window that hides the TP input-gradient
                   collectives (cost/comm.py tp_layer_times_s)
@@ -79,6 +81,7 @@ class Op:
     attention_core: bool = False
     norm_fused: bool = False
     column_parallel: bool = False
+    linears: float = 1.0
     experts: Any = None  # serving MoE GEMM: experts one grouped kernel runs (mkn per expert)
     # MoE expert GEMM: expert weight matrices side by side in its n (gate+up 2 when gated, down 1;
     # cost.kernels.KernelModel.grouped_gemm_s reads its measured layer at one matrix's size)

@@ -52,8 +52,34 @@ from .kernels import KernelModel, first_of_each
 LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
 
 
-def low_precision_cast_bytes(op: Op, dtype: str):
-    """(forward, backward) HBM bytes of Transformer Engine's casts around one fp8/fp4 GEMM.
+# torchao's float8 rowwise recipe (workload.fp8_scaling=rowwise; torchao float8/config.py
+# Float8LinearConfig.from_recipe_name("rowwise"): input, weight and grad_output all AXISWISE, e4m3): each
+# GEMM scales its operands per row along its own reduction dim (torch._scaled_mm's row-wise scales), so
+# an operand read by two GEMMs is cast twice, each time from the bf16 tensor: X along k for the forward
+# and along m for wgrad, dY along n for dgrad and along m for wgrad, W along k forward and along n for
+# dgrad (float8/float8_linear.py matmul_with_hp_or_float8_args: the backward casts the saved bf16 input and
+# weight again). One axiswise cast is an amax reduction over the axis (read 2 B) and the scaled cast
+# (read 2 B, write 1 B): AXISWISE_CAST_BYTES per element; none is fused into the preceding norm. torchao
+# converts each nn.Linear on its own (convert_to_float8_training swaps modules), and torchtitan's Llama
+# runs q, k and v (models/llama3/model.py Attention.wq/wk/wv) and the gate and up projections
+# (FeedForward.w1/w3) as separate Linears over one input: that input is cast once per Linear
+# (Op.linears). The GEMM itself runs at the fp8 kernel rate: torchao's microbenchmark of
+# Llama-70B linears (pytorch/ao#2185) finds the row-wise CUTLASS GEMM's speedup "nearly identical" to
+# tensorwise cuBLAS's.
+AXISWISE_CAST_BYTES = 2.0 + 2.0 + 1.0
+
+
+def rowwise_cast_bytes(op: Op):
+    """(forward, backward) HBM bytes of torchao's rowwise casts around one fp8 GEMM op (above): the
+    forward casts X[m,k] once per Linear; the backward casts dY[m,n] twice and X once more per Linear."""
+    m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
+    x = AXISWISE_CAST_BYTES * op.linears * m * k
+    return x, 2.0 * AXISWISE_CAST_BYTES * m * n + x
+
+
+def low_precision_cast_bytes(op: Op, dtype: str, scaling: str = "tensorwise"):
+    """(forward, backward) HBM bytes of the casts around one fp8/fp4 GEMM: torchao's rowwise recipe's
+    with `scaling` rowwise (`rowwise_cast_bytes`), else Transformer Engine's tensorwise ones.
 
     Forward: the input X[m,k] is cast with its amax to a row-wise and a column-wise (transposed,
     for wgrad) low-precision copy: read 2 B, write 2·c B per element (c = 1 fp8, 0.5 fp4); the read
@@ -62,6 +88,8 @@ def low_precision_cast_bytes(op: Op, dtype: str):
     output gradient dY[m,n] the same way (cast + transpose, unfused). The weights' casts are the
     GEMM's too, not the optimizer's: `weight_cast_bytes`, placed by
     cost.steptime.weight_casts_per_micro_batch."""
+    if scaling == "rowwise":
+        return rowwise_cast_bytes(op)
     c = LOW_PRECISION_BYTES[dtype]
     m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
     read = 0.0 if op.norm_fused else 2.0
@@ -83,10 +111,11 @@ def check_precision(hw, precision: str) -> None:
 class Rates:
     """Achievable FLOP/s and bytes/s of one accelerator for one workload precision."""
 
-    def __init__(self, hw, precision: str, kernels: KernelModel | None = None):
+    def __init__(self, hw, precision: str, kernels: KernelModel | None = None, scaling: str = "tensorwise"):
         """`kernels`: the accelerator's kernel model (config.kernel_tables.kernel_model), which
         training's and serving's op times read; `gemm_peak` and `hbm` (the efficiency block's
-        achievable roofs) only draw the roofline plot (report.plots)."""
+        achievable roofs) only draw the roofline plot (report.plots). `scaling`: the fp8 recipe's
+        (workload.fp8_scaling), which sets the casts around the low-precision GEMMs."""
         check_precision(hw, precision)
         eff = hw.efficiency
         fp8_eff = getattr(eff, "matmul_fp8", None) if precision == "fp8" else None
@@ -94,12 +123,13 @@ class Rates:
         self.gemm_peak = hw.sustained_flops(precision) * (fp8_eff or eff.matmul)
         self.hbm = hw.hbm_bandwidth_gbps * 1e9 * eff.hbm
         self.precision = precision
+        self.scaling = scaling
         self._hw = hw
         self._kernels = kernels
 
     def at_precision(self, precision: str) -> "Rates":
         """The same accelerator's rates at another precision, sharing its kernel model."""
-        return Rates(self._hw, precision, self._kernels)
+        return Rates(self._hw, precision, self._kernels, self.scaling)
 
     @property
     def kernels(self) -> KernelModel:
@@ -118,13 +148,15 @@ class Rates:
         return self.kernels.memory_s(nbytes)
 
 
-def weight_cast_bytes(op: Op, dtype: str):
+def weight_cast_bytes(op: Op, dtype: str, scaling: str = "tensorwise"):
     """HBM bytes of one cast of an fp8/fp4 GEMM's weights: read the bf16 weights (2 B) and write
-    their row-wise and column-wise low-precision copies (2·c B). The GEMM (Transformer Engine)
+    their row-wise and column-wise low-precision copies (2·c B); with `scaling` rowwise, two axiswise
+    casts (along k for the forward, along n for dgrad: 2 · AXISWISE_CAST_BYTES). The GEMM (Transformer Engine)
     casts them, not the optimizer: once per step in the first micro-batch where a rank keeps its
     weights (Megatron's `is_first_microbatch`; the copies are cached), at every use under
     FULLY_SHARD; cost.steptime.weight_casts_per_micro_batch places them."""
-    return (2.0 + 2.0 * LOW_PRECISION_BYTES[dtype]) * np.asarray(op.weight_params, dtype=np.float64)
+    per_param = 2.0 * AXISWISE_CAST_BYTES if scaling == "rowwise" else 2.0 + 2.0 * LOW_PRECISION_BYTES[dtype]
+    return per_param * np.asarray(op.weight_params, dtype=np.float64)
 
 
 def training_ops_times(ops: list[Op], rates: Rates, wl, backward_cast: bool = False) -> list:
@@ -155,7 +187,7 @@ def training_ops_variants(ops: list[Op], rates: Rates, wl, backward_casts=(False
         nbytes = [np.zeros(shape) for _ in low]
         cast = nbytes
     else:
-        nbytes = [np.broadcast_to(weight_cast_bytes(ops[i], rates.precision), shape) for i in low]
+        nbytes = [np.broadcast_to(weight_cast_bytes(ops[i], rates.precision, rates.scaling), shape) for i in low]
         cast = _split(rates.kernels.memory_s(_joined(nbytes, shape)), len(low), shape)
     yes = np.ones(shape, dtype=bool)
     every = {i: times[i] + (cast[j], nbytes[j], yes) for j, i in enumerate(low)}
@@ -184,10 +216,10 @@ def _split(x: np.ndarray, count: int, shape) -> list:
     return [x[i * size : (i + 1) * size].reshape(shape) for i in range(count)]
 
 
-def _gemm_kernel_times(ops: list[Op], dtype: str, km: KernelModel, shape) -> list:
+def _gemm_kernel_times(ops: list[Op], dtype: str, km: KernelModel, shape, scaling: str = "tensorwise") -> list:
     """(forward, backward) kernel seconds of GEMM ops run in `dtype` (module docstring): forward
-    kernel, dgrad + wgrad kernels scaled to the op's backward FLOPs, plus Transformer Engine's
-    casts in fp8/fp4. The kernels of all `ops` are looked up together (arrays over `shape`)."""
+    kernel, dgrad + wgrad kernels scaled to the op's backward FLOPs, plus the recipe's casts in
+    fp8/fp4 (`low_precision_cast_bytes`). The kernels of all `ops` are looked up together (arrays over `shape`)."""
     m, k, n = (_joined([op.mkn[j] for op in ops], shape) for j in range(3))
     fwd, dgrad, wgrad = (_split(x, len(ops), shape) for x in km.gemm_parts_s(m, k, n, dtype, ("fwd", "dgrad", "wgrad")))
     grouped = [j for j, op in enumerate(ops) if op.rank_experts is not None]
@@ -201,7 +233,7 @@ def _gemm_kernel_times(ops: list[Op], dtype: str, km: KernelModel, shape) -> lis
     out = [(fwd[j], (dgrad[j] + wgrad[j]) * (np.asarray(op.bwd_flops) / 2.0)) for j, op in enumerate(ops)]
     if dtype not in LOW_PRECISION_BYTES:
         return out
-    cast = [low_precision_cast_bytes(op, dtype) for op in ops]
+    cast = [low_precision_cast_bytes(op, dtype, scaling) for op in ops]
     cast_s = _split(km.memory_s(_joined([c[0] for c in cast] + [c[1] for c in cast], shape)), 2 * len(ops), shape)
     return [(f + np.where(cast[j][0] > 0, cast_s[j], 0.0), b + cast_s[len(ops) + j]) for j, (f, b) in enumerate(out)]
 
@@ -211,7 +243,7 @@ def op_kernel_times(op: Op, rates: Rates):
     km = rates.kernels
     if op.kind == MATMUL and op.mkn is not None:
         shape = np.broadcast_shapes(*[np.shape(x) for x in op.mkn])
-        return _gemm_kernel_times([op], rates.gemm_dtype(op), km, shape)[0]
+        return _gemm_kernel_times([op], rates.gemm_dtype(op), km, shape, rates.scaling)[0]
     if op.kind == ATTENTION:
         return attention_op_times(km, op)[:2]
     return None
@@ -285,7 +317,7 @@ def ops_times(ops: list[Op], rates: Rates) -> list:
     )
     kern: dict[int, tuple] = {}
     for dtype, idx in gemms.items():
-        kern.update(zip(idx, _gemm_kernel_times([ops[i] for i in idx], dtype, km, shape)))
+        kern.update(zip(idx, _gemm_kernel_times([ops[i] for i in idx], dtype, km, shape, rates.scaling)))
     gathers = [i for i, op in enumerate(ops) if op.gather is not None]
     if gathers:  # MoE permute / unpermute: measured token gathers, the backward the other kernel of the pair
         rows, width = (_joined([ops[i].gather[j] for i in gathers], shape) for j in range(2))

@@ -746,7 +746,7 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     s = wl.seq_len
     n = len(pp)
     shape = pp.shape
-    rates = Rates(hw, wl.precision, kernels)
+    rates = Rates(hw, wl.precision, kernels, wl.fp8_scaling)
     (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
     pp_out = shared["on_out_pp"][inv]
     pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))

@@ -130,6 +130,8 @@ def pinned_overrides(kind: str, model, hardware, ngpus: int, axes: dict, workloa
     for k in ("optimizer_offload", "param_offload"):  # only where on
         if workload.get(k):
             out[f"workload.{k}"] = True
+    if workload.get("fp8_scaling", "tensorwise") != "tensorwise":
+        out["workload.fp8_scaling"] = workload["fp8_scaling"]
     if kind == "inference":  # serving's MoE dispatch and EPLB, where not the defaults
         if workload.get("moe_dispatcher", "alltoall") != "alltoall":
             out["workload.moe_dispatcher"] = workload["moe_dispatcher"]
@@ -178,6 +180,8 @@ def planned_of(record: dict, run) -> Planned:
         for k in ("optimizer_offload", "param_offload"):
             if getattr(wl, k):
                 workload[k] = True
+        if wl.fp8_scaling != "tensorwise":  # torchao's rowwise recipe
+            workload["fp8_scaling"] = wl.fp8_scaling
         extra = {k: record[k] for k in ("layers_first_stage", "layers_per_stage", "layers_last_stage")}
     else:
         axes = {k: record[k] for k in SERVE_AXES}

@@ -99,6 +99,8 @@ def render(p: Planned) -> str:
     a, w = p.axes, p.workload
     if unexported_options(w):
         raise refuse(WHO, unexported_options(w))
+    if w.get("fp8_scaling") == "rowwise":
+        raise refuse(WHO, "torchao's rowwise fp8 recipe (workload.fp8_scaling=rowwise) has no quantization equivalent")
     if w["precision"] not in ("bf16", "fp8"):
         raise refuse(WHO, f"precision {w['precision']} is not one of its recipes (bfloat16, fp8 quantization)")
     stages = a["pp"] * a["vpp"]

@@ -104,6 +104,10 @@ def fields(p: Planned, who: str) -> list[tuple[str, object, str]]:
         raise refuse(who, f"workload.schedule {w['schedule']} is not one of its 1F1B schedules")
     if w["precision"] == "fp4":
         raise refuse(who, "fp4 matmuls have no --fp8-format equivalent here")
+    if w.get("fp8_scaling") == "rowwise":
+        raise refuse(
+            who, "torchao's rowwise fp8 recipe (workload.fp8_scaling=rowwise) is not one of its --fp8-recipe values"
+        )
     if w.get("param_offload"):
         raise refuse(
             who, "parameter offload (workload.param_offload) has no Megatron argument; its optimizer offload has"

@@ -45,6 +45,7 @@ FIELDS: dict[str, str] = {
     "training.mixed_precision_param": "workload.precision",
     "activation_checkpoint.mode": "recompute",
     "model.converters": "workload.precision (fp8)",
+    "quantize.linear.float8.recipe_name": "workload.fp8_scaling (rowwise)",
 }
 # ours -> torch context parallel's KV rotation: the ring passes K,V shards (torch implements the
 # pass as an all-to-all permute), all_gather gathers them
@@ -139,6 +140,8 @@ def render(p: Planned) -> str:
     ]
     if w["precision"] == "fp8":
         lines += ["", "[model]", f"converters = [{_toml_value(FP8)}]  # fp8 matmuls; {p.note('time_compute_s')}"]
+        if w.get("fp8_scaling") == "rowwise":
+            lines += ["", f"[{FP8}]", f"recipe_name = {_toml_value('rowwise')}  # {p.note('time_compute_s')}"]
     for table, rows in (("parallelism", par), ("training", training)):
         lines += ["", f"[{table}]"]
         lines += [f"{k} = {_toml_value(v)}" + (f"  # {c}" if c else "") for k, v, c in rows]
@@ -199,6 +202,9 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     gb = int(tr.get("global_batch_size", -1))
     workload["global_batch"] = gb if gb > 0 else int(tr.get("local_batch_size", 8)) * dp
     workload["precision"] = "fp8" if FP8 in doc.get("model", {}).get("converters", []) else "bf16"
+    recipe = doc.get("quantize", {}).get("linear", {}).get("float8", {}).get("recipe_name")
+    if workload["precision"] == "fp8" and recipe == "rowwise":
+        workload["fp8_scaling"] = "rowwise"
     if cp > 1:
         back = {v: k for k, v in ROTATE.items()}
         workload["cp_comm_type"] = back[str(par.get("context_parallel_rotate_method", "allgather"))]

@@ -53,6 +53,14 @@ class TrainWorkload(BaseModel):
         "optimizer's / FSDP's parameter all-gather moves 1 byte per parameter and no bf16 weight copy is "
         "kept (Megatron --fp8-param-gather, NeMo fp8_params, torchtitan enable_fsdp_float8_all_gather)",
     )
+    fp8_scaling: Literal["tensorwise", "rowwise"] = Field(
+        "tensorwise",
+        description="with fp8: the scaling recipe of the fp8 GEMMs. tensorwise: one scale per tensor, each "
+        "operand cast once into its row-wise and transposed copies (Transformer Engine, torchao tensorwise); "
+        "rowwise: torchao's rowwise recipe (Float8LinearConfig.from_recipe_name('rowwise')), a scale per row "
+        "along each GEMM's reduction dim, so every operand is cast again for each GEMM that reads it, per "
+        "nn.Linear (cost/roofline.py rowwise_cast_bytes)",
+    )
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32",
         description="main-gradient buffer and DP reduction dtype (Megatron grad_reduce_in_fp32; "
@@ -187,6 +195,15 @@ class TrainWorkload(BaseModel):
             raise ValueError(
                 f"fp8_param_gather=true needs workload.precision=fp8 (it is {self.precision}): only fp8 "
                 "parameters are gathered in fp8"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rowwise_needs_fp8(self):
+        if self.fp8_scaling == "rowwise" and self.precision != "fp8":
+            raise ValueError(
+                f"fp8_scaling=rowwise needs workload.precision=fp8 (it is {self.precision}): the rowwise "
+                "recipe scales fp8 GEMMs"
             )
         return self
 

@@ -83,6 +83,8 @@ values follow one rule each (stated here, applied to every row, never per case):
   the v25.01 configure.sh files pass `model.fp8_params=true` (Llama 3.1, Nemotron-4; GPT-3's hydra
   config sets `fp8_params: true`; Grok-1's sets false), and NeMo 2's `bf16_with_fp8_mixed()` sets
   `fp8_param_gather=True` (the v25.04 rows).
+- fp8_scaling (optional): blank means tensorwise. torchtitan's June-2025 async-TP page ran torchao's
+  float8 rowwise recipe (`--float8.recipe_name="rowwise"`): the tt2506-*-fp8-rowwise rows state rowwise.
 - optimizer_offload, param_offload (optional): blank means false; true for runs that keep the
   optimizer (DeepSpeed offload_optimizer, Megatron --optimizer-cpu-offload) or also the parameters
   (offload_param) in host memory (cost/offload.py).
@@ -177,6 +179,7 @@ STATED_WORKLOAD_COLUMNS = (
     "launch_blocking",
     "grad_reduce_dtype",
     "fp8_param_gather",
+    "fp8_scaling",
     "optimizer_moments_dtype",
     "low_precision_gemms",
     "expert_tp",
