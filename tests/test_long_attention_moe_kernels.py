@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO, shared_reference
 from parallmelism.config.compose import load_option
 from parallmelism.config.kernel_tables import kernel_model
+from parallmelism.cost.collective_ops import cp_chunk_bytes
+from parallmelism.cost.comm import cp_layer_times_s, torch_cp_layer_ops
 from parallmelism.cost.flops import layer_ops
 from parallmelism.cost.kernels import GROUPED_EXPERT_MATRICES, block_attention_flops, causal_attention_flops
 from parallmelism.cost.roofline import Rates, attention_kernels_s, ops_times
@@ -334,3 +336,32 @@ def test_a2a_cp_refuses_layouts_that_split_a_head():
         "grid.pp=[1]",
     )
     assert code == 2 and "heads per TP rank must be a multiple of cp" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("comm", ["all_gather", "p2p"])
+def test_torch_ring_transfers_repeated_kv_and_fp32_gradients(comm):
+    """torch's ring under torchtitan (cost/comm.py torch_cp_layer_ops): K,V as SDPA sees them,
+    repeated to every query head (Llama 3.1 405B at tp 8: 16 query heads, 1 KV head per rank, so 16x
+    the GQA chunk), bf16; the all-gather rotater gathers the whole sequence's K,V per attention forward
+    (again under recompute) and again in backward; dK,dV go round in fp32 (2x the bytes), c hops.
+    Overlap: under long kernels only the last dK,dV hop (home, after the loop) is exposed; with no
+    kernels to hide under every transfer is."""
+    model = load_option("model", "llama3.1-405b")
+    s, b, t, c = 131072, 1, 8, 4
+    T = s / c
+    kv, dkv = torch_cp_layer_ops(H100, model, s, b, t, c, True, comm)
+    chunk = T * 2 * (model.q_dim / t) * 2
+    assert chunk == pytest.approx(
+        16 * float(cp_chunk_bytes(model, s, b, t, c))
+    )  # repeat_kv: 16 query heads per KV head
+    if comm == "all_gather":
+        assert (kv.kind, float(kv.nbytes), float(kv.calls)) == ("all_gather", pytest.approx(c * chunk), 3.0)
+    else:
+        assert (kv.kind, float(kv.nbytes), float(kv.calls)) == ("send_recv", pytest.approx(chunk), 3.0 * (c - 1))
+    assert (dkv.kind, float(dkv.nbytes), float(dkv.calls)) == ("send_recv", pytest.approx(2 * chunk), float(c))
+    link_total = float(kv.calls) * float(kv.time_s) + float(dkv.calls) * float(dkv.time_s)
+    hidden = cp_layer_times_s(H100, model, s, b, t, c, (1e3, 1e2), (1e3, 1e2), True, comm, "torch")
+    assert float(hidden[0]) == pytest.approx(link_total)
+    assert float(hidden[1]) == pytest.approx(float(dkv.time_s))  # the last dK,dV hop
+    bare = cp_layer_times_s(H100, model, s, b, t, c, (0.0, 0.0), (0.0, 0.0), True, comm, "torch")
+    assert float(bare[1]) == pytest.approx(link_total)

@@ -186,8 +186,10 @@ def training_collectives(cols: TrainingLayout, model, hw, wl, out, ctx, stage: s
         etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
         for op in ep_layer_ops(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher, etp):
             per_step(op, m * n_moe, op.axis == "tp" or not wl.hides("ep"))
-    for op in cp_layer_ops(hw, model, s, b, tp, cp, rc != NONE, wl.cp_comm_type):
-        per_step(op, m * layers, blocking or op.kind != "send_recv")
+    cp_impl = wl.cp_implementation or "transformer_engine"
+    for op in cp_layer_ops(hw, model, s, b, tp, cp, rc != NONE, wl.cp_comm_type, cp_impl):
+        # TE's all-gather and a2a wait on their transfers; torch's ring hides even its all-gather
+        per_step(op, m * layers, blocking or (op.kind != "send_recv" and cp_impl != "torch"))
     placed += _dp_collectives(one, model, hw, wl, ctx, stage, m)
     hop = pp_hop_op(hw, model, T, tp, tp * cp * dp, pp)  # 2·m·v transfers per step (pipeline.pp_times_s)
     placed.append((replace(hop, calls=_f(2.0 * m * vpp), time_s=_f(hop.time_s), scope="step"), 0.0))
@@ -269,6 +271,8 @@ def payloads(wl) -> dict[str, str]:
     params = "fp8 params" if wl.fp8_param_gather else "bf16 params"
     act = "bf16 activations, grads"
     cp = "bf16 Q,K,V and output (gradients)" if wl.cp_comm_type == "a2a" else "bf16 K,V (dK,dV)"
+    if wl.cp_comm_type != "a2a" and wl.cp_implementation == "torch":
+        cp = "bf16 K,V repeated to every query head (fp32 dK,dV)"
     out = {"tp": act, "tp moe": "bf16 routed tokens", "cp": cp, "ep": "bf16 routed tokens"}
     out.update({"dp grad reduce": grads, "hsdp replica reduce": grads, "dp param gather": params})
     out.update({"fsdp param gather": params, "pp hop": act})

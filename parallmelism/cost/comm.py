@@ -73,6 +73,7 @@ from .shapes import dense_dp_size, expert_dp_size, tokens_per_rank
 # model multiplies link times by them, and `show` (cost/breakdown.py) prints them.
 EP_CALLS_PER_MOE_LAYER_FORWARD = 2  # the dispatch and the combine all-to-all
 TP_COLLECTIVES_PER_LAYER_FORWARD = 2.0  # after attention's output projection and after the MLP (Megatron f/g)
+TORCH_DKV_BYTES_PER_KV_BYTE = 2.0  # torch's ring passes dK,dV in fp32 (its accumulators): twice the bf16 K,V
 CP_CHUNKS_PER_BACKWARD_HOP = 2.0  # a p2p ring's backward hop: the K,V chunk and the dK,dV accumulated so far
 A2A_CALLS_PER_PASS = 2.0  # Ulysses CP (cp_comm_type a2a): Q,K,V in and the output back (forward; gradients backward)
 # The column-parallel GEMMs' backward is a dgrad and a wgrad GEMM of equal FLOPs (2·T·k·n each):
@@ -168,10 +169,39 @@ def tp_layer_nic_s(hw, model, T, t, sp, full_recompute):
     return sum(op.calls * op.nic_s(hw) for op in ops)
 
 
-def cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type="p2p") -> list[CollectiveOp]:
+def torch_cp_chunk_bytes(model, s, b, t, cp):
+    """K and V of one CP chunk as torch's ring passes them under torchtitan: bf16, repeated to every
+    query head before SDPA (torchtitan's Llama repeat_kv), 2·(s/cp)·b·q/t·2 B."""
+    return tokens_per_rank(s, b, cp) * 2.0 * model.q_dim / np.asarray(t, dtype=np.float64) * ACT_BYTES
+
+
+def torch_cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type) -> list[CollectiveOp]:
+    """torch's ring (`cp_layer_times_s`, implementation torch): [K,V transfers, dK,dV hops]. The
+    all-gather rotater (comm_type all_gather) gathers the whole sequence's K,V once per attention
+    forward (again under recompute) and once in backward; the all-to-all rotater (p2p) passes the
+    chunk c − 1 times in each. Backward sends the fp32 dK,dV accumulators on around the ring, c hops
+    (the last one home), each twice the chunk's bytes."""
+    rc = np.where(forward_rerun, 1.0, 0.0)
+    c = np.asarray(cp, dtype=np.float64)
+    chunk = torch_cp_chunk_bytes(model, s, b, t, cp)
+    if comm_type == "all_gather":
+        kv = collective(hw, "cp", "cp", "all_gather", chunk * c, cp, t, 2.0 + rc)
+    else:
+        hops = np.maximum(c - 1.0, 0.0)
+        kv = collective(hw, "cp", "cp", "send_recv", chunk, cp, t, hops * (2.0 + rc))
+    dkv = collective(hw, "cp", "cp", "send_recv", TORCH_DKV_BYTES_PER_KV_BYTE * chunk, cp, t, c + 0.0 * rc)
+    return [kv, dkv]
+
+
+def cp_layer_ops(
+    hw, model, s, b, t, cp, forward_rerun, comm_type="p2p", implementation="transformer_engine"
+) -> list[CollectiveOp]:
     """The CP transfers of one layer and micro-batch (`cp_layer_transfers` calls): p2p, the ring's
     K,V chunk hops (send/recv over the cp-rank ring, stride t); all_gather, the whole sequence's
-    K,V all-gathered (forward, again under recompute, and backward) and dK,dV reduce-scattered."""
+    K,V all-gathered (forward, again under recompute, and backward) and dK,dV reduce-scattered;
+    torch's ring (`implementation` torch, not a2a): `torch_cp_layer_ops`."""
+    if implementation == "torch" and comm_type != "a2a":
+        return torch_cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type)
     fwd, bwd = cp_layer_transfers(cp, forward_rerun, comm_type)
     chunk = cp_chunk_bytes(model, s, b, t, cp)
     if comm_type == "a2a":  # per rank: its tokens' Q,K,V (then dQ,dK,dV) and its output (then dO)
@@ -190,7 +220,9 @@ def cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type="p2p") -> list
     return [collective(hw, "cp", "cp", "send_recv", chunk, cp, t, fwd + bwd)]
 
 
-def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, comm_type="p2p"):
+def cp_layer_times_s(
+    hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, comm_type="p2p", implementation="transformer_engine"
+):
     """(link, exposed) seconds of one layer's CP communication for one micro-batch.
 
     core_fwd, core_bwd: (attention core seconds, its first ring step's seconds) of one micro-batch
@@ -214,8 +246,16 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
     a2a (--cp-comm-type a2a; DeepSpeed-Ulysses, Jacobs et al. 2023): all-to-alls over the CP group
     turn the rank's s/c tokens of every head into all s tokens of 1/c of the heads before the
     attention kernel and back after it: the Q,K,V and the output forward (again under recompute),
-    the output gradient and dQ,dK,dV backward; the attention waits on them, so exposed = link."""
+    the output gradient and dQ,dK,dV backward; the attention waits on them, so exposed = link.
+    torch (implementation torch: torch.distributed.tensor.experimental._attention, torch 2.5-2.6,
+    `torch_cp_layer_ops`): each step's K,V is waited for after the previous step's kernel was
+    launched, so the all-gather hides under step 0 (the causal kernel, forward and backward) and the
+    all-to-all rotater's hops as p2p's forward hops do, in backward too; each dK,dV hop is sent after
+    its step's accumulation and waited for after the next step's kernel, hiding under a block, and the
+    last one, home after the loop, is exposed."""
     rc = np.where(forward_rerun, 1.0, 0.0)
+    if implementation == "torch" and comm_type != "a2a":
+        return _torch_cp_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, comm_type)
     ops = cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type)
     if comm_type == "a2a":
         qkv, out = (op.time_s for op in ops)
@@ -241,6 +281,28 @@ def cp_layer_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, 
         0.0,
     )
     return (n_fwd * hop + n_bwd * hop, fwd_exp * (1 + rc) + bwd_exp)
+
+
+def _torch_cp_times_s(hw, model, s, b, t, cp, core_fwd, core_bwd, forward_rerun, comm_type):
+    """(link, exposed) of torch's ring (`cp_layer_times_s`, torch)."""
+    rc = np.where(forward_rerun, 1.0, 0.0)
+    kv_op, dkv_op = torch_cp_layer_ops(hw, model, s, b, t, cp, forward_rerun, comm_type)
+    kv, dkv = kv_op.time_s, dkv_op.time_s
+    c = np.asarray(cp, dtype=np.float64)
+    hops = np.maximum(c - 1.0, 0.0)
+    causal_f, block_f = ring_step_windows_s(core_fwd[0], core_fwd[1], hops)
+    causal_b, block_b = ring_step_windows_s(core_bwd[0], core_bwd[1], hops)
+    middle = np.maximum(hops - 1.0, 0.0)
+    if comm_type == "all_gather":
+        link_kv = kv * (2.0 + rc)
+        fwd_exp, bwd_exp = np.maximum(0.0, kv - causal_f), np.maximum(0.0, kv - causal_b)
+    else:
+        link_kv = hops * kv * (2.0 + rc)
+        fwd_exp = np.maximum(0.0, kv - causal_f) + middle * np.maximum(0.0, kv - block_f)
+        bwd_exp = np.maximum(0.0, kv - causal_b) + middle * np.maximum(0.0, kv - block_b)
+    ring = hops > 0
+    exposed = fwd_exp * (1.0 + rc) + bwd_exp + hops * np.maximum(0.0, dkv - block_b) + dkv
+    return np.where(ring, link_kv + c * dkv, 0.0), np.where(ring, exposed, 0.0)
 
 
 def ring_step_windows_s(core_s, causal_step_s, hops):

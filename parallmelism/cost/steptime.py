@@ -423,6 +423,7 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
             (acc["core_bwd"], acc["core_first_bwd"]),
             rc != NONE,
             wl.cp_comm_type,
+            wl.cp_implementation or "transformer_engine",
         )
         ep_link, ep_tp = (
             ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher, etp)
