@@ -163,10 +163,11 @@ def fit_table(
         if left_out
         else None
     )
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=title, show_lines=False, caption=caption)
+    from .plain_table import FittedTable
+
+    table = FittedTable(title=title, show_lines=False, caption=caption)
     for c in shown:
         right_c = kinds[c] == "number" or c in right
         fixed = widths[c] if width is not None else None
@@ -185,6 +186,12 @@ def fit_table(
             )
     for i in range(rows):
         table.add_row(*(Text(cells[c][i]) for c in shown))
+    if width is not None:  # every column at its fitted width: printable without rich's engine
+        table.fixed = (
+            [widths[c] for c in shown],
+            [col.justify for col in table.columns],
+            [[cells[c][i] for c in shown] for i in range(rows)],
+        )
     return table
 
 
