@@ -91,11 +91,12 @@ def record_of(cols: dict[str, np.ndarray], i: int, run: RunConfig) -> dict:
 def evaluate_inference_columns(cols: dict[str, np.ndarray], run: RunConfig) -> dict[str, np.ndarray]:
     """Serving cost columns (cost/inference.py) for inference layout rows (grid/inference.py)."""
     from .config.drafts import draft_model_of
-    from .config.kernel_tables import kernel_model
+    from .config.kernel_tables import serving_kernel_model
     from .cost.inference import inference_columns
 
     wl = run.workload
     assert isinstance(wl, InferenceWorkload), "serving columns need an inference workload"
     draft = draft_model_of(run.model, wl)
     hw = run.accelerator()
-    return inference_columns(cols, run.model, hw, wl, kernel_model(hw), run.serving_engine(), draft)
+    engine = run.serving_engine()
+    return inference_columns(cols, run.model, hw, wl, serving_kernel_model(hw, engine), engine, draft)

@@ -131,7 +131,7 @@ def plan_serve(
     from ..search.plan import plan_qps, serve_binding, serve_binding_counts, serve_plan_failure, serve_plan_table
     from ..search.serve_disagg import disaggregated_lines, disaggregated_plan, fixed_split_plan, pool_bindings
     from ..search.serve_recommend import colocated_deployment, disaggregated_deployment, plans_frame, recommend
-    from ..config.kernel_tables import kernel_model
+    from ..config.kernel_tables import serving_kernel_model
     from ..config.length_trace import workload_requests
     from ..search.serve_load import colocated_under_load
     from .common import console, fail, load_runs, stream
@@ -206,7 +206,14 @@ def plan_serve(
         rec = recommend(*deployments)
         plans = plans_frame(run.model.name, run.hardware, run.workload, run.plan, qps, c, dis, deployments, rec.pick)
         load = (
-            colocated_under_load(c, run, qps, plans, workload_requests(run.workload), kernel_model(run.hardware))
+            colocated_under_load(
+                c,
+                run,
+                qps,
+                plans,
+                workload_requests(run.workload),
+                serving_kernel_model(run.hardware, run.serving_engine()),
+            )
             if run.plan.load_percentiles
             else []
         )

@@ -122,12 +122,12 @@ def show(
         title = "layout" if n == 1 else f"best of {n:,} matching layouts (pin more grid keys to choose)"
         if run.workload.kind == "inference":
             from ..config.drafts import draft_model_of
-            from ..config.kernel_tables import kernel_model
+            from ..config.kernel_tables import serving_kernel_model
             from ..cost.inference import breakdown_for_row
             from ..report.breakdown import breakdown_table
 
             hw = run.accelerator()
-            km = kernel_model(hw)
+            km = serving_kernel_model(hw, run.serving_engine())
             wl = run.workload
             # simulated before anything is printed: a refusal (an unstable rate, a bad trace) is the only output
             load = under_load(run, layout, km) if wl.request_rate is not None or wl.length_trace is not None else []

@@ -128,6 +128,37 @@ def kernel_model(hw):
         ) from None
 
 
+@lru_cache(maxsize=8)
+def _fused_moe(path: str):
+    from ..cost.fused_moe import FusedMoeTable
+
+    return FusedMoeTable(read_rows(path), source=path)
+
+
+def fused_moe_table(engine, hw):
+    """The engine's measured fused-MoE table on this accelerator (cost.fused_moe.FusedMoeTable;
+    `fused_moe_tables` in conf/engine/NAME.yaml, accelerator name -> table path as for kernel tables),
+    or None when the engine names none for it."""
+    from ..errors import UserError
+
+    name = (getattr(engine, "fused_moe_tables", None) or {}).get(hw.name)
+    if not name:
+        return None
+    path = resolve_table(name)
+    try:
+        return _fused_moe(str(path))
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"fused-MoE table {path}: unreadable ({exc})") from None
+
+
+def serving_kernel_model(hw, engine):
+    """kernel_model(hw) with the kernels `engine` runs in place of the model's own where it names
+    measured ones (its fused-MoE table on this accelerator: KernelModel.fused_moe)."""
+    km = kernel_model(hw)
+    km.fused_moe = fused_moe_table(engine, hw)
+    return km
+
+
 def _shown_path(path: Path) -> str:
     """A table path as a user finds it: relative to the shipped folder, else as it is."""
     from .paths import data_root

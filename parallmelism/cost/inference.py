@@ -77,7 +77,7 @@ from .comm import EP_CALLS_PER_MOE_LAYER_FORWARD, ep_layer_ops, pp_hop_op, tp_la
 from .flops import busiest_stage_layer_counts, moe_layer_counts
 from .eplb import eplb_imbalance, physical_experts_model
 from .inference_memory import inference_memory
-from .inference_ops import causal_pairs, ep_in_tp, head_ops, layer_ops, local_heads
+from .inference_ops import causal_pairs, ep_in_tp, expert_tp, head_ops, layer_ops, local_heads
 from .layout import ServingLayout
 from . import pipeline
 from .ops import ACT_BYTES
@@ -160,6 +160,40 @@ def serving_collectives(
     return colls
 
 
+def fused_moe_times(model, wl: InferenceWorkload, tp, ep, T, ops, times, km: KernelModel) -> list:
+    """`times` with the routed experts' ops (gate+up, down) timed by the engine's measured fused-MoE
+    op where it has one (km.fused_moe, cost/fused_moe.py) for this model shape, dtype and layout:
+    the experts on the TP group's ranks (EP 1 or inside TP: moe_tp = tp/ep, moe_ep = ep; every rank
+    takes the pass's T tokens) at
+    balanced routing (moe_imbalance 1). The layer's time is split over the two ops as the kernel model
+    splits it; elsewhere (NaN from the table) the kernel model's times stand.
+    Passes with prompt tokens only (stage_terms): there the measured op is what TensorRT-LLM's TTFT shows
+    (issue 5929's DeepSeek-R1 rows: EP 1 at 8192 tokens, 5.0 ms a layer where the grouped-GEMM model gave
+    1.0). At decode sizes its times disagree with both TensorRT-LLM sources' measured ITL in opposite
+    directions (0.21 at EP 4/8 15-25 % slower than the op, 1.x at TP 8 7-18 % faster): decode passes keep
+    the kernel model's decode regime (measured decode MoE kernels) and the engine's per-MoE-layer overhead."""
+    table = km.fused_moe
+    moe = model.moe
+    if table is None or moe is None or serving_imbalance(model, wl, ep) != 1.0:
+        return times
+    key = (wl.precision, model.hidden, moe.ffn_hidden, moe.top_k, moe.num_experts)
+    if not table.covers(*key):
+        return times
+    experts = [i for i, op in enumerate(ops) if op.experts is not None]
+    if not experts:
+        return times
+    tp, ep = np.asarray(tp, dtype=np.float64), np.asarray(ep, dtype=np.float64)
+    local = ep_in_tp(tp, ep) | (ep == 1)  # the experts on the TP group's ranks (no all-to-all)
+    layer_s = table.layer_s(T, *key, np.where(local, expert_tp(tp, ep), 0.0), np.where(local, ep, 0.0))
+    model_s = sum(times[i][0] for i in experts)
+    out = list(times)
+    for i in experts:
+        t, bound = times[i]
+        share = np.where(model_s > 0, t / np.where(model_s > 0, model_s, 1.0), 1.0 / len(experts))
+        out[i] = (np.where(np.isnan(layer_s), t, layer_s * share), bound)
+    return out
+
+
 def stage_terms(
     model: ModelSpec,
     hw: AcceleratorSpec,
@@ -208,6 +242,8 @@ def stage_terms(
     )
     ops += head_ops(model, tp, T, head_tokens, pp == 1, True)
     times = serving_ops_times(ops, Rates(hw, wl.precision, km))
+    if prefill:  # passes with prompt tokens (prefill, mixed): fused_moe_times says why not decode passes
+        times = fused_moe_times(model, wl, tp, ep, T, ops, times, km)
     compute_s = sum(op.count * np.where(cb, t, 0.0) for op, (t, cb) in zip(ops, times))
     memory_s = sum(op.count * np.where(cb, 0.0, t) for op, (t, cb) in zip(ops, times))
     flops = sum(op.count * op.flops for op in ops)

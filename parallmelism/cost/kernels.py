@@ -455,6 +455,9 @@ class KernelModel:
         else:
             self.table = tables.own
         self._decode_from(tables)
+        # a serving engine's measured fused-MoE op (cost.fused_moe.FusedMoeTable), set by
+        # config.kernel_tables.serving_kernel_model; None: MoE experts from grouped_gemm_s
+        self.fused_moe: Any = None
 
     def _decode_from(self, tables: KernelTables) -> None:
         """The decode regime's residuals: the own table's rows of each family, else the reference's

@@ -50,3 +50,9 @@ class EngineSpec(BaseModel):
     custom_all_reduce_max_bytes: float = Field(
         ..., ge=0, description="custom all-reduce: largest message it takes (NCCL above), bytes"
     )
+    # The engine's fused-MoE op measured on an accelerator (cost/fused_moe.py): accelerator name ->
+    # table path (relative to hardware/, as kernel tables). Accelerators and model shapes it does
+    # not list take the kernel model's grouped GEMM.
+    fused_moe_tables: dict[str, str] = Field(
+        default_factory=dict, description="accelerator -> measured fused-MoE table of this engine"
+    )

@@ -32,7 +32,7 @@ DEFAULT_MAX_BATCH = 256  # vLLM's max_num_seqs default
 
 def loaded_prediction(row, ctx) -> dict:
     """The load summary (search.serve_load.loaded_point) of one case row."""
-    from ..config.kernel_tables import kernel_model
+    from ..config.kernel_tables import serving_kernel_model
     from ..cost.layout import ServingLayout
     from ..errors import UserError
     from ..cost.serving_load import drawn_requests
@@ -67,7 +67,7 @@ def loaded_prediction(row, ctx) -> dict:
         run.hardware,
         wl,
         lay,
-        kernel_model(run.hardware),
+        serving_kernel_model(run.hardware, run.serving_engine()),
         run.serving_engine(),
         reqs,
         rate_per_replica=None if closed else float(rate) / dp,

@@ -1,0 +1,80 @@
+"""Write hardware/kernels/h200-sxm-141gb.trtllm-moe.csv: TensorRT-LLM's fused-MoE kernel on an H200, as
+aiconfigurator measured it (issue 33: an engine names its fused-MoE kernel; conf/engine/trtllm.yaml).
+
+    python benchmarks/build_engine_moe_table.py AICONFIGURATOR_CORE_DIR
+
+AICONFIGURATOR_CORE_DIR: the installed `aiconfigurator_core` package of the aiconfigurator 0.12.0 wheel
+(pip install aiconfigurator==0.12.0; NVIDIA, Apache-2.0, github.com/ai-dynamo/aiconfigurator). Its
+systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet times TensorRT-LLM 1.3.0rc20's MoE op
+(`moe_torch_flow_cutlass`: routing, token permute, the CUTLASS grouped GEMMs gate+up and down with their
+activation quantization, unpermute and top-k reduce) on one GPU, for num_tokens tokens entering the layer
+on that rank, per (moe_tp, moe_ep). Kept, one rule each: the model shapes shipped in models/ (hidden,
+expert FFN, top-k, experts: DeepSeek-V3), the `balanced` routing (the model's moe_imbalance is a separate
+input, 1 = balanced), and the dtype the shipped checkpoint runs: DeepSeek-V3/R1's fp8 weights are
+128x128 block-scaled (its config.json quantization_config weight_block_size [128, 128]), so its fp8 rows
+are aiconfigurator's `fp8_block`. Latency is in ms there, seconds here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "hardware" / "kernels" / "h200-sxm-141gb.trtllm-moe.csv"
+DISTRIBUTION = "balanced"  # the workload's moe_imbalance 1; aiconfigurator's own estimates use power_law_1.01
+SOURCE = "systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet"
+# (hidden, expert ffn, top-k, experts) of the shipped models: model name -> the aiconfigurator dtype of
+# its fp8 checkpoint (module docstring)
+SHAPES = {(7168, 2048, 8, 256): ("deepseek-v3", "fp8_block")}
+HEADER = """# TensorRT-LLM fused MoE on NVIDIA H200 SXM (aiconfigurator measurements; benchmarks/build_engine_moe_table.py).
+# Source: aiconfigurator 0.12.0 wheel (NVIDIA, Apache-2.0, github.com/ai-dynamo/aiconfigurator), aiconfigurator_core/{src},
+#   TensorRT-LLM 1.3.0rc20, kernel_source moe_torch_flow_cutlass, distribution {dist}.
+# One MoE layer's routed experts on one GPU: routing, permute, gate+up and down grouped GEMMs, unpermute and reduce.
+# tokens = tokens entering the layer on the rank; moe_tp x moe_ep = the expert GPUs; time_s = measured latency.
+# dtype is the workload precision the row stands for ({rule}).
+"""
+
+
+def main(core: Path) -> int:
+    df = pd.read_parquet(core / SOURCE)
+    parts = []
+    for (h, f, k, e), (model, dtype) in SHAPES.items():
+        s = df[
+            (df.hidden_size == h)
+            & (df.inter_size == f)
+            & (df.topk == k)
+            & (df.num_experts == e)
+            & (df.distribution == DISTRIBUTION)
+            & (df.moe_dtype == dtype)
+        ]
+        s = s.groupby(["moe_tp_size", "moe_ep_size", "num_tokens"], as_index=False).latency.median()
+        parts.append(
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "dtype": "fp8",
+                    "hidden": h,
+                    "ffn": f,
+                    "top_k": k,
+                    "experts": e,
+                    "moe_tp": s.moe_tp_size,
+                    "moe_ep": s.moe_ep_size,
+                    "tokens": s.num_tokens,
+                    "time_s": s.latency * 1e-3,
+                }
+            )
+        )
+    out = pd.concat(parts).sort_values(["model", "moe_tp", "moe_ep", "tokens"])
+    rule = "fp8: fp8_block, DeepSeek-V3's 128x128 block-scaled checkpoint"
+    OUT.write_text(
+        HEADER.format(src=SOURCE, rule=rule, dist=DISTRIBUTION) + out.to_csv(index=False, float_format="%.6g")
+    )
+    print(f"{OUT.relative_to(ROOT)}: {len(out)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

@@ -1,0 +1,101 @@
+"""An engine's measured fused-MoE op times a serving pass's routed experts (issue 33 item 1: an engine
+names its fused-MoE kernel): TensorRT-LLM's CUTLASS fp8 block-scale MoE on H200
+(hardware/kernels/h200-sxm-141gb.trtllm-moe.csv, aiconfigurator 0.12.0's measurements of TensorRT-LLM
+1.3.0rc20). The reference values below are the table's aiconfigurator latencies (moe_perf.parquet,
+DeepSeek-V3 shape, balanced routing), not the code's own output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from parallmelism.config.compose import load_option
+from parallmelism.config.kernel_tables import fused_moe_table, kernel_model, serving_kernel_model
+from parallmelism.cost import inference
+from parallmelism.cost.fused_moe import FusedMoeTable
+from parallmelism.cost.layout import ServingLayout
+from parallmelism.errors import UserError
+from parallmelism.specs import InferenceWorkload
+
+H200 = load_option("hardware", "h200-sxm-141gb")
+DSV3 = load_option("model", "deepseek-v3")
+TRTLLM = load_option("engine", "trtllm")
+VLLM = load_option("engine", "vllm")
+# aiconfigurator moe_perf.parquet (TensorRT-LLM 1.3.0rc20, H200, fp8_block, 7168/2048, top-8 of 256, balanced), ms
+MEASURED_MS = {(8, 1, 8192): 4.980043, (2, 4, 8192): 1.808635, (1, 8, 8192): 1.284432, (8, 1, 1): 0.114709}
+
+
+def prefill_experts_s(engine, tp, ep, tokens=8192, km=None):
+    """Seconds per MoE layer of the routed experts (gate+up and down) in one prefill pass of `tokens`."""
+    cols = {k: np.array([v]) for k, v in dict(tp=tp, pp=1, sp=1, ep=ep, dp=1, batch=1).items()}
+    cols["layers_per_stage"] = np.array([DSV3.layers])
+    wl = InferenceWorkload(batch=1, input_len=tokens, output_len=16, weight_dtype="fp8", precision="fp8")
+    km = km if km is not None else serving_kernel_model(H200, engine)
+    terms = inference.prefill_terms(DSV3, H200, wl, ServingLayout.of(cols), np.array([1]), km=km, engine=engine)
+    return sum(float(t[0]) for op, (t, _) in zip(terms["ops"], terms["times"]) if op.experts is not None)
+
+
+@pytest.mark.parametrize(("ep", "tokens", "moe_tp"), [(1, 8192, 8), (4, 8192, 2), (8, 8192, 1), (1, 1, 8)])
+def test_trtllm_on_h200_times_the_experts_by_its_measured_fused_moe(ep, tokens, moe_tp):
+    """TP8 with EP 1 / 4 / 8 (moe_tp x moe_ep = 8x1, 2x4, 1x8): the measured op's time per layer."""
+    expected_s = MEASURED_MS[(moe_tp, ep, tokens)] * 1e-3
+    assert prefill_experts_s(TRTLLM, 8, ep, tokens) == pytest.approx(expected_s, rel=1e-5)
+
+
+def test_the_fused_moe_at_moe_tp_8_is_five_times_the_grouped_gemm_model():
+    """Why it matters: each expert's FFN split 8 ways (256 columns) runs its 7.2e11 FLOPs at ~145
+    TFLOP/s in the measured op; the grouped-GEMM model (torch._grouped_mm residuals) gives ~1 ms."""
+    model_s = prefill_experts_s(VLLM, 8, 1, km=kernel_model(H200))
+    table_s = prefill_experts_s(TRTLLM, 8, 1)
+    assert 4.0 < table_s / model_s < 6.5
+
+
+def test_engines_and_accelerators_without_a_table_keep_the_kernel_model():
+    assert fused_moe_table(VLLM, H200) is None
+    assert fused_moe_table(TRTLLM, load_option("hardware", "h100-sxm-80gb")) is None
+    assert prefill_experts_s(VLLM, 8, 8) == pytest.approx(prefill_experts_s(VLLM, 8, 8, km=kernel_model(H200)))
+
+
+def test_interpolation_is_log_log_between_points_and_proportional_beyond():
+    rows = [
+        dict(dtype="fp8", hidden=8, ffn=4, top_k=2, experts=4, moe_tp=1, moe_ep=1, tokens=t, time_s=s)
+        for t, s in ((1, 1e-5), (4, 4e-5), (16, 1e-4))
+    ]
+    table = FusedMoeTable(rows)
+    t = table.layer_s(np.array([0.5, 1, 2, 8, 16, 64]), "fp8", 8, 4, 2, 4, 1, 1)
+    # below the first point: its time; 2 = halfway in log2 from 1 to 4: sqrt(1e-5 * 4e-5); 8: sqrt(4e-5 * 1e-4)
+    assert t == pytest.approx([1e-5, 1e-5, 2e-5, np.sqrt(4e-5 * 1e-4), 1e-4, 4e-4])
+    assert np.isnan(table.layer_s(16, "fp8", 8, 4, 2, 4, 2, 1))  # a layout it does not hold
+    assert not table.covers("bf16", 8, 4, 2, 4)
+
+
+def test_an_unreadable_table_is_one_sentence():
+    bad = TRTLLM.model_copy(update={"fused_moe_tables": {"h200-sxm-141gb": "kernels/no-such-moe-table.csv"}})
+    with pytest.raises(UserError, match="no-such-moe-table"):
+        fused_moe_table(bad, H200)
+
+
+def test_show_breaks_the_prefill_down_with_the_measured_experts(tmp_path):
+    args = (
+        "show workload=inference model=deepseek-v3 hardware=h200-sxm-141gb grid.ngpus=[8] grid.tp=[8] grid.ep=[1] "
+        "workload.weight_dtype=fp8 workload.precision=fp8 workload.batch=1 workload.input_len=8192 "
+        "workload.output_len=16"
+    )
+    out = run_cli(*args.split(), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if "prefill" in x and "experts_gate_up" in x)
+    down = next(x for x in out.stdout.splitlines() if "prefill" in x and "experts_down" in x)
+    total_ms = sum(float(x.split("│")[-3].replace(",", "")) for x in (line, down))
+    assert total_ms == pytest.approx(58 * MEASURED_MS[(8, 1, 8192)], rel=1e-3)  # 58 MoE layers
+
+
+def test_decode_passes_keep_the_kernel_model():
+    """Decode passes keep the kernel model's decode regime (cost.inference.fused_moe_times says why)."""
+    cols = {k: np.array([v]) for k, v in dict(tp=8, pp=1, sp=1, ep=1, dp=1, batch=4).items()}
+    cols["layers_per_stage"] = np.array([DSV3.layers])
+    wl = InferenceWorkload(batch=4, input_len=1024, output_len=16, weight_dtype="fp8", precision="fp8")
+    lay = ServingLayout.of(cols)
+    with_table = inference.decode_terms(DSV3, H200, wl, lay, km=serving_kernel_model(H200, TRTLLM), engine=TRTLLM)
+    without = inference.decode_terms(DSV3, H200, wl, lay, km=kernel_model(H200), engine=TRTLLM)
+    assert float(with_table["stage_s"][0]) == float(without["stage_s"][0])
