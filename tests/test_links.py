@@ -165,6 +165,56 @@ def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
     assert off["time_step_s"] <= on["time_step_s"]
 
 
+def test_megatron_fsdp_gathers_once_for_recompute_and_backward():
+    """Under full recompute FSDP gathers a layer's parameters in forward and before backward; torch FSDP
+    and Megatron-Core's DDP path gather again for the recompute forward (3 per micro-batch), Megatron-FSDP
+    gathers once for the recompute and the backward (2: megatron_fsdp.py's shard-aware recompute,
+    conf/stack/megatron-fsdp.yaml collectives.fsdp_recompute_regather false; the workload overrides it)."""
+
+    def dp_comm(stack, regather=None):
+        r = RunConfig(
+            stack=load_option("stack", stack),
+            model=load_option("model", "llama3.1-8b"),
+            hardware=H100,
+            workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_recompute_regather=regather),
+            grid=GridSpec(
+                ngpus=[64],
+                tp=[1],
+                pp=[1],
+                cp=[1],
+                ep=[1],
+                vpp=[1],
+                micro_batch=[1],
+                recompute=["full"],
+                sequence_parallel=[False],
+                dp_sharding=["FULLY_SHARD"],
+            ),
+        )
+        df = evaluate(r)[0]
+        assert len(df) == 1
+        return float(df.iloc[0]["time_comm_dp_s"])
+
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.params import params_per_gpu
+    from parallmelism.cost.states import FS
+
+    p = params_per_gpu(
+        load_option("model", "llama3.1-8b"),
+        np.array([1]),
+        np.array([1]),
+        np.array([32]),
+        np.array([0]),
+        np.array([True]),
+        np.array([True]),
+    )
+    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
+    per_gather = float(g1[0]) / 2  # one all-gather of every unit (g1: forward + backward of one micro-batch)
+    assert dp_comm("megatron-te") == pytest.approx(2 * float(red[0]) + 2 * 3 * per_gather, rel=1e-9)
+    assert dp_comm("megatron-fsdp") == pytest.approx(2 * float(red[0]) + 2 * 2 * per_gather, rel=1e-9)
+    assert dp_comm("megatron-te", regather=False) == pytest.approx(dp_comm("megatron-fsdp"), rel=1e-9)
+    assert dp_comm("megatron-fsdp", regather=True) == pytest.approx(dp_comm("megatron-te"), rel=1e-9)
+
+
 @pytest.mark.parametrize(
     "override, words",
     [

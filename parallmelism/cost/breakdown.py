@@ -21,7 +21,7 @@ from .comm import (
     cp_layer_ops,
     dp_group_ops,
     ep_layer_ops,
-    forward_passes,
+    fsdp_gather_passes,
     hsdp_replica_op,
     pp_hop_op,
     tp_layer_calls,
@@ -216,7 +216,7 @@ def _dp_collectives(one: TrainingLayout, model, hw, wl, ctx, stage, m) -> list[t
     d = _dp_terms(one, model, hw, wl, rates)[stage]
     r = _micro_batch_terms(one, model, hw, wl, rates)[stage]
     reductions = _f(_dp_reductions(d, m))
-    passes = _f(forward_passes(np.asarray(one.recompute) == FULL)) if wl.fsdp_reshard_after_forward else 1.0
+    passes = _f(fsdp_gather_passes(np.asarray(one.recompute) == FULL, wl))
     tp, cp, ep, dp = (np.asarray(x, dtype=np.float64) for x in (one.tp, one.cp, one.ep, one.dp))
     role_link = {"reduce": _f(d["reduce"]) * reductions, "zero": _f(d["zero_gather"]), "fsdp": _f(d["fsdp_per_mb"]) * m}
     if wl.hides("dp"):

@@ -87,6 +87,19 @@ def forward_passes(full_recompute):
     return np.where(full_recompute, 3.0, 2.0)
 
 
+def fsdp_gather_passes(full_recompute, wl):
+    """FULLY_SHARD parameter gathers per unit per micro-batch: one per pass over the layer
+    (`forward_passes`), but one for the whole micro-batch without reshard_after_forward (the forward's
+    gather serves backward and recompute), and two under full recompute where the stack's recompute
+    forward reuses the backward's gather (workload.fsdp_recompute_regather false: Megatron-FSDP,
+    megatron_fsdp.py "gather parameters once for both the recomputation and backward computation").
+    A workload not resolved under a stack (None) regathers."""
+    if not wl.fsdp_reshard_after_forward:
+        return 1.0
+    regather = wl.fsdp_recompute_regather is not False
+    return forward_passes(np.asarray(full_recompute, dtype=bool) & regather)
+
+
 def tp_layer_calls(sp, full_recompute) -> dict[str, tuple]:
     """TP collectives per layer and micro-batch by kind: {kind: (forward, backward exposed,
     backward hidden)} (Megatron-LM schedule, `tp_layer_times_s`). Without SP 2 all-reduces forward
@@ -447,7 +460,7 @@ def dp_step_times_s(
     full_recompute,
     fsdp_units=1.0,
     bucket_params=None,
-    reshard_after_forward: bool = True,
+    gather_passes=None,
     grad_bytes=GRAD_BYTES["fp32"],
     param_bytes=WORKING_WEIGHT_BYTES,
     etp=None,
@@ -459,9 +472,9 @@ def dp_step_times_s(
     FULLY_SHARD gathers each of the stage's `fsdp_units` (layers, embedding, head: FSDP2 /
     Megatron FSDP wrap one layer per unit) once per micro-batch forward, again in backward (and
     in a full-recompute forward), and reduce-scatters each unit's gradient once per reduction
-    (the caller multiplies by the reductions per step: `states.reduces_every_micro_batch`). Without
-    reshard_after_forward (FSDP2 option) the forward's gather serves backward and recompute: one
-    gather per unit and micro-batch. grad_bytes: bytes per gradient element reduced (4 fp32 main
+    (the caller multiplies by the reductions per step: `states.reduces_every_micro_batch`).
+    gather_passes: FULLY_SHARD gathers per unit and micro-batch as the stack issues them
+    (`fsdp_gather_passes`); None: one per pass (`forward_passes`). grad_bytes: bytes per gradient element reduced (4 fp32 main
     grads, 2 with grad_reduce_dtype=bf16 or fp16); param_bytes: bytes per parameter gathered (2 bf16,
     1 with fp8 parameters: `states.param_gather_bytes`); etp: expert TP (None: tp), whose
     expert-DP group is tp·dp·cp/(etp·ep) ranks (`shapes.expert_dp_size`)."""
@@ -474,7 +487,7 @@ def dp_step_times_s(
         ar, rs, ag_zero, ag_fsdp = (np.where(ops[k].nbytes > 0, ops[k].link_s, 0.0) for k in DP_OPS)
         reduce = np.where(sharding == NO_OP, ar, rs)
         zero_gather = np.where((sharding != NO_OP) & (sharding != FS), ag_zero, 0.0)
-        passes = forward_passes(full_recompute) if reshard_after_forward else 1.0
+        passes = forward_passes(full_recompute) if gather_passes is None else gather_passes
         fsdp = np.where(sharding == FS, ag_fsdp * m * passes, 0.0)
         return reduce, zero_gather, fsdp
 
@@ -533,6 +546,7 @@ def pp_hop_op(hw, model, T, tp, stride, pp, calls=1.0, scope="stage") -> Collect
 __all__ = [
     "EP_CALLS_PER_MOE_LAYER_FORWARD",
     "forward_passes",
+    "fsdp_gather_passes",
     "tp_layer_calls",
     "cp_layer_transfers",
     "ep_layer_calls",

@@ -33,7 +33,7 @@ from .comm import (
     cp_layer_times_s,
     dp_step_times_s,
     ep_layer_time_s,
-    forward_passes,
+    fsdp_gather_passes,
     hsdp_replica_reduce_s,
     pp_hop_s,
     tp_layer_nic_s,
@@ -542,7 +542,7 @@ def _dp_terms(cols: TrainingLayout, model, hw, wl, rates, group: str | None = No
         full,
         fsdp_units=units,
         bucket_params=wl.dp_bucket_params,
-        reshard_after_forward=wl.fsdp_reshard_after_forward,
+        gather_passes=fsdp_gather_passes(full, wl),
         grad_bytes=grad_bytes,
         param_bytes=param_gather_bytes(wl),
         etp=etp,
@@ -697,8 +697,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
             )
         param_fetch: float | np.ndarray = 0.0
         if wl.param_offload:  # each FSDP gather's shard fetched from the host first (cost/offload.py)
-            full = np.asarray(cols.recompute) == FULL
-            passes = forward_passes(full) if wl.fsdp_reshard_after_forward else 1.0
+            passes = fsdp_gather_passes(np.asarray(cols.recompute) == FULL, wl)
             param_fetch, _ = param_fetch_s(
                 d["shard_params"], param_gather_bytes(wl), m * passes, hw.host_link_gbps, m * r["t_mb"]
             )

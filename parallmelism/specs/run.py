@@ -49,7 +49,8 @@ def under_stack(hw: AcceleratorSpec, stack: StackSpec | None, workload=None) -> 
 def workload_under_stack(wl, stack: StackSpec | None):
     """A training workload as the cost model takes it under `stack`: compile (the workload's, else the
     stack's default), the element-wise ops it leaves unfused (the workload's, else the stack's list
-    when compile is off, else none) and its context-parallel implementation (the workload's, else the
+    when compile is off, else none), its context-parallel implementation (the workload's, else the
+    stack's) and whether a full-recompute forward gathers FSDP parameters again (the workload's, else the
     stack's). Serving workloads (no stack) are returned as they are."""
     if not isinstance(wl, TrainWorkload) or stack is None:
         return wl
@@ -58,9 +59,23 @@ def workload_under_stack(wl, stack: StackSpec | None):
     if unfused is None:
         unfused = {} if compiled else dict(stack.kernels.unfused_elementwise)
     cp_impl = stack.kernels.context_parallel if wl.cp_implementation is None else wl.cp_implementation
-    if wl.compile == compiled and wl.unfused_elementwise == unfused and wl.cp_implementation == cp_impl:
+    regather = (
+        stack.collectives.fsdp_recompute_regather if wl.fsdp_recompute_regather is None else wl.fsdp_recompute_regather
+    )
+    if (
+        wl.compile == compiled
+        and wl.unfused_elementwise == unfused
+        and wl.cp_implementation == cp_impl
+        and wl.fsdp_recompute_regather == regather
+    ):
         return wl
-    return wl.model_copy(update={"compile": compiled, "unfused_elementwise": unfused, "cp_implementation": cp_impl})
+    update = {
+        "compile": compiled,
+        "unfused_elementwise": unfused,
+        "cp_implementation": cp_impl,
+        "fsdp_recompute_regather": regather,
+    }
+    return wl.model_copy(update=update)
 
 
 class OutputSpec(BaseModel):

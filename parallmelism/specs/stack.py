@@ -110,6 +110,12 @@ class StackCollectives(BaseModel):
 
     implementation: str = ""
     overlap: dict[str, str] = Field(default_factory=dict, description="axis or mechanism -> what it overlaps with")
+    fsdp_recompute_regather: bool = Field(
+        True,
+        description="FULLY_SHARD under full recompute: the recompute forward gathers each unit's parameters "
+        "again (forward, recompute, backward: 3 gathers per micro-batch); false: it reuses the backward's "
+        "gather (2; Megatron-FSDP's shard-aware recompute). workload.fsdp_recompute_regather overrides",
+    )
     source: str = ""
 
 

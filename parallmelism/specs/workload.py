@@ -168,6 +168,12 @@ class TrainWorkload(BaseModel):
         "micro-batch's compute (Megatron-Core EP A2A overlap, "
         "DualPipe-style); false: on the critical path",
     )
+    fsdp_recompute_regather: Optional[bool] = Field(
+        None,
+        description="FULLY_SHARD under full recompute: the recompute forward gathers each layer's parameters "
+        "again (3 gathers per micro-batch) or reuses the backward's (2); None: the stack's "
+        "stack.collectives.fsdp_recompute_regather",
+    )
     fsdp_reshard_after_forward: bool = Field(
         True,
         description="FULLY_SHARD (FSDP2 reshard_after_forward): free each "

@@ -34,9 +34,12 @@ KNOWN_GAPS = {
     "tt2506-70b-256gpu-fsdp32-tp8-asynctp-fp8-rowwise": "fp8 rowwise: 8B residual (page's low baseline)",
     "tt2506-8b-64gpu-fsdp8-tp8-vanillatp-fp8-rowwise": "fp8 rowwise: 8B residual (page's low baseline)",
     "tt2506-8b-64gpu-fsdp8-tp8-asynctp-fp8-rowwise": "fp8 rowwise: 8B residual (page's low baseline)",
-    # fine-grained MoE (128 experts, top-8) under Megatron-FSDP: 42 % slow on kernels alone, the other way
-    # from every dense row; the grouped expert GEMMs and FSDP of expert weights are issue 32 item 2's
-    "mz-qwen3-235b-h100-256gpu-megatronfsdp-tp2-ep8-edp32": "fine-grained MoE under FSDP (not explained)",
+    # fine-grained MoE (128 experts, top-8) under Megatron-FSDP with full recompute: +47 % while the model
+    # gathered each layer's parameters for the recompute forward again; Megatron-FSDP gathers them once for
+    # the recompute and the backward (stack.collectives.fsdp_recompute_regather false): +18.8 %. What is
+    # left is the expert weights' own DP group (EDP 32, one GPU per node, one NIC each): their gathers and
+    # fp32 reduce-scatters every micro-batch, 18.8 s of link, a third exposed
+    "mz-qwen3-235b-h100-256gpu-megatronfsdp-tp2-ep8-edp32": "fine-grained MoE under FSDP: expert-DP traffic (+19 %)",
     # fine-grained MoE (Qwen3: 128 experts, top-8). Explained and off this list: the grouped expert GEMMs by
     # tokens per expert and TE GroupedLinear's per-expert launches (cost/overheads.py, megatron-te's stated
     # 10 us) put mb2604p1's 235B row at +2.0 % and mz's TP2 EP32 PP8 row at -12.2 %. Still off:
