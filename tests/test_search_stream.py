@@ -216,6 +216,43 @@ def test_table_sink_leaves_nothing_on_failure(tmp_path, workers):
     assert (tmp_path / "t.csv").read_text() == "old\n"
 
 
+@pytest.mark.parametrize("fmt,workers", [("csv", 1), ("parquet", 1), ("parquet", 2)])
+def test_table_sink_write_failing_on_its_thread_is_one_sentence(tmp_path, monkeypatch, fmt, workers):
+    """The sink writes one chunk behind the evaluation, on a thread of its own: a disk that fills up
+    at the second chunk is still the one sentence, the earlier file stays and no temporary is left."""
+    import errno
+    import threading
+
+    import pyarrow.csv
+    import pyarrow.parquet
+
+    from parallmelism.errors import UserError
+
+    runs = _runs(GPT3 + ["grid.ngpus=[16,32,64,128,256]", "grid.max_micro_batch=1"])
+    target = tmp_path / f"t.{fmt}"
+    target.write_bytes(b"old contents")
+    calls, threads = [], set()
+    real = pyarrow.csv.write_csv if fmt == "csv" else pyarrow.parquet.ParquetWriter.write_table
+
+    def fill_up(*args, **kwargs):
+        threads.add(threading.current_thread().name)
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    if fmt == "csv":
+        monkeypatch.setattr(pyarrow.csv, "write_csv", fill_up)
+    else:
+        monkeypatch.setattr(pyarrow.parquet.ParquetWriter, "write_table", fill_up)
+    with pytest.raises(UserError, match="no space left on the device") as info:
+        stream_runs(runs, [TableSink(target, fmt, runs)], chunk_rows=3001, workers=workers, derive=False)
+    assert "\n" not in str(info.value)
+    assert all(name.startswith("table-sink") for name in threads), threads  # written off the main thread
+    assert target.read_bytes() == b"old contents"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
 def test_missing_time_column_is_one_sentence():
     from parallmelism.errors import UserError
 
