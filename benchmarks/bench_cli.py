@@ -214,6 +214,23 @@ def measure(args, base: Path | None) -> list[dict]:
     return results
 
 
+def worker_ratios(results: list[dict]) -> list[str]:
+    """Default workers against one, per case measured both ways (issue 29: never above 1.00), with
+    the load average now; benchmarks/bench_workers.py measures -j 1, default and -j 2 at 10^5-10^7."""
+    one = {r["case"].removesuffix(", -j 1"): r for r in results if r["case"].endswith(", -j 1")}
+    lines = []
+    for r in results:
+        base = r["case"].removesuffix(", default workers")
+        if base != r["case"] and base in one:
+            ratio = r["this"][0] / one[base]["this"][0]
+            lines.append(f"default/one worker, wall: {ratio:.2f}  {base} ({r['n']:,} {r['unit']}s)")
+    if lines:
+        lines.append(
+            f"(1-minute load average now {os.getloadavg()[0]:.1f}, {len(os.sched_getaffinity(0))} cores usable)"
+        )
+    return lines
+
+
 def _best(runs: list[tuple]) -> tuple:
     """Minimum wall, CPU and RSS over the repeats (each its own minimum), and the worst exit code."""
     return (min(r[0] for r in runs), min(r[1] for r in runs), min(r[2] for r in runs), max(r[3] for r in runs))
@@ -344,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             for who in ("this", "base"):
                 for case, (per_s, per_cpu_s) in rates[who].items():
                     print(f"in process ({who}) {case}: {per_s:,.0f} layouts/s, {per_cpu_s:,.0f} per CPU-s")
+    for text in worker_ratios(results):
+        print(text)
     loop_us = per_config_loop()
     gpt3 = next((r for r in results if r["case"].startswith("best GPT-3") and r["n"]), None)
     vector_us = gpt3["this"][1] / gpt3["n"] * 1e6 if gpt3 else float("nan")
