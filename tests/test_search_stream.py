@@ -299,6 +299,36 @@ def test_topk_with_ties_and_nan_equals_a_full_sort():
             assert c.result()["_row"].tolist() == expected.tolist(), (nan_share, k)
 
 
+def test_topk_fed_chunk_by_chunk_equals_a_full_sort():
+    """Fed in chunks, a chunk's rows no better than the k already kept in their group are passed
+    over (the kept k-th key bounds the shortlist): ties at that key and NaN keys on either side,
+    ascending or descending, still give the rows of a stable sort of everything."""
+    rng = np.random.default_rng(29)
+    n = 3000
+    for nan_share in (0.0, 0.3, 0.999):
+        for by, sort_cols, ascending in (
+            ([("time_step_s", "min"), ("mfu", "max")], ["time_step_s", "neg_mfu", "_row"], True),
+            ([("mfu_int", "max")], ["neg_mfu_int", "_row"], True),
+        ):
+            t = rng.integers(0, 40, n).astype(float)  # many ties
+            t[rng.random(n) < nan_share] = np.nan
+            cols = {
+                "_run": np.zeros(n, dtype=np.int32),
+                "_row": np.arange(n, dtype=np.int64),
+                "ngpus": np.full(n, 64),
+                "time_step_s": t,
+                "mfu": rng.random(n),
+                "mfu_int": np.where(np.isnan(t), np.nan, 40.0 - t),
+            }
+            df = pd.DataFrame({**cols, "neg_mfu": -cols["mfu"], "neg_mfu_int": -cols["mfu_int"]})
+            for k in (1, 5, 50):
+                c = TopKCollector(k, by)
+                for lo in range(0, n, 400):
+                    c.update({name: v[lo : lo + 400] for name, v in cols.items()})
+                expected = df.sort_values(sort_cols, kind="stable", ascending=ascending).head(k)["_row"]
+                assert c.result()["_row"].tolist() == expected.tolist(), (nan_share, by, k)
+
+
 class _Chunks(Collector):
     """Collector keeping each chunk as it arrives."""
 

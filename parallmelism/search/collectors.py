@@ -133,6 +133,8 @@ class TopKCollector(Collector):
         if len(idx) == 0:
             return
         idx = self._shortlist({k: cols[k] for k in keys}, idx)
+        if len(idx) == 0:  # no row beats the k already kept in its group
+            return
         idx = idx[self._select({k: cols[k][idx] for k in keys})]
         both = concat_columns(self.kept, take_rows(cols, idx))
         self.kept = take_rows(both, self._select(both))
@@ -143,15 +145,39 @@ class TopKCollector(Collector):
 
     def _shortlist(self, cols: dict, idx: np.ndarray) -> np.ndarray:
         """The rows of `idx` that can be among the k best: when the rows form one group, those
-        whose first `by` key is at most the k-th smallest (ties kept, so the later sort breaks
-        them as before); every row when there are several groups or a NaN among the k best."""
+        whose first `by` key is at most the k-th smallest of the chunk's and of the rows already
+        kept in that group (ties kept, so the later sort breaks them as before: a row with k
+        better rows in either cannot be among the k best of both); every row when there are
+        several groups or a NaN among the k best."""
         if self.k < 1 or len(idx) <= 4 * self.k or any(np.any(cols[g] != cols[g][idx[0]]) for g in self.group_by):
             return idx
-        primary = self._primary(cols)[idx]
+        c, s = self.by[0]
+        values = np.asarray(cols[c], dtype=np.float64)
+        values = values if len(idx) == len(values) else values[idx]  # all rows: idx is every row in order
+        primary = -values if s == "max" else values  # as _primary (x * -1.0 is -x, x * 1.0 is x)
+        bound = self._kept_kth(cols, idx[0])
+        if bound is not None:
+            below = np.flatnonzero(primary <= bound)
+            idx, primary = idx[below], primary[below]
+            if len(idx) <= 4 * self.k:
+                return idx
         kth = np.partition(primary, self.k - 1)[self.k - 1]
         if np.isnan(kth):  # NaN sorts last: the k best are not all numbers
             return idx
         return idx[primary <= kth]
+
+    def _kept_kth(self, cols: dict, row: int) -> float | None:
+        """The k-th smallest first `by` key of the rows kept so far in the group of `row`, or None
+        when fewer than k are kept there or one of them is NaN."""
+        if not self.kept:
+            return None
+        same = np.ones(len(self.kept["_row"]), dtype=bool)
+        for g in self.group_by:
+            same &= self.kept[g] == cols[g][row]
+        kept = self._primary(self.kept)[same]
+        if len(kept) < self.k or np.isnan(kept).any():
+            return None
+        return float(np.partition(kept, self.k - 1)[self.k - 1])
 
     def _select(self, cols: dict) -> np.ndarray:
         sort_keys = [self._primary(cols)] + [
