@@ -6,6 +6,8 @@ A row is kept where the source names its statistic (metric_stat) and its load (r
 client concurrency) and publishes TTFT or ITL, and the model can express it. One rule per column:
 - load_stat = metric_stat; measured_ttft_ms = reported_ttft_ms (the TTFT published at that load),
   measured_itl_ms as in engine_cases.csv (the per-request TPOT, or LLMPerf's ITL p50).
+- scheduler_steps = N where the notes say the engine ran with --num-scheduler-steps N (vLLM 0.6's
+  multi-step scheduling: the benchmark_vllm_060 rows, 10), else blank (1).
 - chunked_prefill = false: each engine at the version measured schedules a prompt's pass apart
   from the decode iterations by default (SGLang without --enable-mixed-chunk, TensorRT-LLM without
   enable_chunked_context, vLLM 0.6's V0 scheduler), as cases/inference_deepseek.csv rules.
@@ -19,6 +21,7 @@ Left out: nvfp4 rows (no fp4 weights in the serving model), rows without a layou
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +32,7 @@ OUT = ROOT / "parallmelism/cases/loaded/inference_loaded.csv"
 COLUMNS = [
     "case", "model", "accelerator", "precision", "kv_cache_precision", "gpus", "tp", "pp", "ep",
     "input_len", "output_len", "length_dist", "length_spread", "requests", "request_rate", "max_batch",
-    "concurrency", "chunked_prefill", "load_stat", "measured_ttft_ms", "measured_itl_ms", "engine",
+    "concurrency", "chunked_prefill", "scheduler_steps", "load_stat", "measured_ttft_ms", "measured_itl_ms", "engine",
     "source", "notes",
 ]  # fmt: skip
 SHAREGPT = {"input_len": 231, "output_len": 195, "length_dist": "uniform", "length_spread": 0.9}
@@ -52,6 +55,8 @@ def main() -> None:
         out["load_stat"] = r["metric_stat"]
         out["measured_ttft_ms"] = r["reported_ttft_ms"]
         out["chunked_prefill"] = "false"
+        steps = re.search(r"--num-scheduler-steps (\d+)", str(r.get("notes")))
+        out["scheduler_steps"] = int(steps.group(1)) if steps else None
         out["length_dist"] = "fixed"
         if pd.isna(r["input_len"]):  # ShareGPT
             out.update(SHAREGPT)
@@ -61,7 +66,7 @@ def main() -> None:
             )
         rows.append(out)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("gpus", "tp", "pp", "ep", "input_len", "output_len", "requests", "concurrency"):
+    for c in ("gpus", "tp", "pp", "ep", "input_len", "output_len", "requests", "concurrency", "scheduler_steps"):
         table[c] = table[c].astype("Int64")
     table.to_csv(OUT, index=False)
     print(f"wrote {len(table)} rows to {OUT.relative_to(ROOT)}")

@@ -435,6 +435,7 @@ def continuous_terms(
         tokens_per_iter=expected_tokens_per_step(wl.spec_acceptance, wl.spec_tokens)
         if wl.spec_method != "none"
         else 1.0,
+        steps=wl.scheduler_steps,
     )
     return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
 

@@ -27,7 +27,9 @@ Steady state of a closed loop with b sequences per replica (Little: request rate
       P       = (n_p + pp − 1)·t_mix/pp, the prompt's chunks pipelined through the pp stages (the
                 seed's sequence pipeline; pp = 1: n_p·t_mix)
       W_iter  = E[t²]/(2·E[t]) over the iteration mix: mean residual of the iteration in flight
-                when the request arrives (0 with b = 1: the engine is idle)
+                when the request arrives (0 with b = 1: the engine is idle); with multi-step
+                scheduling (workload.scheduler_steps = m) decode iterations come in runs of m that
+                no prompt enters, so their part is that of runs m·t_dec long: rate_dec·m·t_dec²/2
       W_queue = ρ_p·P / (2(1−ρ_p)), ρ_p = λ_o·n_p·t_mix: M/D/1 wait behind other
                 prompts being prefilled (Poisson arrivals assumed)
     e2e   = TTFT + (out − 1)·ITL                                                     MEAN
@@ -97,7 +99,9 @@ def mixed_stage_terms(stage_terms, model, hw, wl, lay: ServingLayout, decode_tok
     )
 
 
-def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = True, pp=1, tokens_per_iter=1.0):
+def closed_loop(
+    t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = True, pp=1, tokens_per_iter=1.0, steps=1
+):
     """Steady state of b sequences in flight (module docstring). Arrays in seconds; `fused`: the
     prefill iterations also carry the others' decode tokens (chunked prefill), else they stall them.
     Returns a dict with itl_s, ttft_s, e2e_s, wait_s (W_iter + W_queue), mixed_fraction (share of
@@ -117,7 +121,7 @@ def closed_loop(t_dec, t_mix, n_p, batch, output_len, request_s, fused: bool = T
         q = r / (r + rate_dec)
         rho = r * t_mix  # share of the engine's time spent on prefill chunks
         # the engine is always busy: Σ rate·t = 1, so the mean residual E[t²]/(2E[t]) = Σ rate·t²/2
-        residual = np.where(b > 1, (r * t_mix**2 + rate_dec * t_dec**2) / 2, 0.0)
+        residual = np.where(b > 1, (r * t_mix**2 + rate_dec * steps * t_dec**2) / 2, 0.0)
         queue = rho * prefill_s / (2 * (1 - rho))
         ttft = residual + queue + prefill_s + request_s
         e2e = ttft + (output_len - 1) * itl

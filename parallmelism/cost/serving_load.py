@@ -10,7 +10,10 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
              --max-concurrency, LLMPerf's concurrent requests)
   admission  FCFS; at most `max_batch` sequences in flight (vLLM max_num_seqs, SGLang
              max_running_requests); a request is seen by the engine `request_overhead_s` after it
-             is sent (tokenization, HTTP; the fitted eff.request_overhead_ms)
+             is sent (tokenization, HTTP; the fitted eff.request_overhead_ms). Multi-step scheduling
+             (`steps` > 1, vLLM 0.6's --num-scheduler-steps): decode-only iterations run in runs of
+             `steps` per scheduler call and a prompt is admitted only between runs (a run cut short
+             by every sequence finishing ends there)
   iteration  chunked prefill (vLLM V1, SGLang --chunked-prefill-size, TensorRT-LLM chunked
              context): every decoding sequence contributes one token; the prompts in flight, in
              admission order, fill the rest of the token budget C with chunks. Prefill priority
@@ -63,6 +66,7 @@ class Scheduler:
     max_batch: int  # sequences in flight per replica
     token_budget: int  # tokens per iteration, decode + prompt
     chunked_prefill: bool = True  # False: prefill priority, decodes stall while prompts wait
+    steps: int = 1  # decode iterations per scheduler call (multi-step scheduling); admission between runs
 
 
 @dataclass(frozen=True)
@@ -137,10 +141,11 @@ def simulate(
     weights: list[np.ndarray] = []
     running = np.empty(0, dtype=np.int64)  # admission order
     nxt, done, t = 0, 0, 0.0
+    run_left = 0  # decode iterations left in the multi-step run in flight (no admission before 0)
     C = sched.token_budget
     while done < n:
         room = sched.max_batch - len(running)
-        if room > 0 and nxt < n and seen[nxt] <= t:
+        if run_left == 0 and room > 0 and nxt < n and seen[nxt] <= t:
             k = nxt + int(np.searchsorted(seen[nxt : nxt + room], t, side="right"))
             running = np.concatenate([running, np.arange(nxt, k)])
             nxt = k
@@ -153,7 +158,10 @@ def simulate(
             # only decodes until the next admission or the next finish: k identical iterations at once
             dt = times(len(running), 0.0)
             k = int(out_left[running].min())
-            if len(running) < sched.max_batch and nxt < n and np.isfinite(seen[nxt]):
+            if sched.steps > 1:  # within the run in flight, or a new run of `steps`
+                k = min(k, run_left if run_left > 0 else sched.steps)
+                run_left = (run_left if run_left > 0 else sched.steps) - k
+            elif len(running) < sched.max_batch and nxt < n and np.isfinite(seen[nxt]):
                 k = max(min(k, math.ceil((seen[nxt] - t) / dt)), 1)
             gaps += [t + dt - last[running], np.array([dt])]  # the first gap may hold a stall
             weights += [np.ones(len(running)), np.array([len(running) * (k - 1)])]
@@ -184,6 +192,8 @@ def simulate(
             finish[ended] = t
             done += len(ended)
             running = running[out_left[running] > 0]
+            if len(running) == 0:
+                run_left = 0  # every sequence finished: the run ends with them
             if concurrency is not None:  # each finished client sends its next request now
                 k = min(closed_next + len(ended), n)
                 sent[closed_next:k] = t

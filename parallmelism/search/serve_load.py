@@ -71,7 +71,7 @@ def loaded_point(
             )
         arrivals = poisson_arrivals_s(rate_per_replica, n, seed)
     times = iteration_times(model, hw, wl, one, km, engine, max_batch, wl.prefill_chunk_tokens)
-    sched = Scheduler(max_batch, wl.prefill_chunk_tokens, wl.chunked_prefill)
+    sched = Scheduler(max_batch, wl.prefill_chunk_tokens, wl.chunked_prefill, wl.scheduler_steps)
     sim = simulate(
         arrivals,
         reqs.input_len,

@@ -277,6 +277,11 @@ class InferenceWorkload(BaseModel):
         description="continuous batching: token budget of one iteration (decode tokens + prefill chunk), "
         "vLLM max_num_batched_tokens / TensorRT-LLM max_num_tokens",
     )
+    scheduler_steps: PositiveInt = Field(
+        1,
+        description="continuous batching: decode iterations per scheduler call (vLLM 0.6 V0 "
+        "--num-scheduler-steps, multi-step scheduling); a new prompt is admitted only between runs",
+    )
     # latency under load (cost/serving_load.py): a request-level simulation of the layout `show` explains
     request_rate: Optional[float] = Field(
         None,

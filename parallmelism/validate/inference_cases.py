@@ -21,6 +21,8 @@ How a row becomes a configuration (one rule each, never per case):
   a row's layout is what ran, so a tp larger than the scale-up domain is kept (grid.cross_node_tp).
 - batching (optional column): blank = continuous (every serving stack in the file batches in
   flight).
+- scheduler_steps (optional column): decode iterations per scheduler call (vLLM 0.6
+  --num-scheduler-steps); blank = 1.
 - chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
   false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
   enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.
@@ -54,7 +56,14 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
     batch = -(-as_int(row, "concurrency", 1) // dp)
     spec = {
         k: get(row, k)
-        for k in ("spec_method", "spec_tokens", "spec_acceptance", "moe_dispatcher", "eplb_redundant_experts")
+        for k in (
+            "spec_method",
+            "spec_tokens",
+            "spec_acceptance",
+            "moe_dispatcher",
+            "eplb_redundant_experts",
+            "scheduler_steps",
+        )
         if get(row, k) is not None
     }
     try:
