@@ -129,12 +129,14 @@ def test_pinned_show_imports_neither_hydra_nor_pandas_once_cached(cache_dir):
         ["best", "-q"],
         ["sweep", "-q", "--out", "{tmp}/s.parquet"],
         ["sweep", "-q", "--out", "{tmp}/s.csv"],
+        ["best", "-q", "--full-output", "{tmp}/all"],
     ],
-    ids=["show", "best", "sweep-parquet", "sweep-csv"],
+    ids=["show", "best", "sweep-parquet", "sweep-csv", "best-full-output"],
 )
 def test_small_best_and_sweep_import_neither_hydra_nor_pandas_once_cached(cache_dir, tmp_path, command):
     """Start-up (issue 29): best's table is row dicts (report/records.py) and sweep writes Arrow
-    record batches from the evaluated arrays (search/frames.py arrow_of_run): no pandas; the
+    record batches from the evaluated arrays (search/frames.py arrow_of_run; --full-output's files
+    dataset_arrow_of_run): no pandas; the
     kernel tables' reference accelerator is read without OmegaConf (config/compose.py _resolved), and once cached without YAML."""
     args = [c.format(tmp=tmp_path) for c in command] + OVERRIDES
     probe = (

@@ -359,10 +359,19 @@ class _Chunks(Collector):
 )
 def test_arrow_chunks_and_row_dicts_equal_the_dataframe_path(overrides):
     """sweep's record batches (arrow_of_run, no pandas) are the table arrow_table builds from the
-    DataFrame (values, types, schema metadata: the written bytes follow), and best's row dicts
+    DataFrame (values, types, schema metadata: the written bytes follow), --full-output's
+    (dataset_arrow_of_run) the table pyarrow builds from it, and best's row dicts
     (records_of_kept) are the DataFrame's rows (issue 29)."""
+    import pyarrow as pa
+
     from parallmelism.report.writer import arrow_table
-    from parallmelism.search.frames import arrow_of_run, frame_of_kept, frame_of_run, records_of_kept
+    from parallmelism.search.frames import (
+        arrow_of_run,
+        dataset_arrow_of_run,
+        frame_of_kept,
+        frame_of_run,
+        records_of_kept,
+    )
 
     runs = _runs(overrides)
     res = stream_runs(runs, [_Chunks()], chunk_rows=4096, workers=1)
@@ -370,6 +379,11 @@ def test_arrow_chunks_and_row_dicts_equal_the_dataframe_path(overrides):
     for cols in res.kept[0]:
         run = runs[int(cols["_run"][0])]
         mine, theirs = arrow_of_run(run, cols), arrow_table(frame_of_run(run, cols))
+        assert mine.schema.equals(theirs.schema, check_metadata=True)
+        assert mine.equals(theirs)
+        # --full-output's files: the table pyarrow builds from the frame less the partition columns
+        frame = frame_of_run(run, cols).drop(columns=["model", "hardware", "workload"])
+        mine, theirs = dataset_arrow_of_run(run, cols), pa.Table.from_pandas(frame, preserve_index=False)
         assert mine.schema.equals(theirs.schema, check_metadata=True)
         assert mine.equals(theirs)
     cols = res.kept[0][0]

@@ -57,13 +57,30 @@ def versioned_columns(columns: list, rows: int):
         ("tool_version", version.cast(pa.string()), None),
         ("schema_version", numpy_to_arrow(np.full(rows, SCHEMA_VERSION, dtype=np.int64)), None),
     ]
-    meta = {
-        b"pandas": _pandas_metadata(columns),
+    versions = {
         b"parallmelism_version": __version__.encode(),
         b"parallmelism_schema_version": str(SCHEMA_VERSION).encode(),
     }
+    return described_table(columns, versions)
+
+
+def described_table(columns: list, metadata: dict | None = None):
+    """Arrow table of `columns` ([(name, pyarrow array, categorical info or None)], in order) with
+    the `pandas` schema metadata `pyarrow.Table.from_pandas(df, preserve_index=False)` stores for
+    such a frame, then `metadata`: a frame's table built without pandas."""
+    import pyarrow as pa
+
+    meta = {b"pandas": _pandas_metadata(columns), **(metadata or {})}
     schema = pa.schema([pa.field(name, array.type) for name, array, _ in columns], metadata=meta)
     return pa.Table.from_arrays([array for _, array, _ in columns], schema=schema)
+
+
+def pandas_text_type():
+    """The Arrow type `pyarrow.Table.from_pandas` gives a text column: large_string from pandas 3
+    (its `str` dtype), string before."""
+    import pyarrow as pa
+
+    return pa.large_string() if int(_pandas_version().split(".")[0]) >= 3 else pa.string()
 
 
 @functools.cache
@@ -90,7 +107,7 @@ def _pandas_metadata(columns: list) -> bytes:
         t = array.type
         if pa.types.is_dictionary(t):
             kinds = ("categorical", str(t.index_type))
-        elif pa.types.is_string(t):
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
             kinds = text
         elif pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
             kinds = (str(t.to_pandas_dtype().__name__),) * 2

@@ -79,11 +79,31 @@ def arrow_of_run(run, cols: dict):
     schema, values and metadata), straight from the evaluated arrays. Coded columns and
     model/hardware/workload are dictionary columns with int8 codes (a missing code is null),
     floats have NaN as null, as `pyarrow.Table.from_pandas` writes them."""
+    import pyarrow as pa
+
+    from ..report.writer import versioned_columns
+
+    columns, n = _arrow_columns(run, cols, (), pa.string())
+    return versioned_columns(columns, n)
+
+
+def dataset_arrow_of_run(run, cols: dict):
+    """One run's columns as a `--full-output` dataset file holds them, without pandas: the table
+    `pyarrow.Table.from_pandas(frame_of_run(run, cols).drop(columns=[model, hardware, workload]),
+    preserve_index=False)` (no version columns; text as pandas' own type: `pandas_text_type`)."""
+    from ..report.writer import described_table, pandas_text_type
+
+    columns, _ = _arrow_columns(run, cols, ("model", "hardware", "workload"), pandas_text_type())
+    return described_table(columns)
+
+
+def _arrow_columns(run, cols: dict, drop, text_type) -> tuple[list, int]:
+    """[(name, Arrow array, categorical info or None)] of a run's columns in schema order, less
+    `drop`, text columns and the categories of coded ones as `text_type`; and the row count."""
     import numpy as np
     import pyarrow as pa
 
     from ..columns import _column_order, coded_categories
-    from ..report.writer import versioned_columns
 
     names = [k for k in cols if k not in INDEX_COLUMNS]
     n = len(cols[names[0]]) if names else 0
@@ -91,21 +111,26 @@ def arrow_of_run(run, cols: dict):
     fixed = {"model": run.model.name, "hardware": run.hardware.name, "workload": run.workload.kind}
     columns: list[tuple[str, object, dict | None]] = []
     for c in _column_order(run, names):
+        if c in drop:
+            continue
         if c in fixed or c in coded:
             labels = [fixed[c]] if c in fixed else coded[c]
             codes = np.zeros(n, dtype=np.int8) if c in fixed else np.asarray(cols[c])
             codes = codes.astype(_code_dtype(len(labels)), copy=False)
             missing = codes < 0
             indices = numpy_to_arrow(codes, missing)
-            array = pa.DictionaryArray.from_arrays(indices, string_array(labels))
+            values = string_array(labels)
+            array = pa.DictionaryArray.from_arrays(
+                indices, values if text_type == pa.string() else values.cast(text_type)
+            )
             columns.append((c, array, {"num_categories": len(labels), "ordered": False}))
         else:
             v = np.asarray(cols[c])
             if v.dtype.kind in "biuf":
                 columns.append((c, numpy_to_arrow(v, np.isnan(v) if v.dtype.kind == "f" else None), None))
-            else:  # text (a serving table's bound_* columns): as pandas keeps it, then as arrow_table writes it
-                columns.append((c, pa.array(v.astype(object), type=pa.string(), from_pandas=True), None))
-    return versioned_columns(columns, n)
+            else:  # text (a serving table's bound_* columns): as pandas keeps it, then as the writer writes it
+                columns.append((c, pa.array(v.astype(object), type=text_type, from_pandas=True), None))
+    return columns, n
 
 
 def _code_dtype(categories: int):

@@ -21,7 +21,7 @@ from ..errors import UserError
 from ..stop import raise_if_stopped
 from ..report.writer import create_temp, remove_temp, temp_beside, write_error_reason
 from .collectors import Collector
-from .frames import arrow_of_run, frame_of_run
+from .frames import arrow_of_run, dataset_arrow_of_run
 
 
 def _write_failed(path: Path, exc: OSError, what: str = "file") -> UserError:
@@ -292,24 +292,22 @@ class _DatasetPartWriter(Collector):
 
 
 def _write_dataset_chunk(tmp: Path, runs: list, cols: dict) -> int:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not cols or len(cols["_row"]) == 0:
         return 0
     run = runs[int(cols["_run"][0])]
-    df = frame_of_run(run, cols)
-    df = df.drop(columns=[c for c in ("model", "hardware", "workload") if c in df.columns])
+    table = dataset_arrow_of_run(run, cols)  # no DataFrame: pandas is not imported for it
     folder = tmp / f"model={run.model.name}" / f"hardware={run.hardware.name}" / f"workload={run.workload.kind}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), folder / f"part-{_chunk_name(cols)}.parquet")
+        pq.write_table(table, folder / f"part-{_chunk_name(cols)}.parquet")
     except OSError as exc:  # disk full, quota, ...: abort() removes the temporary folder
         raise UserError(
             f"cannot write {str(tmp.parent)!r}: {write_error_reason(exc)}; nothing was written "
             "(an existing dataset there is unchanged)"
         ) from None
-    return len(df)
+    return table.num_rows
 
 
 class ParquetDatasetSink(Collector):
