@@ -151,11 +151,36 @@ def fused_moe_table(engine, hw):
         raise UserError(f"fused-MoE table {path}: unreadable ({exc})") from None
 
 
+@lru_cache(maxsize=8)
+def _engine_gemm(path: str):
+    from ..cost.engine_gemm import EngineGemmTable
+
+    return EngineGemmTable(read_rows(path), source=path)
+
+
+def engine_gemm_table(engine, hw):
+    """The engine's measured GEMM table on this accelerator (cost.engine_gemm.EngineGemmTable;
+    `gemm_tables` in conf/engine/NAME.yaml, accelerator name -> table path as for kernel tables),
+    or None when the engine names none for it."""
+    from ..errors import UserError
+
+    name = (getattr(engine, "gemm_tables", None) or {}).get(hw.name)
+    if not name:
+        return None
+    path = resolve_table(name)
+    try:
+        return _engine_gemm(str(path))
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"GEMM table {path}: unreadable ({exc})") from None
+
+
 def serving_kernel_model(hw, engine):
     """kernel_model(hw) with the kernels `engine` runs in place of the model's own where it names
-    measured ones (its fused-MoE table on this accelerator: KernelModel.fused_moe)."""
+    measured ones on this accelerator (its fused-MoE table: KernelModel.fused_moe; its GEMM table:
+    KernelModel.engine_gemm)."""
     km = kernel_model(hw)
     km.fused_moe = fused_moe_table(engine, hw)
+    km.engine_gemm = engine_gemm_table(engine, hw)
     return km
 
 

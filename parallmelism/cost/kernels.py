@@ -458,6 +458,9 @@ class KernelModel:
         # a serving engine's measured fused-MoE op (cost.fused_moe.FusedMoeTable), set by
         # config.kernel_tables.serving_kernel_model; None: MoE experts from grouped_gemm_s
         self.fused_moe: Any = None
+        # a serving engine's measured linear layers (cost.engine_gemm.EngineGemmTable), set there too;
+        # None: GEMMs from the kernel table
+        self.engine_gemm: Any = None
 
     def _decode_from(self, tables: KernelTables) -> None:
         """The decode regime's residuals: the own table's rows of each family, else the reference's

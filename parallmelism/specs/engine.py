@@ -56,3 +56,9 @@ class EngineSpec(BaseModel):
     fused_moe_tables: dict[str, str] = Field(
         default_factory=dict, description="accelerator -> measured fused-MoE table of this engine"
     )
+    # The engine's linear layers measured on an accelerator (cost/engine_gemm.py): accelerator name ->
+    # table path (relative to hardware/, as kernel tables). Schemes and accelerators it does not list
+    # take the kernel model's GEMM.
+    gemm_tables: dict[str, str] = Field(
+        default_factory=dict, description="accelerator -> measured GEMM table of this engine"
+    )

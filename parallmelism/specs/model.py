@@ -107,6 +107,11 @@ class ModelSpec(BaseModel):
     )
     moe: Optional[MoESpec] = None
     mla: Optional[MLASpec] = Field(None, description="multi-head latent attention; None = GQA/MHA")
+    fp8_block_size: Optional[PositiveInt] = Field(
+        None,
+        description="edge of the square blocks the fp8 checkpoint's weight scales cover (DeepSeek-V3: "
+        "config.json quantization_config weight_block_size [128, 128]); None = per-tensor scales",
+    )
 
     @model_validator(mode="after")
     def _shapes(self):
