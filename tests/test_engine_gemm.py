@@ -122,3 +122,12 @@ def test_a_table_missing_an_n_k_pair_or_unreadable_is_refused():
     bad = TRTLLM.model_copy(update={"gemm_tables": {"h200-sxm-141gb": "kernels/no-such-gemm-table.csv"}})
     with pytest.raises(UserError, match="no-such-gemm-table"):
         engine_gemm_table(bad, H200)
+
+
+def test_a_table_that_does_not_parse_is_one_sentence_at_its_first_use(tmp_path):
+    """The table is read when a model with an fp8 block-scaled checkpoint first asks for it."""
+    path = tmp_path / "bad-gemm.csv"
+    path.write_text("dtype,fp8_block,m,n,k,time_s\nfp8,128,1,128,128,-1\n")
+    table = engine_gemm_table(TRTLLM.model_copy(update={"gemm_tables": {"h200-sxm-141gb": str(path)}}), H200)
+    with pytest.raises(UserError, match="bad-gemm.csv: unreadable"):
+        table.covers("fp8", 128)

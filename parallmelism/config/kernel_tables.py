@@ -161,17 +161,34 @@ def _engine_gemm(path: str):
 def engine_gemm_table(engine, hw):
     """The engine's measured GEMM table on this accelerator (cost.engine_gemm.EngineGemmTable;
     `gemm_tables` in conf/engine/NAME.yaml, accelerator name -> table path as for kernel tables),
-    or None when the engine names none for it."""
-    from ..errors import UserError
-
+    or None when the engine names none for it. Read at its first use (_LazyGemmTable)."""
     name = (getattr(engine, "gemm_tables", None) or {}).get(hw.name)
     if not name:
         return None
-    path = resolve_table(name)
-    try:
-        return _engine_gemm(str(path))
-    except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"GEMM table {path}: unreadable ({exc})") from None
+    return _LazyGemmTable(str(resolve_table(name)))
+
+
+class _LazyGemmTable:
+    """An engine GEMM table read at its first use (its ~24,000 rows take ~0.4 s to parse, which a run
+    whose model has no fp8 block-scaled checkpoint never needs: cost.inference.engine_gemm_times asks
+    for the scheme first); the methods of cost.engine_gemm.EngineGemmTable."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def _table(self):
+        from ..errors import UserError
+
+        try:
+            return _engine_gemm(self.path)
+        except (OSError, ValueError, KeyError) as exc:
+            raise UserError(f"GEMM table {self.path}: unreadable ({exc})") from None
+
+    def covers(self, dtype: str, fp8_block: int) -> bool:
+        return self._table().covers(dtype, fp8_block)
+
+    def gemm_s(self, m, k, n, dtype: str, fp8_block: int):
+        return self._table().gemm_s(m, k, n, dtype, fp8_block)
 
 
 def serving_kernel_model(hw, engine):
