@@ -87,7 +87,7 @@ def test_readme_serving_commands_run(tmp_path):
     text = _readme()
     block = text[text.index("## Serving (workload=inference)") : text.index("### Validation: serving latency")]
     cmds = [ln.split("#")[0].split() for ln in block.splitlines() if ln.startswith("parallmelism ")]
-    assert len(cmds) == 3
+    assert len(cmds) == 4
     for cmd in cmds:
         extra = [f"output.path={tmp_path / 'x.csv'}"] if cmd[1] == "sweep" else []
         code, out = invoke(*cmd[1:], *extra)

@@ -132,6 +132,7 @@ def show(
             # simulated before anything is printed: a refusal (an unstable rate, a bad trace) is the only output
             load = under_load(run, layout, km) if wl.request_rate is not None or wl.length_trace is not None else []
             _print_fit_line(out, row, run.hardware)
+            out.print(weights_line(wl, row), markup=False)
             out.print(record_table(row, title=title, descriptions=INFERENCE_COLUMNS, width=out.width), crop=False)
             records = breakdown_for_row(
                 row,
@@ -161,6 +162,25 @@ def show(
             out.print(table, crop=False)
     except UserError as exc:
         fail(str(exc))
+
+
+def weights_line(wl, row) -> str:
+    """One line: the serving weights' quantization scheme, bytes per linear weight (element + scales),
+    GEMM and KV-cache dtypes, and the weights per GPU (specs/quantization.py)."""
+    from ..specs.quantization import SCHEMES, linear_weight_bytes
+
+    scheme = SCHEMES.get(wl.quantization)
+    per = linear_weight_bytes(wl)
+    how = (
+        f"{wl.quantization} ({scheme.what}): {per:.6g} B per linear weight ({per - scheme.scale_bytes_per_element:g} "
+        f"+ {scheme.scale_bytes_per_element:.4g} of scales)"
+        if scheme is not None
+        else f"quantization none: {wl.weight_dtype} linear weights, {per:g} B each"
+    )
+    return (
+        f"weights: {how}; GEMMs {wl.precision}, KV cache {wl.kv_dtype}; "
+        f"{float(row['mem_weights_gib']):.2f} GiB of weights per GPU"
+    )
 
 
 def stack_line(run) -> str:

@@ -1,6 +1,6 @@
 """Serving memory per GPU (busiest pipeline stage): weights, KV cache, workspace, max batch.
 
-  weights   quantized linear weights (weight_dtype) + 16-bit norms/router/embedding/head,
+  weights   quantized linear weights (weight_dtype and its scales, workload.quantization) + 16-bit norms/router/embedding/head,
             sharded by tp (heads, FFN, vocabulary), pp (ceil(L/pp) layers) and ep (experts)
   KV cache  2·L_stage·g_l·d·bytes·context·batch / sp  with g_l = g/min(tp, g)
             (formulas.md: 2·L·g·d·bytes·context·batch ÷ min(t, g) ÷ p; when tp > g each rank
@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
+from ..specs.quantization import linear_weight_bytes
 from ..units import GIB
 from .inference_ops import local_heads, weight_elements_per_gpu
 from .layout import ServingLayout
@@ -77,7 +78,7 @@ def inference_memory(
     tp, pp, sp, ep, b = lay.tp, lay.pp, lay.sp, lay.ep, lay.batch
     n = lay.layers_per_stage
     linear, half = weight_elements_per_gpu(model, tp, ep, n, pp)
-    weights = linear * BYTES_PER_ELEMENT[wl.weight_dtype] + half * HALF_BYTES
+    weights = linear * linear_weight_bytes(wl) + half * HALF_BYTES  # scales included (specs/quantization.py)
     kv_seq = kv_cache_bytes_per_sequence(model, wl, tp, n, sp, wl.input_len + wl.output_len)
     ws_seq = workspace_bytes_per_sequence(model, wl, tp, sp, prefill_chunks)
     usable = hw.hbm_usable_gib * GIB

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT
+from ..specs.quantization import linear_weight_bytes
 from .layer_cores import attention_core
 from .layer_gemms import GemmShape, absorbed_gemms, attention_gemms, layer_norms
 from .ops import (
@@ -55,7 +56,7 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     """
     m = model.require_mla()
     T = np.asarray(tokens, dtype=np.float64)
-    wb, kvb, ab = BYTES_PER_ELEMENT[wl.weight_dtype], BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
+    wb, kvb, ab = linear_weight_bytes(wl), BYTES_PER_ELEMENT[wl.kv_dtype], ACT_BYTES
     Tn, Pn, Kn = (np.asarray(x, dtype=np.float64) + 0 * T for x in naive)
     Ta, Pa, Ka = (np.asarray(x, dtype=np.float64) + 0 * T for x in absorbed)
     inf = np.full_like(T, np.inf)

@@ -25,7 +25,8 @@ Attention convention: CAUSAL. Prefill scores count S(S+1)/2 query-key pairs per 
 Q, K, V are read once and O written once (no S×S matrix in HBM); `flash_attention=false` adds
 the scores written and the probabilities read, 2 bytes per head per kept pair each.
 
-Dtypes: `weight_dtype` applies to the decoder's linear layers (the quantized GEMMs); norms,
+Dtypes: `weight_dtype` (with its scales under `quantization`, specs/quantization.py) applies to
+the decoder's linear layers (the quantized GEMMs); norms,
 router, embedding and output head stay 16-bit, as in vLLM / TensorRT-LLM fp8 and int4
 checkpoints. Activations are 16-bit; the KV cache uses `kv_dtype`.
 """
@@ -35,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, InferenceWorkload, ModelSpec
+from ..specs.quantization import linear_weight_bytes
 from .flops import busiest_stage_layer_counts
 from .inference_mla import mla_attention_ops
 from .layer_cores import attention_core, embedding
@@ -116,7 +118,7 @@ def layer_ops(
     """
     tp = np.asarray(tp, dtype=np.float64)
     T = np.asarray(tokens, dtype=np.float64)
-    wb = BYTES_PER_ELEMENT[wl.weight_dtype]
+    wb = linear_weight_bytes(wl)  # the element and its scales (specs/quantization.py)
     kvb = BYTES_PER_ELEMENT[wl.kv_dtype]
     ab = ACT_BYTES
     all_layers = np.asarray(dense_layers, dtype=np.float64) + moe_layers

@@ -411,7 +411,9 @@ def _serving_gemms_s(ops: list[Op], dtype: str, grouped: bool, km: KernelModel, 
     m, k, n = (_joined([op.mkn[j] for op in ops], shape) for j in range(3))
     e = _joined(experts, shape)
     per_weight = _joined([op.weight_bytes for op in ops], shape) / (k * n * e)
-    w_bytes = np.where((per_weight < in_bytes) & (per_weight > 0), per_weight, in_bytes)
+    # the weights at their own bytes (with their scales, workload.quantization) below twice the input
+    # dtype's; 16-bit weights under an fp8 GEMM are its fp8 copy's
+    w_bytes = np.where((per_weight < 2.0 * in_bytes) & (per_weight > 0), per_weight, in_bytes)
     if grouped:
         mats = _joined([op.expert_matrices for op in ops], shape)
         grouped_s = lambda *c: km.grouped_gemm_s(c[0], c[1], c[2], c[3], dtype, c[4], c[5])  # noqa: E731

@@ -124,6 +124,8 @@ def pinned_overrides(kind: str, model, hardware, ngpus: int, axes: dict, workloa
             continue  # no chunk budget without chunked prefill
         if k in workload:
             out[f"workload.{k}"] = workload[k]
+    if workload.get("quantization", "none") != "none":  # only where a scheme is named
+        out["workload.quantization"] = workload["quantization"]
     for k in ("cp_comm_type", "dp_shard_size", "expert_tp"):  # only where they matter
         if workload.get(k) is not None:
             out[f"workload.{k}"] = workload[k]
@@ -187,7 +189,7 @@ def planned_of(record: dict, run) -> Planned:
         axes = {k: record[k] for k in SERVE_AXES}
         axes["dp"] = record["dp"]
         workload = {k: getattr(wl, k) for k in SERVE_WORKLOAD}
-        for k in ("batching", "spec_method", "precision", "moe_dispatcher", "eplb_redundant_experts"):
+        for k in ("batching", "spec_method", "precision", "moe_dispatcher", "eplb_redundant_experts", "quantization"):
             workload[k] = getattr(wl, k)
         extra = {}
     predicted = {k: v for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

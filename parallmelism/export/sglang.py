@@ -6,7 +6,8 @@ flag is the field name, tp_size -> --tp-size; stored version at commit
 --enable-dp-attention (attention data-parallel over dp_size groups inside the tp_size ranks, the
 MoE layers over all of them), --chunked-prefill-size (-1 disables chunking),
 --max-running-requests, --mem-fraction-static (fraction of GPU memory for weights and the KV
-pool), --kv-cache-dtype auto | fp8_e4m3 | fp8_e5m2, --context-length, --quantization fp8.
+pool), --kv-cache-dtype auto | fp8_e4m3 | fp8_e5m2, --context-length, --quantization (workload.quantization: fp8 | modelopt_fp4 | awq_marlin | gptq_marlin,
+export/serving.py; QUANTIZATION_CHOICES).
 
 Our layout -> SGLang: ep 1, `--tp-size tp --dp-size dp` (dp router replicas); ep = tp, the same
 with `--ep-size tp`; ep = tp*dp with dp > 1, one server of tp*dp ranks with DP attention:
@@ -28,7 +29,8 @@ import math
 from .layout import Planned, pinned_overrides, refuse
 from .shell import as_int, flags_of, script
 from ..errors import UserError
-from .serving import check, domains_spanned, request_shape_comment, served_workload
+from .serving import QUANTIZATION_FLAG, check, domains_spanned, request_shape_comment, scheme_comment
+from .serving import served_workload
 
 SOURCE = "sgl-project/sglang python/sglang/srt/server_args.py (ServerArgs) @ 001067ff"
 KIND = "inference"
@@ -44,7 +46,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--mem-fraction-static": ("(mem_weights_gib + mem_kv_cache_gib) / hbm_capacity_gib", "value"),
     "--kv-cache-dtype": ("workload.kv_dtype", "value"),
     "--context-length": ("workload.input_len + output_len", "value"),
-    "--quantization": ("workload.weight_dtype", "value"),
+    "--quantization": ("workload.quantization (serving.QUANTIZATION_FLAG), else fp8 for weight_dtype fp8", "value"),
     "--moe-a2a-backend": ("deepep for workload.moe_dispatcher flex or deepep", "value"),
     "--deepep-mode": ("normal (moe_dispatcher flex) | auto (deepep: low-latency kernels in decode)", "value"),
     "--ep-num-redundant-experts": ("workload.eplb_redundant_experts", "value"),
@@ -92,7 +94,10 @@ def render(p: Planned) -> str:
             p.note("prefill_ms", "ttft_ms"),
         ),
     ]
-    if w["weight_dtype"] == "fp8":
+    scheme = w.get("quantization", "none")
+    if scheme != "none":
+        f.append(("--quantization", QUANTIZATION_FLAG[scheme], f"{scheme}; " + p.note("mem_weights_gib")))
+    elif w["weight_dtype"] == "fp8":
         f.append(("--quantization", "fp8", p.note("mem_weights_gib")))
     if dp_attention and w.get("moe_dispatcher") in DEEPEP_MODE:  # DeepEP across the DP-attention ranks
         f.append(("--moe-a2a-backend", "deepep", p.note("tpot_ms")))
@@ -102,6 +107,10 @@ def render(p: Planned) -> str:
     f += multi_node_flags(p, (tp * dp if dp_attention else tp) * a["pp"], (tp * dp) * a["pp"])
     launch = [
         request_shape_comment(w),
+        *scheme_comment(
+            w,
+            f"MODEL is a checkpoint quantized so (--quantization {QUANTIZATION_FLAG.get(str(w.get('quantization')))})",
+        ),
         f'exec python -m sglang.launch_server --model-path "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" '
         '"${SGLANG_ARGS[@]}" "$@"',
     ]

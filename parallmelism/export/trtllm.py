@@ -17,7 +17,7 @@ import math
 import re
 
 from .layout import Planned, pinned_overrides, refuse
-from .serving import check, refuse_cross_node_tp, request_shape_comment, served_workload
+from .serving import check, refuse_cross_node_tp, request_shape_comment, scheme_comment, served_workload
 from .shell import as_int, flags_of, script
 
 SOURCE = "NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py, llmapi/llm_args.py @ 00209af1"
@@ -38,6 +38,15 @@ FIELDS: dict[str, tuple[str, str]] = {
 CONFIG_FIELDS = ("enable_attention_dp", "kv_cache_config.dtype")  # LLM API fields the YAML carries
 KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
 FP8_CHECKPOINT = "# weights fp8: MODEL is an FP8 (ModelOpt) checkpoint; TensorRT-LLM reads its quantization"
+# workload.quantization -> the checkpoint's QuantAlgo (tensorrt_llm/quantization/mode.py; hf_quant_config.json's
+# quant_algo): TensorRT-LLM has no flag for it, so the script names it in a comment that is read back
+QUANT_ALGO = {
+    "fp8_tensor": "FP8",
+    "fp8_block": "FP8_BLOCK_SCALES",
+    "nvfp4": "NVFP4",
+    "int4_awq": "W4A16_AWQ",
+    "int4_gptq": "W4A16_GPTQ",
+}
 
 
 def kv_fraction(p: Planned) -> float:
@@ -89,6 +98,11 @@ def render(p: Planned) -> str:
     ]
     launch = [
         request_shape_comment(w),
+        *scheme_comment(
+            w,
+            f"MODEL is a {QUANT_ALGO.get(str(w.get('quantization')))} (ModelOpt) checkpoint; TensorRT-LLM reads its "
+            "quantization (hf_quant_config.json quant_algo), no flag",
+        ),
         *([FP8_CHECKPOINT] if w["weight_dtype"] == "fp8" else []),
         "cat > \"$CONFIG\" <<'YAML'",
         *yaml,

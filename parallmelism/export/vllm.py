@@ -6,7 +6,7 @@ argument groups; stored version at commit 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda77
 (the MoE layers' experts split over the tp x dp ranks instead of tensor-sharded), --max-num-seqs,
 --max-num-batched-tokens (one iteration's token budget), --max-model-len, --gpu-memory-utilization
 (fraction of the GPU's memory for weights, activations and the KV pool), --kv-cache-dtype auto | fp8,
---quantization (fp8 for fp8 weights), --enable-chunked-prefill / --no-enable-chunked-prefill.
+--quantization (workload.quantization: fp8 | modelopt_fp4 | awq_marlin | gptq_marlin, export/serving.py), --enable-chunked-prefill / --no-enable-chunked-prefill.
 vLLM has no prompt sharding over ranks (our sp) and batches continuously."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from .layout import Planned, pinned_overrides, refuse
-from .serving import check, refuse_cross_node_tp, request_shape_comment, served_workload
+from .serving import QUANTIZATION_FLAG, check, refuse_cross_node_tp, request_shape_comment, scheme_comment
+from .serving import served_workload
 from .shell import as_int, flags_of, script
 
 SOURCE = "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs) @ 99d7eb5d"
@@ -30,7 +31,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--max-model-len": ("workload.input_len + output_len", "value"),
     "--gpu-memory-utilization": ("mem_total_gib / hbm_capacity_gib", "value"),
     "--kv-cache-dtype": ("workload.kv_dtype", "value"),
-    "--quantization": ("workload.weight_dtype", "value"),
+    "--quantization": ("workload.quantization (serving.QUANTIZATION_FLAG), else fp8 for weight_dtype fp8", "value"),
     "--enable-chunked-prefill": ("workload.chunked_prefill", "switch"),
 }
 KV_DTYPE = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
@@ -67,7 +68,10 @@ def flags(p: Planned) -> list[tuple[str, object, str]]:
         ("--gpu-memory-utilization", memory_fraction(p), p.note("mem_total_gib") + f" of {p.hbm_capacity_gib:g} GiB"),
         ("--kv-cache-dtype", KV_DTYPE[w["kv_dtype"]], p.note("mem_kv_cache_gib")),
     ]
-    if w["weight_dtype"] in WEIGHTS:
+    scheme = w.get("quantization", "none")
+    if scheme != "none":
+        f.append(("--quantization", QUANTIZATION_FLAG[scheme], f"{scheme}; " + p.note("mem_weights_gib")))
+    elif w["weight_dtype"] in WEIGHTS:
         f.append(("--quantization", WEIGHTS[w["weight_dtype"]], p.note("mem_weights_gib")))
     if w["chunked_prefill"]:
         f.append(("--enable-chunked-prefill", True, p.note("ttft_ms", "tpot_ms")))
@@ -84,6 +88,10 @@ def render(p: Planned) -> str:
     refuse_cross_node_tp(p, "vLLM", "on a Ray cluster over the nodes (--distributed-executor-backend ray)")
     launch = [
         request_shape_comment(w),
+        *scheme_comment(
+            w,
+            f"MODEL is a checkpoint quantized so (--quantization {QUANTIZATION_FLAG.get(str(w.get('quantization')))})",
+        ),
         f'exec vllm serve "${{MODEL:?set MODEL to the checkpoint of {p.model}}}" "${{VLLM_ARGS[@]}}" "$@"',
     ]
     return script(p.header(), SOURCE, "VLLM_ARGS", f, launch)

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .workload import QuantScheme
+
 
 class EngineSpec(BaseModel):
     """One serving engine and version. Every overhead is required: an engine file states each value
@@ -61,4 +63,12 @@ class EngineSpec(BaseModel):
     # take the kernel model's GEMM.
     gemm_tables: dict[str, str] = Field(
         default_factory=dict, description="accelerator -> measured GEMM table of this engine"
+    )
+    # The weight quantization schemes (workload.quantization, specs/quantization.py) this engine version
+    # loads and runs; RunConfig refuses the others in one sentence. Not an overhead: a file without the
+    # list (a user's engine) runs none of them until it names them.
+    quantization: list[QuantScheme] = Field(
+        default_factory=list,
+        description="workload.quantization schemes the engine runs (each shipped file cites where); "
+        "none listed: no scheme is taken (workload.quantization=none only)",
     )

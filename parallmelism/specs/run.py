@@ -231,6 +231,33 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _quantization_runs_here(self):
+        """workload.quantization: the engine must list the scheme, the accelerator a tensor-core peak
+        for its GEMM dtype (fp8: Hopper/Ada and later; fp4: Blackwell), and NVFP4 is NVIDIA's format."""
+        from .quantization import SCHEMES
+
+        q = getattr(self.workload, "quantization", "none")
+        if q == "none":
+            return self
+        engine, hw, scheme = self.serving_engine(), self.hardware, SCHEMES[q]
+        if q not in engine.quantization:
+            raise ValueError(
+                f"engine {engine.name} ({engine.display_name} {engine.version}) does not run "
+                f"workload.quantization={q}; it runs {', '.join(engine.quantization) or 'none'}"
+            )
+        what = hw.display_name or hw.name
+        if scheme.precision != "bf16" and scheme.precision not in hw.peak_tflops:
+            raise ValueError(
+                f"workload.quantization={q} runs {scheme.precision} GEMMs, and hardware {hw.name} ({what}) lists no "
+                f"{scheme.precision} tensor-core peak; use a weight-only scheme (int4_awq, int4_gptq) or none"
+            )
+        if q == "nvfp4" and not what.startswith("NVIDIA"):
+            raise ValueError(
+                f"workload.quantization=nvfp4 is NVIDIA Blackwell's fp4 format, and {what} does not run it"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _mtp_needs_its_heads(self):
         if getattr(self.workload, "spec_method", "none") == "mtp" and self.model.mtp_layers == 0:
             raise ValueError(

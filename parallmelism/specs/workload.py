@@ -7,9 +7,11 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 ComputeDtype = Literal["bf16", "fp16", "fp8", "fp4"]
-WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+WeightDtype = Literal["bf16", "fp16", "fp8", "fp4", "int8", "int4"]
+# serving weight schemes (specs/quantization.py SCHEMES: dtypes and scale bytes of each)
+QuantScheme = Literal["none", "fp8_tensor", "fp8_block", "nvfp4", "int4_awq", "int4_gptq"]
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "int8": 1, "int4": 0.5}
 
 
 class TrainWorkload(BaseModel):
@@ -228,6 +230,13 @@ class InferenceWorkload(BaseModel):
     input_len: PositiveInt = 2048
     output_len: PositiveInt = 256
     batch: PositiveInt = Field(1, description="concurrent sequences per replica")
+    quantization: QuantScheme = Field(
+        "none",
+        description="the checkpoint's weight quantization (specs/quantization.py): fp8_tensor, fp8_block "
+        "(128x128 fp32 scales), nvfp4 (fp8 scale per 16, Blackwell), int4_awq / int4_gptq (W4A16, group 128). "
+        "It sets weight_dtype and precision (left at bf16) and adds its scales' bytes to every linear weight; "
+        "none: weight_dtype and precision as given",
+    )
     weight_dtype: WeightDtype = "bf16"
     kv_dtype: WeightDtype = "bf16"
     precision: ComputeDtype = Field("bf16", description="matmul dtype")
@@ -306,6 +315,37 @@ class InferenceWorkload(BaseModel):
     )
     load_requests: PositiveInt = Field(1000, le=1_000_000, description="requests simulated under load")
     load_seed: int = Field(0, ge=0, description="seed of the simulated arrivals and lengths (same seed, same output)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheme_sets_the_dtypes(cls, data):
+        """workload.quantization sets weight_dtype and precision where they are left at bf16 (every
+        field is on a composed config, so bf16 stands for "not set"); another value must agree."""
+        from .quantization import SCHEMES
+
+        if not isinstance(data, dict) or data.get("quantization", "none") not in SCHEMES:
+            return data
+        name = data["quantization"]
+        scheme, data = SCHEMES[name], dict(data)
+        for key, want in (("weight_dtype", scheme.weight_dtype), ("precision", scheme.precision)):
+            have = data.get(key, "bf16")
+            if have not in ("bf16", want):
+                raise ValueError(
+                    f"workload.quantization={name} stores {scheme.weight_dtype} weights and runs {scheme.precision} "
+                    f"GEMMs, and workload.{key}={have} contradicts it (leave {key} out)"
+                )
+            data[key] = want
+        return data
+
+    @model_validator(mode="after")
+    def _int4_needs_its_scheme(self):
+        if self.weight_dtype == "int4" and self.quantization == "none":
+            raise ValueError(
+                "weight_dtype=int4 needs its scales: set workload.quantization=int4_awq or int4_gptq instead"
+            )
+        if self.weight_dtype == "fp4" and self.quantization == "none":
+            raise ValueError("weight_dtype=fp4 needs its scales: set workload.quantization=nvfp4 instead")
+        return self
 
     @model_validator(mode="after")
     def _draft_named(self):
