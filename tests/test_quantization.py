@@ -165,3 +165,30 @@ def test_export_writes_the_scheme_and_reads_it_back(scheme, hardware, vllm, trtl
     text = trt.render(planned)
     assert f"# quantization {scheme}: MODEL is a {trtllm} (ModelOpt) checkpoint" in text
     assert trt.parse(text, None, planned.layers)["workload.quantization"] == scheme
+
+
+def test_fp8_block_scales_keep_trtllms_measured_block_scaled_gemm():
+    """DeepSeek-V3's prefill on TensorRT-LLM/H200 takes the engine's measured fp8 block-scale GEMMs
+    (cost/engine_gemm.py) whether the weights are named by weight_dtype=fp8 or by the fp8_block scheme,
+    whose 1 + 1/4096 B a weight (the scales) must not hide them: the prefill moves by the scales' bytes only."""
+
+    def prefill_ms(*args):
+        r = run_cli(
+            "show",
+            "workload=inference",
+            "model=deepseek-v3",
+            "hardware=h200-sxm-141gb",
+            "engine=trtllm",
+            "grid.ngpus=[8]",
+            "grid.tp=[8]",
+            "grid.ep=[1]",
+            "grid.batch=[8]",
+            "workload.input_len=8192",
+            *args,
+        )
+        assert r.returncode == 0, r.stderr
+        line = next(s for s in r.stdout.splitlines() if s.startswith("│ prefill_ms "))
+        return float(line.split("│")[2])
+
+    legacy = prefill_ms("workload.weight_dtype=fp8", "workload.precision=fp8")
+    assert prefill_ms("workload.quantization=fp8_block") == pytest.approx(legacy, rel=1e-3)

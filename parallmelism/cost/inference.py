@@ -66,6 +66,7 @@ from functools import partial
 import numpy as np
 
 from ..specs import BYTES_PER_ELEMENT, AcceleratorSpec, Bound, EngineSpec, InferenceWorkload, ModelSpec
+from ..specs.quantization import linear_weight_bytes
 from .collective_ops import (
     DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT,
     CollectiveOp,
@@ -209,12 +210,14 @@ def engine_gemm_times(model, wl: InferenceWorkload, ops, times, km: KernelModel)
     if table is None or wl.precision != "fp8" or block is None or not table.covers("fp8", block):
         return times
     out = list(times)
+    # an fp8 weight's bytes: 1, or 1 + 1/4096 with workload.quantization=fp8_block's scales
+    fp8_bytes = linear_weight_bytes(wl) if wl.weight_dtype == "fp8" else LOW_PRECISION_BYTES["fp8"]
     for i, op in enumerate(ops):
         if op.kind != MATMUL or op.mkn is None or op.experts is not None:
             continue
         m, k, n = (np.asarray(x, dtype=np.float64) for x in op.mkn)
         per_weight = np.asarray(op.weight_bytes, dtype=np.float64) / np.maximum(k * n, 1.0)
-        fp8 = np.isclose(per_weight, LOW_PRECISION_BYTES["fp8"]) & (m > 0)
+        fp8 = np.isclose(per_weight, fp8_bytes) & (m > 0)
         if not np.any(fp8):
             continue
         t, bound = times[i]
