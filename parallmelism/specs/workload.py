@@ -267,8 +267,10 @@ class InferenceWorkload(BaseModel):
     chunked_prefill: bool = Field(
         True,
         description="continuous: prefill chunks ride in the decode iterations (vLLM V1 / SGLang chunked "
-        "prefill, TensorRT-LLM enable_chunked_context); false: each prompt chunk is a forward "
-        "pass of its own that the decoding sequences wait for (vLLM V0 / TensorRT-LLM defaults)",
+        "prefill, TensorRT-LLM enable_chunked_context); false: each prompt chunk is priced as a forward "
+        "pass of its own that the decoding sequences wait for (vLLM V0). TensorRT-LLM's in-flight batching "
+        "without chunked context runs the whole prompt inside the decode iteration instead; that is not "
+        "modelled, so its rows are priced as separate passes",
     )
     spec_method: Literal["none", "draft", "mtp"] = Field(
         "none",
