@@ -215,6 +215,56 @@ def test_megatron_fsdp_gathers_once_for_recompute_and_backward():
     assert dp_comm("megatron-fsdp", regather=True) == pytest.approx(dp_comm("megatron-te"), rel=1e-9)
 
 
+def test_torchtitan_fsdp2_recompute_reuses_the_pre_backward_unshard():
+    """torchtitan wraps each block in checkpoint_wrapper and then fully_shard; torch FSDP2's _pre_forward
+    returns at once in TrainingState.PRE_BACKWARD ("the pre-backward hook is responsible for the unshard"),
+    so the recompute forward runs on the backward's gather: 2 all-gathers per unit and micro-batch under
+    full recompute, not 3 (conf/stack/torchtitan.yaml collectives.fsdp_recompute_regather false); 1
+    without reshard_after_forward (torchtitan's PP rows), whatever the recompute."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.params import params_per_gpu
+    from parallmelism.cost.states import FS
+
+    model = load_option("model", "llama3.1-8b")
+
+    def dp_comm(regather=None, recompute="full", reshard=True):
+        r = RunConfig(
+            stack=load_option("stack", "torchtitan"),
+            model=model,
+            hardware=H100,
+            workload=TrainWorkload(
+                seq_len=4096,
+                global_batch=128,
+                fsdp_recompute_regather=regather,
+                fsdp_reshard_after_forward=reshard,
+            ),
+            grid=GridSpec(
+                ngpus=[64],
+                tp=[1],
+                pp=[1],
+                cp=[1],
+                ep=[1],
+                vpp=[1],
+                micro_batch=[1],
+                recompute=[recompute],
+                sequence_parallel=[False],
+                dp_sharding=["FULLY_SHARD"],
+            ),
+        )
+        df = evaluate(r)[0]
+        assert len(df) == 1
+        return float(df.iloc[0]["time_comm_dp_s"])
+
+    p = params_per_gpu(model, *(np.array([v]) for v in (1, 1, 32, 0)), np.array([True]), np.array([True]))
+    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
+    per_gather = float(g1[0]) / 2  # one all-gather of every unit (g1: forward + backward of one micro-batch)
+    m = 2  # micro-batches: 128 sequences over 64 ranks at micro-batch 1
+    assert dp_comm() == pytest.approx(m * float(red[0]) + m * 2 * per_gather, rel=1e-9)
+    assert dp_comm(regather=True) == pytest.approx(m * float(red[0]) + m * 3 * per_gather, rel=1e-9)
+    assert dp_comm(recompute="selective") == pytest.approx(dp_comm(), rel=1e-9)
+    assert dp_comm(reshard=False) == pytest.approx(m * float(red[0]) + m * 1 * per_gather, rel=1e-9)
+
+
 @pytest.mark.parametrize(
     "override, words",
     [

@@ -13,7 +13,8 @@ CASES = REPO / "parallmelism" / "cases"
 # stack -> (mean |error| %, max |error| %, |mean signed| %) reached on its rows outside KNOWN_GAPS,
 # rounded up by about half a point (issue 32's target: 10, 25, 5)
 BARS = {
-    "torchtitan": (7.9, 19.9, 0.5),  # reached 7.39, 19.44, +0.01 (22 rows)
+    # reached 7.36, 19.29, -0.01 (25 rows); 7.39, 19.44, +0.01 on 22 while FSDP2's recompute gathered again
+    "torchtitan": (7.9, 19.8, 0.5),
     # reached 9.62, 20.84, +0.01 (17 rows) with the fms-fsdp rows on their README's fabric (400/800 Gb/s per node);
     # 11.03, 24.97, -1.46 on the accelerator files' per-GPU NICs
     "pytorch-fsdp1": (10.0, 21.3, 0.5),
