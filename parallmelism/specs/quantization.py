@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from .workload import BYTES_PER_ELEMENT, QuantScheme
+
+from .dtypes import BYTES_PER_ELEMENT, QuantScheme
 
 __all__ = ["SCHEMES", "QuantScheme", "Scheme", "linear_weight_bytes"]
 

@@ -6,12 +6,10 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from .dtypes import BYTES_PER_ELEMENT, QuantScheme  # noqa: F401  (re-exported: specs.workload's names)
+
 ComputeDtype = Literal["bf16", "fp16", "fp8", "fp4"]
 WeightDtype = Literal["bf16", "fp16", "fp8", "fp4", "int8", "int4"]
-# serving weight schemes (specs/quantization.py SCHEMES: dtypes and scale bytes of each)
-QuantScheme = Literal["none", "fp8_tensor", "fp8_block", "nvfp4", "int4_awq", "int4_gptq"]
-
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5, "int8": 1, "int4": 0.5}
 
 
 class TrainWorkload(BaseModel):
