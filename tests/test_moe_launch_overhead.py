@@ -24,7 +24,7 @@ def test_launches_per_local_expert_are_te_grouped_linears():
     assert moe_expert_launches(1, low_precision=False, full_recompute=True) == 8
 
 
-def _step(model, precision, us, ep=8, recompute="none"):
+def _step(model, precision, us, ep=8, recompute="none", low_precision_gemms="all"):
     zero = dict(layer_launch_us=0.0, comm_contention=0.0, step_fixed_ms=0.0, straggler_per_doubling=0.0)
     hw = H100.model_copy(update={"overheads": Overheads(**zero, moe_expert_launch_us=us)})
     grid = GridSpec(
@@ -39,7 +39,7 @@ def _step(model, precision, us, ep=8, recompute="none"):
         recompute=[recompute],
         sequence_parallel=[False],
     )
-    wl = TrainWorkload(seq_len=4096, global_batch=32, precision=precision)
+    wl = TrainWorkload(seq_len=4096, global_batch=32, precision=precision, low_precision_gemms=low_precision_gemms)
     run = RunConfig(stack=load_option("stack", "megatron-te"), model=model, hardware=hw, workload=wl, grid=grid)
     df, _ = evaluate(run)
     assert len(df) == 1
@@ -50,11 +50,27 @@ def _step(model, precision, us, ep=8, recompute="none"):
     "precision, recompute, per_expert", [("bf16", "none", 6), ("fp8", "none", 18), ("fp8", "full", 26)]
 )
 def test_the_term_adds_moe_layers_x_micro_batches_x_launches_x_us(precision, recompute, per_expert):
-    """Qwen3-30B-A3B at EP 8: 16 local experts, 48 MoE layers, 4 micro-batches per rank."""
+    """Qwen3-30B-A3B at EP 8: 16 local experts, 48 MoE layers, 4 micro-batches per rank; every GEMM
+    in fp8 (low_precision_gemms=all, as Megatron-Core runs its fp8 recipe)."""
     base, more = _step(QWEN, precision, 0.0, recompute=recompute), _step(QWEN, precision, 10.0, recompute=recompute)
     expected = 48 * 4 * 16 * per_expert * 10e-6
     assert float(more["time_step_s"] - base["time_step_s"]) == pytest.approx(expected, rel=1e-9)
     assert float(more["time_overhead_s"] - base["time_overhead_s"]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_where_faster_weighs_the_expert_quantize_launches():
+    """low_precision_gemms=where_faster (torchtitan's auto_filter_small_kn) runs an expert module's
+    grouped GEMM in fp8 only where its kernels plus its 3 quantize launches per local expert and
+    phase are no slower than bf16: Qwen3-30B-A3B's 16 local experts at EP 8 are small GEMMs, so at
+    10 µs a launch they stay in bf16 (no quantize launches charged), and the fp8 step is no slower
+    than the bf16 one; with launches free they run in fp8 and the step is faster than bf16."""
+    fp8 = _step(QWEN, "fp8", 10.0, low_precision_gemms="where_faster")
+    bf16 = _step(QWEN, "bf16", 10.0, low_precision_gemms="where_faster")
+    assert float(fp8["time_step_s"]) <= float(bf16["time_step_s"]) * (1 + 1e-9)
+    all_fp8 = _step(QWEN, "fp8", 10.0)  # every GEMM in fp8: 18 launches per expert
+    assert float(all_fp8["time_step_s"]) > float(bf16["time_step_s"])
+    free = _step(QWEN, "fp8", 0.0, low_precision_gemms="where_faster")
+    assert float(free["time_step_s"]) < float(bf16["time_step_s"])
 
 
 def test_a_dense_model_takes_no_moe_launches():

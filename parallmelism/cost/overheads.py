@@ -90,18 +90,33 @@ MOE_EXPERT_LAUNCHES = {  # (forward, backward) per local expert, both modules
 }
 
 
-def moe_expert_launches(local_experts, low_precision: bool, full_recompute=False):
+def moe_expert_launches(local_experts, low_precision, full_recompute=False):
     """Kernel launches of one MoE layer's local experts per micro-batch, forward + backward (+ the
-    forward again under full recompute): the grouped GEMMs' per-expert launches and, in fp8/fp4,
-    the per-expert quantizes (MOE_EXPERT_LAUNCHES)."""
-    kinds = ("gemm", "fp8_quantize") if low_precision else ("gemm",)
-    fwd = sum(MOE_EXPERT_LAUNCHES[k][0] for k in kinds)
-    bwd = sum(MOE_EXPERT_LAUNCHES[k][1] for k in kinds)
+    forward again under full recompute): the grouped GEMMs' per-expert launches and, where the
+    expert GEMMs run in fp8/fp4 (`low_precision`, a bool or one per row: with
+    `workload.low_precision_gemms=where_faster` they may stay in bf16), the per-expert quantizes
+    (MOE_EXPERT_LAUNCHES)."""
+    low = np.asarray(low_precision, dtype=np.float64)
+    gemm, quantize = MOE_EXPERT_LAUNCHES["gemm"], MOE_EXPERT_LAUNCHES["fp8_quantize"]
+    fwd = gemm[0] + quantize[0] * low
+    bwd = gemm[1] + quantize[1] * low
     per_expert = fwd * (1.0 + np.asarray(full_recompute, dtype=np.float64)) + bwd
     return per_expert * np.asarray(local_experts, dtype=np.float64)
 
 
-def moe_layer_overhead_s(hw, n_moe_layers, local_experts, low_precision: bool, full_recompute=False):
+def expert_quantize_host_s(hw, local_experts) -> tuple:
+    """(forward, backward) host seconds of ONE expert module's per-expert fp8/fp4 quantize launches
+    in a micro-batch (half of MOE_EXPERT_LAUNCHES["fp8_quantize"], which counts both modules), at
+    the stack's moe_expert_launch_us: what running that module's grouped GEMM in low precision adds
+    beside its kernels (cost.roofline's where_faster choice weighs it). 0 where the accelerator
+    carries no training overheads (serving)."""
+    us = 0.0 if hw.overheads is None else hw.overheads.moe_expert_launch_us
+    per_module = np.asarray(local_experts, dtype=np.float64) * us * 1e-6 / 2.0
+    fwd, bwd = MOE_EXPERT_LAUNCHES["fp8_quantize"]
+    return fwd * per_module, bwd * per_module
+
+
+def moe_layer_overhead_s(hw, n_moe_layers, local_experts, low_precision, full_recompute=False):
     """Seconds added to one micro-batch of a stage by its MoE layers' per-expert launches, exposed
     behind the dispatcher's device-to-host sync (module docstring, moe_expert_launch_us)."""
     us = _overheads(hw).moe_expert_launch_us

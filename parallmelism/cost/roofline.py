@@ -48,6 +48,7 @@ import numpy as np
 
 from .ops import ACT_BYTES, ATTENTION, MATMUL, Op
 from .kernels import KernelModel, first_of_each
+from .overheads import expert_quantize_host_s
 
 LOW_PRECISION_BYTES = {"fp8": 1.0, "fp4": 0.5}
 
@@ -127,6 +128,11 @@ class Rates:
         self._hw = hw
         self._kernels = kernels
 
+    @property
+    def hw(self):
+        """The accelerator these rates belong to (its stack overheads included)."""
+        return self._hw
+
     def at_precision(self, precision: str) -> "Rates":
         """The same accelerator's rates at another precision, sharing its kernel model."""
         return Rates(self._hw, precision, self._kernels, self.scaling)
@@ -199,7 +205,11 @@ def training_ops_variants(ops: list[Op], rates: Rates, wl, backward_casts=(False
         chosen = {}
         for j, i in enumerate(low):
             (f8, b8), (f16, b16) = times[i][:2], bf16[j][:2]
-            use = (f8 + cast[j] <= f16) & (b8 + (cast[j] if backward_cast else 0.0) <= b16)
+            # a grouped expert GEMM in fp8 also launches its per-expert quantizes (cost.overheads)
+            qf, qb = (
+                (0.0, 0.0) if ops[i].rank_experts is None else expert_quantize_host_s(rates.hw, ops[i].rank_experts)
+            )
+            use = (f8 + cast[j] + qf <= f16) & (b8 + (cast[j] if backward_cast else 0.0) + qb <= b16)
             picked = tuple(np.where(use, x, y) for x, y in zip(times[i], bf16[j]))
             chosen[i] = picked + (np.where(use, cast[j], 0.0), np.where(use, nbytes[j], 0.0), use)
         out[backward_cast] = [chosen.get(i, t + (zero, zero, no)) for i, t in enumerate(times)]

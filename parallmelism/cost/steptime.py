@@ -100,8 +100,9 @@ def ops_time(ops, times, recompute):
         cast=0.0,
         cast_bytes=0.0,
         cast_colpar=0.0,
+        low_experts=0.0,
     )
-    for op, (f, b, cb, first_f, first_b, cast, cast_bytes, _) in zip(ops, times):
+    for op, (f, b, cb, first_f, first_b, cast, cast_bytes, low) in zip(ops, times):
         rc_on = full | sel if op.selective else full
         rc = np.where(rc_on, f, 0.0)
         tot = f + b + rc
@@ -126,6 +127,8 @@ def ops_time(ops, times, recompute):
         acc["cast_bytes"] = acc["cast_bytes"] + cast_bytes
         if op.column_parallel:
             acc["cast_colpar"] = acc["cast_colpar"] + cast
+        if op.rank_experts is not None:  # 1 where the grouped expert GEMMs run in fp8/fp4
+            acc["low_experts"] = np.maximum(acc["low_experts"], np.asarray(low, dtype=np.float64))
     return acc
 
 
@@ -471,7 +474,8 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
         overhead_mb = micro_batch_overhead_s(hw, n_layers, hidden, compiled)  # named overheads
         if moe is not None:  # the MoE layers' per-expert launches behind the dispatcher's sync
             n_moe = sum((n for s_, n in set_counts if s_ == "moe"), np.zeros(()))
-            overhead_mb = overhead_mb + moe_layer_overhead_s(hw, n_moe, local_experts, low_precision, full)
+            low_experts = moe["low_experts"] if low_precision else 0.0  # where_faster may keep them bf16
+            overhead_mb = overhead_mb + moe_layer_overhead_s(hw, n_moe, local_experts, low_experts, full)
         offload_mb = _offload_exposed_mb(cols, model, hw, wl, n_layers, dense)
         r = {
             "compute_mb": compute_mb,
