@@ -9,8 +9,10 @@ systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet times TensorRT-LLM 1
 (`moe_torch_flow_cutlass`: routing, token permute, the CUTLASS grouped GEMMs gate+up and down with their
 activation quantization, unpermute and top-k reduce) on one GPU, for num_tokens tokens entering the layer
 on that rank, per (moe_tp, moe_ep). Kept, one rule each: the model shapes shipped in models/ (hidden,
-expert FFN, top-k, experts: DeepSeek-V3), the `balanced` routing (the model's moe_imbalance is a separate
-input, 1 = balanced), and the dtype the shipped checkpoint runs: DeepSeek-V3/R1's fp8 weights are
+expert FFN, top-k, experts: DeepSeek-V3), the routings workload.moe_routing names (`balanced`, and
+`power_law_1.01`: aiconfigurator's collector draws 256 expert loads from a power law of exponent 1.01 and
+times the busiest EP rank; its estimates for DeepSeek use this one, sdk/config.py workload_distribution
+"power_law" with sdk/models/deepseek.py's alpha 1.01), and the dtype the shipped checkpoint runs: DeepSeek-V3/R1's fp8 weights are
 128x128 block-scaled (its config.json quantization_config weight_block_size [128, 128]), so its fp8 rows
 are aiconfigurator's `fp8_block`. Latency is in ms there, seconds here.
 """
@@ -24,16 +26,16 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "hardware" / "kernels" / "h200-sxm-141gb.trtllm-moe.csv"
-DISTRIBUTION = "balanced"  # the workload's moe_imbalance 1; aiconfigurator's own estimates use power_law_1.01
+DISTRIBUTIONS = ("balanced", "power_law_1.01")  # workload.moe_routing's values (module docstring)
 SOURCE = "systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet"
 # (hidden, expert ffn, top-k, experts) of the shipped models: model name -> the aiconfigurator dtype of
 # its fp8 checkpoint (module docstring)
 SHAPES = {(7168, 2048, 8, 256): ("deepseek-v3", "fp8_block")}
 HEADER = """# TensorRT-LLM fused MoE on NVIDIA H200 SXM (aiconfigurator measurements; benchmarks/build_engine_moe_table.py).
 # Source: aiconfigurator 0.12.0 wheel (NVIDIA, Apache-2.0, github.com/ai-dynamo/aiconfigurator), aiconfigurator_core/{src},
-#   TensorRT-LLM 1.3.0rc20, kernel_source moe_torch_flow_cutlass, distribution {dist}.
+#   TensorRT-LLM 1.3.0rc20, kernel_source moe_torch_flow_cutlass, distributions {dist} (aiconfigurator's routing names).
 # One MoE layer's routed experts on one GPU: routing, permute, gate+up and down grouped GEMMs, unpermute and reduce.
-# tokens = tokens entering the layer on the rank; moe_tp x moe_ep = the expert GPUs; time_s = measured latency.
+# routing = workload.moe_routing; tokens = tokens entering the layer on the rank; moe_tp x moe_ep = the expert GPUs; time_s = measured latency.
 # dtype is the workload precision the row stands for ({rule}).
 """
 
@@ -47,14 +49,15 @@ def main(core: Path) -> int:
             & (df.inter_size == f)
             & (df.topk == k)
             & (df.num_experts == e)
-            & (df.distribution == DISTRIBUTION)
+            & (df.distribution.isin(DISTRIBUTIONS))
             & (df.moe_dtype == dtype)
         ]
-        s = s.groupby(["moe_tp_size", "moe_ep_size", "num_tokens"], as_index=False).latency.median()
+        s = s.groupby(["distribution", "moe_tp_size", "moe_ep_size", "num_tokens"], as_index=False).latency.median()
         parts.append(
             pd.DataFrame(
                 {
                     "model": model,
+                    "routing": s.distribution,
                     "dtype": "fp8",
                     "hidden": h,
                     "ffn": f,
@@ -67,10 +70,11 @@ def main(core: Path) -> int:
                 }
             )
         )
-    out = pd.concat(parts).sort_values(["model", "moe_tp", "moe_ep", "tokens"])
+    out = pd.concat(parts).sort_values(["model", "routing", "moe_tp", "moe_ep", "tokens"])
     rule = "fp8: fp8_block, DeepSeek-V3's 128x128 block-scaled checkpoint"
     OUT.write_text(
-        HEADER.format(src=SOURCE, rule=rule, dist=DISTRIBUTION) + out.to_csv(index=False, float_format="%.6g")
+        HEADER.format(src=SOURCE, rule=rule, dist=", ".join(DISTRIBUTIONS))
+        + out.to_csv(index=False, float_format="%.6g")
     )
     print(f"{OUT.relative_to(ROOT)}: {len(out)} rows")
     return 0

@@ -14,6 +14,7 @@ from parallmelism.config.compose import load_option
 from parallmelism.config.kernel_tables import fused_moe_table, kernel_model, serving_kernel_model
 from parallmelism.cost import inference
 from parallmelism.cost.fused_moe import FusedMoeTable
+from parallmelism.cost.moe_routing import routing_imbalance
 from parallmelism.cost.layout import ServingLayout
 from parallmelism.errors import UserError
 from parallmelism.specs import InferenceWorkload
@@ -59,15 +60,18 @@ def test_engines_and_accelerators_without_a_table_keep_the_kernel_model():
 
 def test_interpolation_is_log_log_between_points_and_proportional_beyond():
     rows = [
-        dict(dtype="fp8", hidden=8, ffn=4, top_k=2, experts=4, moe_tp=1, moe_ep=1, tokens=t, time_s=s)
+        dict(
+            routing="balanced", dtype="fp8", hidden=8, ffn=4, top_k=2, experts=4, moe_tp=1, moe_ep=1, tokens=t, time_s=s
+        )
         for t, s in ((1, 1e-5), (4, 4e-5), (16, 1e-4))
     ]
     table = FusedMoeTable(rows)
-    t = table.layer_s(np.array([0.5, 1, 2, 8, 16, 64]), "fp8", 8, 4, 2, 4, 1, 1)
+    t = table.layer_s(np.array([0.5, 1, 2, 8, 16, 64]), "balanced", "fp8", 8, 4, 2, 4, 1, 1)
     # below the first point: its time; 2 = halfway in log2 from 1 to 4: sqrt(1e-5 * 4e-5); 8: sqrt(4e-5 * 1e-4)
     assert t == pytest.approx([1e-5, 1e-5, 2e-5, np.sqrt(4e-5 * 1e-4), 1e-4, 4e-4])
-    assert np.isnan(table.layer_s(16, "fp8", 8, 4, 2, 4, 2, 1))  # a layout it does not hold
-    assert not table.covers("bf16", 8, 4, 2, 4)
+    assert np.isnan(table.layer_s(16, "balanced", "fp8", 8, 4, 2, 4, 2, 1))  # a layout it does not hold
+    assert not table.covers("balanced", "bf16", 8, 4, 2, 4)
+    assert not table.covers("power_law_1.01", "fp8", 8, 4, 2, 4)
 
 
 def test_an_unreadable_table_is_one_sentence():
@@ -99,3 +103,58 @@ def test_decode_passes_keep_the_kernel_model():
     with_table = inference.decode_terms(DSV3, H200, wl, lay, km=serving_kernel_model(H200, TRTLLM), engine=TRTLLM)
     without = inference.decode_terms(DSV3, H200, wl, lay, km=kernel_model(H200), engine=TRTLLM)
     assert float(with_table["stage_s"][0]) == float(without["stage_s"][0])
+
+
+# aiconfigurator moe_perf.parquet, the same op and shape under distribution power_law_1.01 (its DeepSeek default), ms
+POWER_LAW_MS = {(8, 1, 8192): 5.15082, (2, 4, 8192): 2.5802, (1, 8, 8192): 2.17455, (8, 1, 1): 0.0997312}
+
+
+@pytest.mark.parametrize(("ep", "tokens", "moe_tp"), [(1, 8192, 8), (4, 8192, 2), (8, 8192, 1), (1, 1, 8)])
+def test_power_law_routing_takes_the_tables_power_law_rows(ep, tokens, moe_tp):
+    """workload.moe_routing=power_law_1.01 selects the table's measurements under that routing."""
+    cols = {k: np.array([v]) for k, v in dict(tp=8, pp=1, sp=1, ep=ep, dp=1, batch=1).items()}
+    cols["layers_per_stage"] = np.array([DSV3.layers])
+    wl = InferenceWorkload(
+        batch=1, input_len=tokens, output_len=16, weight_dtype="fp8", precision="fp8", moe_routing="power_law_1.01"
+    )
+    terms = inference.prefill_terms(
+        DSV3, H200, wl, ServingLayout.of(cols), np.array([1]), km=serving_kernel_model(H200, TRTLLM), engine=TRTLLM
+    )
+    got_s = sum(float(t[0]) for op, (t, _) in zip(terms["ops"], terms["times"]) if op.experts is not None)
+    assert got_s == pytest.approx(POWER_LAW_MS[(moe_tp, ep, tokens)] * 1e-3, rel=1e-5)
+
+
+def test_balanced_routing_is_the_default():
+    assert InferenceWorkload(batch=1, input_len=8, output_len=8).moe_routing == "balanced"
+
+
+def test_power_law_routing_with_an_imbalance_is_refused():
+    with pytest.raises(ValueError, match="leave workload.moe_imbalance at 1"):
+        InferenceWorkload(batch=1, input_len=8, output_len=8, moe_routing="power_law_1.01", moe_imbalance=1.2)
+
+
+def test_without_a_table_power_law_routing_is_the_busiest_ranks_ratio():
+    """vLLM has no fused-MoE table: the power law is the ratio of cost/moe_routing.py on the kernel model's
+    experts, the same as moe_imbalance set to that ratio by hand (EP 8 inside TP 8, 8192 tokens: 1.21778)."""
+    cols = {k: np.array([v]) for k, v in dict(tp=8, pp=1, sp=1, ep=8, dp=1, batch=1).items()}
+    cols["layers_per_stage"] = np.array([DSV3.layers])
+    lay, km = ServingLayout.of(cols), kernel_model(H200)
+
+    def experts_s(**kw):
+        wl = InferenceWorkload(batch=1, input_len=8192, output_len=16, weight_dtype="fp8", precision="fp8", **kw)
+        terms = inference.prefill_terms(DSV3, H200, wl, lay, np.array([1]), km=km, engine=VLLM)
+        return sum(float(t[0]) for op, (t, _) in zip(terms["ops"], terms["times"]) if op.experts is not None)
+
+    ratio = float(routing_imbalance("power_law_1.01", 256, 8, 8, 8192))
+    assert experts_s(moe_routing="power_law_1.01") == pytest.approx(experts_s(moe_imbalance=ratio), rel=1e-12)
+    assert experts_s(moe_routing="power_law_1.01") > experts_s()
+
+
+def test_the_power_law_ratio_against_a_hand_value():
+    """E 256, top 8, N 8192 (N k > E: x on [1, 0.8 N = 6553.6]), alpha 1.01, by hand (4 digits):
+    x_max^-0.01 = exp(-0.01 ln 6553.6) = 0.915874, span = -0.084126; x_max^0.99 = 6553.6 x 0.915874 = 6002.27;
+    mean m = (-0.01/0.99)(6002.27 - 1)/(-0.084126) = 720.6; x_top = (1 - 0.084126 (1 - 1/512))^-100 = 6437;
+    E m = 184474; EP 8 (32 experts a rank): 8 (6437 + 31 (184474 - 6437)/255) / 184474 = 1.2178; EP 1: 1."""
+    got = routing_imbalance("power_law_1.01", 256, 8, np.array([1, 8]), 8192)
+    assert got == pytest.approx([1.0, 1.2178], rel=2e-4)
+    assert routing_imbalance("balanced", 256, 8, 8, 8192) == pytest.approx(1.0)

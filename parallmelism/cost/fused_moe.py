@@ -6,13 +6,15 @@ engine names a measured table of that op on the accelerator (`fused_moe_tables` 
 e.g. TensorRT-LLM's CUTLASS fp8 block-scale MoE on H200, hardware/kernels/h200-sxm-141gb.trtllm-moe.csv),
 the experts of a serving pass take its time:
 
-    t(tokens) = exp(interp(log tokens, log t_measured))   per (dtype, hidden, ffn, top_k, experts, moe_tp, moe_ep)
+    t(tokens) = exp(interp(log tokens, log t_measured))   per (routing, dtype, hidden, ffn, top_k, experts, moe_tp, moe_ep)
 
 piecewise linear in log-log between measured token counts; beyond the largest, t grows in proportion to
 tokens (a compute-bound kernel); below the smallest, the smallest's time. `tokens` are the tokens entering
 the layer on the rank (with EP inside the TP group, the replica's tokens of the pass). A key the table
 does not hold gives NaN: the caller keeps the kernel model's grouped GEMM (cost.kernels.grouped_gemm_s).
-The table's routing is balanced: the caller uses it only at moe_imbalance 1. Nothing here reads a file
+`routing` is workload.moe_routing, the table's routing of the tokens over the experts (aiconfigurator's
+names: balanced, power_law_1.01, timed on the busiest EP rank); the caller uses the table only with
+moe_imbalance 1 (the routing stands for the imbalance). Nothing here reads a file
 (config.kernel_tables.fused_moe_table reads it).
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-KEY_COLUMNS = ("dtype", "hidden", "ffn", "top_k", "experts", "moe_tp", "moe_ep")
+KEY_COLUMNS = ("routing", "dtype", "hidden", "ffn", "top_k", "experts", "moe_tp", "moe_ep")
 
 
 class FusedMoeTable:
@@ -31,7 +33,7 @@ class FusedMoeTable:
         self.source = source
         series: dict[tuple, list[tuple[float, float]]] = {}
         for r in rows:
-            key = (str(r["dtype"]),) + tuple(int(float(r[c])) for c in KEY_COLUMNS[1:])
+            key = (str(r["routing"]), str(r["dtype"])) + tuple(int(float(r[c])) for c in KEY_COLUMNS[2:])
             series.setdefault(key, []).append((float(r["tokens"]), float(r["time_s"])))
         self._curves = {}
         for key, pts in series.items():
@@ -40,11 +42,13 @@ class FusedMoeTable:
                 raise ValueError(f"{source}: fused-MoE rows of {key} need distinct positive tokens and times")
             self._curves[key] = (np.log(tok), np.log(t))
 
-    def covers(self, dtype: str, hidden: int, ffn: int, top_k: int, experts: int) -> bool:
-        """Whether the table holds this model shape in this dtype (any layout)."""
-        return any(k[:5] == (dtype, hidden, ffn, top_k, experts) for k in self._curves)
+    def covers(self, routing: str, dtype: str, hidden: int, ffn: int, top_k: int, experts: int) -> bool:
+        """Whether the table holds this model shape in this dtype and routing (any layout)."""
+        return any(k[:6] == (routing, dtype, hidden, ffn, top_k, experts) for k in self._curves)
 
-    def layer_s(self, tokens, dtype: str, hidden: int, ffn: int, top_k: int, experts: int, moe_tp, moe_ep):
+    def layer_s(
+        self, tokens, routing: str, dtype: str, hidden: int, ffn: int, top_k: int, experts: int, moe_tp, moe_ep
+    ):
         """Seconds of one MoE layer's experts on one GPU at `tokens` tokens entering it (arrays
         broadcast; moe_tp, moe_ep per row); NaN where the table has no such layout."""
         tokens, moe_tp, moe_ep = np.broadcast_arrays(
@@ -52,7 +56,7 @@ class FusedMoeTable:
         )
         out = np.full(tokens.shape, np.nan)
         for tp_, ep_ in {(float(a), float(b)) for a, b in zip(moe_tp.ravel(), moe_ep.ravel())}:
-            curve = self._curves.get((dtype, hidden, ffn, top_k, experts, int(tp_), int(ep_)))
+            curve = self._curves.get((routing, dtype, hidden, ffn, top_k, experts, int(tp_), int(ep_)))
             if curve is None or tp_ != int(tp_) or ep_ != int(ep_):
                 continue
             sel = (moe_tp == tp_) & (moe_ep == ep_)

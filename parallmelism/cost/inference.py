@@ -85,6 +85,7 @@ from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .kernels import KernelModel
+from .moe_routing import routing_imbalance
 from .roofline import LOW_PRECISION_BYTES, Rates, serving_ops_times
 from .ops import MATMUL, OpKind
 from .shapes import kv_cache_width_per_rank, moe_token_load
@@ -105,12 +106,16 @@ COMM_NAMES = {
 }
 
 
-def serving_imbalance(model, wl: InferenceWorkload, ep):
-    """The busiest EP rank's load over the mean: wl.moe_imbalance, capped by EPLB's packing bound
+def serving_imbalance(model, wl: InferenceWorkload, ep, T):
+    """The busiest EP rank's load over the mean at T tokens a pass: wl.moe_imbalance, or under
+    wl.moe_routing's power law its ratio (cost/moe_routing.py), capped by EPLB's packing bound
     when wl.eplb_redundant_experts > 0 (`model` already holds the E + R physical slots, cost/eplb.py)."""
     if model.moe is None:
         return wl.moe_imbalance
-    return eplb_imbalance(wl.moe_imbalance, model.moe.num_experts, ep, wl.eplb_redundant_experts)
+    imbalance = wl.moe_imbalance
+    if wl.moe_routing != "balanced":
+        imbalance = routing_imbalance(wl.moe_routing, model.moe.num_experts, model.moe.top_k, ep, T)
+    return eplb_imbalance(imbalance, model.moe.num_experts, ep, wl.eplb_redundant_experts)
 
 
 def serving_collectives(
@@ -131,7 +136,7 @@ def serving_collectives(
         # needs no all-to-all: the TP all-reduce sums the experts' partial outputs
         low_latency = wl.moe_dispatcher == "deepep" and not prefill
         dispatcher = "flex" if wl.moe_dispatcher == "deepep" else wl.moe_dispatcher
-        a2a = ep_layer_ops(hw, model, T, tp, ep, serving_imbalance(model, wl, ep), False, False, dispatcher)[0]
+        a2a = ep_layer_ops(hw, model, T, tp, ep, serving_imbalance(model, wl, ep, T), False, False, dispatcher)[0]
         if low_latency:  # DeepEP's decode kernels: FP8 dispatch, bf16 combine; the record holds their mean
             dispatch_s, combine_s = deepep_low_latency_times_s(hw, a2a.nbytes, ep, tp)
             fp8 = np.asarray(a2a.nbytes) / ACT_BYTES * (1.0 + DEEPEP_FP8_SCALE_BYTES_PER_ELEMENT)
@@ -165,8 +170,7 @@ def fused_moe_times(model, wl: InferenceWorkload, tp, ep, T, ops, times, km: Ker
     """`times` with the routed experts' ops (gate+up, down) timed by the engine's measured fused-MoE
     op where it has one (km.fused_moe, cost/fused_moe.py) for this model shape, dtype and layout:
     the experts on the TP group's ranks (EP 1 or inside TP: moe_tp = tp/ep, moe_ep = ep; every rank
-    takes the pass's T tokens) at
-    balanced routing (moe_imbalance 1). The layer's time is split over the two ops as the kernel model
+    takes the pass's T tokens) under wl.moe_routing's routing (the table's `routing`; moe_imbalance 1). The layer's time is split over the two ops as the kernel model
     splits it; elsewhere (NaN from the table) the kernel model's times stand.
     Passes with prompt tokens only (stage_terms): there the measured op is what TensorRT-LLM's TTFT shows
     (issue 5929's DeepSeek-R1 rows: EP 1 at 8192 tokens, 5.0 ms a layer where the grouped-GEMM model gave
@@ -175,9 +179,9 @@ def fused_moe_times(model, wl: InferenceWorkload, tp, ep, T, ops, times, km: Ker
     the kernel model's decode regime (measured decode MoE kernels) and the engine's per-MoE-layer overhead."""
     table = km.fused_moe
     moe = model.moe
-    if table is None or moe is None or serving_imbalance(model, wl, ep) != 1.0:
+    if table is None or moe is None or wl.moe_imbalance != 1.0:
         return times
-    key = (wl.precision, model.hidden, moe.ffn_hidden, moe.top_k, moe.num_experts)
+    key = (wl.moe_routing, wl.precision, model.hidden, moe.ffn_hidden, moe.top_k, moe.num_experts)
     if not table.covers(*key):
         return times
     experts = [i for i, op in enumerate(ops) if op.experts is not None]
@@ -267,7 +271,7 @@ def stage_terms(
         kv_read_tokens,
         kv_write_tokens,
         kv_read_bytes,
-        moe_token_load(model.moe, serving_imbalance(model, wl, ep)),
+        moe_token_load(model.moe, serving_imbalance(model, wl, ep, T)),
         dense_layers,
         moe_layers,
         decode_part=decode_part,

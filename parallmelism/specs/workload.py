@@ -241,6 +241,12 @@ class InferenceWorkload(BaseModel):
     phase: Literal["prefill", "decode", "request"] = "request"
     flash_attention: bool = True
     moe_imbalance: float = Field(1.0, ge=1.0)
+    moe_routing: Literal["balanced", "power_law_1.01"] = Field(
+        "balanced",
+        description="how tokens spread over the experts: balanced (moe_imbalance applies), or power_law_1.01 "
+        "(aiconfigurator's routing: an engine's fused-MoE table measured under it where one exists, else the "
+        "busiest EP rank's ratio from cost/moe_routing.py; moe_imbalance stays 1)",
+    )
     moe_dispatcher: Literal["alltoall", "flex", "deepep"] = Field(
         "alltoall",
         description="MoE token dispatcher across replicas (as the training workload's): alltoall sends every "
@@ -345,6 +351,15 @@ class InferenceWorkload(BaseModel):
             )
         if self.weight_dtype == "fp4" and self.quantization == "none":
             raise ValueError("weight_dtype=fp4 needs its scales: set workload.quantization=nvfp4 instead")
+        return self
+
+    @model_validator(mode="after")
+    def _one_imbalance(self):
+        if self.moe_routing != "balanced" and self.moe_imbalance != 1.0:
+            raise ValueError(
+                f"workload.moe_routing={self.moe_routing} sets the experts' imbalance itself: leave "
+                f"workload.moe_imbalance at 1 (it is {self.moe_imbalance:g})"
+            )
         return self
 
     @model_validator(mode="after")
