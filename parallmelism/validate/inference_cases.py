@@ -19,6 +19,8 @@ How a row becomes a configuration (one rule each, never per case):
   stalls; TTFT of such rows is not predicted (it depends on the prefill pool and the load).
 - moe_dispatcher, eplb_redundant_experts (optional columns): the workload fields (blank = alltoall, 0);
   a row's layout is what ran, so a tp larger than the scale-up domain is kept (grid.cross_node_tp).
+- moe_routing (optional column): the workload field (blank = balanced); a row sets it only with the
+  reason in its notes (the source's prompts and the routing assumed on them).
 - batching (optional column): blank = continuous (every serving stack in the file batches in
   flight).
 - scheduler_steps (optional column): decode iterations per scheduler call (vLLM 0.6
@@ -62,6 +64,7 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
             "spec_acceptance",
             "moe_dispatcher",
             "eplb_redundant_experts",
+            "moe_routing",
             "scheduler_steps",
         )
         if get(row, k) is not None
