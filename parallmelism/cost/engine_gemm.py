@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fused_moe import interp_log_log
+from .fused_moe import interp_log_log, measured_curve
 
 
 class EngineGemmTable:
@@ -38,12 +38,7 @@ class EngineGemmTable:
             ks = np.array(sorted({k for _, k in curves}), dtype=np.float64)
             if len(curves) != len(ns) * len(ks):
                 raise ValueError(f"{source}: GEMM rows of {scheme} need every (n, k) pair of their n and k values")
-            grid = {}
-            for nk, pts in curves.items():
-                m, t = np.array(sorted(pts)).T
-                if np.any(m <= 0) or np.any(t <= 0) or len(np.unique(m)) != len(m):
-                    raise ValueError(f"{source}: GEMM rows of {scheme} {nk} need distinct positive m and times")
-                grid[nk] = (np.log(m), np.log(t))
+            grid = {nk: measured_curve(pts, f"{source}: GEMM rows of {scheme} {nk}", "m") for nk, pts in curves.items()}
             self._grids[scheme] = (ns, ks, grid)
 
     def covers(self, dtype: str, fp8_block: int) -> bool:

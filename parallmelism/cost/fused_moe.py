@@ -35,12 +35,9 @@ class FusedMoeTable:
         for r in rows:
             key = (str(r["routing"]), str(r["dtype"])) + tuple(int(float(r[c])) for c in KEY_COLUMNS[2:])
             series.setdefault(key, []).append((float(r["tokens"]), float(r["time_s"])))
-        self._curves = {}
-        for key, pts in series.items():
-            tok, t = np.array(sorted(pts)).T
-            if np.any(tok <= 0) or np.any(t <= 0) or len(np.unique(tok)) != len(tok):
-                raise ValueError(f"{source}: fused-MoE rows of {key} need distinct positive tokens and times")
-            self._curves[key] = (np.log(tok), np.log(t))
+        self._curves = {
+            key: measured_curve(pts, f"{source}: fused-MoE rows of {key}", "tokens") for key, pts in series.items()
+        }
 
     def covers(self, routing: str, dtype: str, hidden: int, ffn: int, top_k: int, experts: int) -> bool:
         """Whether the table holds this model shape in this dtype and routing (any layout)."""
@@ -62,6 +59,15 @@ class FusedMoeTable:
             sel = (moe_tp == tp_) & (moe_ep == ep_)
             out[sel] = interp_log_log(tokens[sel], *curve)
         return out
+
+
+def measured_curve(points, what: str, x_name: str) -> tuple:
+    """(log x, log t) of measured (x, seconds) points, sorted by x, for `interp_log_log`; `what` and
+    `x_name` word the one sentence a bad table gets (x and t must be positive, x distinct)."""
+    x, t = np.array(sorted(points)).T
+    if np.any(x <= 0) or np.any(t <= 0) or len(np.unique(x)) != len(x):
+        raise ValueError(f"{what} need distinct positive {x_name} and times")
+    return np.log(x), np.log(t)
 
 
 def interp_log_log(tokens, log_tokens, log_t):
