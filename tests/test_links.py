@@ -113,52 +113,55 @@ def test_show_prints_the_per_link_table():
     assert re.search(r"tp, cp", up)
 
 
+def _fsdp_8b_row(stack="megatron-te", recompute="selective", **workload):
+    """The one row of Llama-3.1-8B on 64 H100s, FULLY_SHARD, no TP/PP/CP, micro-batch 1 (2 micro-batches)."""
+    r = RunConfig(
+        stack=load_option("stack", stack),
+        model=load_option("model", "llama3.1-8b"),
+        hardware=H100,
+        workload=TrainWorkload(seq_len=4096, global_batch=128, **workload),
+        grid=GridSpec(
+            ngpus=[64],
+            tp=[1],
+            pp=[1],
+            cp=[1],
+            ep=[1],
+            vpp=[1],
+            micro_batch=[1],
+            recompute=[recompute],
+            sequence_parallel=[False],
+            dp_sharding=["FULLY_SHARD"],
+        ),
+    )
+    df = evaluate(r)[0]
+    assert len(df) == 1
+    return df.iloc[0]
+
+
+def _fsdp_8b_dp_by_hand():
+    """(reduce-scatter seconds per micro-batch, one all-gather of every unit: 32 layers + embedding +
+    head) of `_fsdp_8b_row`, from cost.comm.dp_step_times_s on the layers' parameters, and those
+    parameters per GPU (cost.params.params_per_gpu)."""
+    from parallmelism.cost.comm import dp_step_times_s
+    from parallmelism.cost.params import params_per_gpu
+    from parallmelism.cost.states import FS
+
+    p = params_per_gpu(
+        load_option("model", "llama3.1-8b"), *(np.array([v]) for v in (1, 1, 32, 0)), np.array([True]), np.array([True])
+    )
+    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
+    return float(red[0]), float(g1[0]) / 2, p  # g1: forward + backward gathers of one micro-batch
+
+
 def test_fsdp_without_reshard_after_forward_gathers_once_and_holds_the_stage():
     """FSDP2 reshard_after_forward=False: one all-gather per layer and micro-batch (forward; backward
     reuses it), and the stage's bf16 weights stay gathered: 2 B x params of every layer on the stage."""
-
-    def row(reshard):
-        r = RunConfig(
-            stack=load_option("stack", "megatron-te"),
-            model=load_option("model", "llama3.1-8b"),
-            hardware=H100,
-            workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_reshard_after_forward=reshard),
-            grid=GridSpec(
-                ngpus=[64],
-                tp=[1],
-                pp=[1],
-                cp=[1],
-                ep=[1],
-                vpp=[1],
-                micro_batch=[1],
-                recompute=["selective"],
-                sequence_parallel=[False],
-                dp_sharding=["FULLY_SHARD"],
-            ),
-        )
-        df = evaluate(r)[0]
-        assert len(df) == 1
-        return df.iloc[0]
-
-    on, off = row(True), row(False)
+    on, off = _fsdp_8b_row(fsdp_reshard_after_forward=True), _fsdp_8b_row(fsdp_reshard_after_forward=False)
     # m = 2 micro-batches, 32 layers + embedding + head units; the reduce-scatter runs every micro-batch
     # (sharded gradients: FSDP2's default, workload.dp_grad_reduce=auto) and does not depend on resharding
-    from parallmelism.cost.comm import dp_step_times_s
-    from parallmelism.cost.states import FS
-    from parallmelism.cost.params import params_per_gpu
-
-    p = params_per_gpu(
-        load_option("model", "llama3.1-8b"),
-        np.array([1]),
-        np.array([1]),
-        np.array([32]),
-        np.array([0]),
-        np.array([True]),
-        np.array([True]),
-    )
-    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
-    assert on["time_comm_dp_s"] == pytest.approx(float(2 * red[0] + 2 * 2 * g1[0] / 2), rel=1e-9)
-    assert off["time_comm_dp_s"] == pytest.approx(float(2 * red[0] + 2 * g1[0] / 2), rel=1e-9)
+    red, per_gather, p = _fsdp_8b_dp_by_hand()
+    assert on["time_comm_dp_s"] == pytest.approx(2 * red + 2 * 2 * per_gather, rel=1e-9)
+    assert off["time_comm_dp_s"] == pytest.approx(2 * red + 2 * per_gather, rel=1e-9)
     layer = (p["attention"] + p["mlp"])[0] / 32
     assert on["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(2 * 2 * layer, rel=1e-9)
     assert off["mem_fsdp_gather_gib"] * 2**30 == pytest.approx(32 * 2 * layer, rel=1e-9)
@@ -172,45 +175,11 @@ def test_megatron_fsdp_gathers_once_for_recompute_and_backward():
     conf/stack/megatron-fsdp.yaml collectives.fsdp_recompute_regather false; the workload overrides it)."""
 
     def dp_comm(stack, regather=None):
-        r = RunConfig(
-            stack=load_option("stack", stack),
-            model=load_option("model", "llama3.1-8b"),
-            hardware=H100,
-            workload=TrainWorkload(seq_len=4096, global_batch=128, fsdp_recompute_regather=regather),
-            grid=GridSpec(
-                ngpus=[64],
-                tp=[1],
-                pp=[1],
-                cp=[1],
-                ep=[1],
-                vpp=[1],
-                micro_batch=[1],
-                recompute=["full"],
-                sequence_parallel=[False],
-                dp_sharding=["FULLY_SHARD"],
-            ),
-        )
-        df = evaluate(r)[0]
-        assert len(df) == 1
-        return float(df.iloc[0]["time_comm_dp_s"])
+        return float(_fsdp_8b_row(stack, "full", fsdp_recompute_regather=regather)["time_comm_dp_s"])
 
-    from parallmelism.cost.comm import dp_step_times_s
-    from parallmelism.cost.params import params_per_gpu
-    from parallmelism.cost.states import FS
-
-    p = params_per_gpu(
-        load_option("model", "llama3.1-8b"),
-        np.array([1]),
-        np.array([1]),
-        np.array([32]),
-        np.array([0]),
-        np.array([True]),
-        np.array([True]),
-    )
-    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
-    per_gather = float(g1[0]) / 2  # one all-gather of every unit (g1: forward + backward of one micro-batch)
-    assert dp_comm("megatron-te") == pytest.approx(2 * float(red[0]) + 2 * 3 * per_gather, rel=1e-9)
-    assert dp_comm("megatron-fsdp") == pytest.approx(2 * float(red[0]) + 2 * 2 * per_gather, rel=1e-9)
+    red, per_gather, _ = _fsdp_8b_dp_by_hand()
+    assert dp_comm("megatron-te") == pytest.approx(2 * red + 2 * 3 * per_gather, rel=1e-9)
+    assert dp_comm("megatron-fsdp") == pytest.approx(2 * red + 2 * 2 * per_gather, rel=1e-9)
     assert dp_comm("megatron-te", regather=False) == pytest.approx(dp_comm("megatron-fsdp"), rel=1e-9)
     assert dp_comm("megatron-fsdp", regather=True) == pytest.approx(dp_comm("megatron-te"), rel=1e-9)
 
@@ -221,48 +190,19 @@ def test_torchtitan_fsdp2_recompute_reuses_the_pre_backward_unshard():
     so the recompute forward runs on the backward's gather: 2 all-gathers per unit and micro-batch under
     full recompute, not 3 (conf/stack/torchtitan.yaml collectives.fsdp_recompute_regather false); 1
     without reshard_after_forward (torchtitan's PP rows), whatever the recompute."""
-    from parallmelism.cost.comm import dp_step_times_s
-    from parallmelism.cost.params import params_per_gpu
-    from parallmelism.cost.states import FS
-
-    model = load_option("model", "llama3.1-8b")
 
     def dp_comm(regather=None, recompute="full", reshard=True):
-        r = RunConfig(
-            stack=load_option("stack", "torchtitan"),
-            model=model,
-            hardware=H100,
-            workload=TrainWorkload(
-                seq_len=4096,
-                global_batch=128,
-                fsdp_recompute_regather=regather,
-                fsdp_reshard_after_forward=reshard,
-            ),
-            grid=GridSpec(
-                ngpus=[64],
-                tp=[1],
-                pp=[1],
-                cp=[1],
-                ep=[1],
-                vpp=[1],
-                micro_batch=[1],
-                recompute=[recompute],
-                sequence_parallel=[False],
-                dp_sharding=["FULLY_SHARD"],
-            ),
+        row = _fsdp_8b_row(
+            "torchtitan", recompute, fsdp_recompute_regather=regather, fsdp_reshard_after_forward=reshard
         )
-        df = evaluate(r)[0]
-        assert len(df) == 1
-        return float(df.iloc[0]["time_comm_dp_s"])
+        return float(row["time_comm_dp_s"])
 
-    p = params_per_gpu(model, *(np.array([v]) for v in (1, 1, 32, 0)), np.array([True]), np.array([True]))
-    red, _, g1 = dp_step_times_s(H100, p["dense"], 0.0, FS, 1.0, 1.0, 64.0, 1.0, 1.0, False, fsdp_units=34)
-    per_gather = float(g1[0]) / 2  # one all-gather of every unit (g1: forward + backward of one micro-batch)
+    red, per_gather, _ = _fsdp_8b_dp_by_hand()
     m = 2  # micro-batches: 128 sequences over 64 ranks at micro-batch 1
-    assert dp_comm() == pytest.approx(m * float(red[0]) + m * 2 * per_gather, rel=1e-9)
-    assert dp_comm(regather=True) == pytest.approx(m * float(red[0]) + m * 3 * per_gather, rel=1e-9)
+    assert dp_comm() == pytest.approx(m * red + m * 2 * per_gather, rel=1e-9)
+    assert dp_comm(regather=True) == pytest.approx(m * red + m * 3 * per_gather, rel=1e-9)
     assert dp_comm(recompute="selective") == pytest.approx(dp_comm(), rel=1e-9)
-    assert dp_comm(reshard=False) == pytest.approx(m * float(red[0]) + m * 1 * per_gather, rel=1e-9)
+    assert dp_comm(reshard=False) == pytest.approx(m * red + m * 1 * per_gather, rel=1e-9)
 
 
 @pytest.mark.parametrize(
