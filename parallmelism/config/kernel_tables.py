@@ -135,20 +135,29 @@ def _fused_moe(path: str):
     return FusedMoeTable(read_rows(path), source=path)
 
 
+def _engine_table_path(engine, field: str, hw) -> str | None:
+    """The table an engine names for this accelerator in `field` (conf/engine/NAME.yaml: accelerator
+    name -> table path, resolved as kernel tables are), or None when it names none."""
+    name = (getattr(engine, field, None) or {}).get(hw.name)
+    return str(resolve_table(name)) if name else None
+
+
+def _read_engine_table(read, path: str, what: str):
+    """`read(path)`, a table that cannot be read or parsed refused in one sentence."""
+    from ..errors import UserError
+
+    try:
+        return read(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"{what} {path}: unreadable ({exc})") from None
+
+
 def fused_moe_table(engine, hw):
     """The engine's measured fused-MoE table on this accelerator (cost.fused_moe.FusedMoeTable;
     `fused_moe_tables` in conf/engine/NAME.yaml, accelerator name -> table path as for kernel tables),
     or None when the engine names none for it."""
-    from ..errors import UserError
-
-    name = (getattr(engine, "fused_moe_tables", None) or {}).get(hw.name)
-    if not name:
-        return None
-    path = resolve_table(name)
-    try:
-        return _fused_moe(str(path))
-    except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"fused-MoE table {path}: unreadable ({exc})") from None
+    path = _engine_table_path(engine, "fused_moe_tables", hw)
+    return None if path is None else _read_engine_table(_fused_moe, path, "fused-MoE table")
 
 
 @lru_cache(maxsize=8)
@@ -162,10 +171,8 @@ def engine_gemm_table(engine, hw):
     """The engine's measured GEMM table on this accelerator (cost.engine_gemm.EngineGemmTable;
     `gemm_tables` in conf/engine/NAME.yaml, accelerator name -> table path as for kernel tables),
     or None when the engine names none for it. Read at its first use (_LazyGemmTable)."""
-    name = (getattr(engine, "gemm_tables", None) or {}).get(hw.name)
-    if not name:
-        return None
-    return _LazyGemmTable(str(resolve_table(name)))
+    path = _engine_table_path(engine, "gemm_tables", hw)
+    return None if path is None else _LazyGemmTable(path)
 
 
 class _LazyGemmTable:
@@ -177,12 +184,7 @@ class _LazyGemmTable:
         self.path = path
 
     def _table(self):
-        from ..errors import UserError
-
-        try:
-            return _engine_gemm(self.path)
-        except (OSError, ValueError, KeyError) as exc:
-            raise UserError(f"GEMM table {self.path}: unreadable ({exc})") from None
+        return _read_engine_table(_engine_gemm, self.path, "GEMM table")
 
     def covers(self, dtype: str, fp8_block: int) -> bool:
         return self._table().covers(dtype, fp8_block)
