@@ -35,6 +35,8 @@ from typing import Mapping, Optional, Union
 
 import numpy as np
 
+from .keys import gather
+
 
 @dataclass(frozen=True)
 class ServingLayout:
@@ -128,7 +130,7 @@ class _TakenRows(TrainingLayout):
         if name not in TRAINING_FIELDS:
             raise AttributeError(name)
         source, idx = object.__getattribute__(self, "_rows_of")
-        value = getattr(source, name)[idx]
+        value = getattr(source, name)[idx] if isinstance(idx, slice) else gather(getattr(source, name), idx)
         object.__setattr__(self, name, value)
         return value
 

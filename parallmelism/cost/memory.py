@@ -18,7 +18,7 @@ from . import activations as act
 from .offload import offloaded_layers, resident_offloaded_layers
 from .params import params_per_gpu
 from .pipeline import inflight_micro_batches
-from .keys import per_key, stacked
+from .keys import gather, per_key, stacked
 from .layout import TrainingLayout
 from .select import argmax3
 from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, expert_tp_size
@@ -234,13 +234,15 @@ def training_memory(
     cols = TrainingLayout.of(cols)
     states, K_s, inv_s = per_key(_states_of_stages, STATE_KEY, cols, model, wl)
     acts, K_a, inv_a = per_key(_activations_of_stages, ACTIVATION_KEY, cols, model, wl)
-    total = [(states[st]["states_gather"][inv_s] + acts[st]["activations"][inv_a]) / GIB for st in MEM_STAGES]
+    total = [
+        (gather(states[st]["states_gather"], inv_s) + gather(acts[st]["activations"], inv_a)) / GIB for st in MEM_STAGES
+    ]
     middle = np.where(cols.pp >= 3, total[1], -np.inf)  # pp <= 2: no middle stage
     # ties keep the first stage (np.argmax over the stacked totals, without the strided stack)
     pick = argmax3(total[0], middle, total[2])
     at_s, at_a = pick * K_s + inv_s, pick * K_a + inv_a  # the chosen stage's entry in `stacked`
-    out = {k: stacked(states, K_s, k, MEM_STAGES)[at_s] for k in STATE_COLUMNS}
-    out.update({k: stacked(acts, K_a, k, MEM_STAGES)[at_a] for k in ACTIVATION_COLUMNS})
+    out = {k: gather(stacked(states, K_s, k, MEM_STAGES), at_s) for k in STATE_COLUMNS}
+    out.update({k: gather(stacked(acts, K_a, k, MEM_STAGES), at_a) for k in ACTIVATION_COLUMNS})
     # np.where chains pick the same values as np.choose(pick, ...) about 5x faster
     on1, on2 = pick == MemStage.SECOND, pick == MemStage.LAST
     out["mem_total_gib"] = np.where(on2, total[2], np.where(on1, total[1], total[0]))
@@ -248,7 +250,7 @@ def training_memory(
     out["hbm_usable_gib"] = np.full(len(pick), hw.hbm_usable_gib)
     out["mem_headroom_gib"] = hw.hbm_usable_gib - out["mem_total_gib"]
     out["fits"] = out["mem_headroom_gib"] >= 0
-    host = 0.0
+    host: float | np.ndarray = 0.0
     if wl.activation_offload_layers:  # the offloaded activations must fit the host's memory too
         out["mem_host_offload_gib"] = stacked(acts, K_a, "mem_host_offload_gib", MEM_STAGES)[at_a]
         host = host + out["mem_host_offload_gib"]

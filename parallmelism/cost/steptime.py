@@ -56,7 +56,7 @@ from .ops import MEMORY
 from .overheads import micro_batch_overhead_s, moe_layer_overhead_s, step_overhead_s, straggler_doublings
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
-from .keys import per_key, stacked, to_shape
+from .keys import gather, per_key, stacked, to_shape
 from .select import argmax3, argmax4
 from .shapes import dense_dp_size, dp_shard_ranks, expert_dp_size, expert_tp_size, experts_per_rank, tokens_per_rank
 from .states import (
@@ -317,7 +317,7 @@ def _ops_sums(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str
     embedding are not recomputed."""
     rc = np.asarray(cols.recompute)
     by_shape, K, at = per_key(_op_times_of_sets, shape_key(model), cols, model, hw, wl, rates, edge)
-    times = {name: [tuple(to_shape(x, (K,))[at] for x in t) for t in ts] for name, ts in by_shape.items()}
+    times = {name: [tuple(gather(to_shape(x, (K,)), at) for x in t) for t in ts] for name, ts in by_shape.items()}
     sets = _op_sets(cols, model, wl)
     sets.update({name + RECAST: ops for name, ops in list(sets.items())})  # the same ops (`recasts_in_backward`)
     sets["dense16"] = sets["dense"]  # the same ops, in bf16 (when `edge`)
@@ -394,7 +394,7 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
     edge = bf16_edge_layers(wl)
     by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
-    sums = {name: {k: v if np.ndim(v) == 0 else v[at] for k, v in acc.items()} for name, acc in by_ops.items()}
+    sums = {name: {k: v if np.ndim(v) == 0 else gather(v, at) for k, v in acc.items()} for name, acc in by_ops.items()}
     if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
         recast = np.asarray(cols.dp_sharding) == FS
         sums = {
@@ -683,8 +683,8 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
         dp_keys = dp_keys + ("shard_params",)
     stages = {}
     for name in STAGES:
-        r = {k: np.asarray(mb[name][k])[inv_mb] for k in STAGE_MB_KEYS}
-        d = {k: np.asarray(dpt[name][k])[inv_dp] for k in dp_keys}
+        r = {k: gather(mb[name][k], inv_mb) for k in STAGE_MB_KEYS}
+        d = {k: gather(dpt[name][k], inv_dp) for k in dp_keys}
         reductions = _dp_reductions(d, m)
         dp_link, dp_exp = _dp_link_exposed(d, r, m, reductions, wl.hides("dp"))
         opt_offload = 0.0
@@ -752,13 +752,13 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     shape = pp.shape
     rates = Rates(hw, wl.precision, kernels, wl.fp8_scaling)
     (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
-    pp_out = shared["on_out_pp"][inv]
-    pp_link, pp_exp, pp_fill_drain = pp_times_s(shared["pp_hop_s"][inv], pp, vpp, m, wl.hides("pp"))
+    pp_out = gather(shared["on_out_pp"], inv)
+    pp_link, pp_exp, pp_fill_drain = pp_times_s(gather(shared["pp_hop_s"], inv), pp, vpp, m, wl.hides("pp"))
     pp_port = scale_up_port_share(hw, cols.tp, cols.cp, cols.dp, cols.ep, cols.pp)["pp"]
     # the pipeline's share of each link (the stages' other axes: their busy_<link>)
     pp_busy = link_busy_s({"pp": pp_link}, {"pp": pp_out}, ("pp",), {"pp": pp_port})
     rate = bubble_rate(pp, vpp, m, wl.schedule)
-    bubble = training_bubble_s(rate, m, shared["t_mb_typical"][inv], pp_fill_drain)
+    bubble = training_bubble_s(rate, m, gather(shared["t_mb_typical"], inv), pp_fill_drain)
 
     # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
     # own step-level overheads (contention of the DP traffic it still hides, stragglers): each
@@ -774,23 +774,23 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
 
         def at_rows(rows, t=t):
             """A stage's link and exposed seconds and NIC shares per axis on some rows (`bind_rows`)."""
-            keys = inv[rows]
-            comm = {ax: t[ax][keys] for ax in ("tp", "cp", "ep", "dp")}
-            comm_exp = {ax: t[ax + "_exp"][keys] for ax in ("tp", "cp", "ep", "dp")}
-            comm["pp"], comm_exp["pp"] = pp_link[rows], pp_exp[rows]
-            on = {ax: shared["on_out_" + ax][keys] for ax in ("tp", "cp", "ep", "dp")}
-            on["tp"] = t["tp_share"][keys]  # a hierarchical TP all-reduce: partly on the NIC
+            keys = gather(inv, rows)
+            comm = {ax: gather(t[ax], keys) for ax in ("tp", "cp", "ep", "dp")}
+            comm_exp = {ax: gather(t[ax + "_exp"], keys) for ax in ("tp", "cp", "ep", "dp")}
+            comm["pp"], comm_exp["pp"] = gather(pp_link, rows), gather(pp_exp, rows)
+            on = {ax: gather(shared["on_out_" + ax], keys) for ax in ("tp", "cp", "ep", "dp")}
+            on["tp"] = gather(t["tp_share"], keys)  # a hierarchical TP all-reduce: partly on the NIC
             if hybrid:
-                on["dp"] = t["dp_share"][keys]
-            on["pp"] = pp_out[rows]
+                on["dp"] = gather(t["dp_share"], keys)
+            on["pp"] = gather(pp_out, rows)
             return comm, comm_exp, on
 
-        busy = {link: t["busy_" + link][inv] + pp_busy[link] for link in ("scale_up", "scale_out")}
-        bound = t["total"][inv] + bubble + pp_exp
+        busy = {link: gather(t["busy_" + link], inv) + pp_busy[link] for link in ("scale_up", "scale_out")}
+        bound = gather(t["total"], inv) + bubble + pp_exp
         updates = bind_rows(bound, busy, at_rows)
-        hidden_dp = (t["dp"] - t["dp_exp"])[inv]  # DP link seconds hidden, where the bound left them
+        hidden_dp = gather(t["dp"] - t["dp_exp"], inv)  # DP link seconds hidden, where the bound left them
         for rows, exp in updates:
-            hidden_dp[rows] = t["dp"][inv[rows]] - exp["dp"]
+            hidden_dp[rows] = gather(t["dp"], gather(inv, rows)) - exp["dp"]
         extra = step_overhead_s(hw, bound, ngpus, hidden_dp, doublings)
         candidates.append(dict(step=bound + extra, extra=extra, updates=updates))
     candidates[1]["step"] = np.where(pp > 2, candidates[1]["step"], 0.0)  # the middle stage exists only when pp > 2
@@ -799,14 +799,14 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
 
     def pick(name):
         """The critical stage's per-row value of a stage term (_stage_terms)."""
-        return stacked(stages, K, name, STAGES)[at]
+        return gather(stacked(stages, K, name, STAGES), at)
 
     at_row = crit * n + np.arange(n)  # the critical stage's entry in three per-row columns laid end to end
 
     def chosen(get):
         """The critical stage's value of a per-row candidate quantity (one gather: ~3x faster than
         two nested np.where on a chunk whose critical stage varies from row to row)."""
-        return np.concatenate([np.broadcast_to(get(c), shape) for c in candidates])[at_row]
+        return gather(np.concatenate([np.broadcast_to(get(c), shape) for c in candidates]), at_row)
 
     step = chosen(lambda c: c["step"])
     step_extra = chosen(lambda c: c["extra"])
