@@ -10,10 +10,11 @@ GPU, no published step time) are not in the file; the list is in benchmarks/surv
 
 from __future__ import annotations
 
-# Rows whose error is a kernel the tables lack (issue 32 item 2) or a recipe the model does not have. The
-# long-context CP rows need ~1.5x on their attention kernels at every cp (NeMo's 1.43-1.50, torchtitan's 8B
-# 1.49-1.53), and torchtitan's 8B at 32k without CP 1.29x: not the CP variant (benchmarks/long_context_gap.py;
-# README "Long context"). torchtitan's 405B CP rows (within 20 % since torch's ring is priced as it runs, repeated
+# Rows whose error is a kernel the tables lack (issue 32 item 2) or a recipe the model does not have.
+# torchtitan's 8B CP rows need 1.49-1.52x on their (FlashAttention-2) attention kernels at CP 4-8, and its 8B
+# at 32k without CP 1.29x (benchmarks/long_context_gap.py; README "Long context"). NeMo 24.03's CP rows
+# (training_long_context_moe.csv) needed 1.43-1.50x on cuDNN: they ran FlashAttention-2 (their launcher's
+# NVTE_FUSED_ATTN=0), which their rows now state. torchtitan's 405B CP rows (within 20 % since torch's ring is priced as it runs, repeated
 # K,V over the NIC) were kept out only because the stack's 22-row fit predated them; they are fitted since the
 # refit for FSDP2's recompute gathers (conf/stack/torchtitan.yaml collectives.fsdp_recompute_regather): -8/-4/-13 %.
 LONG_ATTENTION = "attention kernel time at long context in these runs (benchmarks/long_context_gap.py)"
