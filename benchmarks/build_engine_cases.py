@@ -15,8 +15,10 @@ TTFT is kept (measured_ttft_ms) at concurrency 1 only, as in the NIM file: above
 TTFT includes waiting behind the other clients' prompts (the aiconfigurator rows' TTFT grows with
 OSL at a fixed ISL); reported_ttft_ms keeps the published value. `sample` says which rows are
 aiconfigurator 0.12.0's measured silicon sample (the points that tool is checked against) and which
-come from independent publications: the per-engine report scores them separately. Prints what it
-kept and left out, by engine and reason.
+come from independent publications: the per-engine report scores them separately. moe_routing and
+spec_method/spec_tokens/spec_acceptance are copied from the survey (the routing assumed on a source's
+prompts, the speculative decoding a run had; blank = balanced, none), with the reason in the row's
+notes. Prints what it kept and left out, by engine and reason.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ COLUMNS = [
     "output_len",
     "concurrency",
     "chunked_prefill",
+    "moe_routing",
+    "spec_method",
+    "spec_tokens",
+    "spec_acceptance",
     "measured_ttft_ms",
     "measured_itl_ms",
     "reported_ttft_ms",

@@ -1,0 +1,47 @@
+"""parallmelism/cases/inference_engines.csv is what benchmarks/build_engine_cases.py writes from the engine
+survey (benchmarks/surveys/engines/engine_cases.csv): a case fix goes into the survey, where the reading of
+each source is recorded, and the shipped file is regenerated. The moe_routing column and its notes had been
+edited into the shipped file only, so rerunning the script would have dropped them."""
+
+import importlib.util
+
+from conftest import REPO
+
+
+def test_shipped_engine_cases_are_the_builders_output(tmp_path, monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location("build_engine_cases", REPO / "benchmarks" / "build_engine_cases.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "inference_engines.csv"
+    monkeypatch.setattr(mod, "OUT", out)
+    monkeypatch.setattr(mod, "ROOT", tmp_path)  # only where it prints the path written
+    monkeypatch.setattr(
+        mod, "shipped_cases", lambda: _shipped_except(REPO / "parallmelism" / "cases", "inference_engines.csv")
+    )
+    assert mod.main() == 0
+    capsys.readouterr()
+    assert out.read_bytes() == (REPO / "parallmelism" / "cases" / "inference_engines.csv").read_bytes()
+
+
+def _shipped_except(cases_dir, name):
+    import pandas as pd
+
+    names: set[str] = set()
+    for f in cases_dir.glob("inference_*.csv"):
+        if f.name != name:
+            names |= set(pd.read_csv(f, dtype=str)["case"])
+    return names
+
+
+def test_the_mtp_rows_carry_their_speculative_decoding():
+    """aiconfigurator's TensorRT-LLM 1.1.0rc2.post2 DeepSeek-R1 rows are InferenceX's MTP runs (sources.md,
+    section H): MTP-3 at TP8 EP8, MTP-1 with attention DP; no other survey row has speculative decoding."""
+    import pandas as pd
+
+    survey = pd.read_csv(REPO / "benchmarks" / "surveys" / "engines" / "engine_cases.csv", dtype=str)
+    mtp = survey[survey["spec_method"].notna()]
+    assert set(mtp["spec_method"]) == {"mtp"}
+    assert mtp["case"].str.startswith("aic-trtllm1.1.0rc2.post2-dsr1-h200-").all()
+    assert len(mtp) == 20
+    k = dict(zip(mtp["case"], mtp["spec_tokens"]))
+    assert {k[c] for c in k if "adp" in c} == {"1"} and {k[c] for c in k if "adp" not in c} == {"3"}
