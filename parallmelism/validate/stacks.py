@@ -40,17 +40,17 @@ KNOWN_GAPS = {
     "mz-qwen3-235b-h100-256gpu-megatronfsdp-tp2-ep8-edp32": "fine-grained MoE under FSDP: expert-DP traffic (+19 %)",
     # fine-grained MoE (Qwen3: 128 experts, top-8). Explained and off this list: the grouped expert GEMMs by
     # tokens per expert and TE GroupedLinear's per-expert launches (cost/overheads.py, megatron-te's stated
-    # 10 us) put mb2604p1's 235B row at +2.0 % and mz's TP2 EP32 PP8 row at -12.2 %. Still off:
-    # 16 local experts at TP4 EP8 PP8 -31 %, one layer per virtual stage (PP32 VP3) -31 %, the same
-    # layout with 1F1B A2A overlap -25 % (the model hides the A2A wholly; the measured gain is 11 %, the
-    # model's 24 %), and NeMo 25.11's row +19 % where 26.04's same layout reads +2 %. The ModelZoo rows are
-    # dropless fine-tuning from Qwen3's checkpoint (no --moe-router-force-load-balancing in its
-    # model_configs; its long-context table gives dropless 1.09-1.25x slower than forced balance), and
-    # bf16 runs add --tp-comm-overlap (sbatch_benchmarking.sh), which the rows do not state
-    "mz-qwen3-235b-h100-256gpu-tp4-ep8-pp8-edp4-deepep": "fine-grained MoE: 16 local experts at TP4 (not explained)",
+    # 10 us) put mb2604p1's 235B row at +2.0 %. The ModelZoo rows route dropless without forcing the balance
+    # (its readme: "Add --moe-router-force-load-balancing to test forced load balancing"); they state
+    # moe_imbalance 1.55, what the readme's own forced/dropless pairs give at 16k-128k (1.49-1.58,
+    # benchmarks/moe_dropless_imbalance.py): TP2 EP32 PP8 -12.2 -> +17.2 %, the same with 1F1B A2A overlap
+    # -24.8 -> -5.5 % (off this list), TP4 EP8 -31.4 -> -16.9 %, PP32 VP3 -30.6 -> -21.0 %. Still off: 16 local
+    # experts at TP4 EP8, one layer per virtual stage (PP32 VP3), and NeMo 25.11's row +19 % where 26.04's same
+    # layout reads +2 %. The ModelZoo's bf16 runs add --tp-comm-overlap (sbatch_benchmarking.sh), which the
+    # rows do not state
+    "mz-qwen3-235b-h100-256gpu-tp4-ep8-pp8-edp4-deepep": "fine-grained MoE: 16 local experts at TP4 (-17 %, not explained)",
     "mb2511-qwen3-235b-h100-256gpu-tp2-pp8-vp4-ep32-fp8cs": "NeMo 25.11 235B, +19 % where 26.04 reads +2 % (not explained)",
-    "mz-qwen3-235b-h100-256gpu-tp2-ep32-pp8-deepep-1f1boverlap": "1F1B EP A2A overlap: hidden wholly in the model",
-    "mz-qwen3-235b-h100-256gpu-tp2-ep8-pp32-a2a": "one layer per virtual stage (PP32 VP3): per-chunk costs (not explained)",
+    "mz-qwen3-235b-h100-256gpu-tp2-ep8-pp32-a2a": "one layer per virtual stage (PP32 VP3): per-chunk costs (-21 %, not explained)",
     # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03): -85 % at 8k, -63 % at 32k, -17 % at 64k. Not
     # the CPU optimizer step: the model times DeepSpeedCPUAdam over each rank's 1.0B parameters at the host's
     # memory rate (0.43 s, cost/offload.py), and the blog's own 1-GPU baseline at 8k (2,436 tok/s: 26.9 s a step

@@ -37,6 +37,11 @@ values follow one rule each (stated here, applied to every row, never per case):
   CUDA_LAUNCH_BLOCKING=1, workload.launch_blocking).
 - overlap_ep_comm (optional): blank means false; fsdp_reshard_after_forward (optional): blank
   means true (FSDP2's default).
+- moe_imbalance (optional): blank means 1, balanced routing (Megatron-Bridge's MoE tables force the
+  balance: "we force-balance the token distribution among experts"). A run that routed dropless
+  without forcing the balance states the busiest EP rank's tokens over the mean it had: the
+  Megatron-MoE-ModelZoo Qwen3 rows state 1.55, what that readme's own forced/dropless pairs give
+  (benchmarks/moe_dropless_imbalance.py), not a value fitted on the rows.
 - experts, top_k (optional): a MoE of the row's own architecture (validate/cases.py).
 - scale_out_gbps (optional): the cluster's NIC bandwidth per GPU per direction (GB/s) where the
   source states a network other than the accelerator file's; blank keeps the file's. BLOOM's
@@ -172,6 +177,7 @@ STATED_WORKLOAD_COLUMNS = (
     "dp_grad_reduce",
     "moe_dispatcher",
     "moe_permute_fusion",
+    "moe_imbalance",
     "overlap_ep_comm",
     "fsdp_reshard_after_forward",
     "dp_shard_size",
