@@ -318,3 +318,46 @@ def test_bound_row_by_row_on_both_links():
         assert row(got_exp) == want_exp
         both += passes == 2
     assert both > 10  # rows raised by both links are exercised
+
+
+def test_bound_with_per_key_hidden_seconds_matches_row_by_row():
+    # steptime hands bind_rows the first link's hidden seconds per distinct key, gathered
+    # (`hidden_at`): the rows come out as the row-by-row bound gives them, to the last bit
+    from parallmelism.cost.links import bind_rows, hidden_on_link
+
+    rng = np.random.default_rng(33)
+    K, n = 40, 400
+    inv = rng.integers(0, K, n)
+    comm = {ax: rng.uniform(0.0, 4.0, K) for ax in AXES}
+    exp = {ax: comm[ax] * rng.uniform(0.0, 1.0, K) for ax in AXES}
+    nic = {ax: rng.choice([0.0, 1.0, 0.3], K) for ax in AXES}
+    rows_of = lambda d: {ax: d[ax][inv] for ax in AXES}  # noqa: E731
+    busy = link_busy_s(rows_of(comm), rows_of(nic))
+    step = rng.uniform(0.5, 8.0, n)
+
+    def at_rows(rows):
+        return (
+            {ax: comm[ax][inv[rows]] for ax in AXES},
+            {ax: exp[ax][inv[rows]] for ax in AXES},
+            {ax: nic[ax][inv[rows]] for ax in AXES},
+        )
+
+    def hidden_at(rows, link):
+        per_key = hidden_on_link(link, comm, exp, nic)
+        return {ax: exp[ax][inv[rows]] for ax in AXES}, {ax: per_key[ax][inv[rows]] for ax in AXES}
+
+    got_step = step.copy()
+    updates = bind_rows(got_step, busy, at_rows, hidden_at)
+    got_exp = rows_of(exp)
+    for rows, values in updates:
+        for ax in AXES:
+            got_exp[ax][rows] = values[ax]
+    passes_seen = set()
+    for i in range(n):
+        row = lambda d: {ax: float(d[ax][inv[i]]) for ax in AXES}  # noqa: E731
+        b = {k: float(v[i]) for k, v in busy.items()}
+        want_step, want_exp, passes = _bind_one_row(float(step[i]), row(comm), row(exp), row(nic), b)
+        assert float(got_step[i]) == want_step
+        assert {ax: float(got_exp[ax][i]) for ax in AXES} == want_exp
+        passes_seen.add(passes)
+    assert {1, 2} <= passes_seen  # rows raised by one link and by both are exercised

@@ -129,30 +129,41 @@ def bind_to_links(step, comm, comm_exp, on_out, busy=None):
     return step, exp
 
 
-def bind_rows(step, busy, at_rows) -> list:
+def hidden_on_link(link: str, comm, comm_exp, on_out) -> dict:
+    """{axis: link seconds it hides on `link`}: its link seconds less its exposed seconds, times
+    its share on that link (`out_share` on the NIC, the rest on the scale-up port)."""
+    nic = {ax: out_share(on_out, ax) for ax in comm}
+    on = {ax: nic[ax] if link == "scale_out" else 1.0 - nic[ax] for ax in comm}
+    return {ax: on[ax] * np.maximum(comm[ax] - comm_exp[ax], 0.0) for ax in comm}
+
+
+def bind_rows(step, busy, at_rows, hidden_at=None) -> list:
     """`bind_to_links` on the rows the bound changes alone: the other rows' exposed seconds stand,
     so a caller with many rows and few of them link-bound gathers its columns on those rows only.
 
     step: a float64 array of its own, raised in place; busy: {link: busy seconds per row};
-    at_rows(rows) -> (comm, comm_exp, on_out) of those rows as `bind_to_links` takes them. Returns
-    the updates [(rows, {axis: exposed seconds on those rows})], in the order they apply (a row of
-    a later entry takes that entry's values)."""
+    at_rows(rows) -> (comm, comm_exp, on_out) of those rows as `bind_to_links` takes them.
+    hidden_at(rows, link) -> (comm_exp, `hidden_on_link`) of rows no earlier link raised, as new
+    float64 arrays, when the caller has them cheaper (per distinct key, gathered); default: from
+    at_rows. Returns the updates [(rows, {axis: exposed seconds on those rows})], in the order
+    they apply (a row of a later entry takes that entry's values)."""
     updates: list = []
     for link in ("scale_out", "scale_up"):
         short = np.flatnonzero(busy[link] > step)  # rows whose link outlasts the step
         if len(short) == 0:
             continue  # nothing to expose on this link: the step and the exposed times stand
         # Only those rows change (elsewhere the share is 0): the same formulas on them alone.
-        cm, exp, on_out = at_rows(short)
-        exp = {ax: np.array(exp[ax], dtype=np.float64) for ax in AXES}
-        for rows, values in updates:  # rows the scale-out pass already raised: its exposed seconds
-            pos = np.minimum(np.searchsorted(rows, short), len(rows) - 1)
-            hit = np.flatnonzero(rows[pos] == short)
-            for ax in AXES:
-                exp[ax][hit] = values[ax][pos[hit]]
-        nic = {ax: np.asarray(on_out[ax], dtype=np.float64) for ax in AXES}
-        on = {ax: nic[ax] if link == "scale_out" else 1.0 - nic[ax] for ax in AXES}
-        hidden = {ax: on[ax] * np.maximum(cm[ax] - exp[ax], 0.0) for ax in AXES}
+        if hidden_at is not None and not updates:
+            exp, hidden = hidden_at(short, link)
+        else:
+            cm, exp, on_out = at_rows(short)
+            exp = {ax: np.array(exp[ax], dtype=np.float64) for ax in AXES}
+            for rows, values in updates:  # rows the scale-out pass already raised: its exposed seconds
+                pos = np.minimum(np.searchsorted(rows, short), len(rows) - 1)
+                hit = np.flatnonzero(rows[pos] == short)
+                for ax in AXES:
+                    exp[ax][hit] = values[ax][pos[hit]]
+            hidden = hidden_on_link(link, {ax: cm[ax] for ax in AXES}, exp, on_out)
         total_hidden = sum(hidden.values())
         deficit = np.maximum(busy[link][short] - step[short], 0.0)
         share = np.where(total_hidden > 0, deficit / np.where(total_hidden > 0, total_hidden, 1.0), 0.0)
@@ -171,4 +182,5 @@ __all__ = [
     "link_busy_s",
     "bind_to_links",
     "bind_rows",
+    "hidden_on_link",
 ]

@@ -39,7 +39,7 @@ from .comm import (
     tp_layer_nic_s,
     tp_layer_times_s,
 )
-from .links import axes_on_scale_out, axis_spans, bind_rows, link_busy_s, scale_up_port_share
+from .links import axes_on_scale_out, axis_spans, bind_rows, hidden_on_link, link_busy_s, scale_up_port_share
 from .flops import (
     embedding_ops,
     hardware_flops_per_step,
@@ -785,9 +785,31 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
             on["pp"] = gather(pp_out, rows)
             return comm, comm_exp, on
 
+        per_key_hidden: dict = {}  # {link: the hidden seconds of the stage's TP, CP, EP, DP per key}
+
+        def hidden_at(rows, link, t=t, per_key_hidden=per_key_hidden):
+            """`at_rows`' exposed and `hidden_on_link` seconds on some rows: each key's computed
+            once per link and gathered (the same formula on the same numbers)."""
+            if link not in per_key_hidden:
+                on = {ax: shared["on_out_" + ax] for ax in ("tp", "cp", "ep", "dp")}
+                on["tp"] = t["tp_share"]
+                if hybrid:
+                    on["dp"] = t["dp_share"]
+                axes = ("tp", "cp", "ep", "dp")
+                per_key_hidden[link] = hidden_on_link(
+                    link, {ax: t[ax] for ax in axes}, {ax: t[ax + "_exp"] for ax in axes}, on
+                )
+            keys = gather(inv, rows)
+            exp = {ax: gather(t[ax + "_exp"], keys) for ax in ("tp", "cp", "ep", "dp")}
+            hidden = {ax: gather(h, keys) for ax, h in per_key_hidden[link].items()}
+            exp["pp"] = gather(pp_exp, rows)
+            pp_hidden = hidden_on_link(link, {"pp": gather(pp_link, rows)}, exp, {"pp": gather(pp_out, rows)})
+            hidden["pp"] = pp_hidden["pp"]
+            return exp, hidden
+
         busy = {link: gather(t["busy_" + link], inv) + pp_busy[link] for link in ("scale_up", "scale_out")}
         bound = gather(t["total"], inv) + bubble + pp_exp
-        updates = bind_rows(bound, busy, at_rows)
+        updates = bind_rows(bound, busy, at_rows, hidden_at)
         hidden_dp = gather(t["dp"] - t["dp_exp"], inv)  # DP link seconds hidden, where the bound left them
         for rows, exp in updates:
             hidden_dp[rows] = gather(t["dp"], gather(inv, rows)) - exp["dp"]
