@@ -1,5 +1,6 @@
 """Fit the serving overheads of each engine (conf/engine/NAME.yaml: iteration_overhead_ms,
-moe_layer_overhead_us, request_overhead_ms) once, on that engine's rows.
+moe_layer_overhead_us, request_overhead_ms; custom_all_reduce_one_shot_latency_us for the engines of
+ALL_REDUCE_FITTED) once, on that engine's rows.
 
     python benchmarks/fit_serving_overhead.py [CASE_FILE ...]
 
@@ -7,6 +8,8 @@ For every serving engine with rows in the case files (default: the shipped
 parallmelism/cases/inference_*.csv; the `engine` column, blank = the default engine trtllm), each by
 grid search for the smallest mean |error|, the kernels (the rows' accelerators) and every other
 constant held at the YAML files, in this order:
+  custom_all_reduce_one_shot_latency_us  0..30 us, 0.1 us steps, on the ITL of its dense-model rows
+                         with tp > 1 at concurrency <= LIGHT_LOAD (engines of ALL_REDUCE_FITTED only)
   iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
   moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
   request_overhead_ms    0..20 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1)
@@ -37,7 +40,19 @@ from parallmelism.validate.runner import _context, _evaluate_one, shipped_case_f
 GRID_MS = np.round(np.arange(0.0, 5.0001, 0.05), 2)
 MOE_GRID_US = np.round(np.arange(0.0, 200.0001, 2.5), 1)
 REQUEST_GRID_MS = np.round(np.arange(0.0, 20.0001, 0.25), 2)
-FIELDS = ("iteration_overhead_ms", "moe_layer_overhead_us", "request_overhead_ms")
+AR_GRID_US = np.round(np.arange(0.0, 30.0001, 0.1), 1)
+FIELDS = (
+    "iteration_overhead_ms",
+    "moe_layer_overhead_us",
+    "request_overhead_ms",
+    "custom_all_reduce_one_shot_latency_us",
+)
+# Engines whose TP all-reduce fixed time is fitted here on end-to-end ITL: NIM 1.8 (TensorRT-LLM's
+# TensorRT-engine AllReduce plugin of that release; no kernel table of it on file). The others take a
+# kernel measurement (conf/engine/NAME.yaml cites it: vLLM's and SGLang's custom all-reduce tables,
+# TensorRT-LLM 1.x's kernel as ported to sgl-kernel), which an end-to-end fit must not replace.
+ALL_REDUCE_FITTED = ("nim",)
+LIGHT_LOAD = 8  # concurrency at and below which a row is light-load (validate's engine lines)
 
 
 def load_rows(files):
@@ -112,15 +127,27 @@ def grid_fit(rows, ctx, values, field, grid, which):
     return min((score(i), grid[i]) for i in range(lo, hi + 1))
 
 
-def fit_parts(engine_rows, models):
+def fit_parts(engine_rows, models, engine_name=None):
     """(field, rows, grid, which) of each overhead, in fitting order, on one engine's rows:
-    disaggregated rows are reported, not fitted; dense-model ITL sets iteration_overhead_ms, MoE
-    ITL moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
+    disaggregated rows are reported, not fitted; for an engine of ALL_REDUCE_FITTED the light-load
+    ITL of its dense rows with tp > 1 sets custom_all_reduce_one_shot_latency_us (a TP all-reduce is
+    all such a row has that a tp 1 row lacks); dense-model ITL sets iteration_overhead_ms, MoE ITL
+    moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
     fit_rows = [r for r in engine_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
     dense = [r for r in fit_rows if model_of(r, models).moe is None]
     moe = [r for r in fit_rows if model_of(r, models).moe is not None]
     ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
-    return (
+    tp_rows = [
+        r
+        for r in dense
+        if int(get(r, "tp", 1)) > 1
+        and float(get(r, "concurrency", 1)) <= LIGHT_LOAD
+        and get(r, "measured_itl_ms") is not None
+    ]
+    ar = (
+        (("custom_all_reduce_one_shot_latency_us", tp_rows, AR_GRID_US, 0),) if engine_name in ALL_REDUCE_FITTED else ()
+    )
+    return ar + (
         ("iteration_overhead_ms", dense, GRID_MS, 0),
         ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),
         ("request_overhead_ms", ttft_rows, REQUEST_GRID_MS, 1),
@@ -136,12 +163,12 @@ def source_group(row) -> str:
     return src
 
 
-def leave_one_source_out(engine_rows, ctx, models, values):
+def leave_one_source_out(engine_rows, ctx, models, values, engine_name=None):
     """Per fitted overhead with rows from two or more sources (the `source` column): refit it on the
     other sources' rows (the other overheads at `values`) and report the mean |error| on the held-out
     source's rows, then over every held-out row. The out-of-sample error of the fit."""
     out = []
-    for field, part, grid, which in fit_parts(engine_rows, models):
+    for field, part, grid, which in fit_parts(engine_rows, models, engine_name):
         sources = sorted({source_group(r) for r in part})
         if not part:
             continue
@@ -182,7 +209,7 @@ def main(argv):
     for engine_name, engine_rows in sorted(by_engine.items()):
         engine = ctx[3](engine_name)
         values = {f: getattr(engine, f) for f in FIELDS}
-        for field, part, grid, which in fit_parts(engine_rows, models):
+        for field, part, grid, which in fit_parts(engine_rows, models, engine_name):
             if not part:
                 print(f"{engine_name}: {field} = {values[field]:g} (YAML; no rows of that kind)")
                 continue
@@ -207,7 +234,7 @@ def main(argv):
             f"  all: ITL {mean_abs(itl):.2f} % ({len(itl)}), TTFT {mean_abs(ttft):.2f} % ({len(ttft)}), "
             f"TTFT under load vs reported {mean_abs(load):.2f} % ({len(load)})"
         )
-        for line in leave_one_source_out(engine_rows, ctx, models, values):
+        for line in leave_one_source_out(engine_rows, ctx, models, values, engine_name):
             print(line)
     h100 = [
         r

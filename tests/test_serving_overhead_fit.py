@@ -26,6 +26,7 @@ def fit():
     [
         ("nim", "iteration_overhead_ms"),
         ("nim", "request_overhead_ms"),
+        ("nim", "custom_all_reduce_one_shot_latency_us"),
         ("sglang", "moe_layer_overhead_us"),
         ("trtllm", "iteration_overhead_ms"),
         ("trtllm", "moe_layer_overhead_us"),
@@ -36,7 +37,8 @@ def fit():
 def test_shipped_serving_overhead_is_the_fit(fit, engine, field):
     ctx = fit._context([], [])
     parts = {
-        f: (rows, grid, which) for f, rows, grid, which in fit.fit_parts(fit.rows_by_engine(None, ctx)[engine], ctx[0])
+        f: (rows, grid, which)
+        for f, rows, grid, which in fit.fit_parts(fit.rows_by_engine(None, ctx)[engine], ctx[0], engine)
     }
     rows, grid, which = parts[field]
     assert rows
@@ -52,3 +54,18 @@ def test_shipped_serving_overhead_is_the_fit(fit, engine, field):
     # neighbours on the fit's grid (an overhead is not negative: at the grid's lower end, 0, only the one above)
     neighbours = [v for v in (shipped - step, shipped + step) if grid[0] <= v <= grid[-1]]
     assert all(here <= score(v) for v in neighbours), (field, shipped)
+
+
+def test_all_reduce_latency_is_fitted_only_where_no_kernel_measures_it(fit):
+    """NIM's TP all-reduce fixed time is fitted on its light-load rows with a TP all-reduce (tp > 1, concurrency
+    <= 8); the engines whose YAML takes it from a kernel measurement are not refitted on end-to-end ITL."""
+    ctx = fit._context([], [])
+    by_engine = fit.rows_by_engine(None, ctx)
+    field = "custom_all_reduce_one_shot_latency_us"
+    for engine, rows in by_engine.items():
+        parts = {f: part for f, part, _, _ in fit.fit_parts(rows, ctx[0], engine)}
+        assert (field in parts) == (engine in fit.ALL_REDUCE_FITTED), engine
+    nim = {f: part for f, part, _, _ in fit.fit_parts(by_engine["nim"], ctx[0], "nim")}[field]
+    assert nim and all(int(r["tp"]) > 1 and float(r["concurrency"]) <= fit.LIGHT_LOAD for r in nim)
+    # the 70B TP2 rows at concurrency 1 and 5 of both NIM sources (10 + 1)
+    assert len(nim) == 11 and len({r["source"] for r in nim}) == 2
