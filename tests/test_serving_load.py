@@ -83,6 +83,51 @@ def test_prefill_priority_stalls_the_decodes():
     assert stalled["token_gap_s"].max() == pytest.approx(0.11)
 
 
+P, P4, DEC = 0.1, 0.3, 0.01  # s: a one-prompt pass, a four-prompt pass, a decode iteration (any batch)
+
+
+def _burst_table():
+    """A prompt of 256 tokens: 256 prompt tokens take P, 1,024 (four prompts) P4; decodes DEC."""
+    prompt_row = [P, P, P4]
+    return IterationTimes(np.array([0.0, 256.0, 1024.0]), np.array([prompt_row] + [[DEC, P, P4]] * 4))
+
+
+def test_a_start_up_burst_queues_behind_the_prefills_ahead():
+    """Four clients send identical 256-token prompts at once into an empty engine (a closed loop's
+    start, prefill priority). A budget of one prompt per pass prefills them one pass each, so the
+    k-th prompt's TTFT is overhead + k·P; a budget that holds all four runs one pass of 1,024
+    tokens and every TTFT is overhead + P4."""
+    oh = 0.004
+    args = (None, np.full(4, 256), np.full(4, 5), _burst_table())
+    one_each = simulate(*args, Scheduler(4, 256, False), oh, concurrency=4)
+    np.testing.assert_allclose(one_each["ttft_s"], oh + np.arange(1, 5) * P)
+    together = simulate(*args, Scheduler(4, 1024, False), oh, concurrency=4)
+    np.testing.assert_allclose(together["ttft_s"], oh + P4)
+    np.testing.assert_allclose(together["itl_s"], DEC)
+
+
+def test_loaded_rows_take_the_budget_and_load_their_source_ran():
+    """InferenceX's rows (benchmarks/build_loaded_cases.py): 10 prompts per client, lengths uniform on
+    [int(0.8 L), L] (mean 922, ±11.1 %), SGLang's 32,768-token chunked-prefill budget."""
+    import pandas as pd
+
+    from parallmelism.validate.runner import shipped_case_files
+
+    src = shipped_case_files()[0].parent / "loaded" / "inference_loaded.csv"
+    df = pd.read_csv(src, dtype=str, keep_default_na=False)
+    ix = df[df["case"].str.startswith("ix870-")]
+    assert len(ix) == 8
+    assert (ix["requests"].astype(int) == 10 * ix["concurrency"].astype(int)).all()
+    assert set(ix["input_len"]) == set(ix["output_len"]) == {"922"} and set(ix["length_spread"]) == {"0.111"}
+    assert set(ix["prefill_chunk_tokens"]) == {"32768"}
+    # the drawn lengths stay inside benchmark_serving's [819, 1024] with its mean (921.5)
+    wl = InferenceWorkload(input_len=922, output_len=922, length_dist="uniform", length_spread=0.111)
+    reqs = drawn_requests(wl, 640, 0)
+    for lengths in (reqs.input_len, reqs.output_len):
+        assert 819 <= lengths.min() and lengths.max() <= 1024
+        assert lengths.mean() == pytest.approx(921.5, abs=5)
+
+
 def test_weighted_percentile_is_the_inverted_cdf_of_the_repeats():
     rng = np.random.default_rng(3)
     v = rng.random(50)

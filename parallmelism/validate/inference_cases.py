@@ -25,6 +25,9 @@ How a row becomes a configuration (one rule each, never per case):
   flight).
 - scheduler_steps (optional column): decode iterations per scheduler call (vLLM 0.6
   --num-scheduler-steps); blank = 1.
+- prefill_chunk_tokens (optional column): the iteration's token budget the engine ran with (vLLM
+  --max-num-batched-tokens, SGLang --chunked-prefill-size, TensorRT-LLM max_num_tokens); blank = the
+  workload default.
 - chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
   false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
   enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.
@@ -66,6 +69,7 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
             "eplb_redundant_experts",
             "moe_routing",
             "scheduler_steps",
+            "prefill_chunk_tokens",
         )
         if get(row, k) is not None
     }
