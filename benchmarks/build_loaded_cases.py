@@ -28,6 +28,9 @@ client concurrency) and publishes TTFT or ITL, and the model can express it. One
   32768 --max-prefill-tokens 32768. So: input_len = output_len = 922 (the mean of [819, 1024]),
   length_dist uniform, length_spread 0.111 ([820, 1024]), requests = 10 x concurrency,
   prefill_chunk_tokens 32768.
+- overlap_scheduler = false on SGLang rows before 0.4 (engine_version; the overlap schedule became the
+  default in sgl-project/sglang PR 2067, 2024-11: the benchmark_vllm_060 rows ran 0.3.0), else blank
+  (the engine file's engine.overlap_scheduler).
 Left out: nvfp4 rows (no fp4 weights in the serving model), rows without a layout (tp blank).
 """
 
@@ -44,7 +47,7 @@ OUT = ROOT / "parallmelism/cases/loaded/inference_loaded.csv"
 COLUMNS = [
     "case", "model", "accelerator", "precision", "kv_cache_precision", "gpus", "tp", "pp", "ep",
     "input_len", "output_len", "length_dist", "length_spread", "requests", "request_rate", "max_batch",
-    "concurrency", "chunked_prefill", "prefill_chunk_tokens", "moe_routing", "scheduler_steps", "load_stat", "measured_ttft_ms", "measured_itl_ms", "engine",
+    "concurrency", "chunked_prefill", "prefill_chunk_tokens", "moe_routing", "scheduler_steps", "overlap_scheduler", "load_stat", "measured_ttft_ms", "measured_itl_ms", "engine",
     "source", "notes",
 ]  # fmt: skip
 SHAREGPT = {"input_len": 231, "output_len": 195, "length_dist": "uniform", "length_spread": 0.9}
@@ -70,6 +73,11 @@ def benchmark_serving_lengths(length: int) -> dict:
     lo = int(length * RANGE_RATIO)
     mean = round((lo + length) / 2)
     return {"mean": mean, "spread": round((length - lo) / 2 / mean, 3)}
+
+
+def _version(text) -> tuple[int, ...]:
+    """The leading numeric release of a version string ("0.3.0" -> (0, 3, 0), "0.21.0rc2" -> (0, 21, 0))."""
+    return tuple(int(m) for m in re.findall(r"\d+", str(text).split("rc")[0])[:3])
 
 
 def main() -> None:
@@ -108,6 +116,11 @@ def main() -> None:
                 f"[{int(int(r['input_len']) * RANGE_RATIO)}, {int(r['input_len'])}]), --num-prompts "
                 f"{PROMPTS_PER_CLIENT} x concurrency, --request-rate inf, all clients at once after a warm-up; SGLang "
                 f"--chunked-prefill-size {INFERENCEX_CHUNK} (benchmarks/single_node/dsr1_fp8_h200.sh)"
+            )
+        if r["engine"] == "sglang" and _version(r["engine_version"]) < (0, 4):
+            out["overlap_scheduler"] = "false"
+            out["notes"] = (
+                f"{r['notes']}; overlap_scheduler=false: SGLang {r['engine_version']} predates the overlap schedule"
             )
         if pd.isna(r["input_len"]):  # ShareGPT
             out.update(SHAREGPT)

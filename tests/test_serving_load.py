@@ -92,18 +92,39 @@ def _burst_table():
     return IterationTimes(np.array([0.0, 256.0, 1024.0]), np.array([prompt_row] + [[DEC, P, P4]] * 4))
 
 
-def test_a_start_up_burst_queues_behind_the_prefills_ahead():
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_start_up_burst_queues_behind_the_prefills_ahead(overlap):
     """Four clients send identical 256-token prompts at once into an empty engine (a closed loop's
     start, prefill priority). A budget of one prompt per pass prefills them one pass each, so the
     k-th prompt's TTFT is overhead + k·P; a budget that holds all four runs one pass of 1,024
-    tokens and every TTFT is overhead + P4."""
+    tokens and every TTFT is overhead + P4. With overlap scheduling each first token is sent when
+    the next iteration ends: the k-th prompt's after the (k+1)-th pass, the last prompt's after the
+    first decode iteration, and the ITL is unchanged (counted from when the tokens were computed)."""
     oh = 0.004
     args = (None, np.full(4, 256), np.full(4, 5), _burst_table())
-    one_each = simulate(*args, Scheduler(4, 256, False), oh, concurrency=4)
-    np.testing.assert_allclose(one_each["ttft_s"], oh + np.arange(1, 5) * P)
-    together = simulate(*args, Scheduler(4, 1024, False), oh, concurrency=4)
-    np.testing.assert_allclose(together["ttft_s"], oh + P4)
+    one_each = simulate(*args, Scheduler(4, 256, False, overlap=overlap), oh, concurrency=4)
+    k = np.arange(1, 5)
+    late = np.array([P, P, P, DEC]) if overlap else np.zeros(4)  # the next iteration after each prompt's pass
+    np.testing.assert_allclose(one_each["ttft_s"], oh + k * P + late)
+    together = simulate(*args, Scheduler(4, 1024, False, overlap=overlap), oh, concurrency=4)
+    np.testing.assert_allclose(together["ttft_s"], oh + P4 + (DEC if overlap else 0.0))
     np.testing.assert_allclose(together["itl_s"], DEC)
+    assert np.all(together["e2e_s"] >= together["ttft_s"])
+
+
+def test_overlap_sends_a_lone_prompts_first_token_after_the_next_decode():
+    """One client: the next iteration after its prompt's pass is its own first decode iteration,
+    so overlap scheduling adds one decode iteration to TTFT and nothing to the ITL. A one-token
+    request leaves nothing to launch: its token goes out at once."""
+    table = IterationTimes(np.array([0.0, 512.0]), np.array([[0.03, 0.05], [0.02, 0.07]]))
+    reqs = (None, np.full(3, 256), np.full(3, 11), table)
+    plain = simulate(*reqs, Scheduler(4, 512, True), 0.004, concurrency=1)
+    over = simulate(*reqs, Scheduler(4, 512, True, overlap=True), 0.004, concurrency=1)
+    np.testing.assert_allclose(over["ttft_s"], plain["ttft_s"] + 0.02)
+    np.testing.assert_allclose(over["itl_s"], plain["itl_s"])
+    lone = simulate(None, np.full(2, 256), np.full(2, 1), table, Scheduler(4, 512, True, overlap=True), 0.0, 1)
+    np.testing.assert_allclose(lone["ttft_s"], 0.04)
+    np.testing.assert_allclose(lone["e2e_s"], 0.04)
 
 
 def test_loaded_rows_take_the_budget_and_load_their_source_ran():
@@ -264,7 +285,7 @@ def test_trace_sends_and_lengths(tmp_path):
 def test_loaded_points_reproduce_the_published_itl_percentiles(tmp_path):
     """validate's `loaded` kind (validate/loaded_cases.py) on the SGLang DeepSeek-R1 H200 rows of
     cases/loaded/inference_loaded.csv (SemiAnalysis InferenceX issue 870: closed loop of 8-64
-    clients, 1k/1k): the simulated mean and p99 ITL within 15 % of the published ones (5.3-7.8 %
+    clients, 1k/1k): the simulated mean and p99 ITL within 15 % of the published ones (3.3 % and 2.9 %
     mean |error|, benchmarks/serving_loaded_points.py)."""
     import pandas as pd
 
@@ -278,6 +299,31 @@ def test_loaded_points_reproduce_the_published_itl_percentiles(tmp_path):
     itl = table[table["quantity"].isin(["itl_mean_ms", "itl_p99_ms"])]
     assert len(itl) == 8
     assert (itl["error_pct"].abs() <= 15).all(), itl
+
+
+def test_a_loaded_row_can_say_its_engine_version_ran_without_overlap(tmp_path):
+    """overlap_scheduler=false on a row overrides the engine file's overlap scheduling (SGLang 0.3.0
+    before the overlap schedule: its first tokens go out as their pass ends, an earlier TTFT); a
+    value other than true/false is one sentence."""
+    import pandas as pd
+
+    from parallmelism.validate.runner import run_validation, shipped_case_files
+
+    src = shipped_case_files()[0].parent / "loaded" / "inference_loaded.csv"
+    df = pd.read_csv(src, dtype=str, keep_default_na=False)
+    row = df[df["case"] == "sglrepo060-sglang-l31-70b-h100-tp4-sharegpt-rps4"]
+    assert list(row["overlap_scheduler"]) == ["false"]
+    ttft = {}
+    for flag in ("false", ""):  # "": the engine file's (sglang: overlap)
+        part = tmp_path / f"r{flag}.csv"
+        row.assign(overlap_scheduler=flag, requests="200").to_csv(part, index=False)
+        t = run_validation([part], [], None)
+        ttft[flag] = float(t.loc[t["quantity"] == "ttft_p50_ms", "predicted"].iloc[0])
+    assert ttft["false"] < ttft[""]
+    bad = tmp_path / "bad.csv"
+    row.assign(overlap_scheduler="maybe").to_csv(bad, index=False)
+    with pytest.raises(UserError, match="overlap_scheduler='maybe' is not true or false"):
+        run_validation([bad], [], None)
 
 
 def test_plan_serve_prints_and_writes_the_colocated_plan_under_load(tmp_path):

@@ -22,7 +22,16 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
   time       one iteration takes `times(decode tokens, prompt tokens)` seconds, a table evaluated
              by the per-iteration cost model (cost.iteration_table); the iteration's decode tokens
              and every prompt finished in it emit their token when it ends
-Per request: TTFT = first token − sent; ITL = (finish − first token)/(output_len − 1), the mean gap
+  overlap    overlap scheduling (`overlap`, engine.overlap_scheduler: SGLang since 0.4, TensorRT-LLM's
+             PyTorch executor): the host launches iteration i+1 before it processes iteration i's
+             output, so the first token of a prompt finished in iteration i is sent when i+1 ends (at
+             once when no iteration follows). Launching an eager prompt pass takes the host about as
+             long as the pass (sgl-project/sglang PR 11856: a prefill's output waits for the next
+             prefill's launch), and the model takes every next iteration's launch as its end.
+             Only TTFT moves: the tokens' gaps and the ITL are counted from when they were computed,
+             and a closed-loop client whose one-token request ends while others run sends again when
+             the token was computed (one iteration early)
+Per request: TTFT = first token sent − sent; ITL = (finish − first token)/(output_len − 1), the mean gap
 of that request (the TPOT that bench_serving and LLMPerf report per request; their p50/p90 are
 percentiles of it over requests); e2e = finish − sent. Per token: every gap between two tokens of
 a request (bench_serving's "ITL"; a prompt's pass that stalls the decodes shows in its tail).
@@ -67,6 +76,7 @@ class Scheduler:
     token_budget: int  # tokens per iteration, decode + prompt
     chunked_prefill: bool = True  # False: prefill priority, decodes stall while prompts wait
     steps: int = 1  # decode iterations per scheduler call (multi-step scheduling); admission between runs
+    overlap: bool = False  # overlap scheduling: a prompt's first token is sent when the next iteration ends
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,9 @@ def simulate(
     seen = sent + request_overhead_s  # when the engine can admit it
     prompt_left = S.copy()
     out_left = O.copy()
-    first = np.full(n, np.nan)
+    first = np.full(n, np.nan)  # when each request's first token was computed
+    first_sent = np.full(n, np.nan)  # ... and sent (overlap scheduling: after the next iteration)
+    unsent = np.empty(0, dtype=np.int64)  # first tokens computed in the last iteration, not yet sent
     finish = np.full(n, np.nan)
     last = np.full(n, np.nan)  # when each request's latest token came
     gaps: list[np.ndarray] = []  # per-token gaps (s) and how many tokens had each
@@ -163,6 +175,8 @@ def simulate(
                 run_left = (run_left if run_left > 0 else sched.steps) - k
             elif len(running) < sched.max_batch and nxt < n and np.isfinite(seen[nxt]):
                 k = max(min(k, math.ceil((seen[nxt] - t) / dt)), 1)
+            first_sent[unsent] = t + dt  # the first of the k iterations was the next one
+            unsent = unsent[:0]
             gaps += [t + dt - last[running], np.array([dt])]  # the first gap may hold a stall
             weights += [np.ones(len(running)), np.array([len(running) * (k - 1)])]
             t += k * dt
@@ -176,6 +190,8 @@ def simulate(
             before = np.cumsum(need) - need  # tokens granted to the prompts ahead in the queue
             take = np.minimum(np.maximum(budget - before, 0), need)
             t += times(n_dec, float(take.sum()))
+            first_sent[unsent] = t
+            unsent = unsent[:0]
             if n_dec:
                 decoders = running[decoding]
                 out_left[decoders] -= 1
@@ -186,6 +202,10 @@ def simulate(
             started = prefilling[(take > 0) & (prompt_left[prefilling] == 0)]
             first[started] = t
             last[started] = t
+            if sched.overlap:
+                unsent = started
+            else:
+                first_sent[started] = t
             out_left[started] -= 1
         ended = running[(out_left[running] == 0)]
         if len(ended):
@@ -194,17 +214,20 @@ def simulate(
             running = running[out_left[running] > 0]
             if len(running) == 0:
                 run_left = 0  # every sequence finished: the run ends with them
+                first_sent[unsent] = t  # nothing left to launch: sent at once
+                unsent = unsent[:0]
             if concurrency is not None:  # each finished client sends its next request now
                 k = min(closed_next + len(ended), n)
                 sent[closed_next:k] = t
                 seen[closed_next:k] = t + request_overhead_s
                 closed_next = k
+    first_sent[unsent] = t
     with np.errstate(invalid="ignore", divide="ignore"):
         itl = np.where(O > 1, (finish - first) / (O - 1), np.nan)
     return {
-        "ttft_s": first - sent,
+        "ttft_s": first_sent - sent,
         "itl_s": itl,
-        "e2e_s": finish - sent,
+        "e2e_s": np.fmax(finish, first_sent) - sent,  # a one-token request ends when its token is sent
         "sent_s": sent,
         "finish_s": finish,
         "token_gap_s": np.concatenate(gaps) if gaps else np.empty(0),

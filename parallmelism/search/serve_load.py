@@ -35,10 +35,13 @@ def loaded_point(
     ttft_slo_ms: float | None,
     itl_slo_ms: float | None,
     concurrency: int | None = None,
+    overlap: bool | None = None,
 ) -> dict[str, float]:
     """The load summary (cost.serving_load.load_summary) of one replica of the first row of `lay`
     (its batch = the most sequences in flight) serving `reqs`: open loop at rate_per_replica
-    (Poisson, seeded) or the trace's send times, or a closed loop of `concurrency` clients. Raises
+    (Poisson, seeded) or the trace's send times, or a closed loop of `concurrency` clients; `overlap`:
+    the engine ran with overlap scheduling (None: engine.overlap_scheduler, the version the engine
+    file describes). Raises
     UserError when the open-loop rate reaches the replica's capacity (the queue would not settle).
     The iteration table and the capacity are the cost model's at the requests' mean lengths (a
     trace's, not workload.input_len/output_len): the decode context and the prompt's chunk attention."""
@@ -71,7 +74,13 @@ def loaded_point(
             )
         arrivals = poisson_arrivals_s(rate_per_replica, n, seed)
     times = iteration_times(model, hw, wl, one, km, engine, max_batch, wl.prefill_chunk_tokens)
-    sched = Scheduler(max_batch, wl.prefill_chunk_tokens, wl.chunked_prefill, wl.scheduler_steps)
+    sched = Scheduler(
+        max_batch,
+        wl.prefill_chunk_tokens,
+        wl.chunked_prefill,
+        wl.scheduler_steps,
+        engine.overlap_scheduler if overlap is None else overlap,
+    )
     sim = simulate(
         arrivals,
         reqs.input_len,

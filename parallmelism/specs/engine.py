@@ -52,6 +52,16 @@ class EngineSpec(BaseModel):
     custom_all_reduce_max_bytes: float = Field(
         ..., ge=0, description="custom all-reduce: largest message it takes (NCCL above), bytes"
     )
+    # Overlap scheduling (SGLang's overlap schedule, default since 0.4, sgl-project/sglang PR 2067;
+    # TensorRT-LLM's PyTorch executor, disable_overlap_scheduler default False): the host launches
+    # iteration i+1 before it processes iteration i's output, so the first token of a prompt that
+    # finished in iteration i is sent after i+1 has been launched (sglang PRs 2067, 11856; TensorRT-LLM
+    # PR 14061). The request-level simulation (cost/serving_load.py) sends it when i+1 ends.
+    overlap_scheduler: bool = Field(
+        False,
+        description="the engine launches the next iteration before it sends the last one's output: a "
+        "prompt's first token goes out when the next iteration ends (latency under load)",
+    )
     # The engine's fused-MoE op measured on an accelerator (cost/fused_moe.py): accelerator name ->
     # table path (relative to hardware/, as kernel tables). Accelerators and model shapes it does
     # not list take the kernel model's grouped GEMM.

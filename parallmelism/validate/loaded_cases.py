@@ -13,7 +13,9 @@ precisions and chunked_prefill columns mean what they mean for the `inference` k
   all sending their first request at once;
 - input_len, output_len: the lengths (fixed), or the means of `length_dist=uniform` lengths
   within ±length_spread (a dataset whose length distribution is not published, ShareGPT);
-- requests: how many the source sent (blank: 1,000), simulated with seed 0.
+- requests: how many the source sent (blank: 1,000), simulated with seed 0;
+- overlap_scheduler (optional): true/false where the engine version that ran differs from the
+  engine file's engine.overlap_scheduler (blank: the engine file's), with the reason in the notes.
 """
 
 from __future__ import annotations
@@ -75,7 +77,21 @@ def loaded_prediction(row, ctx) -> dict:
         ttft_slo_ms=None,
         itl_slo_ms=None,
         concurrency=-(-as_int(row, "concurrency") // dp) if closed else None,
+        overlap=_flag(row, "overlap_scheduler"),
     )
+
+
+def _flag(row, col) -> bool | None:
+    """A true/false column (blank: None); anything else is refused in one sentence."""
+    from ..errors import UserError
+
+    v = get(row, col)
+    if v is None:
+        return None
+    text = str(v).strip().lower()
+    if text not in ("true", "false"):
+        raise UserError(f"case {row.get('case')!r}: {col}={v!r} is not true or false")
+    return text == "true"
 
 
 def _loaded_rows(df, ctx):
