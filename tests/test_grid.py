@@ -279,3 +279,22 @@ def test_folding_keeps_ep_across_tp_ranks():
     assert len(enumerate_training_layouts(MIX, H100, WL, g)) == 0
     folded = enumerate_training_layouts(MIX, H100, TrainWorkload(seq_len=8192, global_batch=512, expert_tp=1), g)
     assert len(folded) > 0 and set(folded.columns["dp"]) == {2} and set(folded.columns["ep"]) == {8}
+
+
+def test_partitions_sharing_their_replica_layouts_enumerate_the_same_rows():
+    # the driver keeps one memo per run (search/chunks.py): the tp x pp x cp x ep layouts of a GPU
+    # count are made once for all its micro-batch partitions; each partition's rows, drop counts
+    # and considered combinations are what it gives alone
+    wl = TrainWorkload(seq_len=4096, global_batch=256)
+    memo: dict = {}
+    for model in (L70, load_option("model", "llama3.1-8b"), MIX):
+        for n in (64, 128, 64):  # back to a GPU count whose replicas were replaced
+            for mb in (1, 2, 4):
+                g = grid(ngpus=[n], micro_batch=[mb])
+                alone = enumerate_training_layouts(model, H100, wl, g)
+                shared = enumerate_training_layouts(model, H100, wl, g, memo=memo)
+                assert shared.considered == alone.considered and shared.dropped == alone.dropped
+                assert list(shared.columns) == list(alone.columns)
+                for k, v in alone.columns.items():
+                    assert np.array_equal(shared.columns[k], v), k
+    assert len(alone) > 0

@@ -14,6 +14,7 @@ d98e8a64: world % (etp·ep·pp) == 0, expert_data_parallel_size = world / (etp·
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -104,6 +105,13 @@ class _Columns:
         self.own, self.read = {}, {}
         self.n *= times
 
+    def copy(self) -> "_Columns":
+        """A table that grows apart from this one: its arrays are shared (never written in place:
+        every change makes new ones), its dicts are its own."""
+        out = _Columns.__new__(_Columns)
+        out.base, out.rows, out.own, out.read, out.n = self.base, self.rows, dict(self.own), dict(self.read), self.n
+        return out
+
     def keep(self, mask: np.ndarray) -> None:
         """The rows where mask holds."""
         self.rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
@@ -122,6 +130,12 @@ class _Crosser:
 
     def cross(self, name: str, values) -> None:
         self.cross_all({name: values})
+
+    def copy(self) -> "_Crosser":
+        """A crosser that goes on apart from this one (`_Columns.copy`)."""
+        out = _Crosser.__new__(_Crosser)
+        out.cols, out.remaining, out.dropped = self.cols.copy(), self.remaining, dict(self.dropped)
+        return out
 
     def cross_all(self, axes: dict) -> None:
         """Cross several axes at once: the same rows as crossing them one after the other."""
@@ -221,11 +235,15 @@ def per_gpu_count(enumerate_one, model, hw, workload, grid: GridSpec) -> LayoutG
 
 
 def enumerate_training_layouts(
-    model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload, grid: GridSpec, stack=None
+    model: ModelSpec, hw: AcceleratorSpec, workload: TrainWorkload, grid: GridSpec, stack=None, memo=None
 ) -> LayoutGrid:
     """All valid training layouts for every GPU count in grid.ngpus (vectorized per GPU count);
-    stack (specs StackSpec): only the layouts that software stack runs (`stack_rules`)."""
-    grid_of = per_gpu_count(_enumerate_one, model, hw, workload, grid)
+    stack (specs StackSpec): only the layouts that software stack runs (`stack_rules`). memo: a
+    dict the caller keeps across the grids of one run that differ in their micro-batch sizes (its
+    partitions, search/partitions.py): the layouts before the micro-batch axis are then made once
+    per GPU count (`_replica_layouts`), not once per grid; the same rows either way."""
+    one = _enumerate_one if memo is None else partial(_enumerate_one, memo=memo)
+    grid_of = per_gpu_count(one, model, hw, workload, grid)
     return grid_of if stack is None else stack_rules(grid_of, stack.layouts)
 
 
@@ -260,24 +278,11 @@ def stack_rules(layouts: LayoutGrid, rules) -> LayoutGrid:
     return LayoutGrid({k: v[keep] for k, v in c.items()}, dropped, layouts.considered)
 
 
-def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
-    L, g, s, B = model.layers, model.g, workload.seq_len, workload.global_batch
+def _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later) -> tuple[_Crosser, int]:
+    """The tp x pp x cp x ep layouts of n GPUs that pass every rule on those axes (and dp), with
+    the combinations considered: the same for every micro-batch size."""
+    L, s = model.layers, workload.seq_len
     E = model.moe.num_experts if model.moe else 0
-    div_n = divisors(n)
-    tp_c = _candidates(grid.tp, div_n)
-    pp_c = _candidates(grid.pp, div_n)
-    cp_c = _candidates(grid.cp, div_n)
-    ep_c = expert_candidates(grid.ep, E, n)
-    mb_default = divisors(B)
-    if grid.max_micro_batch:
-        mb_default = mb_default[mb_default <= grid.max_micro_batch]
-    mb_c = _candidates(grid.micro_batch, mb_default)
-    vpp_c = _candidates(grid.vpp, divisors(L))
-    sh_c = np.array([SHARDING_CODE[x] for x in (grid.dp_sharding or DP_SHARDING)], dtype=np.int8)
-    rc_c = np.array([RECOMPUTE_CODE[x] for x in (grid.recompute or RECOMPUTE)], dtype=np.int8)
-    sp_c = np.array(grid.sequence_parallel if grid.sequence_parallel is not None else [False, True])
-
-    later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
     pinned = not (grid.tp is None and grid.pp is None and grid.cp is None)
     x, considered = replica_factorizations(
         n, {"tp": tp_c, "pp": pp_c, "cp": cp_c}, pinned, later, "product_not_dividing_ngpus"
@@ -304,6 +309,40 @@ def _enumerate_one(model, hw, workload, grid, n) -> LayoutGrid:
         x.rule("ep_not_dividing_dp_cp", (c["dp"] * c["cp"]) % c["ep"] != 0)
     else:  # MoE parallel folding: the expert grid etp x ep x edp over the tp x cp x dp ranks
         x.rule("expert_grid_not_dividing", (c["tp"] * c["cp"] * c["dp"]) % (workload.expert_tp * c["ep"]) != 0)
+    return x, considered
+
+
+def _enumerate_one(model, hw, workload, grid, n, memo=None) -> LayoutGrid:
+    L, g, B = model.layers, model.g, workload.global_batch
+    E = model.moe.num_experts if model.moe else 0
+    div_n = divisors(n)
+    tp_c = _candidates(grid.tp, div_n)
+    pp_c = _candidates(grid.pp, div_n)
+    cp_c = _candidates(grid.cp, div_n)
+    ep_c = expert_candidates(grid.ep, E, n)
+    mb_default = divisors(B)
+    if grid.max_micro_batch:
+        mb_default = mb_default[mb_default <= grid.max_micro_batch]
+    mb_c = _candidates(grid.micro_batch, mb_default)
+    vpp_c = _candidates(grid.vpp, divisors(L))
+    sh_c = np.array([SHARDING_CODE[x] for x in (grid.dp_sharding or DP_SHARDING)], dtype=np.int8)
+    rc_c = np.array([RECOMPUTE_CODE[x] for x in (grid.recompute or RECOMPUTE)], dtype=np.int8)
+    sp_c = np.array(grid.sequence_parallel if grid.sequence_parallel is not None else [False, True])
+
+    later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
+
+    if memo is None:
+        x, considered = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+    else:
+        # what the layouts before the micro-batch axis depend on: the model, accelerator and
+        # workload (the same objects), n, the combinations still to cross, every grid field but
+        # the micro-batch sizes
+        key = (n, later, grid.model_dump_json(exclude={"micro_batch", "ngpus"}))
+        same_run = all(a is b for a, b in zip(memo.get("of", ()), (model, hw, workload)))
+        if memo.get("key") != key or not same_run:
+            memo.update(key=key, of=(model, hw, workload))
+            memo["replicas"] = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+        x, considered = memo["replicas"][0].copy(), memo["replicas"][1]
 
     x.cross("micro_batch", mb_c)
     c = x.cols

@@ -54,20 +54,21 @@ def derive_columns(cols: dict, run) -> dict:
     return cols
 
 
-def layout_grid(run, grid=None):
-    """The valid layouts of `run` (of `grid`, default the run's own), training or serving."""
+def layout_grid(run, grid=None, memo=None):
+    """The valid layouts of `run` (of `grid`, default the run's own), training or serving; memo:
+    a dict kept across a run's partitions (`enumerate_training_layouts`)."""
     grid = run.grid if grid is None else grid
     if run.workload.kind == "train":
         from ..grid.layouts import enumerate_training_layouts
 
-        return enumerate_training_layouts(run.model, run.hardware, run.workload, grid, run.stack)
+        return enumerate_training_layouts(run.model, run.hardware, run.workload, grid, run.stack, memo)
     from ..grid.inference import enumerate_inference_layouts
 
     return enumerate_inference_layouts(run.model, run.hardware, run.workload, grid)
 
 
-def _enumerate(run, sub_grid, stats: RunStats) -> dict:
-    g = layout_grid(run, sub_grid)
+def _enumerate(run, sub_grid, stats: RunStats, memo=None) -> dict:
+    g = layout_grid(run, sub_grid, memo)
     stats.considered += g.considered
     add_drop_counts(stats.dropped, g.dropped)
     return g.columns
@@ -129,17 +130,18 @@ def _evaluate_unchecked(run, chunk: dict, stats: RunStats, prune_unfit: bool, de
 
 
 def layout_chunks(
-    run, partitions: Sequence[tuple[int, object]], chunk_rows: int, stats: RunStats
+    run, partitions: Sequence[tuple[int, object]], chunk_rows: int, stats: RunStats, memo=None
 ) -> Iterator[tuple[dict, np.ndarray]]:
     """Yield (layout columns, row numbers) for the partitions [(index, sub-grid), ...] of one run,
-    in order, in chunks of at most `chunk_rows` rows (not evaluated yet).
+    in order, in chunks of at most `chunk_rows` rows (not evaluated yet). memo: a dict kept across
+    the run's partitions (`layout_grid`).
 
     Row number = (partition index << 32) + position in the partition (search/partitions.py).
     """
     waiting: list[tuple[dict, np.ndarray]] = []  # layout columns and row numbers not in a chunk yet
     rows = 0
     for index, sub_grid in partitions:
-        cols = _enumerate(run, sub_grid, stats)
+        cols = _enumerate(run, sub_grid, stats, memo)
         n = len(next(iter(cols.values()))) if cols else 0
         if n == 0:
             continue
@@ -210,13 +212,14 @@ def evaluated_tasks(
     pending_rows = 0  # rows in `pending`
     batch_rows = min(chunk_rows, EVALUATE_ROWS)
     finished = 0  # tasks reported finished
+    memo: dict = {}  # the run's partitions share their layouts before the micro-batch axis
 
     def evaluated():
         chunks = evaluate_chunks(run, [c for _, c in pending], stats, prune_unfit, derive)
         return [(t, c) for (t, _), c in zip(pending, chunks) if c is not None]
 
     for t, partitions in enumerate(tasks):
-        for chunk in layout_chunks(run, partitions, chunk_rows, stats):
+        for chunk in layout_chunks(run, partitions, chunk_rows, stats, memo):
             if pending and pending_rows + len(chunk[1]) > batch_rows:
                 yield from evaluated()
                 pending, pending_rows = [], 0
