@@ -126,3 +126,21 @@ def test_a_stated_moe_imbalance_reaches_the_workload():
     bridge = step_time_run_of(by_case["mb2604p1-qwen3-235b-h100-256gpu-tp2-pp8-vp4-ep32-fp8"], ctx)
     assert zoo.workload.moe_imbalance == 1.55
     assert bridge.workload.moe_imbalance == 1.0
+
+
+def test_ulysses_rows_read_the_shipped_qwen3_4b():
+    """The HF Ulysses rows' architecture columns cannot say head_dim 128 (query width 4096 over hidden 2560) nor
+    tied embeddings; their model_desc names Qwen3-4B, so they take models/qwen3-4b.yaml (4.02B parameters, the
+    model card's 4.0B), not a head_dim-80 untied model built from the columns."""
+    from parallmelism.config import option_files
+    from parallmelism.config.compose import _load_option
+    from parallmelism.validate.cases import model_of
+
+    files = option_files("model", [])
+    models = {n: _load_option("model", n, files) for n in files}
+    rows = pd.read_csv(CASES / "training_stacks.csv", dtype=str, keep_default_na=False)
+    ulysses = [r for r in rows.to_dict("records") if r["case"].startswith("hfulysses2603-")]
+    assert len(ulysses) == 3
+    for r in ulysses:
+        spec = model_of({k: (v or None) for k, v in r.items()}, models)
+        assert (spec.name, spec.head_dim, spec.tie_embeddings) == ("qwen3-4b", 128, True), r["case"]

@@ -51,13 +51,14 @@ KNOWN_GAPS = {
     "mz-qwen3-235b-h100-256gpu-tp4-ep8-pp8-edp4-deepep": "fine-grained MoE: 16 local experts at TP4 (-17 %, not explained)",
     "mb2511-qwen3-235b-h100-256gpu-tp2-pp8-vp4-ep32-fp8cs": "NeMo 25.11 235B, +19 % where 26.04 reads +2 % (not explained)",
     "mz-qwen3-235b-h100-256gpu-tp2-ep8-pp32-a2a": "one layer per virtual stage (PP32 VP3): per-chunk costs (-21 %, not explained)",
-    # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03): -85 % at 8k, -63 % at 32k, -17 % at 64k. Not
-    # the CPU optimizer step: the model times DeepSpeedCPUAdam over each rank's 1.0B parameters at the host's
-    # memory rate (0.43 s, cost/offload.py), and the blog's own 1-GPU baseline at 8k (2,436 tok/s: 26.9 s a step
-    # for 4x the per-GPU kernels, ~6.4 s) takes as long as SP4 on 4 GPUs (28.3 s): ~20-27 s a step that does not
-    # divide over GPUs and that the 64k row's GPU work hides (39.1 s measured, 29.3 s of kernels). Host-bound
-    # work per micro-batch (ZeRO-3's per-module fetch/release hooks would need ~2.8 ms a module pass; no trace
-    # confirms it). ALST's tiled MLP is not in these runs (the blog: "not yet available as flags").
+    # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03): -83 % at 8k, -52 % at 32k, +18 % at 64k, read
+    # with the shipped Qwen3-4B (models/qwen3-4b.yaml: head_dim 128, tied embeddings; the architecture columns alone
+    # built head_dim 80 and an untied head: -85/-63/-17 %). Not the CPU optimizer step: the model times
+    # DeepSpeedCPUAdam over each rank's 1.0B parameters at the host's memory rate (0.42 s, cost/offload.py), and
+    # the blog's own 1-GPU baseline at 8k (2,436 tok/s: 26.9 s a step for 4x the per-GPU kernels) takes as long
+    # as SP4 on 4 GPUs (28.3 s): ~20-26 s a step that does not divide over GPUs and that the 64k row's GPU work
+    # hides (39.1 s measured under 43.0 s of kernels, 34.5 s of them FlashAttention-2 from the H100 table).
+    # ALST's tiled MLP is not in these runs (the blog: "not yet available as flags").
     "hfulysses2603-qwen3-4b-4gpu-sp4-8k": "host-bound ZeRO-3 time that does not divide over GPUs (not modelled)",
     "hfulysses2603-qwen3-4b-4gpu-sp4-32k": "host-bound ZeRO-3 time that does not divide over GPUs (not modelled)",
     "hfulysses2603-qwen3-4b-4gpu-sp4-64k": "host-bound ZeRO-3 time that does not divide over GPUs (not modelled)",
