@@ -51,15 +51,23 @@ KNOWN_GAPS = {
     "mz-qwen3-235b-h100-256gpu-tp4-ep8-pp8-edp4-deepep": "fine-grained MoE: 16 local experts at TP4 (-17 %, not explained)",
     "mb2511-qwen3-235b-h100-256gpu-tp2-pp8-vp4-ep32-fp8cs": "NeMo 25.11 235B, +19 % where 26.04 reads +2 % (not explained)",
     "mz-qwen3-235b-h100-256gpu-tp2-ep8-pp32-a2a": "one layer per virtual stage (PP32 VP3): per-chunk costs (-21 %, not explained)",
-    # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03): -83 % at 8k, -52 % at 32k, +18 % at 64k, read
-    # with the shipped Qwen3-4B (models/qwen3-4b.yaml: head_dim 128, tied embeddings; the architecture columns alone
-    # built head_dim 80 and an untied head: -85/-63/-17 %). Not the CPU optimizer step: the model times
-    # DeepSpeedCPUAdam over each rank's 1.0B parameters at the host's memory rate (0.42 s, cost/offload.py), and
-    # the blog's own 1-GPU baseline at 8k (2,436 tok/s: 26.9 s a step for 4x the per-GPU kernels) takes as long
-    # as SP4 on 4 GPUs (28.3 s): ~20-26 s a step that does not divide over GPUs and that the 64k row's GPU work
-    # hides (39.1 s measured under 43.0 s of kernels, 34.5 s of them FlashAttention-2 from the H100 table).
-    # ALST's tiled MLP is not in these runs (the blog: "not yet available as flags").
-    "hfulysses2603-qwen3-4b-4gpu-sp4-8k": "host-bound ZeRO-3 time that does not divide over GPUs (not modelled)",
-    "hfulysses2603-qwen3-4b-4gpu-sp4-32k": "host-bound ZeRO-3 time that does not divide over GPUs (not modelled)",
-    "hfulysses2603-qwen3-4b-4gpu-sp4-64k": "host-bound ZeRO-3 time that does not divide over GPUs (not modelled)",
+    # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03), read with the shipped Qwen3-4B (head_dim 128,
+    # tied embeddings): -83 % at 8k, -52 % at 32k, +18 % at 64k (benchmarks/ulysses_host_gap.py prints what follows).
+    # The step is 8 x seq over the blog's Tokens/s read as the job's total (as TRL's num_tokens counts, gathering
+    # every rank's 1/4 of the sequence; per GPU the 64k step would be 9.8 s, under its FA2 kernels at peak).
+    # Residuals: +23.6 s (8k), +17.3 s (32k), -7.1 s (64k), and +16.2 s on the blog's 1-GPU 8k baseline (no case
+    # row). As DeepSpeed 0.18 runs offload_optimizer (stage3.py partition_grads): a pageable host bf16 accumulator
+    # (the model dtype; pin_memory defaults to false) round-tripped through the GPU every micro-step after the
+    # first, the fp32 gradient at the boundary and the bf16 partition back: 36.2 GB a rank a step, 0.57 s at PCIe
+    # Gen5; CPU Adam 0.39 s at the host's memory rate (the model charges 0.42 s: the CPU step and the upload, its
+    # gradient copies hidden under backward). The residual would need the whole node's copies at 6.1 GB/s (4 GPUs)
+    # and 8.9 GB/s (1 GPU): no sourced rate is that low, nor one rate for both. TRL tokenizes the streamed books
+    # whole before truncating: 8 a step, at Hugging Face tokenizers' stated rate (a GB in under 20 s) 0.16 s even
+    # for 1 MB books. The 64k row's kernels alone (43.0 s, 34.5 s of them FlashAttention-2 from the H100 table)
+    # exceed its measured 39.1 s, so any host term there hides under the GPU work, or its sequences held less
+    # attention than one 65,536-token causal window (many Gutenberg books are shorter than that, ~260 KB of text;
+    # the blog states neither packing nor truncation). Nothing is fitted.
+    "hfulysses2603-qwen3-4b-4gpu-sp4-8k": "~24 s a step not explained at sourced host rates (ulysses_host_gap.py)",
+    "hfulysses2603-qwen3-4b-4gpu-sp4-32k": "~17 s a step not explained at sourced host rates (ulysses_host_gap.py)",
+    "hfulysses2603-qwen3-4b-4gpu-sp4-64k": "kernels alone exceed the step: documents shorter than 64k? (not stated)",
 }
