@@ -27,6 +27,9 @@ deepspeed/runtime/zero/stage3.py):
   - at the accumulation boundary the partition goes to the optimizer's fp32 gradient (device -> host 4 B);
     after DeepSpeedCPUAdam the fp32 partition is copied into the GPU's bf16 partition (host -> device, 2 B: a
     blocking copy_ converts on the CPU, aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda).
+  - all of it before DeepSpeed v0.19.5 as a blocking copy to pageable memory: "a synchronous, low-bandwidth
+    (staged pageable) path with no overlap against backward compute" (PR #8207, 2026-08, which made the
+    copy non_blocking and pin_memory true by default; the blog ran deepspeed>=0.18.1 in 2026-03).
 Per rank that is P/W x (2 + 4 (m - 1) + 4 + 2) bytes for m micro-steps: the node moves P x (...) whatever W,
 which is what would make 1 GPU take as long as 4 if the node's host side were the bound. The CPU step reads
 and writes cost.flops.optimizer_bytes_per_param per parameter, also P x that per node.

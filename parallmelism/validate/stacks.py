@@ -61,12 +61,15 @@ KNOWN_GAPS = {
     # first, the fp32 gradient at the boundary and the bf16 partition back: 36.2 GB a rank a step, 0.57 s at PCIe
     # Gen5; CPU Adam 0.39 s at the host's memory rate (the model charges 0.42 s: the CPU step and the upload, its
     # gradient copies hidden under backward). The residual would need the whole node's copies at 6.1 GB/s (4 GPUs)
-    # and 8.9 GB/s (1 GPU): no sourced rate is that low, nor one rate for both. TRL tokenizes the streamed books
-    # whole before truncating: 8 a step, at Hugging Face tokenizers' stated rate (a GB in under 20 s) 0.16 s even
-    # for 1 MB books. The 64k row's kernels alone (43.0 s, 34.5 s of them FlashAttention-2 from the H100 table)
-    # exceed its measured 39.1 s, so any host term there hides under the GPU work, or its sequences held less
-    # attention than one 65,536-token causal window (many Gutenberg books are shorter than that, ~260 KB of text;
-    # the blog states neither packing nor truncation). Nothing is fitted.
+    # and 8.9 GB/s (1 GPU): no sourced rate is that low, nor one rate for both. DeepSpeed's maintainers confirm
+    # the regime (PR #8207, v0.19.5, 2026-08: before it ZeRO-3's grad offload was a blocking copy to pageable
+    # memory, "no overlap against backward compute"; pinned + async cut backward 18-28 % on 4x RTX 4080 Super)
+    # but give no rate for the blog's hosts, so it is not priced. TRL tokenizes the streamed books whole before
+    # truncating: 8 a step, at Hugging Face tokenizers' stated rate (a GB in under 20 s) 0.16 s even for 1 MB
+    # books. The 64k row's kernels alone (43.0 s, 34.5 s of them FlashAttention-2 from the H100 table) exceed its
+    # measured 39.1 s: a blocking host term there too needs its sequences to have held less attention than one
+    # 65,536-token causal window (many Gutenberg books are shorter than that, ~260 KB of text; the blog states
+    # neither packing nor truncation). Nothing is fitted.
     "hfulysses2603-qwen3-4b-4gpu-sp4-8k": "~24 s a step not explained at sourced host rates (ulysses_host_gap.py)",
     "hfulysses2603-qwen3-4b-4gpu-sp4-32k": "~17 s a step not explained at sourced host rates (ulysses_host_gap.py)",
     "hfulysses2603-qwen3-4b-4gpu-sp4-64k": "kernels alone exceed the step: documents shorter than 64k? (not stated)",
