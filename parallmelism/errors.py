@@ -39,11 +39,31 @@ def require_dir(path, what: str) -> Path:
     return p
 
 
+_UNION_MEMBERS = {"str", "int", "float", "bool"}  # how pydantic names a union's plain-type members
+_MODEL_NAME = r"(?:[A-Z][a-z0-9]+)+"  # a union's model member (CamelCase; no key a user types is)
+
+
 def format_validation_error(exc, prefix: str = "") -> str:
     """Turn a pydantic ValidationError into one line: `key: value is wrong because ...`."""
+    import re
+
+    errors = exc.errors()
+    # A value of a union field (stack overheads: a fit or the name of another) that fits no member is
+    # one error per member, its member's name in the key ("Overheads", "str"): keep the member that
+    # says what is wrong inside the value, and drop the names
+    locs = [tuple(map(str, e.get("loc", ()))) for e in errors]
+    branch = {
+        i
+        for i, loc in enumerate(locs)
+        if loc
+        and loc[-1] in _UNION_MEMBERS
+        and any(j != i and other[: len(loc) - 1] == loc[:-1] for j, other in enumerate(locs))
+    }
     parts = []
-    for err in exc.errors():
-        parts_of_loc = [str(p) for p in err.get("loc", ()) if p != "__root__"]
+    for i, err in enumerate(errors):
+        if i in branch:
+            continue
+        parts_of_loc = [str(p) for p in err.get("loc", ()) if p != "__root__" and not re.fullmatch(_MODEL_NAME, str(p))]
         # the workload union's tag (workload.train.seq_len) is not part of the name a user types
         parts_of_loc = [
             p

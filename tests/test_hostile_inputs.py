@@ -396,3 +396,67 @@ def test_a_folder_is_swept_for_stale_temporaries_once_per_process(tmp_path, monk
     (tmp_path / "sub").mkdir()
     writer.create_temp(writer.temp_beside(tmp_path / "sub" / "x.csv"))
     assert swept == [tmp_path, tmp_path / "sub"]
+
+
+# Found by the session-17 audit (every command with unknown names, out-of-range numbers, malformed
+# overrides, hostile output paths and broken files); (id, args, what the one sentence says). Each of
+# these was a traceback, a second line, an OS error's words or a silently replaced file before.
+AUDIT_CASES = [
+    ("override-without-a-key", ["show", "=1"], "malformed override '=1'; expected key=value"),
+    ("sweep-default-folder-is-a-file", ["sweep", M8, G8, "output.dir={d}/golden.csv"], "is a file, not a folder"),
+    (
+        "export-out-a-device-before-any-note",
+        ["export", "--pinned", M8, G8, "grid.tp=1", "grid.pp=1", "--out", "/dev/null"],
+        "is a device, pipe or socket",
+    ),
+    (
+        "stack-fit-value-names-the-key-once",
+        ["show", M8, G8, "stack.overheads.h100-sxm-80gb.layer_launch_us=nan"],
+        "stack.overheads.h100-sxm-80gb.layer_launch_us=nan: Input should be a finite number",
+    ),
+    ("out-onto-a-read-only-file", ["sweep", M8, G8, "--out", "{d}/read_only.csv"], "is a read-only file"),
+    ("export-onto-a-read-only-file", ["export", "--pinned", M8, G8, "--out", "{d}/read_only.csv"], "read-only"),
+    ("study-file-binary", ["study", "run", "{d}/binary.csv", "--out", "{d}/st"], "is not UTF-8 text"),
+    ("study-points-csv-binary", ["study", "run", "{d}/binary_points.yaml", "--out", "{d}/st"], "is not a text CSV"),
+    (
+        "study-points-csv-cell-not-yaml",
+        ["study", "run", "{d}/bracket_points.yaml", "--out", "{d}/st"],
+        "line 2 holds a cell that is not a YAML value",
+    ),
+    ("study-without-a-folder", ["study", "run", "{d}/no_out.yaml"], "give out: DIR in the study file or --out DIR"),
+]
+
+
+@pytest.fixture(scope="module")
+def audit(extra):
+    d = extra
+    (d / "read_only.csv").write_text("a user's finished table\n")
+    (d / "read_only.csv").chmod(0o444)
+    for name, points in (("binary_points", "binary.csv"), ("bracket_points", "bracket.csv")):
+        study = {"command": "best", "out": str(d / "st"), "overrides": [M8, G8], "points": {"csv": points}}
+        (d / f"{name}.yaml").write_text(yaml.safe_dump(study))
+    (d / "bracket.csv").write_text("grid.tp\n[1\n")
+    study = {"command": "best", "overrides": [M8, G8], "points": {"product": {"grid.tp": [1]}}}
+    (d / "no_out.yaml").write_text(yaml.safe_dump({**study, "engine": {"kind": "local", "workers": 1}}))
+    return d
+
+
+@pytest.mark.parametrize("name,args,words", AUDIT_CASES, ids=[c[0] for c in AUDIT_CASES])
+def test_audit_case_is_the_one_sentence_it_should_be(name, args, words, audit, tmp_path):
+    before = _fingerprint(audit)
+    args = [a.replace("{d}", str(audit)) for a in args]
+    result = CliRunner().invoke(app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    _check(result.exit_code, result.stderr, result.stdout, tmp_path / "never.csv")
+    assert words in result.stderr, result.stderr
+    assert "Overheads" not in result.stderr and ".str:" not in result.stderr  # no pydantic union member names
+    assert _fingerprint(audit) == before, "an input file changed"
+    assert not (audit / "st").exists() and not (audit / "results").exists()
+    assert not [p for p in audit.rglob(".*") if p.name.endswith(".tmp")]
+
+
+def test_a_study_file_without_out_runs_into_the_out_option(audit, tmp_path):
+    """--out DIR replaces the file's out:, so a file without one runs (was: "out: Field required")."""
+    result = CliRunner().invoke(app, ["study", "run", str(audit / "no_out.yaml"), "--out", str(tmp_path / "st"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "1 of 1 points complete" in result.stdout and (tmp_path / "st" / "manifest.json").is_file()

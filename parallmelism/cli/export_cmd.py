@@ -44,6 +44,10 @@ def export(
 
         words = list(args or [])
         inputs: list = []
+        if out is not None:  # a path that cannot be written is refused before any work or note
+            from ..report.writer import check_writable_target
+
+            check_writable_target(Path(out))
         if to is None and not pinned and words and "=" not in words[0]:
             from ..export.rows import read_rows, select_row
 

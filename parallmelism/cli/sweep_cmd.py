@@ -23,6 +23,7 @@ def _default_output(runs, fmt: str, folder: str) -> Path:
 def _output_of(runs, out_path: Optional[Path], config_dirs=None):
     """(path, format) the sweep writes, or (None, None); checked before any computation, never a
     file the runs read."""
+    from ..report.writer import check_output_path
     from .outputs import check_not_read, check_one_output_path, output_target
 
     out = runs[0].output
@@ -31,9 +32,9 @@ def _output_of(runs, out_path: Optional[Path], config_dirs=None):
         out = out.model_copy(update={"path": str(out_path), "write": True})
     if not out.write:
         return None, None
-    path, fmt = (
-        output_target(out) if out.path else (_default_output(runs, out.default_format, out.dir), out.default_format)
-    )
+    # the default path (output.dir/<model>_<hardware>_<kind>.<format>) is checked as a given one is
+    default = None if out.path else _default_output(runs, out.default_format, out.dir)
+    path, fmt = output_target(out) if default is None else check_output_path(default)
     check_not_read(path, runs, config_dirs, "--out" if out_path is not None else "output.path")
     return path, fmt
 

@@ -325,6 +325,8 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     choices: dict[str, list[str]] = {}
     for override in parsed:
         key = override.get_key_element()
+        if not key.lstrip("+~"):  # `=1`: Hydra reads a group named '' and says "Got int"
+            raise UserError(f"malformed override {override.input_line!r}; expected key=value")
         _check_group_choice(override)
         if override.is_sweep_override():
             if not override.is_discrete_sweep():

@@ -195,6 +195,10 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
             what = "folder" if folder_target else "file"
             found = "a file" if path.is_file() else "a folder" if path.is_dir() else "a device, pipe or socket"
             raise UserError(f"output path {str(path)!r} is {found}; give a {what} name")
+        # the rename would replace a read-only file as readily as any other (it needs only the
+        # folder's permission, and root's access check always passes): its mode bits are the owner's word
+        if not folder_target and (not path.stat().st_mode & 0o222 or not os.access(path, os.W_OK)):
+            raise UserError(f"output path {str(path)!r} is a read-only file; make it writable or give another name")
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

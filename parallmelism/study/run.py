@@ -29,8 +29,11 @@ class StudyOutcome:
 def _context(spec, base: Path, points: list[Point], out: str | Path | None = None) -> ds.StudyContext:
     """The workers' context; `out` replaces the file's out: (either relative to the current folder)."""
     dirs = tuple(str((base / d).resolve()) for d in spec.config_dir)
+    folder = out if out is not None else spec.out
+    if folder is None:  # was "out: Field required" even beside --out
+        raise UserError("the study has no folder: give out: DIR in the study file or --out DIR")
     return ds.StudyContext(
-        str(Path(out if out is not None else spec.out).resolve()),
+        str(Path(folder).resolve()),
         spec.command,
         spec.top,
         tuple(spec.overrides),

@@ -65,7 +65,7 @@ class StudySpec(BaseModel):
     full_output: bool = Field(
         False, description="best: every row of each point too, in DIR/rows (as sweep writes them)"
     )
-    out: str
+    out: Optional[str] = Field(None, description="the study's folder (or --out DIR, which replaces it)")
     config_dir: list[str] = Field(default_factory=list)
     overrides: list[str] = Field(default_factory=list)
     points: PointsSpec
@@ -115,7 +115,9 @@ def read_study(path: str | Path) -> tuple[StudySpec, Path]:
 
     p = require_file(path, "study file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"study file {str(p)!r} is not UTF-8 text; give a study YAML") from None
     except yaml.YAMLError as exc:
         raise UserError(f"study file {str(p)!r} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -136,8 +138,11 @@ def _csv_points(path: Path) -> list[dict]:
 
     from ..errors import require_file
 
-    with open(require_file(path, "points CSV"), newline="") as fh:
-        rows = list(csv.reader(fh))
+    try:
+        with open(require_file(path, "points CSV"), newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+    except (UnicodeDecodeError, csv.Error) as exc:  # a binary file, a NUL byte
+        raise UserError(f"points CSV {str(path)!r} is not a text CSV ({str(exc).splitlines()[0]})") from None
     if not rows or not any(rows[0]):
         raise UserError(f"points CSV {str(path)!r} has no header row of keys")
     keys = [k.strip() for k in rows[0]]
@@ -147,7 +152,13 @@ def _csv_points(path: Path) -> list[dict]:
             continue
         if len(row) != len(keys):
             raise UserError(f"points CSV {str(path)!r} line {n} has {len(row)} cells for {len(keys)} keys")
-        points.append({k: yaml.safe_load(v) if v.strip() else None for k, v in zip(keys, row)})
+        try:
+            points.append({k: yaml.safe_load(v) if v.strip() else None for k, v in zip(keys, row)})
+        except yaml.YAMLError as exc:  # a cell such as `[1,` or a control character
+            first = str(exc).splitlines()[0]
+            raise UserError(
+                f"points CSV {str(path)!r} line {n} holds a cell that is not a YAML value ({first})"
+            ) from None
     return points
 
 
