@@ -55,6 +55,29 @@ def test_editing_a_user_model_file_composes_again(cache_dir, tmp_path):
     assert (a.model.layers, b.model.layers) == (32, 16)
 
 
+def test_the_key_reads_the_yaml_files_and_only_the_presence_of_other_files(cache_dir, tmp_path):
+    """Composition reads the option YAMLs, and of a kernel table CSV only whether it is there (a
+    table beside its hardware YAML, compose.py `table_beside_file`): the key hashes the YAMLs'
+    contents and every file's path, not 1 MB of CSV contents (issue 29: hashed twice a command).
+    The tables' contents key their own entries (cache.kernel_table)."""
+    user = tmp_path / "user"
+    (user / "hardware" / "kernels").mkdir(parents=True)
+    yaml_file = user / "hardware" / "mine.yaml"
+    yaml_file.write_text("name: mine\n")
+    key = lambda: cache.cache_key(OVERRIDES, [user])  # noqa: E731
+    before = key()
+    table = user / "hardware" / "kernels" / "mine.csv"
+    table.write_text("op,m,n,k,time_us\n")
+    with_table = key()
+    assert with_table != before  # a table appearing beside the YAML changes what composition finds
+    table.write_text("op,m,n,k,time_us\ngemm,1,1,1,2.0\n")
+    assert key() == with_table  # its contents are not composition's
+    yaml_file.write_text("name: mine\nhbm_gib: 80\n")
+    assert key() != with_table  # a YAML's contents are
+    table.unlink()
+    assert key() not in (before, with_table)
+
+
 def test_cache_off_and_unwritable_cache_still_compose(tmp_path, monkeypatch):
     monkeypatch.setenv("PARALLMELISM_CACHE", "0")
     assert cache.cache_key(OVERRIDES, []) is None

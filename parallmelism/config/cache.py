@@ -4,8 +4,10 @@ Hydra composition costs ~80 ms per point and importing Hydra ~0.2 s: most of a p
 What composition produces is a pure function of
   - the override strings and the config folders given ($PARALLMELISM_CONFIG_PATH, --config-dir),
   - every file under the shipped conf/, models/, hardware/ and under each user folder's models/,
-    model/, hardware/, workload/, grid/ and engine/ (path and
-    content; ~300 KB shipped, hashed in about a millisecond),
+    model/, hardware/, workload/, grid/, engine/ and stack/: the path of each, and the content of
+    the YAML files, which are all that composition reads (~150 KB shipped; of any other file, such
+    as a kernel table CSV, composition reads only whether it is there: `table_beside_file`. The
+    tables' contents key their own entries, `kernel_table` below),
   - the parallmelism version and the source of the code that composes and validates (config/ and
     specs/: defaults, validation rules and the specs' fields), and the current folder,
 so the RunConfigs are cached under that key in the subfolder `compose/` of $PARALLMELISM_CACHE_DIR
@@ -62,11 +64,14 @@ def cache_dir() -> Path | None:
 
 
 LARGE_FILE_BYTES = 4 << 20  # bigger files are identified by size and modification time
+COMPOSED_SUFFIXES = (".yaml", ".yml")  # the files composition reads (config/paths.py option_files, conf/)
 
 
-def _tree_signature(root: Path, digest, suffix: str = "") -> None:
-    """Every file under root (whose name ends with suffix): relative path and content (size and
-    mtime for very large files)."""
+def _tree_signature(root: Path, digest, suffix: str = "", read=COMPOSED_SUFFIXES) -> None:
+    """Every file under root (whose name ends with suffix): its relative path, and the size and
+    content of those whose names end with one of `read` (size and mtime for very large files).
+    Of any other file only the path counts: composition reads whether it is there, not what it
+    holds (a kernel table beside its hardware YAML, compose.py `table_beside_file`)."""
     if not root.is_dir():
         digest.update(f"missing:{root}\n".encode())
         return
@@ -74,9 +79,13 @@ def _tree_signature(root: Path, digest, suffix: str = "") -> None:
         dirnames.sort()
         for name in sorted(n for n in filenames if n.endswith(suffix)):
             path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if not name.endswith(read):
+                digest.update(f"{rel}\0-\0".encode())
+                continue
             try:
                 st = os.stat(path)
-                digest.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0".encode())
+                digest.update(f"{rel}\0{st.st_size}\0".encode())
                 if st.st_size > LARGE_FILE_BYTES:
                     digest.update(f"{st.st_mtime_ns}".encode())
                 else:
@@ -97,7 +106,7 @@ def cache_key(overrides: list[str], user_dirs: list[Path]) -> str | None:
     digest.update(os.getcwd().encode())
     package = Path(__file__).resolve().parent.parent
     for sub in ("config", "specs"):  # the code that composes and validates: a changed rule re-validates
-        _tree_signature(package / sub, digest, suffix=".py")
+        _tree_signature(package / sub, digest, suffix=".py", read=(".py",))
     root = data_root()
     for sub in ("conf", "models", "hardware"):
         _tree_signature(root / sub, digest)
