@@ -26,6 +26,7 @@ what it wrote: pruning looks in its own subfolder and at its own names (an entry
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -75,11 +76,13 @@ def _tree_signature(root: Path, digest, suffix: str = "", read=COMPOSED_SUFFIXES
     if not root.is_dir():
         digest.update(f"missing:{root}\n".encode())
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+    top = str(root)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")  # compiled code: not read
+        folder = dirpath[len(top) :].lstrip(os.sep)  # os.path.relpath's answer, without its abspath calls
         for name in sorted(n for n in filenames if n.endswith(suffix)):
             path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root)
+            rel = os.path.join(folder, name) if folder else name
             if not name.endswith(read):
                 digest.update(f"{rel}\0-\0".encode())
                 continue
@@ -95,6 +98,18 @@ def _tree_signature(root: Path, digest, suffix: str = "", read=COMPOSED_SUFFIXES
                 continue
 
 
+@functools.lru_cache(maxsize=1)
+def _code_signature() -> bytes:
+    """The source of the code that composes and validates (config/ and specs/): a changed rule
+    validates again. Read once per process (a command keys its command line and the kernel tables'
+    reference accelerator): the code running is the code this process imported."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent.parent
+    for sub in ("config", "specs"):
+        _tree_signature(package / sub, digest, suffix=".py", read=(".py",))
+    return digest.digest()
+
+
 def cache_key(overrides: list[str], user_dirs: list[Path]) -> str | None:
     """The key of a command line's RunConfigs, or None when caching is off."""
     if cache_dir() is None:
@@ -104,9 +119,7 @@ def cache_key(overrides: list[str], user_dirs: list[Path]) -> str | None:
     digest = hashlib.sha256()
     digest.update(json.dumps([FORMAT, __version__, list(overrides), [str(d) for d in user_dirs]]).encode())
     digest.update(os.getcwd().encode())
-    package = Path(__file__).resolve().parent.parent
-    for sub in ("config", "specs"):  # the code that composes and validates: a changed rule re-validates
-        _tree_signature(package / sub, digest, suffix=".py", read=(".py",))
+    digest.update(_code_signature())
     root = data_root()
     for sub in ("conf", "models", "hardware"):
         _tree_signature(root / sub, digest)
