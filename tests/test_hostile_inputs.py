@@ -423,6 +423,17 @@ AUDIT_CASES = [
         ["study", "run", "{d}/bracket_points.yaml", "--out", "{d}/st"],
         "line 2 holds a cell that is not a YAML value",
     ),
+    (
+        "kernel-table-cut-mid-line",
+        ["show", "-cd", "{d}/cut_kernels", "hardware=h100-cut", M8, G8],
+        "unreadable (truncated: its last line ends without a line break",
+    ),
+    (
+        "kernel-table-row-short-of-fields",
+        ["show", "-cd", "{d}/short_kernels", "hardware=h100-short", M8, G8],
+        "fields for the header's",
+    ),
+    ("export-from-a-table-cut-short", ["export", "{d}/cut_golden.csv", "--where", "tp == 1"], "is truncated"),
     ("study-without-a-folder", ["study", "run", "{d}/no_out.yaml"], "give out: DIR in the study file or --out DIR"),
 ]
 
@@ -436,6 +447,19 @@ def audit(extra):
         study = {"command": "best", "out": str(d / "st"), "overrides": [M8, G8], "points": {"csv": points}}
         (d / f"{name}.yaml").write_text(yaml.safe_dump(study))
     (d / "bracket.csv").write_text("grid.tp\n[1\n")
+    (d / "cut_golden.csv").write_bytes(GOLDEN.read_bytes()[:-50])
+    h100 = yaml.safe_load((ROOT / "hardware" / "h100-sxm-80gb.yaml").read_text())
+    table = (ROOT / "hardware" / "kernels" / "h100-sxm-80gb.csv").read_text()
+    last = table.rstrip("\n").rsplit("\n", 1)[-1]
+    for kind, text in (("cut", table[: len(table) // 2]), ("short", table + last.rsplit(",", 2)[0] + "\n")):
+        (d / f"{kind}_kernels" / "hardware").mkdir(parents=True)
+        (d / f"{kind}_kernels" / f"{kind}.csv").write_text(text)
+        hw = {
+            **h100,
+            "name": f"h100-{kind}",
+            "kernels": {**h100["kernels"], "table": str(d / f"{kind}_kernels" / f"{kind}.csv")},
+        }
+        (d / f"{kind}_kernels" / "hardware" / f"h100-{kind}.yaml").write_text(yaml.safe_dump(hw))
     study = {"command": "best", "overrides": [M8, G8], "points": {"product": {"grid.tp": [1]}}}
     (d / "no_out.yaml").write_text(yaml.safe_dump({**study, "engine": {"kind": "local", "workers": 1}}))
     return d

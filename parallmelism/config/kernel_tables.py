@@ -36,9 +36,22 @@ def resolve_table(name: str) -> Path:
 def read_rows(path) -> list[dict]:
     """The rows of a kernel table file ({column: text}; lines starting with # are comments)."""
     import csv
+    import io
 
     with open(path, encoding="utf-8") as fh:
-        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+        text = fh.read()
+    reader = csv.DictReader(line for line in io.StringIO(text) if not line.startswith("#"))
+    rows = list(reader)
+    # a copy cut short (a killed download, a full disk) would price kernels on the rows it kept
+    if text.strip() and not text.endswith("\n"):
+        raise ValueError("truncated: its last line ends without a line break; re-create the file")
+    n_header = len(reader.fieldnames or [])
+    for row in rows:
+        n = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
+        if n != n_header:  # a line cut short, or a stray comma
+            shown = ",".join(str(v) for k, v in row.items() if k is not None and v is not None)[:60]
+            raise ValueError(f"a row has {n} fields for the header's {n_header} ({shown}...); re-create the file")
+    return rows
 
 
 @lru_cache(maxsize=16)

@@ -13,6 +13,10 @@ def read_rows(path: str | Path):
     import pandas as pd
 
     p = require_file(path, "row source")
+    if p.suffix.lower() not in (".parquet", ".pq"):
+        from ..report.writer import check_csv_complete
+
+        check_csv_complete(p)  # a copy cut short: never a last row of half its values
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             return pd.read_parquet(p)
