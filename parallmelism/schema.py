@@ -142,10 +142,11 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "static: the batch's prefill pass, ms",
     "ttft_wait_ms": "mean wait before the prompt's first chunk runs: residual of the iteration in flight + "
     "queue behind other prompts (continuous batching), ms",
-    "ttft_ms": "time to first token (mean): wait + prefill_ms + request overhead, ms",
+    "ttft_ms": "time to first token (mean): wait + prefill_ms + request overhead + the first token's send delay "
+    "(one iteration with overlap scheduling; show's ttft rows), ms",
     "tpot_ms": "time per output token = inter-token latency (mean over decode and mixed iterations), ms",
-    "e2e_latency_ms": "ttft_ms + (output_len - 1)·tpot_ms, ms",
-    "throughput_tokens_per_s": "tokens/s over all replicas (phase prefill: input tokens; decode: b/TPOT; "
+    "e2e_latency_ms": "ttft_ms less the first token's send delay + (output_len - 1)·tpot_ms, ms",
+    "throughput_tokens_per_s": "tokens/s over all replicas (phase prefill: input tokens per TTFT less the send delay; decode: b/TPOT; "
     "request: output tokens per e2e latency)",
     "throughput_tokens_per_s_per_gpu": "throughput_tokens_per_s / ngpus",
     "cost_per_million_tokens": "USD per 1e6 tokens of that throughput at hardware cost_per_gpu_hour_usd",

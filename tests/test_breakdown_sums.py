@@ -187,7 +187,8 @@ SERVING_NGPUS = [8, 16, 64]
 def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching, batch, pick):
     """Serving's per-op table, per phase: pp x (its ops and collectives) + pp x the stage hop +
     the iteration overhead = the decode iteration (decode_step_ms); its collectives are the row's
-    time_comm_decode_ms (pp passes) and time_comm_prefill_ms (each chunk)."""
+    time_comm_decode_ms (pp passes) and time_comm_prefill_ms (each chunk); its ttft rows sum to
+    ttft_ms."""
     hw, model = option("hardware", hw_name), option("model", model_name)
     kind, chunked = batching
     wl = InferenceWorkload(batch=batch, batching=kind, chunked_prefill=chunked)
@@ -212,3 +213,14 @@ def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching
     assert close(pp * comm, row["time_comm_decode_ms"])
     pre = [r for r in phase("prefill", {"communication"}) if r["op"] != "pp_send_recv"]
     assert close(row["prefill_chunks"] * sum(r["time_ms"] for r in pre), row["time_comm_prefill_ms"])
+    # the ttft rows: wait + prefill + request overhead + the first token's send delay = the row's TTFT
+    ttft = {r["op"]: r["time_ms"] for r in phase("ttft")}
+    assert close(sum(ttft.values()), row["ttft_ms"])
+    assert close(ttft["prefill"], row["prefill_ms"]) and close(
+        ttft.get("wait_iteration_and_queue", 0.0), row["ttft_wait_ms"]
+    )
+    assert close(ttft.get("request_overhead", 0.0), TRTLLM.request_overhead_ms)
+    # TensorRT-LLM schedules with overlap: the delay is one iteration (static: the first decode step)
+    assert ttft["first_token_send_overlap"] > 0 and (
+        kind == "continuous" or close(ttft["first_token_send_overlap"], row["decode_step_ms"])
+    )

@@ -78,6 +78,35 @@ def test_single_sequence_has_no_interference():
     assert m["ttft_s"][0] == pytest.approx(3 * 0.04 + 0.007)
 
 
+def test_overlap_sends_the_first_token_one_iteration_later():
+    """Overlap scheduling (cost/first_token.py): one sequence's first token goes out when the next
+    iteration, its first decode step (t_dec), ends; a one-token request has no next iteration. Only
+    TTFT moves: ITL, e2e and λ are those without overlap."""
+    args = (np.array([0.01]), np.array([0.04]), np.array([3.0]), np.array([1.0]))
+    off = closed_loop(*args, 100, 0.007)
+    on = closed_loop(*args, 100, 0.007, overlap=True)
+    assert on["ttft_s"][0] == pytest.approx(3 * 0.04 + 0.007 + 0.01) and on["send_s"][0] == pytest.approx(0.01)
+    assert off["send_s"][0] == 0 and on["computed_s"][0] == off["ttft_s"][0]
+    for k in ("itl_s", "e2e_s", "request_rate", "wait_s"):
+        assert on[k][0] == off[k][0], k
+    assert closed_loop(*args, 1, 0.007, overlap=True)["send_s"][0] == 0  # nothing left to run
+
+
+def test_overlap_delay_under_load_is_the_mean_iteration():
+    """b > 1: the next iteration is a mixed one with the share of chunk iterations q, else a decode
+    one, so the delay is their mean, (1 − q)·t_dec + q·t_mix (chunked prefill: the ITL itself)."""
+    t_dec, t_mix, n_p, b = np.array([0.012, 0.02]), np.array([0.05, 0.03]), np.array([3.0, 1.0]), np.array([16.0, 4.0])
+    for fused in (True, False):
+        off = closed_loop(t_dec, t_mix, n_p, b, 300, 0.005, fused=fused)
+        on = closed_loop(t_dec, t_mix, n_p, b, 300, 0.005, fused=fused, overlap=True)
+        q = on["mixed_fraction"]
+        assert on["send_s"] == pytest.approx((1 - q) * t_dec + q * t_mix, rel=1e-9)
+        assert on["ttft_s"] == pytest.approx(off["ttft_s"] + on["send_s"], rel=1e-12)
+        assert list(on["itl_s"]) == list(off["itl_s"]) and list(on["e2e_s"]) == list(off["e2e_s"])
+        if fused:
+            assert on["send_s"] == pytest.approx(on["itl_s"], rel=1e-9)
+
+
 def test_chunk_plan_follows_the_token_budget():
     wl = InferenceWorkload(input_len=20000, prefill_chunk_tokens=8192)
     n_p, chunk = prefill_chunk_plan(wl, np.array([1, 100, 5000]))

@@ -44,10 +44,13 @@ schedules are cost/pipeline.py's):
            the per-iteration token budget (iteration_mixed_ms), each + engine.iteration_overhead_ms;
            closed-loop steady state with b sequences per replica gives the MEAN ITL (tpot_ms), the
            MEAN TTFT = wait for the iteration in flight + queue + the prompt's chunks +
-           engine.request_overhead_ms, and serving_load = share of iterations carrying a chunk.
+           engine.request_overhead_ms + the first token's send delay (cost/first_token.py: one
+           iteration under engine.overlap_scheduler), and serving_load = share of iterations carrying a chunk.
            Static batching: the batch's prompts are prefilled together (sequence pipeline above),
-           then decode steps; TTFT = prefill + one iteration overhead + request overhead, ρ = 0.
-  request  e2e = TTFT + (output_len − 1)·TPOT (the first token comes from prefill).
+           then decode steps; TTFT = prefill + one iteration overhead + request overhead + the send
+           delay (the next iteration: the first decode step), ρ = 0.
+  request  e2e = TTFT − send delay + (output_len − 1)·TPOT (the first token comes from prefill; the
+           last is sent when computed).
 Calibration (`parallmelism validate`, cases/inference_*.csv; kernels from kernel measurements
 only; named overheads of the serving engine (specs/engine.py, conf/engine/) fitted once per engine by
 benchmarks/fit_serving_overhead.py: iteration_overhead_ms, moe_layer_overhead_us, request_overhead_ms): the error per
@@ -473,8 +476,41 @@ def continuous_terms(
         if wl.spec_method != "none"
         else 1.0,
         steps=wl.scheduler_steps,
+        overlap=engine.overlap_scheduler,
     )
     return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
+
+
+def static_terms(
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    lay: ServingLayout,
+    km: KernelModel,
+    engine: EngineSpec,
+    draft: ModelSpec | None = None,
+) -> dict:
+    """Static batching: the batch's prefill (best sequence-pipeline chunking, + one iteration
+    overhead: prefill_s, chunks, its terms `pre`), the decode step (step_s, its terms `dec`, m
+    micro-batches) and the first token's send delay send_s (cost/first_token.py: the next iteration
+    is the first decode step; none with one output token)."""
+    from .first_token import first_token_delay_s
+
+    pp = np.asarray(lay.pp, dtype=np.float64)
+    t_iter = iteration_overhead_s(model, engine)
+    prefill_s, chunks = best_prefill(model, hw, wl, lay, km, engine)
+    dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine))
+    step_s = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
+    return {
+        "prefill_s": prefill_s + t_iter,
+        "chunks": chunks,
+        "pre": prefill_terms(model, hw, wl, lay, chunks, km=km, engine=engine),
+        "dec": dec,
+        "m": decode_micro_batches(lay),
+        "step_s": step_s,
+        "send_s": first_token_delay_s(engine.overlap_scheduler, step_s if wl.output_len > 1 else 0 * step_s),
+    }
 
 
 def inference_columns(
@@ -501,26 +537,20 @@ def inference_columns(
         prefill_s = pipeline.chunked_prefill_s(chunks, pp, mixed_s)
         load = state["mixed_fraction"]
         ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
+        computed_s = state["computed_s"]
     else:
-        t_iter = iteration_overhead_s(model, engine)
-        prefill_s, chunks = best_prefill(model, hw, wl, lay, km, engine)
-        prefill_s = prefill_s + t_iter
-        pre = prefill_terms(model, hw, wl, lay, chunks, km=km, engine=engine)
-        dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
-        m = decode_micro_batches(lay)
-        t_prop = wl.spec_tokens * proposer_step_s(
-            model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine)
-        )
-        step_s = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
+        st = static_terms(model, hw, wl, lay, km, engine, draft)
+        prefill_s, chunks, pre, dec, m, step_s = (st[k] for k in ("prefill_s", "chunks", "pre", "dec", "m", "step_s"))
         mixed_s = prefill_s
         load = np.zeros_like(step_s)
         wait_s = np.zeros_like(step_s)
-        ttft_s = prefill_s + overhead_s
+        computed_s = prefill_s + overhead_s
+        ttft_s = computed_s + st["send_s"]
         tpot_s = step_s / spec_e
-        e2e_s = ttft_s + (wl.output_len - 1) * tpot_s
+        e2e_s = computed_s + (wl.output_len - 1) * tpot_s if wl.output_len > 1 else ttft_s
     dp = lay.dp
     if wl.phase == "prefill":
-        tput = dp * prefill_sequences(lay, wl) * wl.input_len / ttft_s
+        tput = dp * prefill_sequences(lay, wl) * wl.input_len / computed_s  # the prompts' work, not the send delay
     elif wl.phase == "decode":
         tput = dp * b / tpot_s
     else:
@@ -577,7 +607,8 @@ def inference_breakdown(
     iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
     ends with its fixed `iteration_overhead` (engine.iteration_overhead_ms + MoE layers ·
-    engine.moe_layer_overhead_us)."""
+    engine.moe_layer_overhead_us). Then the `ttft` phase, the row's ttft_ms in its parts
+    (ttft_records)."""
     model = physical_experts_model(model, wl.eplb_redundant_experts)
     one = lay.rows(1)
     t_iter_ms = iteration_overhead_s(model, engine) * 1e3
@@ -668,7 +699,41 @@ def inference_breakdown(
                     "bound": "overhead",
                 }
             )
-    return records
+    return records + ttft_records(model, hw, wl, one, km, engine, draft)
+
+
+def ttft_records(model, hw, wl, one: ServingLayout, km, engine, draft) -> list[dict]:
+    """The mean TTFT of the first row of `one` in its parts (one record each, phase `ttft`, ms;
+    they sum to ttft_ms): the wait for the iteration in flight and the queue (continuous batching),
+    the prompt's prefill (prefill_ms), engine.request_overhead_ms and the first token's send delay
+    (cost/first_token.py, engines with overlap scheduling). A part of 0 ms is left out."""
+    if wl.batching == "continuous":
+        terms = continuous_terms(model, hw, wl, one, km, engine, draft)
+        state, chunks = terms[-1], float(terms[4][0])
+        wait, prefill, send = (float(state[k][0]) for k in ("wait_s", "prefill_s", "send_s"))
+    else:
+        st = static_terms(model, hw, wl, one, km, engine, draft)
+        wait, prefill, send, chunks = 0.0, float(st["prefill_s"][0]), float(st["send_s"][0]), float(st["chunks"][0])
+    parts = [
+        ("wait_iteration_and_queue", 1.0, wait, "queue"),
+        ("prefill", chunks, prefill, "prefill"),
+        ("request_overhead", 1.0, engine.request_overhead_ms * 1e-3, "overhead"),
+        ("first_token_send_overlap", 1.0, send, "overlap"),
+    ]
+    return [
+        {
+            "phase": "ttft",
+            "op": op,
+            "calls": calls,
+            "flops": float("nan"),
+            "weight_bytes": float("nan"),
+            "other_bytes": float("nan"),
+            "time_ms": t * 1e3,
+            "bound": bound,
+        }
+        for op, calls, t, bound in parts
+        if t > 0 or op == "prefill"
+    ]
 
 
 def breakdown_for_row(

@@ -22,12 +22,10 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
   time       one iteration takes `times(decode tokens, prompt tokens)` seconds, a table evaluated
              by the per-iteration cost model (cost.iteration_table); the iteration's decode tokens
              and every prompt finished in it emit their token when it ends
-  overlap    overlap scheduling (`overlap`, engine.overlap_scheduler: SGLang since 0.4, TensorRT-LLM's
-             PyTorch executor): the host launches iteration i+1 before it processes iteration i's
-             output, so the first token of a prompt finished in iteration i is sent when i+1 ends (at
-             once when no iteration follows). Launching an eager prompt pass takes the host about as
-             long as the pass (sgl-project/sglang PR 11856: a prefill's output waits for the next
-             prefill's launch), and the model takes every next iteration's launch as its end.
+  overlap    overlap scheduling (`overlap`, engine.overlap_scheduler): the first token of a prompt
+             finished in iteration i is sent after cost.first_token.first_token_delay_s, the next
+             iteration's seconds (when i+1 ends; at once when no iteration follows; without overlap
+             scheduling, when computed), the rule the closed form takes too.
              Only TTFT moves: the tokens' gaps and the ITL are counted from when they were computed,
              and a closed-loop client whose one-token request ends while others run sends again when
              the token was computed (one iteration early)
@@ -54,6 +52,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .first_token import first_token_delay_s
 
 PERCENTILES = (50, 90, 99)
 
@@ -147,6 +147,11 @@ def simulate(
     first = np.full(n, np.nan)  # when each request's first token was computed
     first_sent = np.full(n, np.nan)  # ... and sent (overlap scheduling: after the next iteration)
     unsent = np.empty(0, dtype=np.int64)  # first tokens computed in the last iteration, not yet sent
+
+    def send(next_iteration_s: float) -> np.ndarray:  # the unsent first tokens, the next iteration taking this long
+        first_sent[unsent] = first[unsent] + first_token_delay_s(sched.overlap, next_iteration_s)
+        return unsent[:0]
+
     finish = np.full(n, np.nan)
     last = np.full(n, np.nan)  # when each request's latest token came
     gaps: list[np.ndarray] = []  # per-token gaps (s) and how many tokens had each
@@ -175,8 +180,7 @@ def simulate(
                 run_left = (run_left if run_left > 0 else sched.steps) - k
             elif len(running) < sched.max_batch and nxt < n and np.isfinite(seen[nxt]):
                 k = max(min(k, math.ceil((seen[nxt] - t) / dt)), 1)
-            first_sent[unsent] = t + dt  # the first of the k iterations was the next one
-            unsent = unsent[:0]
+            unsent = send(dt)  # the first of the k iterations was the next one
             gaps += [t + dt - last[running], np.array([dt])]  # the first gap may hold a stall
             weights += [np.ones(len(running)), np.array([len(running) * (k - 1)])]
             t += k * dt
@@ -189,9 +193,9 @@ def simulate(
             need = prompt_left[prefilling]
             before = np.cumsum(need) - need  # tokens granted to the prompts ahead in the queue
             take = np.minimum(np.maximum(budget - before, 0), need)
-            t += times(n_dec, float(take.sum()))
-            first_sent[unsent] = t
-            unsent = unsent[:0]
+            dt = times(n_dec, float(take.sum()))
+            t += dt
+            unsent = send(dt)
             if n_dec:
                 decoders = running[decoding]
                 out_left[decoders] -= 1
@@ -202,10 +206,7 @@ def simulate(
             started = prefilling[(take > 0) & (prompt_left[prefilling] == 0)]
             first[started] = t
             last[started] = t
-            if sched.overlap:
-                unsent = started
-            else:
-                first_sent[started] = t
+            unsent = started
             out_left[started] -= 1
         ended = running[(out_left[running] == 0)]
         if len(ended):
@@ -214,14 +215,13 @@ def simulate(
             running = running[out_left[running] > 0]
             if len(running) == 0:
                 run_left = 0  # every sequence finished: the run ends with them
-                first_sent[unsent] = t  # nothing left to launch: sent at once
-                unsent = unsent[:0]
+                unsent = send(0.0)  # nothing left to launch: sent at once
             if concurrency is not None:  # each finished client sends its next request now
                 k = min(closed_next + len(ended), n)
                 sent[closed_next:k] = t
                 seen[closed_next:k] = t + request_overhead_s
                 closed_next = k
-    first_sent[unsent] = t
+    unsent = send(0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         itl = np.where(O > 1, (finish - first) / (O - 1), np.nan)
     return {

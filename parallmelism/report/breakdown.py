@@ -24,7 +24,7 @@ def breakdown_table(
     records: list[dict], title: str = "per-op breakdown (busiest stage, one GPU)", width: int | None = None
 ) -> Table | Group:
     """Columns: phase, op, calls per stage, FLOPs / weight bytes / other HBM bytes per call,
-    time on the stage (ms), bound. At `width`, the columns that fit whole (phase and op kept)."""
+    time on the stage (ms), bound (serving's `ttft` rows: the parts of one request's mean TTFT). At `width`, the columns that fit whole (phase and op kept)."""
     cells: dict[str, list[str]] = {
         "phase": [r["phase"] for r in records],
         "op": [r["op"] for r in records],

@@ -102,6 +102,19 @@ def as_bool(row, key, default=False):
     raise UserError(f"case {row.get('case')!r}: column {key}={v!r} is not true/false")
 
 
+def overlap_of(row) -> bool | None:
+    """A serving row's optional overlap_scheduler column: true/false where the engine version that
+    ran differs from the engine file's engine.overlap_scheduler (the reason in the row's notes);
+    blank: None (the engine file's). Anything else is refused in one sentence."""
+    v = get(row, "overlap_scheduler")
+    if v is None:
+        return None
+    text = str(v).strip().lower()
+    if text not in ("true", "false"):
+        raise UserError(f"case {row.get('case')!r}: overlap_scheduler={v!r} is not true or false")
+    return text == "true"
+
+
 def require(row, keys, kind: str):
     missing = [k for k in keys if k not in row]
     if missing:

@@ -28,6 +28,9 @@ How a row becomes a configuration (one rule each, never per case):
 - prefill_chunk_tokens (optional column): the iteration's token budget the engine ran with (vLLM
   --max-num-batched-tokens, SGLang --chunked-prefill-size, TensorRT-LLM max_num_tokens); blank = the
   workload default.
+- overlap_scheduler (optional column): true/false where the engine version that ran differs from
+  the engine file's engine.overlap_scheduler (cost/first_token.py: TensorRT-LLM v0.14's C++
+  executor, SGLang before 0.4), with the reason in the notes; blank = the engine file's.
 - chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
   false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
   enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.
@@ -36,7 +39,7 @@ The shipped copy is `parallmelism/cases/inference_measured.csv`.
 
 from __future__ import annotations
 
-from .cases import DEFAULT_HARDWARE, CaseKind, as_int, evaluate_one, get, model_of, result_row
+from .cases import DEFAULT_HARDWARE, CaseKind, as_int, evaluate_one, get, model_of, overlap_of, result_row
 
 QUANTITIES = {"ttft_ms": "measured_ttft_ms", "itl_ms": "measured_itl_ms"}
 PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
@@ -53,6 +56,8 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
     model = model_of(row, shipped_models)
     hw = hardware_of(get(row, "accelerator", DEFAULT_HARDWARE))
     engine = engine_of(None if get(row, "engine") is None else str(get(row, "engine")).lower())
+    if overlap_of(row) is not None:
+        engine = engine.model_copy(update={"overlap_scheduler": overlap_of(row)})
     tp, pp, ep, sp = (as_int(row, k, 1) for k in ("tp", "pp", "ep", "sp"))
     gpus = as_int(row, "gpus", tp * pp * sp)
     weights = str(get(row, "precision", "bf16")).lower()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cases import CaseKind, as_int, get, result_row
+from .cases import CaseKind, as_int, get, overlap_of, result_row
 from .inference_cases import inference_run_of
 
 STATS = {"p50": "p50", "median": "p50", "p90": "p90", "p99": "p99", "mean": "mean"}
@@ -77,21 +77,8 @@ def loaded_prediction(row, ctx) -> dict:
         ttft_slo_ms=None,
         itl_slo_ms=None,
         concurrency=-(-as_int(row, "concurrency") // dp) if closed else None,
-        overlap=_flag(row, "overlap_scheduler"),
+        overlap=overlap_of(row),
     )
-
-
-def _flag(row, col) -> bool | None:
-    """A true/false column (blank: None); anything else is refused in one sentence."""
-    from ..errors import UserError
-
-    v = get(row, col)
-    if v is None:
-        return None
-    text = str(v).strip().lower()
-    if text not in ("true", "false"):
-        raise UserError(f"case {row.get('case')!r}: {col}={v!r} is not true or false")
-    return text == "true"
 
 
 def _loaded_rows(df, ctx):
