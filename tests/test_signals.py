@@ -208,3 +208,28 @@ def test_a_swallowed_stop_prints_no_traceback(monkeypatch, capsys):
     other = FailsInDel()
     del other
     assert "ValueError: not a stop" in capsys.readouterr().err
+
+
+# Ctrl-C while the CLI still imports (typer, or the command's module) is as likely as during the
+# work: a user who regrets the command at once. An import hook raises KeyboardInterrupt at that
+# import, which is what the signal does there (was: a KeyboardInterrupt traceback and exit -2).
+CTRL_C_AT_IMPORT = """
+import runpy, sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["parallmelism", "sweep", "-q", "--out", "never.csv"]
+runpy.run_module("parallmelism", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("module", ["typer", "parallmelism.cli.sweep_cmd"])
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path, module):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    code = CTRL_C_AT_IMPORT.format(module=module)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert r.stderr.strip() == "interrupted; nothing was written", r.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -4,9 +4,17 @@ pydantic) happen inside commands so `--help` stays fast."""
 
 from __future__ import annotations
 
-import typer
+import sys
 
-from .common import EXTRA  # commands taking Hydra overrides accept extra arguments
+INTERRUPTED = "interrupted; nothing was written"
+
+try:  # Ctrl-C while the CLI still imports (typer and rich: ~0.2 s) was a KeyboardInterrupt traceback
+    import typer
+
+    from .common import EXTRA  # commands taking Hydra overrides accept extra arguments
+except KeyboardInterrupt:
+    print(INTERRUPTED, file=sys.stderr)
+    raise SystemExit(130) from None
 
 # Every command, in the order `--help` lists them: name -> (module in cli/, attribute, context).
 # A typer sub-app (plan, study) has None for context. `main` builds the app with only the command
@@ -111,7 +119,6 @@ def main():
 
     _raise_on_termination()
     import os
-    import sys
 
     # OpenBLAS starts a thread per core when numpy is imported, ~0.06 CPU-s of every command here;
     # the cost model is element-wise array work that never calls BLAS, and its workers are
@@ -122,8 +129,8 @@ def main():
     # `parallmelism show ...`: only show's module and click command; anything else (--help,
     # --version, a mistyped command) gets the whole app and its usual answer
     asked = sys.argv[1] if len(sys.argv) > 1 else None
-    app = build_app(asked) if asked in COMMANDS else build_app()
     try:
+        app = build_app(asked) if asked in COMMANDS else build_app()  # imports the command's module
         code = app(standalone_mode=False)
     except typer.TyperException as exc:  # click's command-line errors, as typer exposes them
         ctx = getattr(exc, "ctx", None)
@@ -149,7 +156,7 @@ def main():
     # commands themselves return None (never a count)
     code = code if isinstance(code, int) and not isinstance(code, bool) else 0
     if code == 130:  # Ctrl-C: the writers have removed their temporaries on the way out
-        console(stderr=True).print("interrupted; nothing was written", markup=False)
+        console(stderr=True).print(INTERRUPTED, markup=False)
     raise SystemExit(code)
 
 
