@@ -19,7 +19,7 @@ class WL:
     input_len, output_len, batching = 900, 101, "static"
 
 
-# Two replica layouts of 1 GPU each (dp 1). Request latency = (ttft + 100·tpot)/1000:
+# Two replica layouts of 1 GPU each (dp 1). Request latency = e2e_latency_ms/1000 (here ttft + 100·tpot):
 #   A: batch 40, ttft 1000, tpot 40 -> 5 s -> 8 req/s per replica     (cheap, slow)
 #   B: batch 10, ttft 200, tpot 20  -> 2.2 s -> 4.545 req/s per replica (fast)
 ROWS = pd.DataFrame(
@@ -31,6 +31,7 @@ ROWS = pd.DataFrame(
         "batch": [40, 10],
         "ttft_ms": [1000.0, 200.0],
         "tpot_ms": [40.0, 20.0],
+        "e2e_latency_ms": [5000.0, 2200.0],
         "fits": [True, True],
     }
 )

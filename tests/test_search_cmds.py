@@ -83,6 +83,7 @@ def test_serve_plan_numbers_by_hand():
             "batch": [10, 10],
             "ttft_ms": [500.0, 500.0],
             "tpot_ms": [20.0, 40.0],
+            "e2e_latency_ms": [2500.0, 4500.0],  # ttft + 100·tpot (no send delay)
             "fits": [True, True],
         }
     )

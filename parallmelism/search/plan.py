@@ -10,7 +10,8 @@ Training (one row per GPU count, its fastest layout that fits):
                                                                enter only through PUE)
   cost_usd       = gpu_hours · cost_per_gpu_hour_usd
 Serving (one row per layout meeting the TTFT/TPOT limits; `batch` sequences in flight per replica):
-  request_latency_s  = (ttft_ms + (output_len − 1) · tpot_ms) / 1000
+  request_latency_s  = e2e_latency_ms / 1000   (the cost model's: TTFT + (output_len − 1)·TPOT, less
+                                                the first token's send delay, cost/first_token.py)
   replica_rps        = batch / request_latency_s   (`batch` sequences in flight, each finishing a
                                                    request per request latency; under continuous
                                                    batching TTFT and TPOT already carry the
@@ -182,7 +183,7 @@ def _meets(df, plan, ttft=True, tpot=True):
 def serve_plan_table(rows, wl, hw, plan, limits: bool = True):
     """Every layout that fits and meets the latency limits, sized to the request rate; cheapest first.
     limits=False sizes every fitting layout (to find which limit binds)."""
-    _needs(rows, ["ttft_ms", "tpot_ms", "batch", "dp"], "plan serve")
+    _needs(rows, ["ttft_ms", "tpot_ms", "e2e_latency_ms", "batch", "dp"], "plan serve")
     qps = plan_qps(plan, wl)
     df = rows.copy()
     if "fits" in df.columns:
@@ -195,7 +196,7 @@ def serve_plan_table(rows, wl, hw, plan, limits: bool = True):
     tied = ep_across_replicas(df)
     df["replica_gpus"] = np.where(tied, df["ngpus"], df["ngpus"] // df["dp"])
     df["input_len"], df["output_len"] = wl.input_len, wl.output_len
-    df["request_latency_s"] = (df["ttft_ms"] + (wl.output_len - 1) * df["tpot_ms"]) / 1000.0
+    df["request_latency_s"] = df["e2e_latency_ms"] / 1000.0
     df["replica_rps"] = df["batch"] * np.where(tied, df["dp"], 1) / df["request_latency_s"]
     df["qps"], df["load"] = qps, plan.load
     df["replicas"] = np.ceil(qps / (df["replica_rps"] * plan.load)).astype(np.int64)
