@@ -434,6 +434,11 @@ AUDIT_CASES = [
         "fields for the header's",
     ),
     ("export-from-a-table-cut-short", ["export", "{d}/cut_golden.csv", "--where", "tp == 1"], "is truncated"),
+    (
+        "out-path-past-path-max",
+        ["sweep", M8, G8, "--out", "{d}/" + "/".join(["d" * 200] * 21) + "/x.csv"],
+        "the path is longer than the 4096 bytes",
+    ),
     ("study-without-a-folder", ["study", "run", "{d}/no_out.yaml"], "give out: DIR in the study file or --out DIR"),
 ]
 

@@ -171,6 +171,7 @@ def check_output_path(path: str | Path, fmt: str | None = None) -> tuple[Path, s
 # What a temporary beside a target adds to its name (temp_beside): "." + ".<pid>.<8 hex>.tmp", and
 # ".parts" for the parallel writers' folder beside it (search/sinks.py TableSink.parts).
 TEMP_NAME_EXTRA = 1 + 1 + 10 + 1 + 8 + 4 + 6
+PATH_MAX = 4096  # Linux's limit on a whole path (bytes, with its terminating NUL)
 
 
 def check_writable_target(path: Path, folder_target: bool = False) -> None:
@@ -184,6 +185,8 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
         raise UserError(f"output path {short} holds a control character (newline, tab, ...); give a plain name")
     if any(len(os.fsencode(part)) > name_max for part in path.parts):
         raise UserError(f"cannot write {short}: a name in the path is longer than {name_max} bytes")
+    if len(os.fsencode(str(path.absolute()))) + TEMP_NAME_EXTRA >= PATH_MAX:  # was the OS's "File name too long"
+        raise UserError(f"cannot write {short}: the path is longer than the {PATH_MAX} bytes a file system takes")
     if len(os.fsencode(path.name)) + TEMP_NAME_EXTRA > name_max:
         raise UserError(
             f"cannot write {short}: its name must be at most {name_max - TEMP_NAME_EXTRA} bytes "
