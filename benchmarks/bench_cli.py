@@ -6,6 +6,7 @@
     python benchmarks/bench_cli.py --quick               # start-up and the small questions only
     python benchmarks/bench_cli.py --large --only 1e7    # the cases whose label holds "1e7"
     python benchmarks/bench_cli.py --baseline DIR        # another checkout instead of a revision
+    python benchmarks/bench_cli.py --quick --instructions --base main   # start-up as instructions (valgrind)
     python benchmarks/bench_cli.py --markdown            # the table as Markdown
     python benchmarks/bench_cli.py --write-readme        # ... and put it into README.md's marked block
 
@@ -141,6 +142,21 @@ def run_process(checkout: Path, args: list[str]) -> tuple[float, float, float, i
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
+def instructions(checkout: Path, args: list[str]) -> int | None:
+    """Instructions one CLI process executes (valgrind's callgrind, its `Collected` count), or None
+    without valgrind. Unlike seconds they do not grow with the machine's load: a start-up change is
+    read to a fraction of a percent on a box shared with other work (~50x slower than a run)."""
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "parallmelism"]
+    try:
+        done = subprocess.run([*cmd, *args], cwd=checkout, env=env, capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    m = re.search(r"Collected : (\d+)", done.stderr)
+    return int(m[1]) if m else None
+
+
 def in_process_rates(checkout: Path) -> dict[str, tuple[float, float]]:
     """{case: (layouts/s, layouts per CPU-s)} of benchmarks/bench_sweep.py gpt3 llama405b, one worker,
     run with this benchmark's copy of bench_sweep.py against `checkout`'s package."""
@@ -211,6 +227,12 @@ def measure(args, base: Path | None) -> list[dict]:
             row = {"case": label, "n": n, "unit": unit, "this": _best(mine), "base": _best(theirs) if theirs else None}
             results.append(row)
             print(_line(row), flush=True)
+            if args.instructions and not unit:  # the start-up cases: a fraction of a second each
+                ours, other = instructions(REPO, cli), instructions(base, cli) if base else None
+                text = f"{label:<46} {ours:,} instructions" if ours else f"{label:<46} (no valgrind)"
+                if ours and other:
+                    text += f" | base {other:,}; this/base {ours / other:.3f}"
+                print(text, flush=True)
     return results
 
 
@@ -338,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per case (the minimum is reported)")
     ap.add_argument("--base", help="a git revision to run in the same loop (checked out into a temporary worktree)")
     ap.add_argument("--baseline", help="another checkout of parallmelism to run in the same loop")
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the start-up cases' instructions (valgrind callgrind: the same under any load)",
+    )
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--write-readme", action="store_true", help="replace README.md's bench:cli block")
     args = ap.parse_args(argv)
