@@ -439,6 +439,16 @@ AUDIT_CASES = [
         ["sweep", M8, G8, "--out", "{d}/" + "/".join(["d" * 200] * 21) + "/x.csv"],
         "the path is longer than the 4096 bytes",
     ),
+    (
+        "engine-request-overhead-1e30",
+        ["show", M8, G8, "workload=inference", "engine.request_overhead_ms=1e30"],
+        "engine.request_overhead_ms=1e+30: Input should be less than or equal to 10000",
+    ),
+    (
+        "engine-moe-layer-overhead-1e30",
+        ["plan", "serve", M8, "qps=5", "engine.moe_layer_overhead_us=1e30"],
+        "engine.moe_layer_overhead_us=1e+30",
+    ),
     ("study-without-a-folder", ["study", "run", "{d}/no_out.yaml"], "give out: DIR in the study file or --out DIR"),
 ]
 

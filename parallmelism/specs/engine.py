@@ -19,7 +19,9 @@ from .workload import QuantScheme
 
 class EngineSpec(BaseModel):
     """One serving engine and version. Every overhead is required: an engine file states each value
-    it was fitted to (or the rule it took it by), never a number nobody chose for it."""
+    it was fitted to (or the rule it took it by), never a number nobody chose for it. Each is bounded
+    by what it physically is (host milliseconds per request, microseconds per launch), as the stack
+    overheads are (specs/stack.py Overheads): engine.request_overhead_ms=1e30 was a TTFT of 1e30 ms."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
@@ -28,29 +30,38 @@ class EngineSpec(BaseModel):
     version: str = Field(..., description="release the overheads were fitted on")
     # Host-side time of one request in an online serving stack, added once to TTFT (0 for offline
     # engine timings); cost/inference.py.
-    request_overhead_ms: float = Field(..., ge=0, description="per-request host latency added to TTFT, ms")
+    request_overhead_ms: float = Field(
+        ..., ge=0, le=10000, description="per-request host latency added to TTFT, ms (at most 10 s)"
+    )
     # Fixed time of one engine iteration under in-flight batching, paid once per forward pass
     # whatever its tokens (cost/inference_iteration.py).
-    iteration_overhead_ms: float = Field(..., ge=0, description="fixed time per serving iteration, ms")
+    iteration_overhead_ms: float = Field(
+        ..., ge=0, le=1000, description="fixed time per serving iteration, ms (at most 1 s)"
+    )
     # Host-bound work per MoE layer per iteration that the kernels' times miss (routing top-k,
     # token permute/unpermute, launches).
-    moe_layer_overhead_us: float = Field(..., ge=0, description="fixed time per MoE layer per serving iteration, us")
+    moe_layer_overhead_us: float = Field(
+        ..., ge=0, le=5000, description="fixed time per MoE layer per serving iteration, us (at most 5 ms)"
+    )
     # The TP all-reduce of a serving pass (cost/collective_ops.engine_tp_all_reduce_ops): "nccl", or
     # "custom", the engine's own one-shot / two-shot kernel over NVLink P2P for messages up to
     # custom_all_reduce_max_bytes inside one scale-up domain, timed by
     # collectives.custom_all_reduce_time_s. Training keeps NCCL.
     tp_all_reduce: Literal["nccl", "custom"] = Field(..., description="TP all-reduce of serving passes")
     custom_all_reduce_one_shot_latency_us: float = Field(
-        ..., ge=0, description="custom all-reduce: fixed time of a one-shot call, us"
+        ..., ge=0, le=1000, description="custom all-reduce: fixed time of a one-shot call, us (at most 1 ms)"
     )
     custom_all_reduce_two_shot_latency_us: float = Field(
-        ..., ge=0, description="custom all-reduce: fixed time of a two-shot call, us"
+        ..., ge=0, le=1000, description="custom all-reduce: fixed time of a two-shot call, us (at most 1 ms)"
     )
     custom_all_reduce_link_efficiency: float = Field(
         ..., gt=0, le=1, description="custom all-reduce: share of the nominal scale-up bandwidth its P2P loads reach"
     )
     custom_all_reduce_max_bytes: float = Field(
-        ..., ge=0, description="custom all-reduce: largest message it takes (NCCL above), bytes"
+        ...,
+        ge=0,
+        le=2**40,
+        description="custom all-reduce: largest message it takes (NCCL above), bytes (at most 1 TiB)",
     )
     # Overlap scheduling (SGLang's overlap schedule, default since 0.4, sgl-project/sglang PR 2067;
     # TensorRT-LLM's PyTorch executor, disable_overlap_scheduler default False): the host launches
