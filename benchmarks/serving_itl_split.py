@@ -81,7 +81,7 @@ def main(argv=None) -> None:
             continue
         run = inference_run_of(row, *ctx)
         pred = _evaluate_one(run)
-        itl = predicted_quantities(row, pred)["itl_ms"]
+        itl = predicted_quantities(row, pred, ctx)["itl_ms"]
         terms = split_ms(run, pred)
         step = float(pred["decode_step_ms"])
         measured = float(row["measured_itl_ms"])

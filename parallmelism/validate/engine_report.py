@@ -5,8 +5,9 @@ For every (engine, sample) of validate's serving rows (runner.serving_case_info:
 0.12.0's measured silicon sample, scored apart because that tool is checked against them):
   ITL   mean |error| at light load (closed-loop concurrency <= LIGHT_LOAD), target ITL_TARGET_PCT;
         rows above it (ITL of a loaded closed loop) are reported on their own line
-  TTFT  mean |error| over the rows whose TTFT is validated (concurrency 1; the case files leave
-        measured_ttft_ms blank above it), target TTFT_TARGET_PCT
+  TTFT  mean |error| over the rows whose TTFT is validated (concurrency 1, and closed loops up to
+        LIGHT_LOAD whose benchmark the row states, simulated: validate/inference_cases.py; the case
+        files leave measured_ttft_ms blank elsewhere above concurrency 1), target TTFT_TARGET_PCT
 Loaded points (percentiles under a request rate) are validate's `loaded` kind, reported by it.
 """
 

@@ -34,6 +34,17 @@ How a row becomes a configuration (one rule each, never per case):
 - chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
   false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
   enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.
+- requests, random_range_ratio (optional columns): the closed-loop benchmark a row ran, where its
+  source states it: `requests` sent in all by `concurrency` clients that start at once and each send
+  their next request when the last one finishes (bench_serving --num-prompts / --max-concurrency),
+  each request's lengths uniform integers in [r·L, L] for the row's input_len / output_len L
+  (bench_serving --random-range-ratio r as InferenceX's pinned copy draws them; blank = 1, fixed).
+TTFT: at concurrency 1 the steady state's (a lone request: prefill + request overhead). Above it
+a mean TTFT is the start-up burst (every client's first prompt at once) plus each later prompt's wait
+behind the iterations in flight, which only the request-level simulation follows: a row with
+`requests` predicts the mean TTFT of that simulation of its benchmark (closed_loop_ttft_ms; the
+`loaded` kind's machinery, validate/loaded_cases.py); the case files leave TTFT blank above
+concurrency 1 where the benchmark is not stated. ITL stays the steady state's at the row's lengths.
 The shipped copy is `parallmelism/cases/inference_measured.csv`.
 """
 
@@ -96,12 +107,47 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
         raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
 
 
-def predicted_quantities(row, pred) -> dict:
-    """{quantity: predicted ms} of one case row from its evaluated serving row (rules above)."""
+def closed_loop_ttft_ms(row, ctx) -> float:
+    """Mean TTFT (ms) of the row's closed-loop benchmark (module docstring: `requests`,
+    `random_range_ratio`) by the request-level simulation (validate/loaded_cases.loaded_prediction).
+    Lengths uniform integers in [r·L, L] are the simulation's uniform lengths with mean L(1+r)/2 and
+    half-width (1−r)/(1+r) of it (cost/serving_load.drawn_requests: [round((1−s)M), round((1+s)M)])."""
+    from .loaded_cases import loaded_prediction
+
+    r = float(get(row, "random_range_ratio", 1.0))
+    if not 0 < r <= 1:
+        from ..errors import UserError
+
+        raise UserError(f"case {row.get('case')!r}: random_range_ratio={r:g} is not in (0, 1]")
+    sim_row = {
+        **row,
+        **{k: max(round(as_int(row, k) * (1 + r) / 2), 1) for k in ("input_len", "output_len")},
+        "length_dist": "uniform" if r < 1 else "fixed",
+        "length_spread": (1 - r) / (1 + r),
+        "load_stat": "mean",
+    }
+    return float(loaded_prediction(sim_row, ctx)["ttft_mean_ms"])
+
+
+def simulated_ttft(row) -> bool:
+    """Whether the row's TTFT is its closed-loop benchmark's simulated mean (module docstring)."""
+    return (
+        as_int(row, "concurrency", 1) > 1
+        and get(row, "requests") is not None
+        and get(row, "measured_ttft_ms") is not None
+    )
+
+
+def predicted_quantities(row, pred, ctx) -> dict:
+    """{quantity: predicted ms} of one case row from its evaluated serving row (rules above); `ctx`
+    (validate's context) runs the closed-loop simulation of a row whose TTFT is simulated."""
     if str(get(row, "disaggregated", "false")).lower() == "true":
         # decode pool: no prefill iterations among its decode iterations; TTFT not predicted
         return {"itl_ms": float(pred["decode_step_ms"]) / float(pred["spec_tokens_per_step"])}
-    return {q: float(pred[col]) for q, col in PREDICTED.items()}
+    out = {q: float(pred[col]) for q, col in PREDICTED.items()}
+    if simulated_ttft(row):
+        out["ttft_ms"] = closed_loop_ttft_ms(row, ctx)
+    return out
 
 
 def _inference_rows(df, ctx):
@@ -110,7 +156,7 @@ def _inference_rows(df, ctx):
         measured = {q: get(row, col) for q, col in QUANTITIES.items()}
         if all(v is None for v in measured.values()):
             continue
-        predicted = predicted_quantities(row, evaluate_one(inference_run_of(row, *ctx)))
+        predicted = predicted_quantities(row, evaluate_one(inference_run_of(row, *ctx)), ctx)
         for q, value in measured.items():
             if value is None or q not in predicted:
                 continue
