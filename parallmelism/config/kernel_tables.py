@@ -45,12 +45,13 @@ def read_rows(path) -> list[dict]:
     # a copy cut short (a killed download, a full disk) would price kernels on the rows it kept
     if text.strip() and not text.endswith("\n"):
         raise ValueError("truncated: its last line ends without a line break; re-create the file")
-    n_header = len(reader.fieldnames or [])
+    fields = list(reader.fieldnames or [])
     for row in rows:
-        n = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
-        if n != n_header:  # a line cut short, or a stray comma
+        # a row short of fields has None in its last column(s); one with more, a None key of extras
+        if None in row or (fields and row[fields[-1]] is None):
+            n = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
             shown = ",".join(str(v) for k, v in row.items() if k is not None and v is not None)[:60]
-            raise ValueError(f"a row has {n} fields for the header's {n_header} ({shown}...); re-create the file")
+            raise ValueError(f"a row has {n} fields for the header's {len(fields)} ({shown}...); re-create the file")
     return rows
 
 
