@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .cases import CaseKind, as_int, get, overlap_of, result_row
-from .inference_cases import inference_run_of
+from .serving_run import inference_run_of
 
 STATS = {"p50": "p50", "median": "p50", "p90": "p90", "p99": "p99", "mean": "mean"}
 QUANTITIES = {"ttft": "measured_ttft_ms", "itl": "measured_itl_ms"}
