@@ -1,5 +1,5 @@
 """Fit the serving overheads of each engine (conf/engine/NAME.yaml: iteration_overhead_ms,
-moe_layer_overhead_us, request_overhead_ms; custom_all_reduce_one_shot_latency_us for the engines of
+moe_layer_overhead_us, request_overhead_ms; tp_all_reduce_call_overhead_us for the engines of
 ALL_REDUCE_FITTED) once, on that engine's rows.
 
     python benchmarks/fit_serving_overhead.py [CASE_FILE ...]
@@ -8,8 +8,9 @@ For every serving engine with rows in the case files (default: the shipped
 parallmelism/cases/inference_*.csv; the `engine` column, blank = the default engine trtllm), each by
 grid search for the smallest mean |error|, the kernels (the rows' accelerators) and every other
 constant held at the YAML files, in this order:
-  custom_all_reduce_one_shot_latency_us  0..30 us, 0.1 us steps, on the ITL of its dense-model rows
-                         with tp > 1 at concurrency <= LIGHT_LOAD (engines of ALL_REDUCE_FITTED only)
+  tp_all_reduce_call_overhead_us  0..30 us, 0.1 us steps, on the ITL of its dense-model rows with
+                         tp > 1 at concurrency <= LIGHT_LOAD (engines of ALL_REDUCE_FITTED only; the
+                         all-reduce kernel's own times stay at the measurement the YAML cites)
   iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
   moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
   request_overhead_ms    0..40 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1, and the
@@ -46,12 +47,13 @@ FIELDS = (
     "iteration_overhead_ms",
     "moe_layer_overhead_us",
     "request_overhead_ms",
-    "custom_all_reduce_one_shot_latency_us",
+    "tp_all_reduce_call_overhead_us",
 )
-# Engines whose TP all-reduce fixed time is fitted here on end-to-end ITL: NIM 1.8 (TensorRT-LLM's
-# TensorRT-engine AllReduce plugin of that release; no kernel table of it on file). The others take a
-# kernel measurement (conf/engine/NAME.yaml cites it: vLLM's and SGLang's custom all-reduce tables,
-# TensorRT-LLM 1.x's kernel as ported to sgl-kernel), which an end-to-end fit must not replace.
+# Engines whose serving TP all-reduce excess per call beyond the kernel (tp_all_reduce_call_overhead_us:
+# rank skew at the barrier, the peer-buffer copy, the unfused residual add) is fitted here on end-to-end
+# ITL: NIM 1.8 (TensorRT-LLM's TensorRT-engine AllReduce plugin of that release; its TP2 rows run short
+# with the measured kernel alone). The kernel's latency fields are never fitted here: each YAML cites the
+# kernel measurement they are. The other engines' excess is 0 by rule (their YAML says why).
 ALL_REDUCE_FITTED = ("nim",)
 LIGHT_LOAD = 8  # concurrency at and below which a row is light-load (validate's engine lines)
 
@@ -131,8 +133,8 @@ def grid_fit(rows, ctx, values, field, grid, which):
 def fit_parts(engine_rows, models, engine_name=None):
     """(field, rows, grid, which) of each overhead, in fitting order, on one engine's rows:
     disaggregated rows are reported, not fitted; for an engine of ALL_REDUCE_FITTED the light-load
-    ITL of its dense rows with tp > 1 sets custom_all_reduce_one_shot_latency_us (a TP all-reduce is
-    all such a row has that a tp 1 row lacks); dense-model ITL sets iteration_overhead_ms, MoE ITL
+    ITL of its dense rows with tp > 1 sets tp_all_reduce_call_overhead_us (a TP all-reduce is all
+    such a row has that a tp 1 row lacks); dense-model ITL sets iteration_overhead_ms, MoE ITL
     moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
     fit_rows = [r for r in engine_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
     dense = [r for r in fit_rows if model_of(r, models).moe is None]
@@ -145,9 +147,7 @@ def fit_parts(engine_rows, models, engine_name=None):
         and float(get(r, "concurrency", 1)) <= LIGHT_LOAD
         and get(r, "measured_itl_ms") is not None
     ]
-    ar = (
-        (("custom_all_reduce_one_shot_latency_us", tp_rows, AR_GRID_US, 0),) if engine_name in ALL_REDUCE_FITTED else ()
-    )
+    ar = (("tp_all_reduce_call_overhead_us", tp_rows, AR_GRID_US, 0),) if engine_name in ALL_REDUCE_FITTED else ()
     return ar + (
         ("iteration_overhead_ms", dense, GRID_MS, 0),
         ("moe_layer_overhead_us", moe, MOE_GRID_US, 0),

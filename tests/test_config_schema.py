@@ -318,6 +318,7 @@ def test_user_engine_file_is_an_option(tmp_path):
         "display_name: mine\nversion: '1'\nrequest_overhead_ms: 2\niteration_overhead_ms: 0.1\n"
         "moe_layer_overhead_us: 3\ntp_all_reduce: nccl\ncustom_all_reduce_one_shot_latency_us: 0\n"
         "custom_all_reduce_two_shot_latency_us: 0\ncustom_all_reduce_link_efficiency: 1\ncustom_all_reduce_max_bytes: 0\n"
+        "tp_all_reduce_call_overhead_us: 0\n"
     )
     ((_, run),) = load_run_configs(["workload=inference", "engine=myengine"], [str(tmp_path)])
     assert (run.engine.name, run.engine.request_overhead_ms, run.engine.moe_layer_overhead_us) == ("myengine", 2, 3)

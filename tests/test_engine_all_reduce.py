@@ -152,3 +152,20 @@ def test_a_decode_pass_carries_the_engine_all_reduce():
     saved = float(base["stage_s"][0] - trt["stage_s"][0])
     assert saved == pytest.approx(160 * (float(group_collective_time_s(H100, "all_reduce", S, 8, 1)) - one), rel=1e-9)
     assert np.all(_decode(TRTLLM, tp=1)["stage_s"] == _decode(None, tp=1)["stage_s"])  # no TP, no all-reduce
+
+
+def test_call_overhead_adds_to_each_serving_tp_all_reduce_call():
+    """engine.tp_all_reduce_call_overhead_us is added once to each call's time of both records (the custom
+    kernel's and NCCL's remainder), not to a group of one rank, and never without an engine (training)."""
+    S = np.array([1 * MiB, 16 * MiB, 1 * MiB])
+    ar = collective(H100, "tp", "tp", "all_reduce", S, np.array([8, 8, 1]), 1, np.full(3, 160.0))
+    base_custom, base_nccl = engine_tp_all_reduce_ops(H100, ar, VLLM)
+    assert VLLM.tp_all_reduce_call_overhead_us == 0
+    e = VLLM.model_copy(update={"tp_all_reduce_call_overhead_us": 5.0})
+    custom, nccl = engine_tp_all_reduce_ops(H100, ar, e)
+    assert list(np.asarray(custom.time_s) - np.asarray(base_custom.time_s)) == pytest.approx([5e-6, 5e-6, 0.0])
+    assert list(np.asarray(nccl.time_s) - np.asarray(base_nccl.time_s)) == pytest.approx([5e-6, 5e-6, 0.0])
+    assert list(custom.calls) == list(base_custom.calls) and list(nccl.calls) == list(base_nccl.calls)
+    (only,) = engine_tp_all_reduce_ops(H100, ar, e.model_copy(update={"tp_all_reduce": "nccl"}))
+    assert list(np.asarray(only.time_s) - np.asarray(ar.time_s)) == pytest.approx([5e-6, 5e-6, 0.0])
+    assert engine_tp_all_reduce_ops(H100, ar, None) == [ar]

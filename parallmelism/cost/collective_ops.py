@@ -169,9 +169,13 @@ def engine_tp_all_reduce_ops(hw, ar: CollectiveOp, engine) -> list[CollectiveOp]
     whose group has at most CUSTOM_AR_MAX_RANKS ranks and stays in one scale-up domain (the kernel
     maps its peers' memory over NVLink)
     become a role "tp custom" record timed by `collectives.custom_all_reduce_time_s`; the rest stay
-    NCCL's. Two records, the calls split by row; engine None or "nccl": `ar` alone."""
-    if engine is None or engine.tp_all_reduce == "nccl":
+    NCCL's. Two records, the calls split by row; engine None or "nccl": `ar` alone. Each call of
+    either record takes engine.tp_all_reduce_call_overhead_us on top of its kernel's time
+    (`with_call_overhead`); engine None (training, tools that pass none): none."""
+    if engine is None:
         return [ar]
+    if engine.tp_all_reduce == "nccl":
+        return [with_call_overhead(ar, engine)]
     S = np.asarray(ar.nbytes, dtype=np.float64)
     span = np.asarray(ar.group, dtype=np.float64) * np.asarray(ar.stride, dtype=np.float64)
     n = np.asarray(ar.group, dtype=np.float64)
@@ -185,7 +189,17 @@ def engine_tp_all_reduce_ops(hw, ar: CollectiveOp, engine) -> list[CollectiveOp]
         engine.custom_all_reduce_link_efficiency,
     )
     custom = CollectiveOp(ar.axis, "tp custom", CUSTOM_ALL_REDUCE, S, ar.group, ar.stride, t, ar.calls * fits, ar.scope)
-    return [custom, replace(ar, calls=ar.calls * ~fits)]
+    return [with_call_overhead(custom, engine), with_call_overhead(replace(ar, calls=ar.calls * ~fits), engine)]
+
+
+def with_call_overhead(op: CollectiveOp, engine) -> CollectiveOp:
+    """`op` with engine.tp_all_reduce_call_overhead_us added to each call's time (a serving TP
+    all-reduce's excess beyond its kernel: specs/engine.py), 0 for a group of one rank (no all-reduce);
+    an overhead of 0 returns `op` itself."""
+    if not engine.tp_all_reduce_call_overhead_us:
+        return op
+    extra_s = np.where(np.asarray(op.group, dtype=np.float64) > 1, engine.tp_all_reduce_call_overhead_us * US, 0.0)
+    return replace(op, time_s=np.asarray(op.time_s, dtype=np.float64) + extra_s)
 
 
 def p2p_link(hw, span):

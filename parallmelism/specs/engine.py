@@ -63,6 +63,18 @@ class EngineSpec(BaseModel):
         le=2**40,
         description="custom all-reduce: largest message it takes (NCCL above), bytes (at most 1 TiB)",
     )
+    # What one TP all-reduce call of a serving pass costs beyond its kernel's measured time (either
+    # kernel, custom or NCCL; cost/collective_ops.engine_tp_all_reduce_ops): the ranks meeting at the
+    # call's barrier (rank skew), the copy into the peer buffer, the residual add the engine does not
+    # fuse. Not measured one by one: fitted on end-to-end ITL where no kernel table explains a TP
+    # engine's rows (benchmarks/fit_serving_overhead.py, ALL_REDUCE_FITTED), else 0. Training untouched.
+    tp_all_reduce_call_overhead_us: float = Field(
+        ...,
+        ge=0,
+        le=1000,
+        description="serving TP all-reduce: time per call beyond the kernel (rank skew, peer-buffer copy, "
+        "unfused residual add), us (at most 1 ms)",
+    )
     # Overlap scheduling (SGLang's overlap schedule, default since 0.4, sgl-project/sglang PR 2067;
     # TensorRT-LLM's PyTorch executor, disable_overlap_scheduler default False): the host launches
     # iteration i+1 before it processes iteration i's output, so the first token of a prompt that
