@@ -402,6 +402,11 @@ def test_a_folder_is_swept_for_stale_temporaries_once_per_process(tmp_path, monk
 # overrides, hostile output paths and broken files); (id, args, what the one sentence says). Each of
 # these was a traceback, a second line, an OS error's words or a silently replaced file before.
 AUDIT_CASES = [
+    (
+        "plan-pue-beyond-any-data-centre",
+        ["plan", "train", M8, "tokens=1e12", "pue=1e30"],
+        "pue=1e+30: Input should be less than or equal to 3",
+    ),
     ("override-without-a-key", ["show", "=1"], "malformed override '=1'; expected key=value"),
     ("sweep-default-folder-is-a-file", ["sweep", M8, G8, "output.dir={d}/golden.csv"], "is a file, not a folder"),
     (

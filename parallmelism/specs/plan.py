@@ -34,7 +34,11 @@ class PlanSpec(BaseModel):
             "evaluation take the rest; Llama 3 405B reported >90% effective training time)"
         ),
     )
-    pue: float = Field(1.2, ge=1, description="data-centre power usage effectiveness (facility / IT power)")
+    # a physical range: facility power is at least the IT power; the Uptime Institute's annual surveys put the
+    # industry average near 1.5-1.6 and the oldest facilities near 2.5, so 3 bounds any real data centre
+    pue: float = Field(
+        1.2, ge=1, le=3, description="data-centre power usage effectiveness (facility / IT power; 1 to 3)"
+    )
     # serving
     # a physical range: a billion requests/s is ~10^4 times the busiest web services; beyond it the
     # replica count ceil(qps / (replica_rps·load)) overflows a 64-bit count
