@@ -504,3 +504,14 @@ def test_a_study_file_without_out_runs_into_the_out_option(audit, tmp_path):
     result = CliRunner().invoke(app, ["study", "run", str(audit / "no_out.yaml"), "--out", str(tmp_path / "st"), "-q"])
     assert result.exit_code == 0, result.output
     assert "1 of 1 points complete" in result.stdout and (tmp_path / "st" / "manifest.json").is_file()
+
+
+def test_a_kernel_table_path_that_is_a_folder_is_called_a_folder(tmp_path):
+    """hardware kernels: a path naming a folder gets that sentence, not 'not found' (the audit's misleading message)."""
+    from parallmelism.config.kernel_tables import resolve_table
+    from parallmelism.errors import UserError
+
+    with pytest.raises(UserError, match="is a folder .*, not a CSV file"):
+        resolve_table(str(tmp_path))
+    with pytest.raises(UserError, match="not found"):
+        resolve_table(str(tmp_path / "missing.csv"))

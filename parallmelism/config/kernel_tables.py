@@ -30,6 +30,9 @@ def resolve_table(name: str) -> Path:
     for c in candidates:
         if c.is_file():
             return c
+    folders = [c for c in candidates if c.is_dir()]
+    if folders:
+        raise UserError(f"kernel table {name!r} is a folder ({folders[0]}), not a CSV file")
     raise UserError(f"kernel table {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
 
 
