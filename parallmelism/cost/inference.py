@@ -431,6 +431,24 @@ def _bound(terms):
     return BOUNDS[np.argmax(stack, axis=0)]
 
 
+def decode_iteration(
+    model: ModelSpec,
+    hw: AcceleratorSpec,
+    wl: InferenceWorkload,
+    lay: ServingLayout,
+    km: KernelModel,
+    engine: EngineSpec,
+    draft: ModelSpec | None = None,
+):
+    """One decode iteration, the same for continuous and static batching: the decode pass's terms
+    and its seconds, the step pipelined over the pp stages (pipeline.decode_step_s) + the draft's
+    spec_tokens proposals when speculating + the engine's iteration overhead."""
+    dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
+    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine))
+    pp = np.asarray(lay.pp, dtype=np.float64)
+    return dec, pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + iteration_overhead_s(model, engine)
+
+
 def continuous_terms(
     model: ModelSpec,
     hw: AcceleratorSpec,
@@ -448,10 +466,8 @@ def continuous_terms(
     pp = np.asarray(lay.pp, dtype=np.float64)
     b = np.asarray(lay.batch, dtype=np.float64)
     t_iter = iteration_overhead_s(model, engine)
-    dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
+    dec, t_dec = decode_iteration(model, hw, wl, lay, km, engine, draft)
     m = decode_micro_batches(lay)
-    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine))
-    t_dec = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
     n_p, _ = prefill_chunk_plan(wl, b)
     # decode tokens (k+1 positions per sequence when speculating) in the micro-batch with the chunk
     td_mix = np.ceil((b - 1) / m) * spec_positions(wl)
@@ -496,12 +512,9 @@ def static_terms(
     is the first decode step; none with one output token)."""
     from .first_token import first_token_delay_s
 
-    pp = np.asarray(lay.pp, dtype=np.float64)
     t_iter = iteration_overhead_s(model, engine)
     prefill_s, chunks = best_prefill(model, hw, wl, lay, km, engine)
-    dec = decode_terms(model, hw, wl, lay, km=km, engine=engine)
-    t_prop = wl.spec_tokens * proposer_step_s(model, draft, hw, wl, lay, partial(decode_terms, km=km, engine=engine))
-    step_s = pipeline.decode_step_s(pp, dec["stage_s"], dec["hop_s"]) + t_prop + t_iter
+    dec, step_s = decode_iteration(model, hw, wl, lay, km, engine, draft)
     return {
         "prefill_s": prefill_s + t_iter,
         "chunks": chunks,
