@@ -721,8 +721,8 @@ def ttft_records(model, hw, wl, one: ServingLayout, km, engine, draft) -> list[d
     the prompt's prefill (prefill_ms), engine.request_overhead_ms and the first token's send delay
     (cost/first_token.py, engines with overlap scheduling). A part of 0 ms is left out."""
     if wl.batching == "continuous":
-        terms = continuous_terms(model, hw, wl, one, km, engine, draft)
-        state, chunks = terms[-1], float(terms[4][0])
+        *_, n_p, _, _, state = continuous_terms(model, hw, wl, one, km, engine, draft)
+        chunks = float(n_p[0])
         wait, prefill, send = (float(state[k][0]) for k in ("wait_s", "prefill_s", "send_s"))
     else:
         st = static_terms(model, hw, wl, one, km, engine, draft)
