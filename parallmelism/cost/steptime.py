@@ -772,32 +772,34 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     for name in STAGES:
         t = stages[name]
 
-        def at_rows(rows, t=t):
+        def nic_shares(take, t=t):
+            """The stage's per-key NIC share of each of TP, CP, EP, DP, each through `take` (a gather,
+            or the per-key column itself)."""
+            on = {ax: take(shared["on_out_" + ax]) for ax in ("tp", "cp", "ep", "dp")}
+            on["tp"] = take(t["tp_share"])  # a hierarchical TP all-reduce: partly on the NIC
+            if hybrid:
+                on["dp"] = take(t["dp_share"])
+            return on
+
+        def at_rows(rows, t=t, nic_shares=nic_shares):
             """A stage's link and exposed seconds and NIC shares per axis on some rows (`bind_rows`)."""
             keys = gather(inv, rows)
             comm = {ax: gather(t[ax], keys) for ax in ("tp", "cp", "ep", "dp")}
             comm_exp = {ax: gather(t[ax + "_exp"], keys) for ax in ("tp", "cp", "ep", "dp")}
             comm["pp"], comm_exp["pp"] = gather(pp_link, rows), gather(pp_exp, rows)
-            on = {ax: gather(shared["on_out_" + ax], keys) for ax in ("tp", "cp", "ep", "dp")}
-            on["tp"] = gather(t["tp_share"], keys)  # a hierarchical TP all-reduce: partly on the NIC
-            if hybrid:
-                on["dp"] = gather(t["dp_share"], keys)
+            on = nic_shares(lambda column: gather(column, keys))
             on["pp"] = gather(pp_out, rows)
             return comm, comm_exp, on
 
         per_key_hidden: dict = {}  # {link: the hidden seconds of the stage's TP, CP, EP, DP per key}
 
-        def hidden_at(rows, link, t=t, per_key_hidden=per_key_hidden):
+        def hidden_at(rows, link, t=t, per_key_hidden=per_key_hidden, nic_shares=nic_shares):
             """`at_rows`' exposed and `hidden_on_link` seconds on some rows: each key's computed
             once per link and gathered (the same formula on the same numbers)."""
             if link not in per_key_hidden:
-                on = {ax: shared["on_out_" + ax] for ax in ("tp", "cp", "ep", "dp")}
-                on["tp"] = t["tp_share"]
-                if hybrid:
-                    on["dp"] = t["dp_share"]
                 axes = ("tp", "cp", "ep", "dp")
                 per_key_hidden[link] = hidden_on_link(
-                    link, {ax: t[ax] for ax in axes}, {ax: t[ax + "_exp"] for ax in axes}, on
+                    link, {ax: t[ax] for ax in axes}, {ax: t[ax + "_exp"] for ax in axes}, nic_shares(lambda c: c)
                 )
             keys = gather(inv, rows)
             exp = {ax: gather(t[ax + "_exp"], keys) for ax in ("tp", "cp", "ep", "dp")}
