@@ -45,11 +45,11 @@ KNOWN_GAPS = {
     # moe_imbalance 1.55, what the readme's own forced/dropless pairs give at 16k-128k (1.49-1.58,
     # benchmarks/moe_dropless_imbalance.py): TP2 EP32 PP8 -12.2 -> +17.2 %, the same with 1F1B A2A overlap
     # -24.8 -> -5.5 % (off this list), TP4 EP8 -31.4 -> -16.9 %, PP32 VP3 -30.6 -> -21.0 %. Still off: 16 local
-    # experts at TP4 EP8, one layer per virtual stage (PP32 VP3), and NeMo 25.11's row +19 % where 26.04's same
-    # layout reads +2 %. The ModelZoo's bf16 runs add --tp-comm-overlap (sbatch_benchmarking.sh), which the
-    # rows do not state
+    # experts at TP4 EP8 and one layer per virtual stage (PP32 VP3). NeMo 25.11's 235B row (+19 % where 26.04's
+    # same layout read +2 %) is off this list: its v0.2.0 preset runs the EP A2A overlap (moe_a2a_overlap) with
+    # the alltoall dispatcher as 26.04's does, which the row now states (-4.7 %). The ModelZoo's bf16 runs add
+    # --tp-comm-overlap (sbatch_benchmarking.sh), which the rows do not state
     "mz-qwen3-235b-h100-256gpu-tp4-ep8-pp8-edp4-deepep": "fine-grained MoE: 16 local experts at TP4 (-17 %, not explained)",
-    "mb2511-qwen3-235b-h100-256gpu-tp2-pp8-vp4-ep32-fp8cs": "NeMo 25.11 235B, +19 % where 26.04 reads +2 % (not explained)",
     "mz-qwen3-235b-h100-256gpu-tp2-ep8-pp32-a2a": "one layer per virtual stage (PP32 VP3): per-chunk costs (-21 %, not explained)",
     # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03), read with the shipped Qwen3-4B (head_dim 128,
     # tied embeddings): -83 % at 8k, -52 % at 32k, +18 % at 64k (benchmarks/ulysses_host_gap.py prints what follows).
