@@ -53,24 +53,29 @@ KNOWN_GAPS = {
     "mz-qwen3-235b-h100-256gpu-tp2-ep8-pp32-a2a": "one layer per virtual stage (PP32 VP3): per-chunk costs (-21 %, not explained)",
     # DeepSpeed Ulysses SP4 + ZeRO-3 with CPU Adam (HF blog 2026-03), read with the shipped Qwen3-4B (head_dim 128,
     # tied embeddings): -83 % at 8k, -52 % at 32k, +18 % at 64k (benchmarks/ulysses_host_gap.py prints what follows).
-    # The step is 8 x seq over the blog's Tokens/s read as the job's total (as TRL's num_tokens counts, gathering
-    # every rank's 1/4 of the sequence; per GPU the 64k step would be 9.8 s, under its FA2 kernels at peak).
+    # The step is 8 sequences (DeepSpeed's UlyssesSPDataLoaderAdapter serves one gathered sample per micro-step to
+    # all SP ranks; grad accumulation 8) x seq over the blog's Tokens/s read as the job's total: per GPU the 64k
+    # step would be 9.8 s, under the 15.7 s its GPU work takes at the bf16 peak (FA2 attention forward, recompute
+    # and 2.5x backward, plus 8 N + 6 V h FLOPs a token), so only the total reading is possible.
     # Residuals: +23.6 s (8k), +17.3 s (32k), -7.1 s (64k), and +16.2 s on the blog's 1-GPU 8k baseline (no case
-    # row). As DeepSpeed 0.18 runs offload_optimizer (stage3.py partition_grads): a pageable host bf16 accumulator
-    # (the model dtype; pin_memory defaults to false) round-tripped through the GPU every micro-step after the
-    # first, the fp32 gradient at the boundary and the bf16 partition back: 36.2 GB a rank a step, 0.57 s at PCIe
-    # Gen5; CPU Adam 0.39 s at the host's memory rate (the model charges 0.42 s: the CPU step and the upload, its
-    # gradient copies hidden under backward). The residual would need the whole node's copies at 6.1 GB/s (4 GPUs)
-    # and 8.9 GB/s (1 GPU): no sourced rate is that low, nor one rate for both. DeepSpeed's maintainers confirm
-    # the regime (PR #8207, v0.19.5, 2026-08: before it ZeRO-3's grad offload was a blocking copy to pageable
-    # memory, "no overlap against backward compute"; pinned + async cut backward 18-28 % on 4x RTX 4080 Super)
-    # but give no rate for the blog's hosts, so it is not priced. TRL tokenizes the streamed books whole before
-    # truncating: 8 a step, at Hugging Face tokenizers' stated rate (a GB in under 20 s) 0.16 s even for 1 MB
-    # books. The 64k row's kernels alone (43.0 s, 34.5 s of them FlashAttention-2 from the H100 table) exceed its
-    # measured 39.1 s: a blocking host term there too needs its sequences to have held less attention than one
-    # 65,536-token causal window (many Gutenberg books are shorter than that, ~260 KB of text; the blog states
-    # neither packing nor truncation). Nothing is fitted.
-    "hfulysses2603-qwen3-4b-4gpu-sp4-8k": "~24 s a step not explained at sourced host rates (ulysses_host_gap.py)",
-    "hfulysses2603-qwen3-4b-4gpu-sp4-32k": "~17 s a step not explained at sourced host rates (ulysses_host_gap.py)",
+    # row). What ZeRO-3 offload_optimizer moves (DeepSpeed 0.18 stage3.py partition_grads): a pageable host
+    # accumulator in grad_accum_dtype (the model dtype, bf16; the add runs on the GPU, "adding directly to cpu is
+    # very slow"; offload pin_memory defaults to false) round-tripped every micro-step after the first, the fp32
+    # gradient at the boundary and the bf16 partition back: 36.2 GB a rank a step, 0.57 s at PCIe Gen5; CPU Adam
+    # 0.39 s at the host memory rate, 1.5 s on one thread (torchrun sets OMP_NUM_THREADS=1 for 4 ranks; torch's
+    # fused CPU AdamW measured 0.65 G parameters/s a thread). Fitted on the 8k row, the copies at one rate (1.5
+    # GB/s a rank) put the 1-GPU baseline, whose rank moves 4x the bytes, at +291 %; at one node-wide rate they
+    # are a constant, +19 % at 32k and +79 % at 64k. And the blog's memory table says its runs kept Adam on the
+    # GPU: the 1-GPU peak (76.4 GB at 8k) is the model's with the optimizer on the GPU (76.6 GiB), not offloaded
+    # (31.7 GiB), and the SP4 peaks exceed even the on-GPU model at every length. So offload traffic is not the
+    # gap. The best one-parameter candidate, a host floor the GPU work hides under (step = max(predicted, 28.3 s),
+    # e.g. the streamed books read and tokenized by one process for all ranks: accelerate dispatches an
+    # IterableDataset's batches from rank 0), gives -15 % (32k), +18 % (64k), +5 % (1 GPU), but it is one run's
+    # number with no rate behind it and one source (no leave-one-source-out): not fitted. The 64k row's kernels
+    # alone (43.0 s, 34.5 s of them FlashAttention-2 from the H100 table) are above its measured 39.1 s: no host
+    # term helps there; its sequences may have held less attention than one 65,536-token causal window (many
+    # Gutenberg books are shorter, ~260 KB of text; the blog states neither packing nor truncation).
+    "hfulysses2603-qwen3-4b-4gpu-sp4-8k": "~24 s a step: not offload (memory table), no sourced host rate",
+    "hfulysses2603-qwen3-4b-4gpu-sp4-32k": "~17 s a step: not offload (memory table), no sourced host rate",
     "hfulysses2603-qwen3-4b-4gpu-sp4-64k": "kernels alone exceed the step: documents shorter than 64k? (not stated)",
 }
