@@ -71,6 +71,10 @@ Sources checked for the mechanisms the brief named (DeepSpeed v0.18.7, the relea
     OMP_NUM_THREADS per rank; DeepSpeed PR #7474: Qwen2.5-3B on 2 A100s 3084 -> 2383 ms a step with it). One
     thread bounds it anyway: torch's fused CPU AdamW (the same vectorised loop) measured 0.65 G parameters/s on
     one thread of an AMD EPYC here (2026-11-27; foreach 0.10 G/s), 1.5 s for a rank's 1.0B parameters.
+  - Observed offload steps elsewhere: DeepSpeed issue #6834 (Qwen-72B on 32 A100s, ZeRO-3 offloading optimizer
+    and parameters, 2.25B parameters a rank): the maintainer reads the optimizer step as ~10 s against ~0.2 s
+    without offload, i.e. ~4.4 s per 1B parameters a rank: 4.4 s for an SP4 rank here (the 8k residual is 23.6 s),
+    18 s for the 1-GPU run's 4.0B (its residual is 16.2 s, but the memory check says it did not offload).
   - accelerate data_loader.py prepare_data_loader: dispatch_batches defaults to True for an IterableDataset
     (the blog streams Gutenberg), so one process reads and tokenizes for all ranks, as the 1-GPU run does.
     That fits a per-step cost that does not divide over GPUs, but no rate for it is published.
