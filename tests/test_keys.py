@@ -79,3 +79,41 @@ def test_per_key_on_a_layout_groups_as_unique_rows():
         idx, expected = unique_rows(*(getattr(lay, k) for k in key))
         assert K == len(idx) and np.array_equal(inv, expected)
         assert np.array_equal(res["x"][inv], lay.tp * 1000 + lay.pp) or "pp" not in key
+
+
+def test_op_sums_per_shape_key_and_recompute_mode_equal_ops_time_row_by_row():
+    # cost/steptime.py evaluates each op set's sums once per shape key for every recompute mode
+    # and gathers them at (mode, key): bit for bit the sums of `ops_time` on every row with its
+    # own recompute choice (fp8: the recast variant and the weight casts; a MoE model: ep in the key)
+    from parallmelism.cost.layout import TrainingLayout
+    from parallmelism.cost.steptime import (
+        NONE,
+        RECAST,
+        _op_sets,
+        _op_times_of_sets,
+        _ops_sums_at_rows,
+        ops_time,
+    )
+    from parallmelism.grid import enumerate_training_layouts
+    from parallmelism.specs import GridSpec, Recompute, TrainWorkload
+
+    assert [int(r) for r in Recompute] == list(range(len(Recompute)))  # the modes' axis is indexed by code
+    hw = load_option("hardware", "h100-sxm-80gb")
+    for model_name, precision in (("llama3.1-8b", "fp8"), ("mixtral-8x7b", "bf16")):
+        model = load_option("model", model_name)
+        wl = TrainWorkload(seq_len=4096, global_batch=64, precision=precision, fp8_bf16_edge_layers=1)
+        cols = enumerate_training_layouts(model, hw, wl, GridSpec(ngpus=[16, 32])).columns
+        rows = TrainingLayout.of(cols)
+        assert len({int(r) for r in rows.recompute}) == len(Recompute) and len(rows.tp) > 1000
+        rates = Rates(hw, precision, kernel_model(hw))
+        edge = 1 if precision == "fp8" else 0
+        got = _ops_sums_at_rows(rows, model, hw, wl, rates, edge)
+        sets = _op_sets(rows, model, wl)
+        times = _op_times_of_sets(sets, rates, wl, edge)
+        assert set(got) == set(times)
+        for name, t in times.items():
+            base = name.removesuffix(RECAST)
+            rc = np.zeros_like(rows.recompute) + NONE if base in ("head", "emb") else rows.recompute
+            want = ops_time(sets["dense" if base == "dense16" else base], t, rc)
+            for k, v in want.items():
+                assert np.array_equal(np.broadcast_to(got[name][k], np.shape(v)), v), (model_name, name, k)

@@ -291,11 +291,10 @@ def eager(op, unfused: dict):
     return dataclasses.replace(op, other_bytes=factor * np.asarray(op.other_bytes), bwd_bytes_abs=bwd)
 
 
-def _op_times_of_sets(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, list]:
-    """`roofline.training_ops_times` of every op of `_op_sets` (shape_key columns); NAME|recast:
-    the same ops with the fp8 GEMMs chosen for a weight cast in backward too (`recasts_in_backward`);
-    "dense16": the dense layer in bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
-    sets = _op_sets(cols, model, wl)
+def _op_times_of_sets(sets: dict[str, list], rates, wl, edge: int) -> dict[str, list]:
+    """`roofline.training_ops_times` of every op of `sets` (`_op_sets`); NAME|recast: the same ops
+    with the fp8 GEMMs chosen for a weight cast in backward too (`recasts_in_backward`); "dense16":
+    the dense layer in bf16 when fp8/fp4 recipes keep `edge` layers in bf16."""
     # one `ops_times` call for every set: the kernel model's fixed cost per call is paid once
     variants = (False, True) if recasts_in_backward(wl) else (False,)
     every = training_ops_variants([op for ops in sets.values() for op in ops], rates, wl, variants)
@@ -309,23 +308,39 @@ def _op_times_of_sets(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> 
 
 
 # An op set's sums over one micro-batch (`ops_time`) depend on its ops' shapes and the recompute
-# choice alone: evaluated once per distinct ops key (shape_key + recompute) and gathered.
+# choice alone: evaluated once per distinct shape key for every recompute mode (axis 0, at the
+# Recompute code: codes are 0..n-1) and gathered at (recompute, shape key).
+RECOMPUTE_MODES = np.arange(len(Recompute))[:, None]
 
 
 def _ops_sums(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
-    """`ops_time` of each op set of `_op_times_of_sets` (ops key columns); the head and the
-    embedding are not recomputed."""
-    rc = np.asarray(cols.recompute)
-    by_shape, K, at = per_key(_op_times_of_sets, shape_key(model), cols, model, hw, wl, rates, edge)
-    times = {name: [tuple(gather(to_shape(x, (K,)), at) for x in t) for t in ts] for name, ts in by_shape.items()}
+    """`ops_time` of each op set of `_op_times_of_sets` (shape_key columns): the sums that depend
+    on the recompute mode as (mode, key) arrays (RECOMPUTE_MODES), the others per key; the head
+    and the embedding are not recomputed."""
     sets = _op_sets(cols, model, wl)
+    times = _op_times_of_sets(sets, rates, wl, edge)
     sets.update({name + RECAST: ops for name, ops in list(sets.items())})  # the same ops (`recasts_in_backward`)
     sets["dense16"] = sets["dense"]  # the same ops, in bf16 (when `edge`)
-    never = np.zeros_like(rc)
     return {
-        name: ops_time(sets[name], t, never if name.removesuffix(RECAST) in ("head", "emb") else rc)
+        name: ops_time(sets[name], t, NONE if name.removesuffix(RECAST) in ("head", "emb") else RECOMPUTE_MODES)
         for name, t in times.items()
     }
+
+
+def _ops_sums_at_rows(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
+    """`_ops_sums` of every row: per shape key, gathered at the row's key (and recompute mode)."""
+    by_key, K, at = per_key(_ops_sums, shape_key(model), cols, model, hw, wl, rates, edge)
+    at_mode = np.asarray(cols.recompute, dtype=np.int64) * K + at
+    n_modes = len(RECOMPUTE_MODES)
+
+    def at_rows(v):
+        if np.ndim(v) == 0:
+            return v
+        if np.ndim(v) == 2:  # (mode, key)
+            return gather(np.broadcast_to(v, (n_modes, K)).ravel(), at_mode)
+        return gather(to_shape(v, (K,)), at)
+
+    return {name: {k: at_rows(v) for k, v in acc.items()} for name, acc in by_key.items()}
 
 
 def bf16_edge_layers(wl) -> int:
@@ -368,8 +383,8 @@ def stage_ops(cols: TrainingLayout, model, hw, wl, rates, stage: str) -> list[tu
     fwd + cast·f, bwd + cast·b, and its forward again where recomputed (`ops_time`,
     `_with_weight_casts`, `weight_casts_per_micro_batch`)."""
     edge = bf16_edge_layers(wl)
-    times = _op_times_of_sets(cols, model, hw, wl, rates, edge)
     sets = _op_sets(cols, model, wl)
+    times = _op_times_of_sets(sets, rates, wl, edge)
     if edge:
         sets["dense16"] = sets["dense"]
     fs = np.asarray(cols.dp_sharding) == FS
@@ -393,8 +408,7 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     T = tokens_per_rank(s, b, cp)
     etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
     edge = bf16_edge_layers(wl)
-    by_ops, _, at = per_key(_ops_sums, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
-    sums = {name: {k: v if np.ndim(v) == 0 else gather(v, at) for k, v in acc.items()} for name, acc in by_ops.items()}
+    sums = _ops_sums_at_rows(cols, model, hw, wl, rates, edge)
     if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
         recast = np.asarray(cols.dp_sharding) == FS
         sums = {
