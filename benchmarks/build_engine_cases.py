@@ -28,6 +28,9 @@ iterations in flight, which validate simulates from `requests` and `random_range
   - other rows above concurrency 1 (the aiconfigurator sample's TensorRT-LLM 1.0.0rc3 Llama-8B rows,
     whose harness is not stated; LLMPerf's issue-5929 rows, validated as loaded points in
     cases/loaded/) keep TTFT reported only.
+prefill_chunk_tokens is the iteration token budget the run's server was started with, where the
+survey row states it (InferenceX's DeepSeek-R1 H200 scripts: TensorRT-LLM --max_num_tokens, SGLang
+--chunked-prefill-size; the row's notes cite the script); blank = the workload default.
 reported_ttft_ms keeps the published value. `sample` says which rows are
 aiconfigurator 0.12.0's measured silicon sample (the points that tool is checked against) and which
 come from independent publications: the per-engine report scores them separately. moe_routing and
@@ -63,6 +66,7 @@ COLUMNS = [
     "requests",
     "random_range_ratio",
     "chunked_prefill",
+    "prefill_chunk_tokens",
     "moe_routing",
     "spec_method",
     "spec_tokens",

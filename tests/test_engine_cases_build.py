@@ -78,3 +78,33 @@ def test_ttft_above_concurrency_one_only_where_the_benchmark_is_stated():
     assert len(l8b) == 36 and l8b["requests"].isna().all() and l8b["measured_ttft_ms"].isna().all()
     # per engine: every vLLM and SGLang sample row, the TensorRT-LLM Llama-70B rows but the six, its DeepSeek-R1 plain rows
     assert validated.groupby("engine").size().to_dict() == {"sglang": 6, "trtllm": 24, "vllm": 42}
+
+
+def test_inferencex_deepseek_h200_rows_carry_their_servers_settings():
+    """aiconfigurator's DeepSeek-R1 H200 rows of InferenceX's runs are run as InferenceX's scripts started the
+    servers (sources.md, section H): the TensorRT-LLM cfg83 rows (measured 2025-11-02) by
+    benchmarks/dsr1_fp8_h200_trt_slurm.sh at e06929c70, EP_SIZE=$TP, --max_num_tokens
+    $(( (CONC+ISL+64+63)/64*64 )), kv_cache_config dtype fp8, image 1.1.0rc2.post2, attention DP above 32 at 8k/1k;
+    the SGLang 0.5.9 rows by benchmarks/single_node/dsr1_fp8_h200.sh, --chunked-prefill-size 32768."""
+    import pandas as pd
+
+    survey = pd.read_csv(REPO / "benchmarks" / "surveys" / "engines" / "engine_cases.csv", dtype=str)
+    trt = survey[survey["case"].str.startswith("aic-trtllm-dsr1-h200-tp8-")].set_index("case")
+    assert len(trt) == 15
+    assert (trt["ep"] == "8").all() and (trt["kv_cache_precision"] == "fp8").all()
+    assert (trt["engine_version"] == "1.1.0rc2.post2").all()
+    # max_num_tokens by the script's formula, worked by hand: 1024 + 4 + 127 -> 1152, 8192 + 8 + 127 -> 8320
+    budget = {"aic-trtllm-dsr1-h200-tp8-1024-1024-c4": "1152", "aic-trtllm-dsr1-h200-tp8-1024-8192-c8": "1152"}
+    budget |= {"aic-trtllm-dsr1-h200-tp8-8192-1024-c8": "8320", "aic-trtllm-dsr1-h200-tp8-1024-1024-c64": "1152"}
+    budget |= {"aic-trtllm-dsr1-h200-tp8-8192-1024-c64": "8320"}
+    for case, tokens in budget.items():
+        assert trt.loc[case, "prefill_chunk_tokens"] == tokens, case
+    adp = trt[trt["dp_attention"] == "true"]
+    assert list(adp.index) == ["aic-trtllm-dsr1-h200-tp8-8192-1024-c64"] and adp["tp"].tolist() == ["1"]
+    sgl = survey[survey["case"].str.startswith("aic-sglang0.5.9-dsr1-h200-tp8-")]
+    assert len(sgl) == 15 and (sgl["prefill_chunk_tokens"] == "32768").all()
+    others = survey[~survey["case"].isin(set(trt.index) | set(sgl["case"]))]
+    assert others["prefill_chunk_tokens"].isna().all()
+    shipped = pd.read_csv(REPO / "parallmelism" / "cases" / "inference_engines.csv")
+    light = shipped[shipped["case"].str.startswith(("aic-trtllm-dsr1-h200-tp8-", "aic-sglang0.5.9-dsr1-h200-tp8-"))]
+    assert len(light) == 12 and light["prefill_chunk_tokens"].notna().all()

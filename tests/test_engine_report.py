@@ -37,14 +37,18 @@ from tests.conftest import REPO, invoke
 # TTFT, simulated as the closed loop ran (10 requests per client, lengths in [0.8 L, L]; validate/inference_cases.py),
 # and vLLM's request overhead is fitted on them (7 by rule -> 24.25 ms): vllm TTFT 8.11 % (42 rows), trtllm 16.92 %
 # (24 rows: the DeepSeek-R1 rows short at 1k prompts, over at 8k), sglang 57.67 % (6 DeepSeek-R1 rows, ~150-190 ms
-# short): bars at what the model reaches, the last two above the issue's 15 %
+# short): bars at what the model reaches, the last two above the issue's 15 %. InferenceX's DeepSeek-R1 H200 rows
+# run as their scripts started the servers (TensorRT-LLM EP 8, max_num_tokens, fp8 KV; SGLang chunked prefill 32768)
+# and the MoE-layer overhead refit (42.5 -> 45 us): trtllm aiconfigurator TTFT 16.92 -> 19.04 % (bar 17.5 -> 19.5:
+# EP 8 takes the 8k rows from +25..+31 % to -25..-28 %, the 1k rows to -62..-70 %, both engines' rows now short by
+# the same ~125-217 ms a request), its ITL 7.56 -> 7.47 %, sglang TTFT 57.67 -> 55.89 % (bar 58.5 -> 56.5)
 BARS = {
     ("nim", "independent"): (3.5, 7.0),
     ("trtllm", "independent"): (7.5, 13.0),
-    ("trtllm", "aiconfigurator"): (8.0, 17.5),
+    ("trtllm", "aiconfigurator"): (8.0, 19.5),
     ("vllm", "aiconfigurator"): (4.7, 8.5),
     ("sglang", "independent"): (4.0, None),
-    ("sglang", "aiconfigurator"): (8.5, 58.5),
+    ("sglang", "aiconfigurator"): (8.5, 56.5),
 }
 
 
