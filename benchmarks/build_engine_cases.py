@@ -10,7 +10,9 @@ a row is kept when, one rule each:
   - its statistic is a mean, a median or unstated (p99 rows are loaded percentiles);
   - its layout is stated (tp given; the tt-inference-server 16-GPU SGLang and 8-GPU vLLM rows name none);
   - its weights are a dtype the workload takes (bf16, fp16, fp8, int8, int4; nvfp4 is not modelled);
-  - no shipped case file holds it already (the InferenceX SGLang means are in inference_deepseek.csv).
+  - no shipped case file holds it already (the InferenceX SGLang means are in inference_deepseek.csv), and
+    it is not one of InferenceX issue 890's runs (their mean, median and p99 TTFT together are loaded
+    points: parallmelism/cases/loaded/).
 TTFT (measured_ttft_ms) is kept at concurrency 1, and above it where the benchmark that ran is stated,
 since there the mean TTFT is the closed loop's start-up burst plus each prompt's wait behind the
 iterations in flight, which validate simulates from `requests` and `random_range_ratio`
@@ -137,6 +139,8 @@ def why_left_out(row, shipped: set[str]) -> str | None:
         return "already shipped"
     if "InferenceX/issues/870" in str(row["source"]):
         return "already shipped"  # the InferenceX SGLang means are inference_deepseek.csv's ix870-* rows
+    if "InferenceX/issues/890" in str(row["source"]):
+        return "loaded kind"  # one run's mean, median and p99 TTFT, together in cases/loaded
     return None
 
 

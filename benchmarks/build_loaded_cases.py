@@ -101,7 +101,8 @@ def main() -> None:
         out["length_dist"] = "fixed"
         if ISSUE_5929 in str(r["source"]):
             out["moe_routing"] = "power_law_1.01"
-            out["notes"] = f"{r['notes']}; {ROUTED_5929}"
+            if ROUTED_5929 not in str(r["notes"]):  # the survey's notes may state it already
+                out["notes"] = f"{r['notes']}; {ROUTED_5929}"
         if INFERENCEX in str(r["source"]) and pd.notna(r["concurrency"]):
             sin, sout = benchmark_serving_lengths(int(r["input_len"])), benchmark_serving_lengths(int(r["output_len"]))
             assert sin["spread"] == sout["spread"], "one length_spread column for both lengths"

@@ -108,3 +108,18 @@ def test_inferencex_deepseek_h200_rows_carry_their_servers_settings():
     shipped = pd.read_csv(REPO / "parallmelism" / "cases" / "inference_engines.csv")
     light = shipped[shipped["case"].str.startswith(("aic-trtllm-dsr1-h200-tp8-", "aic-sglang0.5.9-dsr1-h200-tp8-"))]
     assert len(light) == 12 and light["prefill_chunk_tokens"].notna().all()
+
+
+def test_shipped_loaded_cases_are_the_builders_output(tmp_path, monkeypatch, capsys):
+    """parallmelism/cases/loaded/inference_loaded.csv is what benchmarks/build_loaded_cases.py writes from the
+    engine survey. It was not: the builder appended issue 5929's routing note to survey notes that state it already,
+    so a rebuild doubled it on those nine rows."""
+    spec = importlib.util.spec_from_file_location("build_loaded_cases", REPO / "benchmarks" / "build_loaded_cases.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "inference_loaded.csv"
+    monkeypatch.setattr(mod, "OUT", out)
+    monkeypatch.setattr(mod, "ROOT", tmp_path)  # only where it prints the path written
+    mod.main()
+    capsys.readouterr()
+    assert out.read_bytes() == (REPO / "parallmelism" / "cases" / "loaded" / "inference_loaded.csv").read_bytes()
