@@ -123,7 +123,7 @@ def test_tables_fit_the_terminal_without_cutting(width):
 def test_narrow_tables_keep_the_answer_columns_and_let_layout_columns_go():
     """At 80 columns the step time, MFU, memory and why (best), the plan's cost columns and a
     serving sweep's TTFT/TPOT stay; layout columns give way (they used to push the answers out)."""
-    from parallmelism.cli.best_cmd import TABLE_COLUMNS
+    from parallmelism.cli.best_run import TABLE_COLUMNS
     from parallmelism.config import load_run_configs
     from parallmelism.engine import evaluate
     from parallmelism.report.table import frame_table

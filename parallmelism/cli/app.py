@@ -1,6 +1,7 @@
 """`parallmelism` command line: the typer app and its commands, one module per command
-(cli/*_cmd.py, shared options and helpers in cli/common.py). Heavy imports (pandas, hydra,
-pydantic) happen inside commands so `--help` stays fast."""
+(cli/*_cmd.py; their options in cli/options.py, shared helpers in cli/common.py). Heavy imports (pandas,
+hydra, pydantic) happen inside commands so `--help` stays fast, and a plain `show` or `best` (overrides
+and bare flags) runs its body without typer (`plain_call`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import sys
 
 INTERRUPTED = "interrupted; nothing was written"
 
-try:  # Ctrl-C while the CLI still imports (typer and rich: ~0.2 s) was a KeyboardInterrupt traceback
-    import typer
-
+try:  # Ctrl-C while the CLI still imports was a KeyboardInterrupt traceback
     from .common import EXTRA  # commands taking Hydra overrides accept extra arguments
 except KeyboardInterrupt:
     print(INTERRUPTED, file=sys.stderr)
@@ -38,30 +37,13 @@ COMMANDS: dict[str, tuple[str, str, dict | None]] = {
 }
 
 
-def _print_version(value: bool):
-    if value:
-        from .. import SCHEMA_VERSION, __version__
-
-        typer.echo(f"parallmelism {__version__} (output schema {SCHEMA_VERSION})")
-        raise typer.Exit()
-
-
-def _root(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        "-V",
-        callback=_print_version,
-        is_eager=True,
-        help="print the version and the output schema version, then exit",
-    ),
-):
-    """Analytical cost model for LLM parallelism: memory, time and cost of every layout."""
-
-
-def build_app(only: str | None = None) -> typer.Typer:
+def build_app(only: str | None = None):
     """The typer app with every command, or with the command `only` alone (what one invocation needs)."""
     import importlib
+
+    import typer
+
+    from .options import root
 
     built = typer.Typer(
         add_completion=False,
@@ -70,7 +52,7 @@ def build_app(only: str | None = None) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
         help="Analytical cost model for LLM parallelism: memory, time and cost of every layout.",
     )
-    built.callback()(_root)
+    built.callback()(root)
     for name, (module, attribute, context) in COMMANDS.items():
         if only is not None and name != only:
             continue
@@ -109,8 +91,90 @@ def _raise_on_termination() -> None:
             signal.signal(getattr(signal, name), stop)
 
 
+# show and best asked with overrides alone (words that do not start with "-") and these bare flags:
+# click would hand the command the overrides, True for each flag and every other parameter at its
+# default, so their bodies are called so, without typer (cli/show_run.py, cli/best_run.py). Typer's
+# import and the pydantic TypeAdapter it builds for each option were ~0.17G of a pinned show's 1.43G
+# instructions (issue 29). Anything else (an option with a value, --help, a shell-completion request)
+# typer reads. tests/test_cli_plain.py holds the bodies' defaults and these flags to typer's declarations.
+PLAIN: dict[str, tuple[str, str, dict[str, str]]] = {
+    "show": ("show_run", "show", {}),
+    "best": ("best_run", "best", {"-q": "quiet", "--quiet": "quiet"}),
+}
+
+
+def plain_call(argv: list[str]) -> tuple[str, str, dict] | None:
+    """(module, function, keyword arguments) of a plain show or best command line (`argv`: the
+    arguments after the program's name), or None where typer reads it."""
+    import os
+
+    if not argv or argv[0] not in PLAIN:
+        return None
+    module, function, flags = PLAIN[argv[0]]
+    args = argv[1:]
+    if any(a.startswith("-") and a not in flags for a in args):
+        return None
+    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):  # click's shell completion
+        return None
+    return (
+        module,
+        function,
+        {"overrides": [a for a in args if a not in flags], **{flags[a]: True for a in args if a in flags}},
+    )
+
+
+def run_plain(module: str, function: str, kwargs: dict) -> int:
+    """The body called as typer's main calls a command: the code of a typer.Exit it raises (fail()),
+    an empty line and 130 for an end of input, exit 1 and no message for a closed pipe (`| head`)."""
+    import importlib
+
+    body = getattr(importlib.import_module(f"{__package__}.{module}"), function)
+    try:
+        body(**kwargs)
+    except EOFError:
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is still buffered goes nowhere
+        raise SystemExit(1) from None
+    except Exception as exc:
+        import typer  # fail() has imported it; anything else is no exit code of ours
+
+        if isinstance(exc, typer.Exit):
+            return exc.exit_code
+        raise
+    return 0
+
+
+def run_typer(asked: str | None) -> int:
+    """The typer app: for `parallmelism show ...` only show's module and click command; anything
+    else (--help, --version, a mistyped command) gets the whole app and its usual answer. A
+    command-line mistake click finds is one sentence and exit 2."""
+    import typer
+
+    from .common import print_error
+
+    try:
+        app = build_app(asked) if asked in COMMANDS else build_app()  # imports the command's module
+        return app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's command-line errors, as typer exposes them
+        ctx = getattr(exc, "ctx", None)
+        # a bare command or group: typer has printed its help already (the class is not in typer's
+        # public namespace, hence its name)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            raise SystemExit(2) from None
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print_error(f"{exc.format_message().rstrip('.')}{where}")
+        raise SystemExit(2) from None
+    except typer.Abort:
+        return 130
+
+
 def main():
-    """Console entry: the typer app, every error one sentence. A UserError escaping a command,
+    """Console entry: a plain show or best (`plain_call`) or the typer app, every error one sentence.
+    A UserError escaping a command,
     a command-line mistake click finds (bad option value, unknown option, missing argument) and an
     OS error no command anticipated (a name too long, a read-only folder) are one line and exit 2;
     Ctrl-C is exit 130 after the writers have removed their temporaries."""
@@ -126,22 +190,10 @@ def main():
     if sys.argv[1:2] != ["profile"]:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-    # `parallmelism show ...`: only show's module and click command; anything else (--help,
-    # --version, a mistyped command) gets the whole app and its usual answer
-    asked = sys.argv[1] if len(sys.argv) > 1 else None
+    plain = plain_call(sys.argv[1:])
     try:
-        app = build_app(asked) if asked in COMMANDS else build_app()  # imports the command's module
-        code = app(standalone_mode=False)
-    except typer.TyperException as exc:  # click's command-line errors, as typer exposes them
-        ctx = getattr(exc, "ctx", None)
-        # a bare command or group: typer has printed its help already (the class is not in typer's
-        # public namespace, hence its name)
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            raise SystemExit(2) from None
-        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        print_error(f"{exc.format_message().rstrip('.')}{where}")
-        raise SystemExit(2) from None
-    except (KeyboardInterrupt, typer.Abort):
+        code = run_plain(*plain) if plain is not None else run_typer(sys.argv[1] if len(sys.argv) > 1 else None)
+    except KeyboardInterrupt:
         code = 130
     except UserError as exc:  # pragma: no cover - commands catch their own
         print_error(str(exc))

@@ -1,47 +1,15 @@
 """What every command shares: the console, the one-sentence error, the options, --cfg/--info,
-loading the runs and the progress bar (where outputs go: cli/outputs.py). Heavy imports happen inside functions."""
+loading the runs and the progress bar (where outputs go: cli/outputs.py; the options typer declares:
+cli/options.py). No typer here: show's and best's bodies run without it (cli/app.py `plain_call`);
+heavy imports happen inside functions."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from .console import console as console, fail as fail, print_error as print_error
 
-OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
-CONFIG_DIR = typer.Option(
-    None,
-    "--config-dir",
-    "-cd",
-    help="user folder with models/, hardware/, workload/, grid/ whose files add to or "
-    "replace the shipped ones by name (repeatable; also $PARALLMELISM_CONFIG_PATH)",
-)
-# As in Hydra: -c/--cfg [job|hydra|all] prints the composed config, --resolve resolves ${...} in it,
-# --info [all|config|defaults|defaults-tree|plugins|searchpath] prints Hydra's composition details.
-# The mode word is taken from the arguments (it is never an override: overrides hold `=`).
-CFG = typer.Option(False, "--cfg", "-c", help="print the composed config and exit; then job (default), hydra or all")
-RESOLVE = typer.Option(False, "--resolve", help="with --cfg: resolve ${...} interpolations")
-INFO = typer.Option(
-    False,
-    "--info",
-    help="print Hydra's information about the composition and exit; then all "
-    "(default), config, defaults, defaults-tree, plugins or searchpath",
-)
-EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
-WIDE = typer.Option(False, "--wide", help="show every table column (default: the columns that fit the terminal)")
-QUIET = typer.Option(False, "--quiet", "-q", help="no progress bar or tables (CI)")
-CHUNK = typer.Option(1 << 18, "--chunk-rows", help="rows evaluated at a time (bounds memory)", min=1000)
-WORKERS = typer.Option(
-    None,
-    "--workers",
-    "-j",
-    min=1,
-    help="processes evaluating the grid (default: the cores not busy with other work, when the grid has "
-    "enough partitions; a count above the cores or the grid's tasks is lowered, with a note; the output "
-    "is the same for any count)",
-)
-
+EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}  # commands taking Hydra overrides
 
 # ----------------------------------------------------------------------------- --cfg / --info
 
@@ -78,6 +46,8 @@ def _print_cfg(mode: str, overrides, config_dirs, resolve: bool = False):
         compose(jobs[0], config_dirs)
         return run_hydra_flags(["--cfg", mode] + (["--resolve"] if resolve else []), jobs[0], config_dirs)
     for job in jobs:
+        import typer
+
         typer.echo(OmegaConf.to_yaml(compose(job, config_dirs), resolve=resolve))
 
 

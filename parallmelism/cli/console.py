@@ -3,8 +3,6 @@ cli/outputs.py uses them without importing common, which would close a cycle thr
 
 from __future__ import annotations
 
-import typer
-
 
 def console(stderr: bool = False):
     from rich.console import Console
@@ -23,5 +21,7 @@ def print_error(message: str) -> None:
 
 
 def fail(message: str, code: int = 2):
+    import typer  # an error's path only: show's and best's bodies run without typer (cli/app.py)
+
     print_error(message)
     raise typer.Exit(code)

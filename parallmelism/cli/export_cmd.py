@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR
+from .options import CONFIG_DIR
 
 
 def export(

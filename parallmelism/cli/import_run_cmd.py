@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR
+from .options import CONFIG_DIR
 
 
 def import_run(
@@ -61,9 +61,9 @@ def import_run(
         missing = [name for name, value in (("--model", model), ("--hardware", hardware)) if not value]
         if missing:  # show would silently take the default model or accelerator
             raise UserError(f"the file names no model or hardware: pass {' and '.join(missing)} to show it")
-        from .show_cmd import show
+        from .show_run import show
 
-        show(overrides=overrides, cfg=False, resolve=False, info=False, config_dir=config_dir)
+        show(overrides=overrides, config_dir=config_dir)
     except UserError as exc:
         fail(str(exc))
 
@@ -76,9 +76,9 @@ def _pools(pools: dict, show_it: bool, config_dir) -> None:
         overrides = override_strings(pinned)
         typer.echo(f"{pool} workers {replicas}: {' '.join(overrides)}")
         if show_it:
-            from .show_cmd import show
+            from .show_run import show
 
-            show(overrides=overrides, cfg=False, resolve=False, info=False, config_dir=config_dir)
+            show(overrides=overrides, config_dir=config_dir)
 
 
 def _guess(path: Path, text: str) -> str:

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR, WIDE
+from .options import CONFIG_DIR, WIDE
 
 
 def list_(

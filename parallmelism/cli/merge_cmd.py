@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import QUIET
+from .options import QUIET
 from .outputs import check_out
 
 

@@ -1,12 +1,10 @@
-"""Where a command's output goes: the --out/--full-output options and their checks (before any
-computation), --out against Hydra's output.path=, and writing the table."""
+"""Where a command's output goes: the --out/--full-output checks (before any computation; the
+options themselves: cli/options.py), --out against Hydra's output.path=, and writing the table."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
-
-import typer
 
 from .console import fail
 
@@ -32,15 +30,6 @@ def check_full_output(value: Optional[Path]) -> Optional[Path]:
     return _checked_when_read(check_dataset_folder, value)
 
 
-FULL = typer.Option(
-    None,
-    "--full-output",
-    callback=check_full_output,
-    help="also stream EVERY evaluated row to this folder as a "
-    "partitioned Parquet dataset (model=/hardware=/workload=/part-*.parquet)",
-)
-
-
 def check_out(value: Optional[Path]) -> Optional[Path]:
     """--out: a table path (.csv or .parquet) we may write."""
     from ..report.writer import check_output_path
@@ -57,9 +46,6 @@ def check_yaml_out(path: Path) -> Path:
         raise UserError(f"--out {str(path)!r} must end in .yaml (a model config file)")
     check_writable_target(path)
     return path
-
-
-OUT = typer.Option(None, "--out", "-o", callback=check_out, help="write the table here (.csv or .parquet)")
 
 
 def check_one_output_path(out: Optional[Path], paths: set) -> None:

@@ -7,8 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CHUNK, CONFIG_DIR, OVERRIDES, QUIET, WIDE, WORKERS
-from .outputs import FULL, OUT
+from .options import CHUNK, CONFIG_DIR, FULL, OUT, OVERRIDES, QUIET, WIDE, WORKERS
 
 
 def pareto(

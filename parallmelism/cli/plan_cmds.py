@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import CHUNK, CONFIG_DIR, EXTRA, OVERRIDES, QUIET, WIDE, WORKERS
-from .outputs import OUT
+from .common import EXTRA
+from .options import CHUNK, CONFIG_DIR, OUT, OVERRIDES, QUIET, WIDE, WORKERS
 
 plan_app = typer.Typer(
     no_args_is_help=True,

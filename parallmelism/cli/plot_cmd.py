@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CONFIG_DIR, OVERRIDES, QUIET
+from .options import CONFIG_DIR, OVERRIDES, QUIET
 
 PLOT_KINDS = ("memory", "roofline", "pareto", "scaling", "step-time")
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import CFG, CHUNK, CONFIG_DIR, INFO, OVERRIDES, RESOLVE, WIDE, WORKERS
+from .options import CFG, CHUNK, CONFIG_DIR, INFO, OVERRIDES, RESOLVE, WIDE, WORKERS
 
 
 def _default_output(runs, fmt: str, folder: str) -> Path:
