@@ -24,9 +24,11 @@ iterations in flight, which validate simulates from `requests` and `random_range
     random_range_ratio = 0.8 and metric_stat = mean;
   - the simulation runs plain decoding, so a run with speculative decoding keeps TTFT reported only;
   - InferenceX's TensorRT-LLM Llama-70B script at 1k/1k and tp < 8 sets batch_wait_timeout_iters 20 and
-    batch_wait_max_tokens_ratio 0.9 (benchmarks/70b_fp8_h200_trt_slurm.sh: a new prompt waits up to 20
-    iterations for more prompts to batch with; TTFT 2.5-3x that of the same layouts at 1k/8k), which
-    the simulated scheduler does not have: TTFT reported only;
+    batch_wait_max_tokens_ratio 0.9 with --max_num_tokens 16384 (benchmarks/70b_fp8_h200_trt_slurm.sh: a
+    new prompt waits up to 20 iterations for more prompts to batch with; TTFT 2.5-3x that of the same
+    layouts at 1k/8k): those rows carry the columns batch_wait_timeout_iters, batch_wait_max_tokens_ratio
+    and prefill_chunk_tokens (the engine fields and the token budget the ratio is of, cost/batch_wait.py),
+    which the simulated scheduler runs;
   - other rows above concurrency 1 (the aiconfigurator sample's TensorRT-LLM 1.0.0rc3 Llama-8B rows,
     whose harness is not stated; LLMPerf's issue-5929 rows, validated as loaded points in
     cases/loaded/) keep TTFT reported only.
@@ -69,6 +71,8 @@ COLUMNS = [
     "random_range_ratio",
     "chunked_prefill",
     "prefill_chunk_tokens",
+    "batch_wait_timeout_iters",
+    "batch_wait_max_tokens_ratio",
     "moe_routing",
     "spec_method",
     "spec_tokens",
@@ -89,6 +93,13 @@ COLUMNS = [
 INFERENCEX_PROVENANCE = ("provenance: db-dump/", "provenance: source_file=2026-")
 INFERENCEX_REQUESTS_PER_CLIENT = 10  # bench_serving --num-prompts $((CONC * 10))
 INFERENCEX_RANGE_RATIO = 0.8  # benchmark-tmpl.yml RANDOM_RANGE_RATIO
+# 70b_fp8_h200_trt_slurm.sh at 1k/1k below TP8: llama-config.yml and trtllm-serve --max_num_tokens
+# (the survey's text, as its own columns are read)
+TRTLLM_BATCH_WAIT = {
+    "batch_wait_timeout_iters": "20",
+    "batch_wait_max_tokens_ratio": "0.9",
+    "prefill_chunk_tokens": "16384",
+}
 
 
 def is_inferencex(row) -> bool:
@@ -110,7 +121,7 @@ def ttft_kept(row) -> bool:
     """Whether measured_ttft_ms is validated (module docstring)."""
     if float(row["concurrency"]) <= 1:
         return True
-    return row["requests"] is not None and row["spec_method"] is None and not trtllm_batch_wait(row)
+    return row["requests"] is not None and row["spec_method"] is None
 
 
 def shipped_cases() -> set[str]:
@@ -160,6 +171,8 @@ def main() -> int:
             out["requests"] = INFERENCEX_REQUESTS_PER_CLIENT * int(float(row["concurrency"]))
             out["random_range_ratio"] = INFERENCEX_RANGE_RATIO
             out["metric_stat"] = "mean"
+            if trtllm_batch_wait(row):
+                out.update(TRTLLM_BATCH_WAIT)
         if not ttft_kept(out):
             out["measured_ttft_ms"] = None
         kept.append({c: out.get(c) for c in COLUMNS})

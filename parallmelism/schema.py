@@ -141,7 +141,7 @@ INFERENCE_COLUMNS: dict[str, str] = {
     "iteration_mixed_ms": "continuous: one iteration carrying a prefill chunk with the other b-1 decode tokens; "
     "static: the batch's prefill pass, ms",
     "ttft_wait_ms": "mean wait before the prompt's first chunk runs: residual of the iteration in flight + "
-    "queue behind other prompts (continuous batching), ms",
+    "the engine's batch-waiting hold (engine.batch_wait_*) + queue behind other prompts (continuous batching), ms",
     "ttft_ms": "time to first token (mean): wait + prefill_ms + request overhead + the first token's send delay "
     "(one iteration with overlap scheduling; show's ttft rows), ms",
     "tpot_ms": "time per output token = inter-token latency (mean over decode and mixed iterations), ms",

@@ -29,6 +29,8 @@ from parallmelism.specs import GridSpec, InferenceWorkload, TrainWorkload
 
 ALL_HW = sorted(option_files("hardware", []))
 TRTLLM = load_option("engine", "trtllm")
+# with InferenceX's Llama-70B batch waiting (cost/batch_wait.py): the ttft rows gain the hold
+TRTLLM_WAIT = TRTLLM.model_copy(update={"batch_wait_timeout_iters": 20, "batch_wait_max_tokens_ratio": 0.9})
 ALL_MODELS = sorted(option_files("model", []))
 REL = 1e-9
 _CACHE: dict = {}
@@ -183,12 +185,14 @@ SERVING_NGPUS = [8, 16, 64]
     batching=st.sampled_from([("static", False), ("continuous", False), ("continuous", True)]),
     batch=st.sampled_from([1, 8, 64]),
     pick=st.integers(0, 10**6),
+    batch_wait=st.booleans(),
 )
-def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching, batch, pick):
+def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching, batch, pick, batch_wait):
     """Serving's per-op table, per phase: pp x (its ops and collectives) + pp x the stage hop +
     the iteration overhead = the decode iteration (decode_step_ms); its collectives are the row's
     time_comm_decode_ms (pp passes) and time_comm_prefill_ms (each chunk); its ttft rows sum to
-    ttft_ms."""
+    ttft_ms, batch waiting's hold (engine.batch_wait_*) among them where the engine has it."""
+    engine = TRTLLM_WAIT if batch_wait else TRTLLM
     hw, model = option("hardware", hw_name), option("model", model_name)
     kind, chunked = batching
     wl = InferenceWorkload(batch=batch, batching=kind, chunked_prefill=chunked)
@@ -196,9 +200,9 @@ def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching
     n = len(cols["tp"])
     assume(n > 0)
     one = {k: np.asarray(v)[[pick % n]] for k, v in cols.items()}
-    cols_out = inference_columns(one, model, hw, wl, kernels(hw_name), TRTLLM).items()
+    cols_out = inference_columns(one, model, hw, wl, kernels(hw_name), engine).items()
     row = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in cols_out if np.asarray(v).dtype.kind in "biuf"}
-    recs = inference_breakdown(ServingLayout.of(one), model, hw, wl, kernels(hw_name), TRTLLM)
+    recs = inference_breakdown(ServingLayout.of(one), model, hw, wl, kernels(hw_name), engine)
     pp = row["pp"]
 
     def phase(name, bound=None):
@@ -217,8 +221,13 @@ def test_serving_show_table_sums_to_the_row(hw_name, model_name, ngpus, batching
     ttft = {r["op"]: r["time_ms"] for r in phase("ttft")}
     assert close(sum(ttft.values()), row["ttft_ms"])
     assert close(ttft["prefill"], row["prefill_ms"]) and close(
-        ttft.get("wait_iteration_and_queue", 0.0), row["ttft_wait_ms"]
+        ttft.get("wait_iteration_and_queue", 0.0) + ttft.get("batch_wait_hold", 0.0), row["ttft_wait_ms"]
     )
+    # held only under batch waiting, with others decoding (b > 1) and the ratio's tokens not reached
+    held = (
+        batch_wait and kind == "continuous" and batch > 1 and batch - 1 + wl.input_len < 0.9 * wl.prefill_chunk_tokens
+    )
+    assert (ttft.get("batch_wait_hold", 0.0) > 0) == held
     assert close(ttft.get("request_overhead", 0.0), TRTLLM.request_overhead_ms)
     # TensorRT-LLM schedules with overlap: the delay is one iteration (static: the first decode step)
     assert ttft["first_token_send_overlap"] > 0 and (

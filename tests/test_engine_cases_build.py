@@ -50,8 +50,9 @@ def test_the_mtp_rows_carry_their_speculative_decoding():
 
 def test_ttft_above_concurrency_one_only_where_the_benchmark_is_stated():
     """measured_ttft_ms above concurrency 1 is validated only on InferenceX runs (bench_serving: 10 requests per
-    client, --random-range-ratio 0.8, InferenceX's mean) without speculative decoding and without TensorRT-LLM's
-    batch wait (InferenceX's Llama-70B 1k/1k tp < 8 script); every other row above concurrency 1 keeps it
+    client, --random-range-ratio 0.8, InferenceX's mean) without speculative decoding; the six whose script
+    (InferenceX's Llama-70B 1k/1k tp < 8) sets TensorRT-LLM's batch wait carry it (20 iterations, ratio 0.9 of
+    --max_num_tokens 16384) and no other row does; every other row above concurrency 1 keeps it
     reported only (the Llama-8B TensorRT-LLM 1.0.0rc3 rows' harness is not stated; issue 5929's LLMPerf rows
     are loaded points)."""
     import pandas as pd
@@ -72,12 +73,17 @@ def test_ttft_above_concurrency_one_only_where_the_benchmark_is_stated():
         & (above["output_len"] == 1024)
         & (above["tp"] < 8)
     ]
-    assert len(batch_wait) == 6 and batch_wait["measured_ttft_ms"].isna().all()
-    assert batch_wait["reported_ttft_ms"].notna().all()
+    assert len(batch_wait) == 6 and (batch_wait["measured_ttft_ms"] == batch_wait["reported_ttft_ms"]).all()
+    assert set(batch_wait["concurrency"]) == {4, 8} and set(batch_wait["tp"]) == {1, 2, 4}
+    assert (batch_wait["batch_wait_timeout_iters"] == 20).all()
+    assert (batch_wait["batch_wait_max_tokens_ratio"] == 0.9).all()
+    assert (batch_wait["prefill_chunk_tokens"] == 16384).all()
+    assert set(df.loc[df["batch_wait_timeout_iters"].notna(), "case"]) == set(batch_wait["case"])
+    assert set(df.loc[df["batch_wait_max_tokens_ratio"].notna(), "case"]) == set(batch_wait["case"])
     l8b = above[above["case"].str.startswith("aic-trtllm1.0.0rc3-l31-8b")]
     assert len(l8b) == 36 and l8b["requests"].isna().all() and l8b["measured_ttft_ms"].isna().all()
-    # per engine: every vLLM and SGLang sample row, the TensorRT-LLM Llama-70B rows but the six, its DeepSeek-R1 plain rows
-    assert validated.groupby("engine").size().to_dict() == {"sglang": 6, "trtllm": 24, "vllm": 42}
+    # per engine: every vLLM and SGLang sample row, the TensorRT-LLM Llama-70B rows, its DeepSeek-R1 plain rows
+    assert validated.groupby("engine").size().to_dict() == {"sglang": 6, "trtllm": 30, "vllm": 42}
 
 
 def test_inferencex_deepseek_h200_rows_carry_their_servers_settings():

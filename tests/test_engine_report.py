@@ -41,11 +41,13 @@ from tests.conftest import REPO, invoke
 # run as their scripts started the servers (TensorRT-LLM EP 8, max_num_tokens, fp8 KV; SGLang chunked prefill 32768)
 # and the MoE-layer overhead refit (42.5 -> 45 us): trtllm aiconfigurator TTFT 16.92 -> 19.04 % (bar 17.5 -> 19.5:
 # EP 8 takes the 8k rows from +25..+31 % to -25..-28 %, the 1k rows to -62..-70 %, both engines' rows now short by
-# the same ~125-217 ms a request), its ITL 7.56 -> 7.47 %, sglang TTFT 57.67 -> 55.89 % (bar 58.5 -> 56.5)
+# the same ~125-217 ms a request), its ITL 7.56 -> 7.47 %, sglang TTFT 57.67 -> 55.89 % (bar 58.5 -> 56.5).
+# InferenceX's six Llama-70B 1k/1k TP<8 rows join with TensorRT-LLM's batch waiting (cost/batch_wait.py): trtllm
+# aiconfigurator TTFT 24 rows 19.04 % -> 30 rows 15.52 % (the six at -1.8..+2.6 %; bar 19.5 -> 16.0)
 BARS = {
     ("nim", "independent"): (3.5, 7.0),
     ("trtllm", "independent"): (7.5, 13.0),
-    ("trtllm", "aiconfigurator"): (8.0, 19.5),
+    ("trtllm", "aiconfigurator"): (8.0, 16.0),
     ("vllm", "aiconfigurator"): (4.7, 8.5),
     ("sglang", "independent"): (4.0, None),
     ("sglang", "aiconfigurator"): (8.5, 56.5),

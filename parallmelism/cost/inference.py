@@ -493,6 +493,12 @@ def continuous_terms(
         else 1.0,
         steps=wl.scheduler_steps,
         overlap=engine.overlap_scheduler,
+        batch_wait=(
+            engine.batch_wait_timeout_iters,
+            engine.batch_wait_max_tokens_ratio,
+            wl.prefill_chunk_tokens,
+            wl.input_len,
+        ),
     )
     return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state
 
@@ -549,7 +555,8 @@ def inference_columns(
         dec, pre, _, m, chunks, step_s, mixed_s, state = continuous_terms(model, hw, wl, lay, km, engine, draft)
         prefill_s = pipeline.chunked_prefill_s(chunks, pp, mixed_s)
         load = state["mixed_fraction"]
-        ttft_s, tpot_s, e2e_s, wait_s = state["ttft_s"], state["itl_s"], state["e2e_s"], state["wait_s"]
+        ttft_s, tpot_s, e2e_s = state["ttft_s"], state["itl_s"], state["e2e_s"]
+        wait_s = state["wait_s"] + state["hold_s"]
         computed_s = state["computed_s"]
     else:
         st = static_terms(model, hw, wl, lay, km, engine, draft)
@@ -718,17 +725,20 @@ def inference_breakdown(
 def ttft_records(model, hw, wl, one: ServingLayout, km, engine, draft) -> list[dict]:
     """The mean TTFT of the first row of `one` in its parts (one record each, phase `ttft`, ms;
     they sum to ttft_ms): the wait for the iteration in flight and the queue (continuous batching),
+    batch waiting's mean hold (cost/batch_wait.py, engine.batch_wait_*),
     the prompt's prefill (prefill_ms), engine.request_overhead_ms and the first token's send delay
     (cost/first_token.py, engines with overlap scheduling). A part of 0 ms is left out."""
     if wl.batching == "continuous":
         *_, n_p, _, _, state = continuous_terms(model, hw, wl, one, km, engine, draft)
         chunks = float(n_p[0])
-        wait, prefill, send = (float(state[k][0]) for k in ("wait_s", "prefill_s", "send_s"))
+        wait, hold, prefill, send = (float(state[k][0]) for k in ("wait_s", "hold_s", "prefill_s", "send_s"))
     else:
         st = static_terms(model, hw, wl, one, km, engine, draft)
         wait, prefill, send, chunks = 0.0, float(st["prefill_s"][0]), float(st["send_s"][0]), float(st["chunks"][0])
+        hold = 0.0
     parts = [
         ("wait_iteration_and_queue", 1.0, wait, "queue"),
+        ("batch_wait_hold", 1.0, hold, "queue"),
         ("prefill", chunks, prefill, "prefill"),
         ("request_overhead", 1.0, engine.request_overhead_ms * 1e-3, "overhead"),
         ("first_token_send_overlap", 1.0, send, "overlap"),

@@ -23,7 +23,7 @@ Steady state of a closed loop with b sequences per replica (Little: request rate
   other requests' prompts arrive at λ_o = λ·(b−1)/b and each takes n_p mixed iterations, so the
   fraction of iterations that are mixed is q = λ_o·n_p·ITL and
     ITL   = (1−q)·t_dec + q·t_mix = t_dec / (1 − λ_o·n_p·(t_mix − t_dec))            MEAN
-    TTFT  = W_iter + W_queue + P + request_overhead + D                              MEAN
+    TTFT  = W_iter + H + W_queue + P + request_overhead + D                          MEAN
       P       = (n_p + pp − 1)·t_mix/pp, the prompt's chunks pipelined through the pp stages (the
                 seed's sequence pipeline; pp = 1: n_p·t_mix)
       W_iter  = E[t²]/(2·E[t]) over the iteration mix: mean residual of the iteration in flight
@@ -32,6 +32,9 @@ Steady state of a closed loop with b sequences per replica (Little: request rate
                 no prompt enters, so their part is that of runs m·t_dec long: rate_dec·m·t_dec²/2
       W_queue = ρ_p·P / (2(1−ρ_p)), ρ_p = λ_o·n_p·t_mix: M/D/1 wait behind other
                 prompts being prefilled (Poisson arrivals assumed)
+      H       = cost.batch_wait.mean_hold_s: the engine's batch waiting (engine.batch_wait_*,
+                TensorRT-LLM) holds a prompt up to `timeout` decode iterations t_dec, in a window
+                that the other prompts arriving at λ_o join; 0 without it
       D       = cost.first_token.first_token_delay_s: with overlap scheduling
                 (engine.overlap_scheduler) the first token is sent when the next iteration ends, the
                 mean iteration 1/(rate of iterations) (b = 1: t_dec; 0 when no iteration follows,
@@ -47,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..units import MS, US
+from .batch_wait import mean_hold_s
 from .first_token import first_token_delay_s
 from .inference_ops import causal_pairs
 from .layout import ServingLayout
@@ -116,11 +120,14 @@ def closed_loop(
     tokens_per_iter=1.0,
     steps=1,
     overlap: bool = False,
+    batch_wait: tuple[int, float, float, float] = (0, 0.0, 1.0, 0.0),
 ):
     """Steady state of b sequences in flight (module docstring). Arrays in seconds; `fused`: the
     prefill iterations also carry the others' decode tokens (chunked prefill), else they stall them;
-    `overlap`: the engine's overlap scheduling (engine.overlap_scheduler). Returns a dict with itl_s,
-    ttft_s, e2e_s, wait_s (W_iter + W_queue), prefill_s (P), computed_s (TTFT − D: when the first
+    `overlap`: the engine's overlap scheduling (engine.overlap_scheduler); `batch_wait`: (timeout
+    iterations, tokens ratio, token budget, prompt tokens) of the engine's batch waiting
+    (cost/batch_wait.py; (0, 0.0, ...): none). Returns a dict with itl_s,
+    ttft_s, e2e_s, wait_s (W_iter + W_queue), hold_s (H: batch waiting's mean hold), prefill_s (P), computed_s (TTFT − D: when the first
     token is computed), send_s (D: its send delay), mixed_fraction (share of iterations that carry a prefill chunk) and request_rate λ (1/s),
     per replica."""
     b = np.asarray(batch, dtype=np.float64)
@@ -140,7 +147,8 @@ def closed_loop(
         # the engine is always busy: Σ rate·t = 1, so the mean residual E[t²]/(2E[t]) = Σ rate·t²/2
         residual = np.where(b > 1, (r * t_mix**2 + rate_dec * steps * t_dec**2) / 2, 0.0)
         queue = rho * prefill_s / (2 * (1 - rho))
-        computed = residual + queue + prefill_s + request_s  # the first token computed
+        hold = mean_hold_s(*batch_wait, b, t_dec, lam * others)  # batch waiting, others' prompts at λ_o
+        computed = residual + hold + queue + prefill_s + request_s  # the first token computed
         # the next iteration: the mean one, 1/(iterations per second); none at b = 1 with one token
         follows = (b > 1) | (output_len > 1)
         send = first_token_delay_s(overlap, np.where(follows, 1 / (r + rate_dec), 0.0))
@@ -151,6 +159,7 @@ def closed_loop(
             "ttft_s": ttft,
             "e2e_s": e2e,
             "wait_s": residual + queue,
+            "hold_s": hold + 0 * b,
             "prefill_s": prefill_s + 0 * b,
             "computed_s": computed,
             "send_s": send + 0 * b,

@@ -19,6 +19,11 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
              admission order, fill the rest of the token budget C with chunks. Prefill priority
              (chunked_prefill=False, vLLM V0 / SGLang without mixed chunks): while prompt tokens wait,
              an iteration carries only prompt tokens (up to C) and the decoding sequences stall
+  batch wait TensorRT-LLM's batch waiting (engine.batch_wait_*, cost/batch_wait.py): in an iteration
+             with prompts in flight and sequences decoding, the prompts it would run are held back
+             (the iteration runs the decodes alone) until its prompt + decode tokens reach
+             batch_wait_ratio x C or batch_wait_iters iterations have been held; one counter for all
+             (prompts arriving meanwhile join the held ones), reset when they run
   time       one iteration takes `times(decode tokens, prompt tokens)` seconds, a table evaluated
              by the per-iteration cost model (cost.iteration_table); the iteration's decode tokens
              and every prompt finished in it emit their token when it ends
@@ -53,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batch_wait import holds, release
 from .first_token import first_token_delay_s
 
 PERCENTILES = (50, 90, 99)
@@ -77,6 +83,8 @@ class Scheduler:
     chunked_prefill: bool = True  # False: prefill priority, decodes stall while prompts wait
     steps: int = 1  # decode iterations per scheduler call (multi-step scheduling); admission between runs
     overlap: bool = False  # overlap scheduling: a prompt's first token is sent when the next iteration ends
+    batch_wait_iters: int = 0  # batch waiting (cost/batch_wait.py): iterations a prompt may be held while others decode
+    batch_wait_ratio: float = 0.0  # ... or until the iteration's tokens reach this share of token_budget
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,8 @@ def simulate(
     nxt, done, t = 0, 0, 0.0
     run_left = 0  # decode iterations left in the multi-step run in flight (no admission before 0)
     C = sched.token_budget
+    waiting = holds(sched.batch_wait_iters, sched.batch_wait_ratio)
+    held = 0  # batch waiting: iterations the prompts in flight have been held (cost/batch_wait.py)
     while done < n:
         room = sched.max_batch - len(running)
         if run_left == 0 and room > 0 and nxt < n and seen[nxt] <= t:
@@ -193,6 +203,15 @@ def simulate(
             need = prompt_left[prefilling]
             before = np.cumsum(need) - need  # tokens granted to the prompts ahead in the queue
             take = np.minimum(np.maximum(budget - before, 0), need)
+            n_decoding = int(decoding.sum())
+            if waiting and n_decoding:  # batch waiting: the scheduler's prompts and the decode tokens
+                scheduled = float(S[prefilling[take > 0]].sum()) + n_decoding
+                if release(held, sched.batch_wait_iters, scheduled, sched.batch_wait_ratio, C):
+                    held = 0
+                else:  # held: this iteration runs the decoding sequences alone
+                    held += 1
+                    take = np.zeros_like(take)
+                    n_dec = n_decoding
             dt = times(n_dec, float(take.sum()))
             t += dt
             unsent = send(dt)

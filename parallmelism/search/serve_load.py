@@ -80,6 +80,8 @@ def loaded_point(
         wl.chunked_prefill,
         wl.scheduler_steps,
         engine.overlap_scheduler if overlap is None else overlap,
+        engine.batch_wait_timeout_iters,
+        engine.batch_wait_max_tokens_ratio,
     )
     sim = simulate(
         arrivals,

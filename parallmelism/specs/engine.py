@@ -85,6 +85,26 @@ class EngineSpec(BaseModel):
         description="the engine launches the next iteration before it sends the last one's output: a "
         "prompt's first token goes out when the next iteration ends (latency under load)",
     )
+    # Batch waiting (TensorRT-LLM's PyTorch executor, LLM API batch_wait_timeout_iters /
+    # batch_wait_max_tokens_ratio, NVIDIA/TensorRT-LLM PR 7287; cost/batch_wait.py): while sequences
+    # are decoding, the prompts the scheduler picked are held back, iteration after iteration, until
+    # the tokens it would run reach ratio x the token budget (workload.prefill_chunk_tokens, its
+    # max_num_tokens) or it has held them timeout_iters iterations. Either at 0 holds nothing (the
+    # release test passes at once): its default, 0 and 0.
+    batch_wait_timeout_iters: int = Field(
+        0,
+        ge=0,
+        le=100000,
+        description="batch waiting: iterations the scheduler holds new prompts back while sequences decode "
+        "(TensorRT-LLM batch_wait_timeout_iters; 0: no holding), at most 100000",
+    )
+    batch_wait_max_tokens_ratio: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="batch waiting: share of the iteration token budget whose reaching releases the held "
+        "prompts (TensorRT-LLM batch_wait_max_tokens_ratio; 0: no holding), in [0, 1]",
+    )
     # The engine's fused-MoE op measured on an accelerator (cost/fused_moe.py): accelerator name ->
     # table path (relative to hardware/, as kernel tables). Accelerators and model shapes it does
     # not list take the kernel model's grouped GEMM.

@@ -31,6 +31,10 @@ How a row becomes a configuration (one rule each, never per case):
 - overlap_scheduler (optional column): true/false where the engine version that ran differs from
   the engine file's engine.overlap_scheduler (cost/first_token.py: TensorRT-LLM v0.14's C++
   executor, SGLang before 0.4), with the reason in the notes; blank = the engine file's.
+- batch_wait_timeout_iters, batch_wait_max_tokens_ratio (optional columns): TensorRT-LLM's batch
+  waiting where the run's script sets it (cost/batch_wait.py; InferenceX's Llama-70B 1k/1k below TP8:
+  20 and 0.9), the engine fields for that row (bounds checked: a bad value is one sentence); blank =
+  the engine file's (0: no holding).
 - chunked_prefill (optional column): blank = true (prefill chunks share the decode iterations);
   false for stacks run with their default of separate context passes (TensorRT-LLM / NIM with
   enable_chunked_context off, vLLM V0): the decoding sequences wait for each prompt's pass.

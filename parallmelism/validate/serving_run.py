@@ -7,6 +7,26 @@ from __future__ import annotations
 from .cases import DEFAULT_HARDWARE, as_int, get, model_of, overlap_of
 
 
+BATCH_WAIT_COLUMNS = ("batch_wait_timeout_iters", "batch_wait_max_tokens_ratio")
+
+
+def with_batch_wait(row, engine):
+    """The engine with a serving row's optional batch_wait_timeout_iters / batch_wait_max_tokens_ratio
+    columns (TensorRT-LLM's batch waiting where the run's script sets it, cost/batch_wait.py; blank:
+    the engine file's), checked against the engine's bounds: a bad value is one sentence."""
+    from pydantic import ValidationError
+
+    from ..errors import UserError, format_validation_error
+
+    given = {k: get(row, k) for k in BATCH_WAIT_COLUMNS if get(row, k) is not None}
+    if not given:
+        return engine
+    try:
+        return type(engine).model_validate({**engine.model_dump(), **given})
+    except ValidationError as exc:
+        raise UserError(f"case {row.get('case')!r}: " + format_validation_error(exc)) from None
+
+
 def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine_of, stack_of=None):
     """RunConfig with a fully pinned serving layout for one case row (engine_of: engine name -> EngineSpec; stack_of: training only)."""
     from pydantic import ValidationError
@@ -19,6 +39,7 @@ def inference_run_of(row, shipped_models: dict, hardware_of, base_output, engine
     engine = engine_of(None if get(row, "engine") is None else str(get(row, "engine")).lower())
     if overlap_of(row) is not None:
         engine = engine.model_copy(update={"overlap_scheduler": overlap_of(row)})
+    engine = with_batch_wait(row, engine)
     tp, pp, ep, sp = (as_int(row, k, 1) for k in ("tp", "pp", "ep", "sp"))
     gpus = as_int(row, "gpus", tp * pp * sp)
     weights = str(get(row, "precision", "bf16")).lower()
