@@ -1,7 +1,12 @@
-"""Write hardware/kernels/h200-sxm-141gb.trtllm-moe.csv: TensorRT-LLM's fused-MoE kernel on an H200, as
-aiconfigurator measured it (issue 33: an engine names its fused-MoE kernel; conf/engine/trtllm.yaml).
+"""Write hardware/kernels/h200-sxm-141gb.ENGINE-moe.csv: an engine's fused-MoE kernel on an H200, as
+aiconfigurator measured it (issue 33: an engine names its fused-MoE kernel; conf/engine/ENGINE.yaml).
 
-    python benchmarks/build_engine_moe_table.py AICONFIGURATOR_CORE_DIR
+    python benchmarks/build_engine_moe_table.py AICONFIGURATOR_CORE_DIR [trtllm|sglang]
+
+ENGINE (default trtllm) picks the measured op (ENGINES): TensorRT-LLM 1.3.0rc20's, below, or SGLang 0.5.10's
+(systems/data/h200_sxm/moe/sglang/0.5.10/moe_perf.parquet, `sglang_fused_moe_triton`: SGLang's Triton fused
+MoE, fp8 block-scale, with its routing, token alignment and top-k reduce; the nearest measured release to the
+0.5.7-0.5.9 that SGLang's shipped rows ran), everything else as for TensorRT-LLM.
 
 AICONFIGURATOR_CORE_DIR: the installed `aiconfigurator_core` package of the aiconfigurator 0.12.0 wheel
 (pip install aiconfigurator==0.12.0; NVIDIA, Apache-2.0, github.com/ai-dynamo/aiconfigurator). Its
@@ -25,23 +30,40 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "hardware" / "kernels" / "h200-sxm-141gb.trtllm-moe.csv"
 DISTRIBUTIONS = ("balanced", "power_law_1.01")  # workload.moe_routing's values (module docstring)
-SOURCE = "systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet"
+# engine -> (parquet under the aiconfigurator_core package, its kernel_source, the release and op it names)
+ENGINES = {
+    "trtllm": (
+        "systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet",
+        "moe_torch_flow_cutlass",
+        "TensorRT-LLM 1.3.0rc20",
+    ),
+    "sglang": (
+        "systems/data/h200_sxm/moe/sglang/0.5.10/moe_perf.parquet",
+        "sglang_fused_moe_triton",
+        "SGLang 0.5.10",
+    ),
+}
 # (hidden, expert ffn, top-k, experts) of the shipped models: model name -> the aiconfigurator dtype of
 # its fp8 checkpoint (module docstring)
 SHAPES = {(7168, 2048, 8, 256): ("deepseek-v3", "fp8_block")}
-HEADER = """# TensorRT-LLM fused MoE on NVIDIA H200 SXM (aiconfigurator measurements; benchmarks/build_engine_moe_table.py).
+HEADER = """# {name} fused MoE on NVIDIA H200 SXM (aiconfigurator measurements; benchmarks/build_engine_moe_table.py).
 # Source: aiconfigurator 0.12.0 wheel (NVIDIA, Apache-2.0, github.com/ai-dynamo/aiconfigurator), aiconfigurator_core/{src},
-#   TensorRT-LLM 1.3.0rc20, kernel_source moe_torch_flow_cutlass, distributions {dist} (aiconfigurator's routing names).
+#   {release}, kernel_source {kernel}, distributions {dist} (aiconfigurator's routing names).
 # One MoE layer's routed experts on one GPU: routing, permute, gate+up and down grouped GEMMs, unpermute and reduce.
 # routing = workload.moe_routing; tokens = tokens entering the layer on the rank; moe_tp x moe_ep = the expert GPUs; time_s = measured latency.
 # dtype is the workload precision the row stands for ({rule}).
 """
 
 
-def main(core: Path) -> int:
-    df = pd.read_parquet(core / SOURCE)
+def out_path(engine: str) -> Path:
+    return ROOT / "hardware" / "kernels" / f"h200-sxm-141gb.{engine}-moe.csv"
+
+
+def main(core: Path, engine: str = "trtllm") -> int:
+    source, kernel, release = ENGINES[engine]
+    df = pd.read_parquet(core / source)
+    df = df[df.kernel_source == kernel] if "kernel_source" in df.columns else df
     parts = []
     for (h, f, k, e), (model, dtype) in SHAPES.items():
         s = df[
@@ -72,13 +94,15 @@ def main(core: Path) -> int:
         )
     out = pd.concat(parts).sort_values(["model", "routing", "moe_tp", "moe_ep", "tokens"])
     rule = "fp8: fp8_block, DeepSeek-V3's 128x128 block-scaled checkpoint"
-    OUT.write_text(
-        HEADER.format(src=SOURCE, rule=rule, dist=", ".join(DISTRIBUTIONS))
+    name = {"trtllm": "TensorRT-LLM", "sglang": "SGLang"}[engine]
+    dest = out_path(engine)
+    dest.write_text(
+        HEADER.format(name=name, src=source, release=release, kernel=kernel, rule=rule, dist=", ".join(DISTRIBUTIONS))
         + out.to_csv(index=False, float_format="%.6g")
     )
-    print(f"{OUT.relative_to(ROOT)}: {len(out)} rows")
+    print(f"{dest.relative_to(ROOT)}: {len(out)} rows")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(Path(sys.argv[1]), *(sys.argv[2:3] or ["trtllm"])))

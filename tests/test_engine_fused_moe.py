@@ -23,6 +23,7 @@ H200 = load_option("hardware", "h200-sxm-141gb")
 DSV3 = load_option("model", "deepseek-v3")
 TRTLLM = load_option("engine", "trtllm")
 VLLM = load_option("engine", "vllm")
+SGLANG = load_option("engine", "sglang")
 # aiconfigurator moe_perf.parquet (TensorRT-LLM 1.3.0rc20, H200, fp8_block, 7168/2048, top-8 of 256, balanced), ms
 MEASURED_MS = {(8, 1, 8192): 4.980043, (2, 4, 8192): 1.808635, (1, 8, 8192): 1.284432, (8, 1, 1): 0.114709}
 
@@ -42,6 +43,17 @@ def test_trtllm_on_h200_times_the_experts_by_its_measured_fused_moe(ep, tokens, 
     """TP8 with EP 1 / 4 / 8 (moe_tp x moe_ep = 8x1, 2x4, 1x8): the measured op's time per layer."""
     expected_s = MEASURED_MS[(moe_tp, ep, tokens)] * 1e-3
     assert prefill_experts_s(TRTLLM, 8, ep, tokens) == pytest.approx(expected_s, rel=1e-5)
+
+
+# aiconfigurator moe_perf.parquet (SGLang 0.5.10, sglang_fused_moe_triton, H200, fp8_block, same shape, balanced), ms
+SGLANG_MEASURED_MS = {(8, 1, 8192): 2.218142, (8, 1, 1024): 0.588280, (8, 1, 1): 0.051686}
+
+
+@pytest.mark.parametrize(("tokens"), [8192, 1024, 1])
+def test_sglang_on_h200_times_the_experts_by_its_measured_triton_fused_moe(tokens):
+    """SGLang's DeepSeek-R1 rows run TP8 EP1 (moe_tp 8 x moe_ep 1): its Triton fused-MoE op's time per layer."""
+    expected_s = SGLANG_MEASURED_MS[(8, 1, tokens)] * 1e-3
+    assert prefill_experts_s(SGLANG, 8, 1, tokens) == pytest.approx(expected_s, rel=1e-5)
 
 
 def test_the_fused_moe_at_moe_tp_8_is_five_times_the_grouped_gemm_model():
