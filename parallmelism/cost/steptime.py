@@ -397,9 +397,10 @@ def stage_ops(cols: TrainingLayout, model, hw, wl, rates, stage: str) -> list[tu
     return out
 
 
-def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
-    """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
-    tp, pp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (cols.tp, cols.pp, cols.cp, cols.ep))
+def layer_comm(cols: TrainingLayout, acc, is_moe: bool, model, hw, wl) -> dict:
+    """A layer's TP, CP and EP link and exposed seconds per micro-batch, and TP's NIC seconds, on
+    these rows; acc: the layer's op sums on them (`ops_time`), which size the overlap windows."""
+    tp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (cols.tp, cols.cp, cols.ep))
     b = np.asarray(cols.micro_batch, dtype=np.float64)
     sp = np.asarray(cols.sequence_parallel, dtype=bool)
     rc = np.asarray(cols.recompute)
@@ -407,75 +408,94 @@ def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
     full = rc == FULL
     T = tokens_per_rank(s, b, cp)
     etp = None if wl.expert_tp is None else expert_tp_size(tp, wl.expert_tp)
-    edge = bf16_edge_layers(wl)
+    tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
+    cp_link, cp_exp = cp_layer_times_s(
+        hw,
+        model,
+        s,
+        b,
+        tp,
+        cp,
+        (acc["core_fwd"], acc["core_first_fwd"]),
+        (acc["core_bwd"], acc["core_first_bwd"]),
+        rc != NONE,
+        wl.cp_comm_type,
+        wl.cp_implementation or "transformer_engine",
+    )
+    ep_link, ep_tp = (
+        ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher, etp)
+        if is_moe
+        else (0.0, 0.0)
+    )
+    tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
+    # the NIC's part (cost/links.py): a hierarchical all-reduce's inter-node phase, the rest whole
+    tp_on_out = axes_on_scale_out(hw, tp, 1.0, 1.0, 1.0, 0.0)["tp"]
+    tp_nic = tp_layer_nic_s(hw, model, T, tp, sp, full) + ep_tp * tp_on_out
+    if wl.launch_blocking:  # nothing runs beside a kernel: the async backward TP and the CP ring wait too
+        tp_exp, cp_exp = tp_layer, cp_link
+    ep_exp = ep_link
+    if wl.hides("ep"):
+        # hidden under the other micro-batch in flight: its layer's compute and the TP and CP
+        # collectives it waits on (on their own links), so the window shrinks no more than the layer
+        ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"] + tp_exp + cp_exp))
+    return {
+        "tp": tp_layer,
+        "tp_exp": tp_exp,
+        "tp_nic": tp_nic,
+        "cp": cp_link,
+        "cp_exp": cp_exp,
+        "ep": ep_link,
+        "ep_exp": ep_exp,
+    }
+
+
+def _layer_terms(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
+    """The op sums of every op set (`_ops_sums_at_rows`) and the TP/CP/EP seconds of every layer
+    set (`layer_comm`) on these rows, without weight casts (`weight_casts_per_micro_batch`): then
+    both are functions of the ops key (shape_key + recompute), and `_micro_batch_terms` evaluates
+    them once per ops key (a dense model's layers repeat on every pp)."""
     sums = _ops_sums_at_rows(cols, model, hw, wl, rates, edge)
-    if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
-        recast = np.asarray(cols.dp_sharding) == FS
-        sums = {
-            name: {k: np.where(recast, sums[name + RECAST][k], v) for k, v in acc.items()}
-            if name + RECAST in sums
-            else acc
-            for name, acc in sums.items()
-            if not name.endswith(RECAST)
-        }
+    comms = {name: layer_comm(cols, sums[name], name == "moe", model, hw, wl) for name in LAYER_SETS if name in sums}
+    return {"sums": sums, "comms": comms}
+
+
+def _micro_batch_terms(cols: TrainingLayout, model, hw, wl, rates):
+    """Per stage kind, per micro-batch: compute and exposed TP/CP/EP seconds (STAGE_MB_KEYS)."""
+    tp, ep = (np.asarray(x, dtype=np.float64) for x in (cols.tp, cols.ep))
+    rc = np.asarray(cols.recompute)
+    full = rc == FULL
+    edge = bf16_edge_layers(wl)
     casts = weight_casts_per_micro_batch(cols, wl)
-    if casts is not None:
-        sums = {name: _with_weight_casts(acc, casts) for name, acc in sums.items()}
+    if casts is None and not recasts_in_backward(wl):
+        # the sums and collectives of a layer are functions of the ops key alone: once per ops key
+        by_ops, _, at = per_key(_layer_terms, shape_key(model) + ("recompute",), cols, model, hw, wl, rates, edge)
+        sums, comms = (
+            {name: {k: v if np.ndim(v) == 0 else gather(v, at) for k, v in acc.items()} for name, acc in part.items()}
+            for part in (by_ops["sums"], by_ops["comms"])
+        )
+    else:
+        sums = _ops_sums_at_rows(cols, model, hw, wl, rates, edge)
+        if recasts_in_backward(wl):  # FULLY_SHARD rows take the ops chosen for a cast in backward too
+            recast = np.asarray(cols.dp_sharding) == FS
+            sums = {
+                name: {k: np.where(recast, sums[name + RECAST][k], v) for k, v in acc.items()}
+                if name + RECAST in sums
+                else acc
+                for name, acc in sums.items()
+                if not name.endswith(RECAST)
+            }
+        if casts is not None:
+            sums = {name: _with_weight_casts(acc, casts) for name, acc in sums.items()}
+        comms = {
+            name: layer_comm(cols, sums[name], name == "moe", model, hw, wl) for name in LAYER_SETS if name in sums
+        }
     dense, head, emb, moe = sums["dense"], sums["head"], sums["emb"], sums.get("moe")
     local_experts = experts_per_rank(model.require_moe().num_experts, ep) if model.is_moe else 0.0
     low_precision = wl.precision in LOW_PRECISION_BYTES
 
-    tp_on_out = axes_on_scale_out(hw, tp, 1.0, 1.0, 1.0, 0.0)["tp"]
-
-    def layer_comm(acc, is_moe):
-        tp_layer, tp_exp = tp_layer_times_s(hw, model, T, tp, sp, full, acc["colpar_bwd"], acc["gemm"], wl.hides("tp"))
-        cp_link, cp_exp = cp_layer_times_s(
-            hw,
-            model,
-            s,
-            b,
-            tp,
-            cp,
-            (acc["core_fwd"], acc["core_first_fwd"]),
-            (acc["core_bwd"], acc["core_first_bwd"]),
-            rc != NONE,
-            wl.cp_comm_type,
-            wl.cp_implementation or "transformer_engine",
-        )
-        ep_link, ep_tp = (
-            ep_layer_time_s(hw, model, T, tp, ep, wl.moe_imbalance, full, sp, wl.moe_dispatcher, etp)
-            if is_moe
-            else (0.0, 0.0)
-        )
-        tp_layer, tp_exp = tp_layer + ep_tp, tp_exp + ep_tp
-        # the NIC's part (cost/links.py): a hierarchical all-reduce's inter-node phase, the rest whole
-        tp_nic = tp_layer_nic_s(hw, model, T, tp, sp, full) + ep_tp * tp_on_out
-        if wl.launch_blocking:  # nothing runs beside a kernel: the async backward TP and the CP ring wait too
-            tp_exp, cp_exp = tp_layer, cp_link
-        ep_exp = ep_link
-        if wl.hides("ep"):
-            # hidden under the other micro-batch in flight: its layer's compute and the TP and CP
-            # collectives it waits on (on their own links), so the window shrinks no more than the layer
-            ep_exp = np.maximum(0.0, ep_link - (acc["fwd"] + acc["bwd"] + acc["rc"] + tp_exp + cp_exp))
-        return {
-            "tp": tp_layer,
-            "tp_exp": tp_exp,
-            "tp_nic": tp_nic,
-            "cp": cp_link,
-            "cp_exp": cp_exp,
-            "ep": ep_link,
-            "ep_exp": ep_exp,
-        }
-
-    dense_comm = layer_comm(dense, False)
-    moe_comm = layer_comm(moe, True) if moe is not None else None
-    if edge:
-        dense16 = sums["dense16"]
-        dense16_comm = layer_comm(dense16, False)
     accs = {"dense": dense, "emb": emb, "head": head, "moe": moe}
-    comms = {"dense": dense_comm, "moe": moe_comm}
     if edge:
-        accs["dense16"], comms["dense16"] = dense16, dense16_comm
+        accs["dense16"] = sums["dense16"]
     out = {}
     layout = _stage_layout(cols, model.layers)
     for name, set_counts in stage_op_counts(cols, model, edge).items():
@@ -610,7 +630,7 @@ def _column(x, shape) -> np.ndarray:
 
 
 # the DP terms a stage's step needs (_dp_terms), and hybrid sharding's link split
-DP_ROW_KEYS = ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt", "opt_bytes")
+DP_ROW_KEYS = ("reduce", "reduce_per_mb", "zero_gather", "fsdp_per_mb", "opt")
 HSDP_ROW_KEYS = ("replica", "shard_out")
 
 # The micro-batch terms depend on LAYER_KEY, the DP terms on DP_KEY. A stage's step, all but its
@@ -697,7 +717,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
         dp_keys = dp_keys + ("shard_params",)
     stages = {}
     for name in STAGES:
-        r = {k: gather(mb[name][k], inv_mb) for k in STAGE_MB_KEYS}
+        r = {k: gather(mb[name][k], inv_mb) for k in STAGE_MB_KEYS if k not in PICKED_MB_KEYS}
         d = {k: gather(dpt[name][k], inv_dp) for k in dp_keys}
         reductions = _dp_reductions(d, m)
         dp_link, dp_exp = _dp_link_exposed(d, r, m, reductions, wl.hides("dp"))
@@ -733,14 +753,6 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
             "param_fetch": param_fetch,
             "busy_scale_up": busy["scale_up"],
             "busy_scale_out": busy["scale_out"],
-            "compute": m * r["compute_mb"] + d["opt"],
-            "opt": d["opt"],
-            "overhead": m * r["overhead_mb"],
-            "offload": m * r["offload_mb"],
-            "flops": m * r["flops"],
-            "bytes": m * r["bytes"] + d["opt_bytes"],
-            "cbound": m * r["cbound"],
-            "mbound": m * r["mbound"] + d["opt"],
             "dp_share": dp_share,
             "tp_share": tp_share,
             "dp_exp": dp_exp,
@@ -755,7 +767,25 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
         "pp_hop_s": pp_hop_s(hw, model, tokens_per_rank(wl.seq_len, cols.micro_batch, cp), tp, tp * cp * dp, pp),
         **{"on_out_" + ax: on_out[ax] for ax in AXES},
     }
-    return stages, {k: to_shape(v, tp.shape) for k, v in shared.items()}
+    per_mb_and_dp = dict(mb=mb, at_mb=inv_mb, dp=dpt, at_dp=inv_dp)
+    return stages, {k: to_shape(v, tp.shape) for k, v in shared.items()}, per_mb_and_dp
+
+
+# The stage terms only the critical stage's row reports, from its micro-batch terms r and DP terms
+# d: term = m·r[mb key] (+ d[dp key]). They are picked at the rows' micro-batch and DP keys and
+# formed on the rows (the same products and sums, on the one stage that is reported).
+PICKED_TERMS = {
+    "compute": ("compute_mb", "opt"),
+    "overhead": ("overhead_mb", None),
+    "offload": ("offload_mb", None),
+    "flops": ("flops", None),
+    "bytes": ("bytes", "opt_bytes"),
+    "cbound": ("cbound", None),
+    "mbound": ("mbound", "opt"),
+    "opt": (None, "opt"),
+}
+# the micro-batch terms only those need (compute_mb also sizes the DP windows)
+PICKED_MB_KEYS = ("overhead_mb", "offload_mb", "flops", "bytes", "cbound", "mbound")
 
 
 def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
@@ -765,7 +795,7 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     n = len(pp)
     shape = pp.shape
     rates = Rates(hw, wl.precision, kernels, wl.fp8_scaling)
-    (stages, shared), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
+    (stages, shared, per_mb_and_dp), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
     pp_out = gather(shared["on_out_pp"], inv)
     pp_link, pp_exp, pp_fill_drain = pp_times_s(gather(shared["pp_hop_s"], inv), pp, vpp, m, wl.hides("pp"))
     pp_port = scale_up_port_share(hw, cols.tp, cols.cp, cols.dp, cols.ep, cols.pp)["pp"]
@@ -835,9 +865,27 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
     crit = argmax3(*(c["step"] for c in candidates))
     at = crit * K + inv  # the critical stage's entry in stacked(stages, K, name, STAGES)
 
+    at_keys: dict = {}  # the critical stage's entries in the micro-batch and DP terms laid end to end
+
+    def at_key(level):
+        if level not in at_keys:
+            size = len(per_mb_and_dp[level]["first"]["t_mb" if level == "mb" else "reduce"])
+            at_keys[level] = (crit * size + gather(per_mb_and_dp["at_" + level], inv), size)
+        return at_keys[level]
+
+    def term_at(level, key):
+        where, size = at_key(level)
+        return gather(stacked(per_mb_and_dp[level], size, key, STAGES), where)
+
     def pick(name):
-        """The critical stage's per-row value of a stage term (_stage_terms)."""
-        return gather(stacked(stages, K, name, STAGES), at)
+        """The critical stage's per-row value of a stage term (_stage_terms, PICKED_TERMS)."""
+        if name not in PICKED_TERMS:
+            return gather(stacked(stages, K, name, STAGES), at)
+        mb_key, dp_key = PICKED_TERMS[name]
+        if mb_key is None:
+            return term_at("dp", dp_key)
+        value = m * term_at("mb", mb_key)
+        return value if dp_key is None else value + term_at("dp", dp_key)
 
     at_row = crit * n + np.arange(n)  # the critical stage's entry in three per-row columns laid end to end
 
