@@ -19,6 +19,7 @@ now is faster).
 from __future__ import annotations
 
 import importlib
+import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+# The composition cache (config/cache.py) keys an entry on the override strings, the config files'
+# paths and contents, the composing code and the current folder, not on where the package lies:
+# REV's copy composing in this folder would leave entries that name its temporary folder (kernel
+# tables) for this tree's next command in the same folder to load. Off for this process.
+os.environ["PARALLMELISM_CACHE"] = "0"
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
