@@ -178,6 +178,21 @@ def fused_moe_table(engine, hw):
 
 
 @lru_cache(maxsize=8)
+def _mla_context(path: str):
+    from ..cost.mla_context import MlaContextTable
+
+    return MlaContextTable(read_rows(path), source=path)
+
+
+def mla_context_table(engine, hw):
+    """The engine's measured MLA prefill attention module table on this accelerator
+    (cost.mla_context.MlaContextTable; `mla_context_tables` in conf/engine/NAME.yaml, accelerator name ->
+    table path as for kernel tables), or None when the engine names none for it."""
+    path = _engine_table_path(engine, "mla_context_tables", hw)
+    return None if path is None else _read_engine_table(_mla_context, path, "MLA module table")
+
+
+@lru_cache(maxsize=8)
 def _engine_gemm(path: str):
     from ..cost.engine_gemm import EngineGemmTable
 
@@ -213,10 +228,11 @@ class _LazyGemmTable:
 def serving_kernel_model(hw, engine):
     """kernel_model(hw) with the kernels `engine` runs in place of the model's own where it names
     measured ones on this accelerator (its fused-MoE table: KernelModel.fused_moe; its GEMM table:
-    KernelModel.engine_gemm)."""
+    KernelModel.engine_gemm; its MLA prefill module table: KernelModel.mla_context)."""
     km = kernel_model(hw)
     km.fused_moe = fused_moe_table(engine, hw)
     km.engine_gemm = engine_gemm_table(engine, hw)
+    km.mla_context = mla_context_table(engine, hw)
     return km
 
 

@@ -88,6 +88,7 @@ from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .kernels import KernelModel
+from .mla_context import MODULE_OPS, mla_shape
 from .moe_routing import routing_imbalance
 from .roofline import LOW_PRECISION_BYTES, Rates, serving_ops_times
 from .ops import MATMUL, OpKind
@@ -233,6 +234,51 @@ def engine_gemm_times(model, wl: InferenceWorkload, ops, times, km: KernelModel)
     return out
 
 
+def mla_context_times(model, wl: InferenceWorkload, tp, sp, T, attn_pairs, decode_part, ops, times, km) -> list:
+    """`times` with the MLA attention module's ops (cost.mla_context.MODULE_OPS) timed by the engine's
+    measured module in prefill where it has one (km.mla_context, cost/mla_context.py) for this model
+    shape and the checkpoint's fp8 block-scaled weights, on model.heads/tp heads, for the pass's fresh
+    prompts (no prefix cache hit, no sequence parallelism). Their shape: where the token budget
+    (workload.prefill_chunk_tokens) holds the longest prompt, no prompt is cut and a pass's Tp prompt
+    tokens are whole prompts of min(S, Tp) tokens each (S = workload.input_len; a pass of fewer tokens
+    is a shorter prompt of the lengths' spread, not a chunk); otherwise the shape the pass's causal pairs
+    give, isl = 2 pairs/Tp - 1 (b isl(isl+1)/2 pairs), where b = Tp/isl < 1 is a chunk attending to the
+    chunks before it, which the table did not measure. Decode tokens riding in the pass (a mixed
+    iteration) keep their absorbed-attention ops; the module's projections are timed at the prompts'
+    shape (their few extra rows are not in the table). The layer's time is split over the ops as the
+    kernel model splits it; elsewhere (NaN from the table) the kernel model's times stand. Passes with
+    prompt tokens only (stage_terms), as fused_moe_times: SGLang's decode attention is another module
+    (absorbed, under CUDA graphs)."""
+    table = km.mla_context
+    if table is None or model.mla is None or wl.prefix_cache_hit != 0.0:
+        return times
+    if wl.precision != "fp8" or model.fp8_block_size != 128:  # the table's fp8 is 128x128 block-scaled
+        return times
+    shape = mla_shape(model)
+    if not table.covers("fp8", shape):
+        return times
+    module = [i for i, op in enumerate(ops) if op.name in MODULE_OPS]
+    T = np.asarray(T, dtype=np.float64)
+    Td, Pd = (0.0 * T, 0.0 * T) if decode_part is None else (np.asarray(x, dtype=np.float64) for x in decode_part[:2])
+    Tp = T - Td
+    S = float(wl.input_len)
+    longest = S if wl.length_dist == "fixed" else round((1 + wl.length_spread) * S)
+    from_pairs = 2.0 * (np.asarray(attn_pairs, dtype=np.float64) - Pd) / np.where(Tp > 0, Tp, 1.0) - 1.0
+    isl = np.minimum(S, Tp) if wl.prefill_chunk_tokens >= longest else from_pairs
+    batch = Tp / np.where(isl > 0, isl, 1.0)
+    heads = model.heads / np.asarray(tp, dtype=np.float64)
+    fresh = (np.asarray(sp, dtype=np.float64) == 1) & (Tp > 0) & (isl >= 1.0) & (batch >= 1.0 - 1e-9)
+    measured = table.layer_s(np.where(fresh, np.maximum(batch, 1.0), 1.0), np.maximum(isl, 1.0), heads, "fp8", shape)
+    layer_s = np.where(fresh, measured, np.nan)
+    model_s = sum(times[i][0] for i in module)
+    out = list(times)
+    for i in module:
+        t, bound = times[i]
+        share = np.where(model_s > 0, t / np.where(model_s > 0, model_s, 1.0), 1.0 / len(module))
+        out[i] = (np.where(np.isnan(layer_s), t, layer_s * share), bound)
+    return out
+
+
 def stage_terms(
     model: ModelSpec,
     hw: AcceleratorSpec,
@@ -284,6 +330,7 @@ def stage_terms(
     if prefill:  # passes with prompt tokens (prefill, mixed): fused_moe_times says why not decode passes
         times = fused_moe_times(model, wl, tp, ep, T, ops, times, km)
         times = engine_gemm_times(model, wl, ops, times, km)
+        times = mla_context_times(model, wl, tp, sp, T, attn_pairs, decode_part, ops, times, km)
     compute_s = sum(op.count * np.where(cb, t, 0.0) for op, (t, cb) in zip(ops, times))
     memory_s = sum(op.count * np.where(cb, 0.0, t) for op, (t, cb) in zip(ops, times))
     flops = sum(op.count * op.flops for op in ops)

@@ -461,6 +461,9 @@ class KernelModel:
         # a serving engine's measured linear layers (cost.engine_gemm.EngineGemmTable), set there too;
         # None: GEMMs from the kernel table
         self.engine_gemm: Any = None
+        # a serving engine's measured MLA attention module in prefill (cost.mla_context.MlaContextTable),
+        # set there too; None: the module's ops from the kernel model
+        self.mla_context: Any = None
 
     def _decode_from(self, tables: KernelTables) -> None:
         """The decode regime's residuals: the own table's rows of each family, else the reference's

@@ -111,6 +111,12 @@ class EngineSpec(BaseModel):
     fused_moe_tables: dict[str, str] = Field(
         default_factory=dict, description="accelerator -> measured fused-MoE table of this engine"
     )
+    # The engine's MLA attention module in prefill measured on an accelerator (cost/mla_context.py):
+    # accelerator name -> table path (relative to hardware/, as kernel tables). Model shapes, head counts
+    # and prompt shapes it does not hold take the kernel model's ops.
+    mla_context_tables: dict[str, str] = Field(
+        default_factory=dict, description="accelerator -> measured MLA prefill attention module table of this engine"
+    )
     # The engine's linear layers measured on an accelerator (cost/engine_gemm.py): accelerator name ->
     # table path (relative to hardware/, as kernel tables). Schemes and accelerators it does not list
     # take the kernel model's GEMM.
