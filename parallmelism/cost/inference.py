@@ -88,7 +88,7 @@ from .ops import ACT_BYTES
 from .inference_iteration import iteration_overhead_s
 from .inference_spec import expected_tokens_per_step, proposer_step_s
 from .kernels import KernelModel
-from .mla_context import MODULE_OPS, mla_shape
+from .mla_context import mla_shape
 from .moe_routing import routing_imbalance
 from .roofline import LOW_PRECISION_BYTES, Rates, serving_ops_times
 from .ops import MATMUL, OpKind
@@ -235,7 +235,7 @@ def engine_gemm_times(model, wl: InferenceWorkload, ops, times, km: KernelModel)
 
 
 def mla_context_times(model, wl: InferenceWorkload, tp, sp, T, attn_pairs, decode_part, ops, times, km) -> list:
-    """`times` with the MLA attention module's ops (cost.mla_context.MODULE_OPS) timed by the engine's
+    """`times` with the MLA attention module's ops (`Op.mla_module`, cost/inference_mla.py) timed by the engine's
     measured module in prefill where it has one (km.mla_context, cost/mla_context.py) for this model
     shape and the checkpoint's fp8 block-scaled weights, on model.heads/tp heads, for the pass's fresh
     prompts (no prefix cache hit, no sequence parallelism). Their shape: where the token budget
@@ -257,7 +257,7 @@ def mla_context_times(model, wl: InferenceWorkload, tp, sp, T, attn_pairs, decod
     shape = mla_shape(model)
     if not table.covers("fp8", shape):
         return times
-    module = [i for i, op in enumerate(ops) if op.name in MODULE_OPS]
+    module = [i for i, op in enumerate(ops) if op.mla_module]
     T = np.asarray(T, dtype=np.float64)
     Td, Pd = (0.0 * T, 0.0 * T) if decode_part is None else (np.asarray(x, dtype=np.float64) for x in decode_part[:2])
     Tp = T - Td

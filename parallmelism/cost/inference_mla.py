@@ -74,16 +74,20 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     def norm(name):
         return serving_norm(norms[name], count, zero)
 
+    def module(op: Op) -> Op:  # an op the engine's measured MLA module stands for (cost/mla_context.py)
+        op.mla_module = True
+        return op
+
     ops = []
     if m.q_lora_rank is None:
         ops.append(gemm(proj["q_proj"]))
     else:
-        ops += [gemm(proj["q_down"]), norm("q_norm"), gemm(proj["q_up"])]
+        ops += [gemm(proj["q_down"]), module(norm("q_norm")), module(gemm(proj["q_up"]))]
     kv_a = gemm(proj["kv_down"])
     kv_a.other_bytes = kv_a.other_bytes + np.asarray(kv_write_tokens, dtype=np.float64) * m.latent_width * kvb
-    ops += [kv_a, norm("kv_norm")]
+    ops += [kv_a, module(norm("kv_norm"))]
     # prefill form: decompress every key position read, then MHA with d_qk = n+p, d_v = v
-    ops.append(gemm(proj["kv_up"]))
+    ops.append(module(gemm(proj["kv_up"])))
     pre = attention_core(model, tp, Tn, Pn, Kn)  # K, V decompressed, 16-bit
     lat = attention_core(model, tp, Ta, Pa, Ka, absorbed=True)  # the latent cache, kv_dtype
     seq, heads = prompt_attention_shape(Tn, Pn, pre.heads)
@@ -107,8 +111,8 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
     q_bytes = (pre.q_elements + pre.k_elements) * ab + scores
     o_bytes = (pre.v_elements + pre.o_elements) * ab + scores
     ops += [
-        attention("attention_qk", pre.scores_flops, q_bytes, naive_form(pre.scores_share)),
-        attention("attention_pv", pre.values_flops, o_bytes, naive_form(pre.values_share)),
+        module(attention("attention_qk", pre.scores_flops, q_bytes, naive_form(pre.scores_share))),
+        module(attention("attention_pv", pre.values_flops, o_bytes, naive_form(pre.values_share))),
         # absorbed decode form: per-head W_UK before the latent scores and values, W_UV after
         gemm(q_absorb),
         attention(
@@ -124,6 +128,6 @@ def mla_attention_ops(model, wl, tp, tokens, count, naive, absorbed, kv_write_to
             absorbed_form(lat.values_share),
         ),
         gemm(v_up),
-        gemm(proj["out_proj"]),
+        module(gemm(proj["out_proj"])),
     ]
     return ops

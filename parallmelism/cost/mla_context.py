@@ -2,8 +2,8 @@
 
 Where a serving engine names a measured table of its multi-head latent attention module on the
 accelerator (`mla_context_tables` in conf/engine/NAME.yaml, e.g. SGLang's DeepseekV2AttentionMLA on H200,
-hardware/kernels/h200-sxm-141gb.sglang-mla-context.csv), a prompt pass's module ops (MODULE_OPS: the
-latent norms, q_b and kv_b projections, the prefill attention and o_proj, cost.inference_mla) take its time:
+hardware/kernels/h200-sxm-141gb.sglang-mla-context.csv), a prompt pass's module ops (`Op.mla_module`:
+the latent norms, q_b and kv_b projections, the prefill attention and o_proj, cost.inference_mla) take its time:
 
     log t(batch, isl) = bilinear interpolation of log t_measured in (log batch, log isl)
 
@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-# the model's ops (cost.inference_mla, cost.layer_gemms) the measured module stands for: everything between
-# the fused q_a/kv_a projection and the TP all-reduce
-MODULE_OPS = ("q_a_norm", "q_b_proj", "kv_a_norm", "kv_b_proj", "attention_qk", "attention_pv", "output_proj")
 SHAPE_COLUMNS = ("hidden", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 

@@ -97,6 +97,10 @@ class Op:
     # fewer rows per expert (h100_decode_kernels.csv moe rows), so the op takes the longer of the two
     balanced_rows: Any = None
     serving_attention: ServingAttention | None = None  # serving attention op: its kernels' shapes
+    # serving MLA: one of the attention module's ops between the fused q_a/kv_a projection and the TP
+    # all-reduce (latent norms, q_b and kv_b projections, prefill attention, o_proj), for which an engine's
+    # measured module stands in prefill (cost/mla_context.py)
+    mla_module: bool = False
 
     @property
     def bytes(self):
