@@ -58,7 +58,9 @@ def test_the_fast_path_is_taken_where_it_can_be_and_not_elsewhere(monkeypatch):
     assert not _fast_taken(table, 40)  # wider than the console offers: rich shrinks it
     narrow = fit_table(list(CELLS), CELLS, KINDS, 40, keep=("name",))  # the note wraps, or is left out
     assert _printed(narrow, 40, True, monkeypatch) == _printed(narrow, 40, False, monkeypatch)
-    for title in TITLES[2:]:
+    # a title longer than the table wraps between words, as rich wraps it (show's "where the step goes")
+    assert _fast_taken(fit_table(list(CELLS), CELLS, KINDS, 200, title=TITLES[2], keep=("name",)), 200)
+    for title in TITLES[3:]:  # markup or an emoji code: rich's to read
         assert not _fast_taken(fit_table(list(CELLS), CELLS, KINDS, 200, title=title, keep=("name",)), 200)
     # a colour terminal keeps rich's styles (bold header, italic title): rich renders it
     coloured = _printed(table, 200, True, monkeypatch, color=True)
@@ -89,5 +91,34 @@ def test_any_text_prints_as_rich_prints_it(cells, title, width):
     columns = {"a": [c[0] for c in cells], "b": [c[1] for c in cells], "c": [c[2] for c in cells]}
     kinds = {"a": "value", "b": "number", "c": "text"}
     table = fit_table(list(columns), columns, kinds, width, title=title, keep=("a",))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert _printed(table, width, True, monkeypatch) == _printed(table, width, False, monkeypatch)
+
+
+words = st.lists(st.text(alphabet=st.sampled_from(list("abcxyz0189.,%()-;")), min_size=1, max_size=14), max_size=30)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    words=words,
+    gaps=st.lists(st.sampled_from([" ", " ", " ", "  "]), min_size=30, max_size=30),
+    width=st.integers(20, 200),
+)
+def test_a_long_title_wraps_as_rich_wraps_it(words, gaps, width):
+    """Titles of words longer than the table: the plain lines wrap them where rich does (greedy,
+    a line's end stripped, each line centred), or leave them to rich (a word wider than the table)."""
+    title = "".join(w + g for w, g in zip(words, gaps)).strip() or None
+    table = fit_table(list(CELLS), CELLS, KINDS, width, title=title, keep=("name",), hint="wider")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert _printed(table, width, True, monkeypatch) == _printed(table, width, False, monkeypatch)
+
+
+@settings(max_examples=80, deadline=None)
+@given(notes=st.lists(words, min_size=4, max_size=4), width=st.integers(30, 160))
+def test_a_sentence_wraps_in_its_cell_as_rich_wraps_it(notes, width):
+    """A text column narrower than its sentences: the plain lines wrap each between words, the
+    row's other cells blank below, where rich does (or leave the table to rich)."""
+    cells = {**CELLS, "note": [" ".join(n) for n in notes]}
+    table = fit_table(list(cells), cells, KINDS, width, title=TITLES[1], keep=("name",), hint="wider")
     with pytest.MonkeyPatch.context() as monkeypatch:
         assert _printed(table, width, True, monkeypatch) == _printed(table, width, False, monkeypatch)

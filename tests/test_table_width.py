@@ -27,11 +27,14 @@ SHIPPED_MODELS = ["llama3.1-405b", "llama3.1-70b", "llama3.1-8b", "mixtral-8x22b
 def at_width(monkeypatch, width: int, *args) -> tuple[int, str]:
     """Run `parallmelism ARGS` with a terminal of `width` columns; (exit code, output)."""
     import parallmelism.cli.common as common
+    import parallmelism.cli.console as console_module
     from parallmelism.cli.app import app
 
-    monkeypatch.setattr(
-        common, "console", lambda stderr=False: Console(stderr=stderr, width=width, color_system=None, highlight=False)
-    )
+    def terminal(stderr=False):
+        return Console(stderr=stderr, width=width, color_system=None, highlight=False)
+
+    monkeypatch.setattr(common, "console", terminal)
+    monkeypatch.setattr(console_module, "stdout_console", terminal)  # show's (a PlainConsole on pipes)
     res = CliRunner().invoke(app, [str(a) for a in args])
     return res.exit_code, res.output
 

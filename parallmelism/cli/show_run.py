@@ -107,7 +107,8 @@ def show(
     from ..errors import UserError
     from ..report.table import record_table
     from ..schema import INFERENCE_COLUMNS, TRAINING_COLUMNS
-    from .common import config_flags, console, fail, fastest_pinned_record
+    from .common import config_flags, fail, fastest_pinned_record
+    from .console import stdout_console
 
     overrides = list(overrides or [])
     try:
@@ -117,7 +118,7 @@ def show(
             overrides, config_dir, "show explains one configuration; remove the sweep (a,b) from the overrides"
         )
         row = _fit_first(record)
-        out = console()
+        out = stdout_console()
         title = "layout" if n == 1 else f"best of {n:,} matching layouts (pin more grid keys to choose)"
         if run.workload.kind == "inference":
             from ..config.drafts import draft_model_of

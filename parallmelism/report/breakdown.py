@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 
-from rich.table import Table
-from rich.console import Group
+from typing import TYPE_CHECKING
 
 from .table import fit_table
+
+if TYPE_CHECKING:
+    from rich.console import Group
+
+    from .plain_table import FittedTable
 
 
 def _num(v, unit: str = "") -> str:
@@ -22,7 +26,7 @@ def _num(v, unit: str = "") -> str:
 
 def breakdown_table(
     records: list[dict], title: str = "per-op breakdown (busiest stage, one GPU)", width: int | None = None
-) -> Table | Group:
+) -> FittedTable | Group:
     """Columns: phase, op, calls per stage, FLOPs / weight bytes / other HBM bytes per call,
     time on the stage (ms), bound (serving's `ttft` rows: the parts of one request's mean TTFT). At `width`, the columns that fit whole (phase and op kept)."""
     cells: dict[str, list[str]] = {

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 
-from rich.table import Table
-from rich.console import Group
+from typing import TYPE_CHECKING
 
 from .table import fit_table
+
+if TYPE_CHECKING:
+    from rich.console import Group
+
+    from .plain_table import FittedTable
 
 
 def _fmt(v) -> str:
@@ -24,9 +28,11 @@ HINT = "a wider terminal shows them"
 ANSWERS = ("time_step_s", "bound", "time_exposed_s", "busy_s", "exposed_s")  # fitted first after the name
 
 
-def records_table(records: list[dict], title: str, width: int | None = None) -> Table | Group:
+def records_table(records: list[dict], title: str, width: int | None = None):
     """Records as rows; at `width`, the columns that fit whole (the first column, the row's name, kept)."""
     if not records:
+        from rich.table import Table
+
         return Table(title=title)
     columns = list(records[0])
     cells = {c: [_fmt(r[c]) for r in records] for c in columns}
@@ -35,7 +41,7 @@ def records_table(records: list[dict], title: str, width: int | None = None) -> 
     return fit_table(columns, cells, kinds, width, title=title, first=first, keep=columns[:1], hint=HINT)
 
 
-def step_time_tables(bd: dict, width: int | None = None) -> list[Table | Group]:
+def step_time_tables(bd: dict, width: int | None = None) -> list[FittedTable | Group]:
     """Where the time goes, per-op table, per-collective table, per-link table (each fitted to `width`)."""
     s = bd["summary"]
     title = (

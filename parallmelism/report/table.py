@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from rich.console import Group
     from rich.table import Table
 
+    from .plain_table import FittedTable
+
 DEFAULT_COLUMNS = [
     "ngpus",
     *LAYOUT_AXES,
@@ -144,7 +146,7 @@ def fitted_columns(columns, cells, kinds, width, first=()):
 
 def fit_table(
     columns, cells, kinds, width, *, title=None, first=(), keep=(), hint=WIDE_HINT, right=()
-) -> Table | Group:
+) -> FittedTable | Group:
     """A table of `cells` (column -> its cells as text) that fits `width` terminal cells without
     cutting a value: columns that do not fit are left out whole and named in the caption. When a
     `keep` column (a row's identity: a name) cannot fit at all, the rows are listed instead, one
@@ -163,36 +165,21 @@ def fit_table(
         if left_out
         else None
     )
-    from rich.text import Text
-
     from .plain_table import FittedTable
 
-    table = FittedTable(title=title, show_lines=False, caption=caption)
+    declared = []
     for c in shown:
-        right_c = kinds[c] == "number" or c in right
-        fixed = widths[c] if width is not None else None
-        if kinds[c] in ("text", "tokens"):
-            table.add_column(
-                c, justify="right" if right_c else "left", overflow="fold", width=fixed, min_width=widths[c]
-            )
-        else:
-            table.add_column(
-                c,
-                justify="right" if right_c else "left",
-                no_wrap=True,
-                overflow="fold",
-                width=fixed,
-                min_width=widths[c],
-            )
-    for i in range(rows):
-        table.add_row(*(Text(cells[c][i]) for c in shown))
-    if width is not None:  # every column at its fitted width: printable without rich's engine
-        table.fixed = (
-            [widths[c] for c in shown],
-            [col.justify for col in table.columns],
-            [[cells[c][i] for c in shown] for i in range(rows)],
-        )
-    return table
+        options: dict = {"justify": "right" if kinds[c] == "number" or c in right else "left"}
+        if kinds[c] not in ("text", "tokens"):
+            options["no_wrap"] = True
+        options.update(overflow="fold", width=widths[c] if width is not None else None, min_width=widths[c])
+        declared.append((c, options))
+    cells_of_rows = [[cells[c][i] for c in shown] for i in range(rows)]
+    # every column at its fitted width: printable without rich's engine
+    fixed = (
+        ([widths[c] for c in shown], [o["justify"] for _, o in declared], cells_of_rows) if width is not None else None
+    )
+    return FittedTable(title, caption, declared, cells_of_rows, fixed)
 
 
 def _records(columns, cells, kinds, rows, width, title) -> Group:
@@ -237,7 +224,7 @@ def _records(columns, cells, kinds, rows, width, title) -> Group:
 
 def frame_table(
     df, columns=None, title: str | None = None, width: int | None = None, answers=(), lead=(), hint=WIDE_HINT
-) -> Table | Group:
+) -> FittedTable | Group:
     """A table of rows; with `width` (the terminal's columns) only the columns that fit, in order.
 
     Numbers, names, categorical values and headers are never cut: such a column is as wide as its
@@ -270,7 +257,7 @@ def _frame_parts(df, columns, answers, lead):
     return columns, cells, kinds, first, keep
 
 
-def show_table(console, table: Table | Group, wide: bool = False) -> None:
+def show_table(console, table: Table | FittedTable | Group, wide: bool = False) -> None:
     """Print a fitted table (crop=False: a listed value wider than the terminal wraps there, whole),
     or with `wide` every column at its natural width (print_whole)."""
     if wide:
@@ -279,7 +266,7 @@ def show_table(console, table: Table | Group, wide: bool = False) -> None:
         console.print(table, crop=False)
 
 
-def print_whole(console, table: Table | Group) -> None:
+def print_whole(console, table: Table | FittedTable | Group) -> None:
     """Print `table` at its natural width even past the terminal's (`--wide`: every column, none
     squeezed; the terminal or a pager scrolls sideways)."""
     from rich.measure import Measurement
@@ -295,7 +282,7 @@ def print_whole(console, table: Table | Group) -> None:
 
 def record_table(
     record: dict, title: str | None = None, descriptions: dict | None = None, width: int | None = None
-) -> Table | Group:
+) -> FittedTable | Group:
     """One layout shown vertically: column, value, meaning (the meaning wraps; names and values do
     not, and at a narrow `width` the meaning column is left out before a value is cut)."""
     cells: dict[str, list[str]] = {"column": [], "value": []}
