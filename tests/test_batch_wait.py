@@ -17,9 +17,9 @@ from conftest import REPO, run_app
 D = 0.01  # s: every iteration of the toy takes 10 ms, whatever it carries
 
 
-def _trace(iters: int, ratio: float, arrivals=(0.0, 0.035), prompts=(4, 4), outputs=(100, 3)):
+def _trace(iters: int, ratio: float, arrivals=(0.0, 0.035), prompts=(4, 4), outputs=(100, 3), draft=0):
     times = IterationTimes(np.array([0.0, 100.0]), np.full((4, 2), D))
-    sched = Scheduler(max_batch=3, token_budget=100, batch_wait_iters=iters, batch_wait_ratio=ratio)
+    sched = Scheduler(max_batch=3, token_budget=100, batch_wait_iters=iters, batch_wait_ratio=ratio, draft_tokens=draft)
     return simulate(np.array(arrivals), np.array(prompts), np.array(outputs), times, sched)
 
 
@@ -59,6 +59,19 @@ def test_the_token_ratio_releases_at_once_and_either_knob_at_zero_holds_nothing(
     assert not release(19, 20, 14745.0, 0.9, 16384) and release(19, 20, 14746.0, 0.9, 16384)
 
 
+def test_a_decoding_sequence_counts_one_plus_its_draft_tokens():
+    """TensorRT-LLM counts 1 + draft tokens per generation request (module docstring, `tokens`). With
+    3 draft tokens A's decode counts 4: B's 4 prompt tokens + 4 = 8 reach ratio 0.08 of 100, so B runs
+    in the iteration it is admitted in (TTFT 15 ms); without drafts 4 + 1 = 5 < 8 holds it (45 ms).
+    The closed form the same: 999 others x 4 + 1024 = 5020 ≥ 0.3 x 16384 = 4915.2 holds nothing,
+    999 + 1024 = 2023 holds."""
+    assert _trace(3, 0.08, draft=3)["ttft_s"][1] == pytest.approx(0.015)
+    assert _trace(3, 0.08)["ttft_s"][1] == pytest.approx(0.045)
+    b = np.array([1000.0])
+    assert mean_hold_s(20, 0.3, 16384, 1024, 3, b, 0.01, 4.0)[0] == 0
+    assert mean_hold_s(20, 0.3, 16384, 1024, 0, b, 0.01, 4.0)[0] > 0
+
+
 def test_closed_form_mean_hold_is_the_window_rule():
     """A window of W = timeout·t_dec opened by a prompt and joined by Poisson arrivals at λ: the mean
     hold W(1 + λW/2)/(1 + λW) against a direct simulation of that rule; 0 at one sequence in flight,
@@ -70,11 +83,11 @@ def test_closed_form_mean_hold_is_the_window_rule():
     for i, a in enumerate(arrivals):
         end = a + w if a > end else end
         waits[i] = end - a
-    got = mean_hold_s(k, 0.9, 16384, 1024, np.array([4.0]), t_dec, lam)
+    got = mean_hold_s(k, 0.9, 16384, 1024, 0, np.array([4.0]), t_dec, lam)
     assert got[0] == pytest.approx(waits.mean(), rel=0.01)
-    assert mean_hold_s(k, 0.9, 16384, 1024, np.array([1.0]), t_dec, lam)[0] == 0
-    assert mean_hold_s(k, 0.9, 2048, 1024, np.array([1000.0]), t_dec, lam)[0] == 0  # 999 + 1024 ≥ 1843
-    assert mean_hold_s(0, 0.9, 16384, 1024, np.array([4.0]), t_dec, lam)[0] == 0
+    assert mean_hold_s(k, 0.9, 16384, 1024, 0, np.array([1.0]), t_dec, lam)[0] == 0
+    assert mean_hold_s(k, 0.9, 2048, 1024, 0, np.array([1000.0]), t_dec, lam)[0] == 0  # 999 + 1024 ≥ 1843
+    assert mean_hold_s(0, 0.9, 16384, 1024, 0, np.array([4.0]), t_dec, lam)[0] == 0
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ its counter. The closed form (cost/inference_iteration.py, `show`, light-load TT
 hold of `mean_hold_s`: a hold window of `timeout` decode iterations opened by a prompt and joined by
 the prompts arriving in it (Poisson at the others' rate λ_o, as its M/D/1 queue term assumes), so a
 prompt waits on average W(1 + λ_o·W/2)/(1 + λ_o·W), W = timeout·t_dec; 0 where one prompt and the
-others' decode tokens already reach the ratio, at one sequence in flight, or with either knob at 0.
+others' decode tokens (1 + draft tokens each) already reach the ratio, at one sequence in flight, or with either knob at 0.
 """
 
 from __future__ import annotations
@@ -39,20 +39,36 @@ def holds(timeout_iters: int, max_tokens_ratio: float) -> bool:
     return timeout_iters > 0 and max_tokens_ratio > 0
 
 
+def scheduled_tokens(prompt_tokens, decoding, draft_tokens: int):
+    """The iteration's tokens that TensorRT-LLM weighs against the ratio (module docstring, `tokens`):
+    the context requests' prompt tokens + (1 + draft tokens) per decoding sequence; arrays or scalars."""
+    return prompt_tokens + decoding * (1 + draft_tokens)
+
+
 def release(count: int, timeout_iters: int, scheduled_tokens: float, max_tokens_ratio: float, max_num_tokens) -> bool:
     """TensorRT-LLM's release test for an iteration with context and generation requests: `count`
     iterations held so far, `scheduled_tokens` the iteration's prompt tokens + decode tokens."""
     return count >= timeout_iters or scheduled_tokens >= max_tokens_ratio * max_num_tokens
 
 
-def mean_hold_s(timeout_iters: int, max_tokens_ratio: float, max_num_tokens, prompt_tokens, batch, t_dec, rate_others):
+def mean_hold_s(
+    timeout_iters: int,
+    max_tokens_ratio: float,
+    max_num_tokens,
+    prompt_tokens,
+    draft_tokens: int,
+    batch,
+    t_dec,
+    rate_others,
+):
     """Mean seconds a prompt is held (module docstring, the closed form's rule): arrays in batch,
-    t_dec (s) and rate_others (prompts/s of the other sequences)."""
+    t_dec (s) and rate_others (prompts/s of the other sequences); `draft_tokens` per decoding
+    sequence and step (speculative decoding; 0 without)."""
     b = np.asarray(batch, dtype=np.float64)
     if not holds(timeout_iters, max_tokens_ratio):
         return np.zeros_like(b * t_dec)
     window = timeout_iters * np.asarray(t_dec, dtype=np.float64)
     joined = rate_others * window  # prompts arriving in a window besides the one that opened it
     mean = window * (1 + joined / 2) / (1 + joined)
-    under = (b - 1) + prompt_tokens < max_tokens_ratio * max_num_tokens
+    under = scheduled_tokens(prompt_tokens, b - 1, draft_tokens) < max_tokens_ratio * max_num_tokens
     return np.where((b > 1) & under, mean, 0.0)

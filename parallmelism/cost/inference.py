@@ -545,6 +545,7 @@ def continuous_terms(
             engine.batch_wait_max_tokens_ratio,
             wl.prefill_chunk_tokens,
             wl.input_len,
+            spec_positions(wl) - 1,  # draft tokens per decoding sequence (TensorRT-LLM counts 1 + them)
         ),
     )
     return dec, pre, mix, m, n_p.astype(np.int64), t_dec, t_mix, state

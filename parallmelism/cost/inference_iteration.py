@@ -120,12 +120,12 @@ def closed_loop(
     tokens_per_iter=1.0,
     steps=1,
     overlap: bool = False,
-    batch_wait: tuple[int, float, float, float] = (0, 0.0, 1.0, 0.0),
+    batch_wait: tuple[int, float, float, float, int] = (0, 0.0, 1.0, 0.0, 0),
 ):
     """Steady state of b sequences in flight (module docstring). Arrays in seconds; `fused`: the
     prefill iterations also carry the others' decode tokens (chunked prefill), else they stall them;
     `overlap`: the engine's overlap scheduling (engine.overlap_scheduler); `batch_wait`: (timeout
-    iterations, tokens ratio, token budget, prompt tokens) of the engine's batch waiting
+    iterations, tokens ratio, token budget, prompt tokens, draft tokens per decoding sequence) of the engine's batch waiting
     (cost/batch_wait.py; (0, 0.0, ...): none). Returns a dict with itl_s,
     ttft_s, e2e_s, wait_s (W_iter + W_queue), hold_s (H: batch waiting's mean hold), prefill_s (P), computed_s (TTFT − D: when the first
     token is computed), send_s (D: its send delay), mixed_fraction (share of iterations that carry a prefill chunk) and request_rate λ (1/s),

@@ -21,7 +21,8 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
              an iteration carries only prompt tokens (up to C) and the decoding sequences stall
   batch wait TensorRT-LLM's batch waiting (engine.batch_wait_*, cost/batch_wait.py): in an iteration
              with prompts in flight and sequences decoding, the prompts it would run are held back
-             (the iteration runs the decodes alone) until its prompt + decode tokens reach
+             (the iteration runs the decodes alone) until its prompt + decode tokens (1 + draft
+             tokens per decoding sequence) reach
              batch_wait_ratio x C or batch_wait_iters iterations have been held; one counter for all
              (prompts arriving meanwhile join the held ones), reset when they run
   time       one iteration takes `times(decode tokens, prompt tokens)` seconds, a table evaluated
@@ -58,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch_wait import holds, release
+from .batch_wait import holds, release, scheduled_tokens
 from .first_token import first_token_delay_s
 
 PERCENTILES = (50, 90, 99)
@@ -85,6 +86,7 @@ class Scheduler:
     overlap: bool = False  # overlap scheduling: a prompt's first token is sent when the next iteration ends
     batch_wait_iters: int = 0  # batch waiting (cost/batch_wait.py): iterations a prompt may be held while others decode
     batch_wait_ratio: float = 0.0  # ... or until the iteration's tokens reach this share of token_budget
+    draft_tokens: int = 0  # speculative decoding's draft tokens per decoding sequence and step (batch waiting's count)
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ def simulate(
             take = np.minimum(np.maximum(budget - before, 0), need)
             n_decoding = int(decoding.sum())
             if waiting and n_decoding:  # batch waiting: the scheduler's prompts and the decode tokens
-                scheduled = float(S[prefilling[take > 0]].sum()) + n_decoding
+                scheduled = scheduled_tokens(float(S[prefilling[take > 0]].sum()), n_decoding, sched.draft_tokens)
                 if release(held, sched.batch_wait_iters, scheduled, sched.batch_wait_ratio, C):
                     held = 0
                 else:  # held: this iteration runs the decoding sequences alone

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost.inference import continuous_terms
+from ..cost.inference import continuous_terms, spec_positions
 from ..cost.iteration_table import iteration_times
 from ..cost.layout import ServingLayout
 from ..cost.shapes import layers_on_busiest_stage
@@ -82,6 +82,7 @@ def loaded_point(
         engine.overlap_scheduler if overlap is None else overlap,
         engine.batch_wait_timeout_iters,
         engine.batch_wait_max_tokens_ratio,
+        spec_positions(wl) - 1,  # draft tokens per decoding sequence (0: refused above)
     )
     sim = simulate(
         arrivals,
