@@ -59,6 +59,22 @@ def test_the_token_ratio_releases_at_once_and_either_knob_at_zero_holds_nothing(
     assert not release(19, 20, 14745.0, 0.9, 16384) and release(19, 20, 14746.0, 0.9, 16384)
 
 
+def test_an_iteration_that_gives_no_prompt_tokens_is_not_asked():
+    """TensorRT-LLM asks only in iterations with context requests. Budget 1 token, worked by hand: A
+    (1 prompt token, 5 out) runs at once, first token at 10 ms, decodes at 20..50 ms. B (4 tokens)
+    arrives at 35 ms, admitted at 40 ms; in the iteration ending 50 ms A's decode fills the budget,
+    B gets nothing and the counter stays (the simulation had counted it). From 50 ms nothing
+    decodes: B's 4 one-token chunks end at 60, 70, 80, 90 ms: TTFT 55 ms, with or without waiting
+    (a zero-budget iteration's decodes reach any ratio, so the old count was reset, not raised:
+    the same trace; the rule now is TensorRT-LLM's)."""
+    times = IterationTimes(np.array([0.0, 100.0]), np.full((4, 2), D))
+    for iters, ratio in ((3, 0.5), (0, 0.0)):
+        sched = Scheduler(max_batch=3, token_budget=1, batch_wait_iters=iters, batch_wait_ratio=ratio)
+        sim = simulate(np.array([0.0, 0.035]), np.array([1, 4]), np.array([5, 1]), times, sched)
+        np.testing.assert_allclose(sim["ttft_s"], [0.010, 0.055], atol=1e-12)
+        np.testing.assert_allclose(sim["finish_s"], [0.050, 0.090], atol=1e-12)
+
+
 def test_a_decoding_sequence_counts_one_plus_its_draft_tokens():
     """TensorRT-LLM counts 1 + draft tokens per generation request (module docstring, `tokens`). With
     3 draft tokens A's decode counts 4: B's 4 prompt tokens + 4 = 8 reach ratio 0.08 of 100, so B runs

@@ -20,7 +20,7 @@ SLO come out. It is a deterministic, iteration-stepped discrete-event simulation
              (chunked_prefill=False, vLLM V0 / SGLang without mixed chunks): while prompt tokens wait,
              an iteration carries only prompt tokens (up to C) and the decoding sequences stall
   batch wait TensorRT-LLM's batch waiting (engine.batch_wait_*, cost/batch_wait.py): in an iteration
-             with prompts in flight and sequences decoding, the prompts it would run are held back
+             whose budget gives prompts tokens while sequences decode, those prompts are held back
              (the iteration runs the decodes alone) until its prompt + decode tokens (1 + draft
              tokens per decoding sequence) reach
              batch_wait_ratio x C or batch_wait_iters iterations have been held; one counter for all
@@ -206,7 +206,9 @@ def simulate(
             before = np.cumsum(need) - need  # tokens granted to the prompts ahead in the queue
             take = np.minimum(np.maximum(budget - before, 0), need)
             n_decoding = int(decoding.sum())
-            if waiting and n_decoding:  # batch waiting: the scheduler's prompts and the decode tokens
+            # batch waiting, asked only when the scheduler gave a prompt tokens (TensorRT-LLM checks
+            # iterations with context requests): the scheduler's prompts and the decode tokens
+            if waiting and n_decoding and take.any():
                 scheduled = scheduled_tokens(float(S[prefilling[take > 0]].sum()), n_decoding, sched.draft_tokens)
                 if release(held, sched.batch_wait_iters, scheduled, sched.batch_wait_ratio, C):
                     held = 0
