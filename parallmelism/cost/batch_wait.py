@@ -45,10 +45,16 @@ def scheduled_tokens(prompt_tokens, decoding, draft_tokens: int):
     return prompt_tokens + decoding * (1 + draft_tokens)
 
 
+def tokens_reach_ratio(scheduled_tokens, max_tokens_ratio: float, max_num_tokens):
+    """release's token half (module docstring): scheduled ≥ batch_wait_max_tokens_ratio · max_num_tokens;
+    arrays or scalars."""
+    return scheduled_tokens >= max_tokens_ratio * max_num_tokens
+
+
 def release(count: int, timeout_iters: int, scheduled_tokens: float, max_tokens_ratio: float, max_num_tokens) -> bool:
     """TensorRT-LLM's release test for an iteration with context and generation requests: `count`
     iterations held so far, `scheduled_tokens` the iteration's prompt tokens + decode tokens."""
-    return count >= timeout_iters or scheduled_tokens >= max_tokens_ratio * max_num_tokens
+    return count >= timeout_iters or bool(tokens_reach_ratio(scheduled_tokens, max_tokens_ratio, max_num_tokens))
 
 
 def mean_hold_s(
@@ -70,5 +76,5 @@ def mean_hold_s(
     window = timeout_iters * np.asarray(t_dec, dtype=np.float64)
     joined = rate_others * window  # prompts arriving in a window besides the one that opened it
     mean = window * (1 + joined / 2) / (1 + joined)
-    under = scheduled_tokens(prompt_tokens, b - 1, draft_tokens) < max_tokens_ratio * max_num_tokens
-    return np.where((b > 1) & under, mean, 0.0)
+    reached = tokens_reach_ratio(scheduled_tokens(prompt_tokens, b - 1, draft_tokens), max_tokens_ratio, max_num_tokens)
+    return np.where((b > 1) & ~reached, mean, 0.0)
