@@ -170,6 +170,19 @@ def serving_collectives(
     return colls
 
 
+def spread_layer_time(times, indices, layer_s) -> list:
+    """`times` with a measured layer's seconds (`layer_s`, per layout; NaN: not measured, the kernel
+    model's times stand) spread over the ops at `indices` by the kernel model's shares of their sum
+    (equal shares where that sum is 0): the engine tables' layer times (fused_moe_times, mla_context_times)."""
+    model_s = sum(times[i][0] for i in indices)
+    out = list(times)
+    for i in indices:
+        t, bound = times[i]
+        share = np.where(model_s > 0, t / np.where(model_s > 0, model_s, 1.0), 1.0 / len(indices))
+        out[i] = (np.where(np.isnan(layer_s), t, layer_s * share), bound)
+    return out
+
+
 def fused_moe_times(model, wl: InferenceWorkload, tp, ep, T, ops, times, km: KernelModel) -> list:
     """`times` with the routed experts' ops (gate+up, down) timed by the engine's measured fused-MoE
     op where it has one (km.fused_moe, cost/fused_moe.py) for this model shape, dtype and layout:
@@ -194,13 +207,7 @@ def fused_moe_times(model, wl: InferenceWorkload, tp, ep, T, ops, times, km: Ker
     tp, ep = np.asarray(tp, dtype=np.float64), np.asarray(ep, dtype=np.float64)
     local = ep_in_tp(tp, ep) | (ep == 1)  # the experts on the TP group's ranks (no all-to-all)
     layer_s = table.layer_s(T, *key, np.where(local, expert_tp(tp, ep), 0.0), np.where(local, ep, 0.0))
-    model_s = sum(times[i][0] for i in experts)
-    out = list(times)
-    for i in experts:
-        t, bound = times[i]
-        share = np.where(model_s > 0, t / np.where(model_s > 0, model_s, 1.0), 1.0 / len(experts))
-        out[i] = (np.where(np.isnan(layer_s), t, layer_s * share), bound)
-    return out
+    return spread_layer_time(times, experts, layer_s)
 
 
 def engine_gemm_times(model, wl: InferenceWorkload, ops, times, km: KernelModel) -> list:
@@ -270,13 +277,7 @@ def mla_context_times(model, wl: InferenceWorkload, tp, sp, T, attn_pairs, decod
     fresh = (np.asarray(sp, dtype=np.float64) == 1) & (Tp > 0) & (isl >= 1.0) & (batch >= 1.0 - 1e-9)
     measured = table.layer_s(np.where(fresh, np.maximum(batch, 1.0), 1.0), np.maximum(isl, 1.0), heads, "fp8", shape)
     layer_s = np.where(fresh, measured, np.nan)
-    model_s = sum(times[i][0] for i in module)
-    out = list(times)
-    for i in module:
-        t, bound = times[i]
-        share = np.where(model_s > 0, t / np.where(model_s > 0, model_s, 1.0), 1.0 / len(module))
-        out[i] = (np.where(np.isnan(layer_s), t, layer_s * share), bound)
-    return out
+    return spread_layer_time(times, module, layer_s)
 
 
 def stage_terms(
