@@ -515,3 +515,31 @@ def test_a_kernel_table_path_that_is_a_folder_is_called_a_folder(tmp_path):
         resolve_table(str(tmp_path))
     with pytest.raises(UserError, match="not found"):
         resolve_table(str(tmp_path / "missing.csv"))
+
+
+ENGINE_TABLES = [
+    ("fused_moe_tables", "sglang", "fused-MoE table"),
+    ("mla_context_tables", "sglang", "MLA module table"),
+    ("gemm_tables", "trtllm", "GEMM table"),
+]
+NOT_TABLES = [
+    ("empty", "", "no rows"),
+    ("header-alone", "dtype,time_s\n", "no rows"),
+    ("a-hostname", "some-host\n", "no rows"),
+    ("unrelated", "a,b\n1,2\n", "no column"),
+]
+
+
+@pytest.mark.parametrize("field,engine,what", ENGINE_TABLES, ids=[t[0] for t in ENGINE_TABLES])
+@pytest.mark.parametrize("kind,text,words", NOT_TABLES, ids=[t[0] for t in NOT_TABLES])
+def test_an_engine_table_with_no_usable_rows_is_one_sentence(field, engine, what, kind, text, words, tmp_path):
+    """An engine table that is empty, a header alone or another file (its rows lack the table's
+    columns) priced nothing and the run went on silently; now one sentence, exit 2."""
+    bad = tmp_path / f"{kind}.csv"
+    bad.write_text(text)
+    args = ["show", "model=deepseek-v3", "hardware=h200-sxm-141gb", f"engine={engine}", "workload=inference"]
+    args += ["workload.precision=fp8", f"engine.{field}.h200-sxm-141gb={bad}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    _check(result.exit_code, result.stderr, result.stdout, tmp_path / "never.csv")
+    assert f"{what} {bad}: unreadable ({words}" in result.stderr, result.stderr

@@ -149,7 +149,7 @@ def kernel_model(hw):
 def _fused_moe(path: str):
     from ..cost.fused_moe import FusedMoeTable
 
-    return FusedMoeTable(read_rows(path), source=path)
+    return FusedMoeTable(_engine_rows(path, FusedMoeTable.COLUMNS), source=path)
 
 
 def _engine_table_path(engine, field: str, hw) -> str | None:
@@ -157,6 +157,18 @@ def _engine_table_path(engine, field: str, hw) -> str | None:
     name -> table path, resolved as kernel tables are), or None when it names none."""
     name = (getattr(engine, field, None) or {}).get(hw.name)
     return str(resolve_table(name)) if name else None
+
+
+def _engine_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
+    """An engine table's rows (read_rows), refused when it has none (an empty file, a header alone, an
+    unrelated file) or lacks one of `columns`: a table the engine names would otherwise price nothing."""
+    rows = read_rows(path)
+    if not rows:
+        raise ValueError("no rows: an empty file, a header alone or not a table")
+    missing = [c for c in columns if c not in rows[0]]
+    if missing:
+        raise ValueError(f"no column {', '.join(missing)}: not this kind of table")
+    return rows
 
 
 def _read_engine_table(read, path: str, what: str):
@@ -181,7 +193,7 @@ def fused_moe_table(engine, hw):
 def _mla_context(path: str):
     from ..cost.mla_context import MlaContextTable
 
-    return MlaContextTable(read_rows(path), source=path)
+    return MlaContextTable(_engine_rows(path, MlaContextTable.COLUMNS), source=path)
 
 
 def mla_context_table(engine, hw):
@@ -196,7 +208,7 @@ def mla_context_table(engine, hw):
 def _engine_gemm(path: str):
     from ..cost.engine_gemm import EngineGemmTable
 
-    return EngineGemmTable(read_rows(path), source=path)
+    return EngineGemmTable(_engine_rows(path, EngineGemmTable.COLUMNS), source=path)
 
 
 def engine_gemm_table(engine, hw):

@@ -25,6 +25,8 @@ class EngineGemmTable:
     """Measured linear-layer times (module docstring). `rows`: dicts with dtype, fp8_block, m, n, k and
     time_s (the table file's columns)."""
 
+    COLUMNS = ("dtype", "fp8_block", "m", "n", "k", "time_s")
+
     def __init__(self, rows: list[dict], source: str = ""):
         self.source = source
         series: dict[tuple, dict[tuple[int, int], list[tuple[float, float]]]] = {}

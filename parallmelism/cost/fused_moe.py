@@ -29,6 +29,8 @@ class FusedMoeTable:
     """Measured one-layer fused-MoE times (module docstring). `rows`: dicts with KEY_COLUMNS, `tokens`
     and `time_s` (the table file's columns)."""
 
+    COLUMNS = KEY_COLUMNS + ("tokens", "time_s")
+
     def __init__(self, rows: list[dict], source: str = ""):
         self.source = source
         series: dict[tuple, list[tuple[float, float]]] = {}

@@ -30,6 +30,8 @@ class MlaContextTable:
     """Measured one-layer MLA module times in prefill (module docstring). `rows`: dicts with dtype,
     SHAPE_COLUMNS, heads, batch, isl and time_s (the table file's columns)."""
 
+    COLUMNS = ("dtype",) + SHAPE_COLUMNS + ("heads", "batch", "isl", "time_s")
+
     def __init__(self, rows: list[dict], source: str = ""):
         self.source = source
         cells: dict[tuple, dict[tuple[float, float], float]] = {}
