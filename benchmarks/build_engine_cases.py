@@ -107,9 +107,11 @@ def is_inferencex(row) -> bool:
 
 
 def trtllm_batch_wait(row) -> bool:
-    """InferenceX's TensorRT-LLM Llama-70B script's batch wait (module docstring)."""
+    """InferenceX's TensorRT-LLM Llama-70B script's batch wait (module docstring): its rows only (their
+    source, not just their engine, model, lengths and TP: another source's runs set no batch wait)."""
     return (
-        row["engine"] == "trtllm"
+        is_inferencex(row)
+        and row["engine"] == "trtllm"
         and row["model"] == "llama3.1-70b"
         and int(row["input_len"]) == 1024
         and int(row["output_len"]) == 1024
@@ -171,8 +173,8 @@ def main() -> int:
             out["requests"] = INFERENCEX_REQUESTS_PER_CLIENT * int(float(row["concurrency"]))
             out["random_range_ratio"] = INFERENCEX_RANGE_RATIO
             out["metric_stat"] = "mean"
-            if trtllm_batch_wait(row):
-                out.update(TRTLLM_BATCH_WAIT)
+        if trtllm_batch_wait(row):
+            out.update(TRTLLM_BATCH_WAIT)
         if not ttft_kept(out):
             out["measured_ttft_ms"] = None
         kept.append({c: out.get(c) for c in COLUMNS})

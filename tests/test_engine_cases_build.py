@@ -23,6 +23,19 @@ def test_shipped_engine_cases_are_the_builders_output(tmp_path, monkeypatch, cap
     assert out.read_bytes() == (REPO / "parallmelism" / "cases" / "inference_engines.csv").read_bytes()
 
 
+def test_batch_wait_is_set_on_inferencex_rows_only():
+    """TensorRT-LLM Llama-70B 1k/1k below TP8 from another source (no InferenceX provenance: its
+    runs set no batch wait) does not get InferenceX's script's 20 iterations / 0.9."""
+    spec = importlib.util.spec_from_file_location("build_engine_cases", REPO / "benchmarks" / "build_engine_cases.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = {"engine": "trtllm", "model": "llama3.1-70b", "input_len": 1024, "output_len": 1024, "tp": 4}
+    inferencex = {**row, "source": "silicon_sample x", "notes": "provenance: db-dump/2026"}
+    assert mod.trtllm_batch_wait(inferencex)
+    assert not mod.trtllm_batch_wait({**row, "source": "silicon_sample x", "notes": "a vendor's run"})
+    assert not mod.trtllm_batch_wait({**row, "source": "NVIDIA blog", "notes": "provenance: db-dump/2026"})
+
+
 def _shipped_except(cases_dir, name):
     import pandas as pd
 
