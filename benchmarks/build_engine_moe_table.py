@@ -24,24 +24,36 @@ are aiconfigurator's `fp8_block`. Latency is in ms there, seconds here.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("balanced", "power_law_1.01")  # workload.moe_routing's values (module docstring)
-# engine -> (parquet under the aiconfigurator_core package, its kernel_source, the release and op it names)
+
+
+class EngineOp(NamedTuple):
+    parquet: str  # under the aiconfigurator_core package
+    kernel: str  # its kernel_source
+    release: str  # the release and op it names
+    name: str  # the engine's name in the table's header
+
+
 ENGINES = {
-    "trtllm": (
+    "trtllm": EngineOp(
         "systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet",
         "moe_torch_flow_cutlass",
         "TensorRT-LLM 1.3.0rc20",
+        "TensorRT-LLM",
     ),
-    "sglang": (
+    "sglang": EngineOp(
         "systems/data/h200_sxm/moe/sglang/0.5.10/moe_perf.parquet",
         "sglang_fused_moe_triton",
         "SGLang 0.5.10",
+        "SGLang",
     ),
 }
 # (hidden, expert ffn, top-k, experts) of the shipped models: model name -> the aiconfigurator dtype of
@@ -61,7 +73,7 @@ def out_path(engine: str) -> Path:
 
 
 def main(core: Path, engine: str = "trtllm") -> int:
-    source, kernel, release = ENGINES[engine]
+    source, kernel, release, name = ENGINES[engine]
     df = pd.read_parquet(core / source)
     df = df[df.kernel_source == kernel] if "kernel_source" in df.columns else df
     parts = []
@@ -94,7 +106,6 @@ def main(core: Path, engine: str = "trtllm") -> int:
         )
     out = pd.concat(parts).sort_values(["model", "routing", "moe_tp", "moe_ep", "tokens"])
     rule = "fp8: fp8_block, DeepSeek-V3's 128x128 block-scaled checkpoint"
-    name = {"trtllm": "TensorRT-LLM", "sglang": "SGLang"}[engine]
     dest = out_path(engine)
     dest.write_text(
         HEADER.format(name=name, src=source, release=release, kernel=kernel, rule=rule, dist=", ".join(DISTRIBUTIONS))
@@ -104,5 +115,13 @@ def main(core: Path, engine: str = "trtllm") -> int:
     return 0
 
 
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("core", type=Path, help="the aiconfigurator_core package folder (module docstring)")
+    ap.add_argument("engine", nargs="?", default="trtllm", choices=sorted(ENGINES), help="whose fused-MoE op")
+    return ap.parse_args(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]), *(sys.argv[2:3] or ["trtllm"])))
+    args = parse_args()
+    sys.exit(main(args.core, args.engine))

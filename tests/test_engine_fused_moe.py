@@ -170,3 +170,60 @@ def test_the_power_law_ratio_against_a_hand_value():
     got = routing_imbalance("power_law_1.01", 256, 8, np.array([1, 8]), 8192)
     assert got == pytest.approx([1.0, 1.2178], rel=2e-4)
     assert routing_imbalance("balanced", 256, 8, 8, 8192) == pytest.approx(1.0)
+
+
+def _moe_builder():
+    import importlib.util
+
+    from conftest import REPO
+
+    path = REPO / "benchmarks" / "build_engine_moe_table.py"
+    spec = importlib.util.spec_from_file_location("build_engine_moe_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return REPO, path, mod
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "sglang"])
+def test_the_moe_table_builder_rebuilds_the_shipped_table(engine, tmp_path, monkeypatch, capsys):
+    """The shipped table back as aiconfigurator's parquet (its columns, ms) rebuilds byte-identical:
+    the header's engine name comes from ENGINES with the rest of the engine's entry."""
+    import pandas as pd
+
+    repo, _, mod = _moe_builder()
+    shipped = repo / "hardware" / "kernels" / f"h200-sxm-141gb.{engine}-moe.csv"
+    rows = pd.read_csv(shipped, comment="#")
+    op = mod.ENGINES[engine]
+    parquet = tmp_path / "core" / op.parquet
+    parquet.parent.mkdir(parents=True)
+    pd.DataFrame(
+        {
+            "kernel_source": op.kernel,
+            "hidden_size": rows.hidden,
+            "inter_size": rows.ffn,
+            "topk": rows.top_k,
+            "num_experts": rows.experts,
+            "distribution": rows.routing,
+            "moe_dtype": "fp8_block",
+            "moe_tp_size": rows.moe_tp,
+            "moe_ep_size": rows.moe_ep,
+            "num_tokens": rows.tokens,
+            "latency": rows.time_s * 1e3,
+        }
+    ).to_parquet(parquet)
+    (tmp_path / "hardware" / "kernels").mkdir(parents=True)
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    assert mod.main(tmp_path / "core", engine) == 0
+    capsys.readouterr()
+    assert mod.out_path(engine).read_bytes() == shipped.read_bytes()
+
+
+def test_the_moe_table_builder_refuses_an_unknown_engine_in_one_line():
+    """An engine ENGINES does not name was a KeyError traceback; argparse's choices now, exit 2."""
+    import subprocess
+    import sys
+
+    repo, path, _ = _moe_builder()
+    done = subprocess.run([sys.executable, str(path), str(repo), "vllm"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "invalid choice: 'vllm' (choose from 'sglang', 'trtllm')" in done.stderr
