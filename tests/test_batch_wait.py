@@ -137,3 +137,29 @@ def test_a_case_row_with_a_bad_batch_wait_column_is_one_sentence(tmp_path):
     row.assign(batch_wait_timeout_iters="2.5").to_csv(bad, index=False)
     with pytest.raises(UserError, match="aic-trtllm-l31-70b-h200-tp4-1024-1024-c4.*batch_wait_timeout_iters"):
         run_validation([bad], [], None)
+
+
+def test_the_serving_model_passes_the_draft_tokens_to_the_hold():
+    """DeepSeek-V3 on TensorRT-LLM (H200, TP8, 300 in flight, 1024-token prompts, budget 2048: ratio
+    0.9 -> 1843.2 tokens): without speculation 299 + 1024 = 1323 tokens hold the prompt (TTFT wait
+    longer under batch waiting); MTP with 3 draft tokens 299 x 4 + 1024 = 2220 reach the ratio: no hold."""
+    from conftest import stacked
+    from parallmelism.config import load_option
+    from parallmelism.config.kernel_tables import kernel_model
+    from parallmelism.cost.inference import inference_columns
+    from parallmelism.grid.inference import enumerate_inference_layouts
+    from parallmelism.specs import GridSpec, InferenceWorkload
+
+    hw, model = stacked(load_option("hardware", "h200-sxm-141gb")), load_option("model", "deepseek-v3")
+    base = load_option("engine", "trtllm")
+    wait = base.model_copy(update={"batch_wait_timeout_iters": 20, "batch_wait_max_tokens_ratio": 0.9})
+    hold = {}
+    for spec in ("none", "mtp"):
+        wl = InferenceWorkload(
+            batch=300, batching="continuous", input_len=1024, prefill_chunk_tokens=2048, spec_method=spec, spec_tokens=3
+        )
+        cols = enumerate_inference_layouts(model, hw, wl, GridSpec(ngpus=[8], tp=[8])).columns
+        one = {k: np.asarray(v)[:1] for k, v in cols.items()}
+        ms = [inference_columns(one, model, hw, wl, kernel_model(hw), e)["ttft_wait_ms"][0] for e in (wait, base)]
+        hold[spec] = ms[0] - ms[1]
+    assert hold["none"] > 1.0 and hold["mtp"] == 0.0
