@@ -265,3 +265,36 @@ def test_a_kernel_table_entry_naming_other_code_is_built_again_not_run(cache_dir
     entry.write_bytes(pickle.dumps({"format": cache.FORMAT, "kernel_table": {"gemm": Payload()}}))
     table = cache.kernel_table(path, params, build)
     assert not marker.exists() and "bf16" in table.gemm
+
+
+def test_a_deleted_copy_of_the_same_files_does_not_hand_its_paths_to_this_install(cache_dir, tmp_path):
+    """Two installs or checkouts of identical files (an old venv and a new one, two clones) share the
+    user's cache folder. An entry holds absolute paths under its install (kernel tables beside their
+    hardware YAML), so the key names the install's folder: once the first copy is deleted, the second
+    composes its own entry instead of reading a kernel table that is gone ("not found", exit 2)."""
+    import os
+    import shutil
+
+    copy = tmp_path / "copy"
+    ignore = shutil.ignore_patterns("__pycache__")
+    for part in ("parallmelism", "conf", "models", "hardware"):
+        shutil.copytree(REPO / part, copy / part, ignore=ignore)
+    here = tmp_path / "cwd"  # the key includes the current folder: both runs start in the same one
+    here.mkdir()
+    args = [
+        sys.executable,
+        "-m",
+        "parallmelism",
+        "show",
+        "model=llama3.1-8b",
+        "grid.ngpus=[8]",
+        "grid.tp=1",
+        "grid.pp=1",
+    ]
+    env = {**os.environ, "PARALLMELISM_CACHE_DIR": str(cache_dir.parent), "COLUMNS": "200"}
+    first = subprocess.run(args, cwd=here, env={**env, "PYTHONPATH": str(copy)}, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    shutil.rmtree(copy)
+    second = subprocess.run(args, cwd=here, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout

@@ -9,7 +9,9 @@ What composition produces is a pure function of
     as a kernel table CSV, composition reads only whether it is there: `table_beside_file`. The
     tables' contents key their own entries, `kernel_table` below),
   - the parallmelism version and the source of the code that composes and validates (config/ and
-    specs/: defaults, validation rules and the specs' fields), and the current folder,
+    specs/: defaults, validation rules and the specs' fields), the current folder, and the folder the
+    shipped configs are in (entries hold absolute paths under it: a second install or checkout of the
+    same files, since deleted, must not hand its paths to this one),
 so the RunConfigs are cached under that key in the subfolder `compose/` of $PARALLMELISM_CACHE_DIR
 (default: $XDG_CACHE_HOME/parallmelism or ~/.cache/parallmelism), one `<64 hex digits>.pickle` file
 per key. An entry holds the validated specs themselves (pickled: ~0.1 ms to load) rather than
@@ -121,6 +123,9 @@ def cache_key(overrides: list[str], user_dirs: list[Path]) -> str | None:
     digest.update(os.getcwd().encode())
     digest.update(_code_signature())
     root = data_root()
+    # where the shipped configs are: an entry holds absolute paths under it (kernel tables beside
+    # their hardware YAML), so another install or checkout of the same files keys its own entries
+    digest.update(f"root:{root}\n".encode())
     for sub in ("conf", "models", "hardware"):
         _tree_signature(root / sub, digest)
     for d in user_dirs:  # only the folders composition reads (a user folder may be a whole checkout)
