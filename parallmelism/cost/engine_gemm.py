@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fused_moe import interp_log_log, measured_curve
+from .fused_moe import interp_log_log, log_bracket, measured_curve
 
 
 class EngineGemmTable:
@@ -59,8 +59,8 @@ class EngineGemmTable:
         inside = (n >= ns[0]) & (n <= ns[-1]) & (k >= ks[0]) & (k <= ks[-1])
         for n_, k_ in {(float(a), float(b)) for a, b in zip(n[inside], k[inside])}:
             sel = inside & (n == n_) & (k == k_)
-            i, wn = _bracket(ns, n_)
-            j, wk = _bracket(ks, k_)
+            (i,), (wn,) = log_bracket(np.log(ns), np.log([n_]))
+            (j,), (wk,) = log_bracket(np.log(ks), np.log([k_]))
             log_t = 0.0
             for a, w_a in ((i, 1.0 - wn), (i + 1, wn)):
                 for b, w_b in ((j, 1.0 - wk), (j + 1, wk)):
@@ -70,11 +70,3 @@ class EngineGemmTable:
                     log_t = log_t + w_a * w_b * np.log(interp_log_log(m[sel], *curve))
             out[sel] = np.exp(log_t)
         return out
-
-
-def _bracket(grid: np.ndarray, x: float) -> tuple[int, float]:
-    """Index i and weight w with log x = (1 - w) log grid[i] + w log grid[i + 1] (grid[i] <= x <= grid[i + 1])."""
-    if len(grid) == 1:
-        return 0, 0.0
-    i = int(min(np.searchsorted(grid, x, side="right") - 1, len(grid) - 2))
-    return i, float((np.log(x) - np.log(grid[i])) / (np.log(grid[i + 1]) - np.log(grid[i])))

@@ -79,3 +79,15 @@ def interp_log_log(tokens, log_tokens, log_t):
     inside = np.exp(np.interp(x, log_tokens, log_t))
     beyond = np.exp(log_t[-1] + x - log_tokens[-1])
     return np.where(x > log_tokens[-1], beyond, inside)
+
+
+def log_bracket(log_grid, log_x):
+    """Indices i and weights w with log x = (1 - w) log grid[i] + w log grid[i + 1] (grid[i] <= x <=
+    grid[i + 1]; i = 0, w = 0 on a one-point grid), from the logs of a sorted grid and of the points
+    (arrays): the bracket of a log-space interpolation over a measured grid (cost/engine_gemm.py,
+    cost/mla_context.py)."""
+    log_x = np.asarray(log_x, dtype=np.float64)
+    if len(log_grid) == 1:
+        return np.zeros(log_x.shape, dtype=int), np.zeros(log_x.shape)
+    i = np.minimum(np.searchsorted(log_grid, log_x, side="right") - 1, len(log_grid) - 2)
+    return i, (log_x - log_grid[i]) / (log_grid[i + 1] - log_grid[i])

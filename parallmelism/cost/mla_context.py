@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fused_moe import log_bracket
+
 SHAPE_COLUMNS = ("hidden", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
@@ -77,8 +79,8 @@ def _bilinear_log(x, y, xs, ys, log_t):
     inside = (x >= xs[0]) & (x <= xs[-1]) & (y >= ys[0]) & (y <= ys[-1])
     if not np.any(inside):
         return out
-    i, wx = _bracket(xs, x[inside])
-    j, wy = _bracket(ys, y[inside])
+    i, wx = log_bracket(xs, x[inside])
+    j, wy = log_bracket(ys, y[inside])
     acc = np.zeros(len(i))
     for di, w_i in ((0, 1.0 - wx), (1, wx)):
         for dj, w_j in ((0, 1.0 - wy), (1, wy)):
@@ -87,11 +89,3 @@ def _bilinear_log(x, y, xs, ys, log_t):
             acc = acc + np.where(w > 0, w * v, 0.0)  # an unmeasured cell with weight gives NaN
     out[inside] = np.exp(acc)
     return out
-
-
-def _bracket(grid, x):
-    """Indices i and weights w with x = (1 - w) grid[i] + w grid[i + 1] (grid[i] <= x <= grid[i + 1])."""
-    if len(grid) == 1:
-        return np.zeros(len(x), dtype=int), np.zeros(len(x))
-    i = np.minimum(np.searchsorted(grid, x, side="right") - 1, len(grid) - 2)
-    return i, (x - grid[i]) / (grid[i + 1] - grid[i])
