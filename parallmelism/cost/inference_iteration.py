@@ -120,13 +120,13 @@ def closed_loop(
     tokens_per_iter=1.0,
     steps=1,
     overlap: bool = False,
-    batch_wait: tuple[int, float, float, float, int] = (0, 0.0, 1.0, 0.0, 0),
+    batch_wait: tuple[int, float, float, float, int] | None = None,
 ):
     """Steady state of b sequences in flight (module docstring). Arrays in seconds; `fused`: the
     prefill iterations also carry the others' decode tokens (chunked prefill), else they stall them;
     `overlap`: the engine's overlap scheduling (engine.overlap_scheduler); `batch_wait`: (timeout
     iterations, tokens ratio, token budget, prompt tokens, draft tokens per decoding sequence) of the engine's batch waiting
-    (cost/batch_wait.py; (0, 0.0, ...): none). Returns a dict with itl_s,
+    (cost/batch_wait.py; None: none). Returns a dict with itl_s,
     ttft_s, e2e_s, wait_s (W_iter + W_queue), hold_s (H: batch waiting's mean hold), prefill_s (P), computed_s (TTFT − D: when the first
     token is computed), send_s (D: its send delay), mixed_fraction (share of iterations that carry a prefill chunk) and request_rate λ (1/s),
     per replica."""
@@ -147,7 +147,8 @@ def closed_loop(
         # the engine is always busy: Σ rate·t = 1, so the mean residual E[t²]/(2E[t]) = Σ rate·t²/2
         residual = np.where(b > 1, (r * t_mix**2 + rate_dec * steps * t_dec**2) / 2, 0.0)
         queue = rho * prefill_s / (2 * (1 - rho))
-        hold = mean_hold_s(*batch_wait, b, t_dec, lam * others)  # batch waiting, others' prompts at λ_o
+        # batch waiting, the others' prompts arriving at λ_o
+        hold = 0.0 if batch_wait is None else mean_hold_s(*batch_wait, b, t_dec, lam * others)
         computed = residual + hold + queue + prefill_s + request_s  # the first token computed
         # the next iteration: the mean one, 1/(iterations per second); none at b = 1 with one token
         follows = (b > 1) | (output_len > 1)
