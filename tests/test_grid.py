@@ -137,6 +137,18 @@ def test_a_stack_drops_the_layouts_it_cannot_run(reason):
     assert len(every) == len(enumerate_training_layouts(model, H100, wl, g)) >= out.dropped[reason]
 
 
+def test_ulysses_needs_the_sequence_divisible_by_cp_not_2cp():
+    """Ring and all-gather CP split the sequence into 2·cp load-balanced chunks; Ulysses (a2a) into cp
+    contiguous slices: 8200 tokens (8 x 1025) run at CP 8 with a2a, not with the ring; 8196 with neither."""
+    g = grid(ngpus=[64], tp=[8], pp=[1], cp=[8])
+    a2a = enumerate_training_layouts(L70, H100, TrainWorkload(seq_len=8200, global_batch=512, cp_comm_type="a2a"), g)
+    ring = enumerate_training_layouts(L70, H100, TrainWorkload(seq_len=8200, global_batch=512), g)
+    odd = enumerate_training_layouts(L70, H100, TrainWorkload(seq_len=8196, global_batch=512, cp_comm_type="a2a"), g)
+    assert len(a2a) > 0 and a2a.dropped.get("seq_not_divisible_by_cp", 0) == 0
+    assert len(ring) == 0 and ring.dropped["seq_not_divisible_by_cp"] > 0
+    assert len(odd) == 0 and odd.dropped["seq_not_divisible_by_cp"] > 0
+
+
 def test_every_reason_has_a_case():
     from parallmelism.grid.reasons import INFERENCE_DROP_REASONS
 

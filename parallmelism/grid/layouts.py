@@ -295,7 +295,12 @@ def _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later
     else:
         x.rule("layers_not_divisible_by_pp", L % c["pp"] != 0)
     c = x.cols
-    x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (2 * c["cp"]) != 0))
+    # the ring and all-gather CP load-balance causal attention over 2·cp chunks (a rank holds chunks i and
+    # 2cp-1-i); Ulysses (a2a) hands each rank one contiguous s/cp slice and gives every rank the whole
+    # sequence for its heads, so s need only divide by cp (DeepSpeed's UlyssesSPDataLoaderAdapter shards
+    # each batch into sp equal slices; ArcticTraining pads samples to a multiple of 256)
+    chunks = 1 if workload.cp_comm_type == "a2a" else 2
+    x.rule("seq_not_divisible_by_cp", (c["cp"] > 1) & (s % (chunks * c["cp"]) != 0))
     c = x.cols
     x.rule("cp_needs_fused_attention", (c["cp"] > 1) & (not workload.flash_attention))
     if workload.cp_comm_type == "a2a":  # Ulysses splits each TP rank's heads over the CP group

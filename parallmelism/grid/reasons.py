@@ -19,7 +19,8 @@ TRAINING_DROP_REASONS: dict[str, str] = {
     "ffn_not_divisible_by_tp": "FFN size (or expert FFN size) is not divisible by tp",
     "layers_not_divisible_by_pp": "layers are not divisible by pp (grid.uneven_pipeline=false)",
     "pipeline_stage_empty": "layers cannot fill pp stages (uneven split leaves the first or last stage empty)",
-    "seq_not_divisible_by_cp": "sequence length is not divisible by 2·cp (load-balanced causal ring attention)",
+    "seq_not_divisible_by_cp": "sequence length is not divisible by 2·cp (load-balanced causal ring or all-gather "
+    "attention), or by cp with Ulysses (cp_comm_type=a2a)",
     "cp_a2a_heads_not_divisible": "workload.cp_comm_type=a2a (Ulysses) gives each CP rank heads/(tp·cp) whole heads: heads per TP rank must be a multiple of cp",
     "cp_needs_fused_attention": "context parallelism needs fused attention (workload.flash_attention=true): Transformer Engine's CP runs only in its flash/cuDNN attention kernels",
     "ep_on_dense_model": "ep > 1 on a model without experts",
