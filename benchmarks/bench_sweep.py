@@ -4,14 +4,19 @@
     python benchmarks/bench_sweep.py gpt3       # one case
     python benchmarks/bench_sweep.py --workers=1  # one process (default: every core)
     python benchmarks/bench_sweep.py --prune      # time model only on layouts that fit (pareto's path)
+    python benchmarks/bench_sweep.py --no-bound   # every layout through the time model (no lower bound)
     python benchmarks/bench_sweep.py --workers=1 --against=REV [--rounds=3]  # now vs git revision REV
 
 Prints, per case: layouts considered (every axis combination), valid layouts evaluated by the
 cost model, wall and CPU seconds, rows per second, and the ratio to Calculon's published search
 rate of 115 configurations per CPU-second (its `llm-optimal-execution` search). The search kept
-is what `parallmelism best` keeps: the five fastest layouts that fit per GPU count and the two
-fastest of all layouts (near misses), so every layout goes through the whole time model, as in
-`best` (--prune skips the time model for layouts that do not fit, as `pareto` does).
+is the five fastest layouts that fit per GPU count and the two fastest of all layouts (`best`
+keeps its near misses, those within 25 % of the memory, instead: fewer rows than these two). Every
+layout goes through the memory model and the step-time lower bound (cost/step_bound.py); the
+step-time model runs only on the layouts whose bound does not exclude them (search/bounded.py,
+the same rows kept). The rate is valid layouts evaluated per CPU-second, the issue's rate; the
+layouts fully timed per CPU-second are printed beside it (--no-bound: every layout timed).
+--prune keeps pareto's collectors (the time model on the layouts that fit, no bound).
 No file is written (the optional full-output Parquet write is excluded, as in the target).
 
 With `--against=REV` the script as it is now and as it was at REV (`git archive` into a temporary
@@ -123,7 +128,7 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool = False) -> dict:
+def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool = False, bound: bool = True) -> dict:
     runs = runs_of(case)
     probe = stream_runs(runs[:1], [], chunk_rows=1 << 18, workers=1)  # warm-up, and learn the columns
     best_by = "time_step_s"
@@ -139,7 +144,9 @@ def bench(case: str, repeats: int = 3, workers: int | None = None, prune: bool =
                 ParetoCollector([("ngpus", "min"), (best_by, "min")], group_by=[]),
             ]
         t0, c0 = time.perf_counter(), _cpu_s()
-        res = stream_runs(runs, collectors, workers=workers, prune_unfit=prune or None)
+        # `bound` only when asked off: bench_cli.py runs this against older checkouts' packages
+        off = {} if bound else {"bound": False}
+        res = stream_runs(runs, collectors, workers=workers, prune_unfit=prune or None, **off)
         wall.append(time.perf_counter() - t0)
         cpu.append(_cpu_s() - c0)
     w, c = min(wall), min(cpu)
@@ -190,26 +197,31 @@ def main(argv: list[str]) -> None:
     cases = [a for a in argv if not a.startswith("--")] or list(CASES)
     workers = next((int(a.split("=")[1]) for a in argv if a.startswith("--workers=")), None)
     prune = "--prune" in argv
+    bound = "--no-bound" not in argv
     rev = next((a.split("=", 1)[1] for a in argv if a.startswith("--against=")), None)
     if rev:
         against(rev, cases, workers, next((int(a.split("=")[1]) for a in argv if a.startswith("--rounds=")), 3))
         return
     for case in cases:
-        r = bench(case, workers=workers, prune=prune)
+        r = bench(case, workers=workers, prune=prune, bound=bound)
         w = r["workers"] or "default"
         print(f"== {CASES[case][0]}  [workers: {w}]")
         print(
             f"   combinations considered {r['considered']:>12,}   valid layouts evaluated {r['evaluated']:>11,}"
             f"   (ranked by {r['ranked_by']})"
         )
+        skipped = "that fit" if prune else "in reach of the search (the rest: lower bound past the kept steps)"
         print(
-            f"   memory model on all {r['evaluated']:,}; full cost model on the {r['timed']:,} that fit"
+            f"   memory model on all {r['evaluated']:,}; full cost model on the {r['timed']:,} {skipped}"
             if r["timed"] < r["evaluated"]
             else f"   full cost model on all {r['evaluated']:,}"
         )
         print(
             f"   search time {r['wall_s']:.3f} s wall, {r['cpu_s']:.3f} s CPU   ->  {r['rows_per_s']:,.0f} layouts/s, "
             f"{r['rows_per_cpu_s']:,.0f} layouts per CPU-second"
+        )
+        print(
+            f"   fully timed: {r['timed'] / r['cpu_s']:,.0f} per CPU-second ({r['timed'] / r['evaluated']:.1%} of them)"
         )
         print(
             f"   vs Calculon (115 configs per CPU-second): {r['rows_per_cpu_s'] / CALCULON_CONFIGS_PER_CPU_S:,.0f}x"

@@ -129,6 +129,59 @@ def _evaluate_unchecked(run, chunk: dict, stats: RunStats, prune_unfit: bool, de
     return (derive_columns(cols, run) if derive else cols), keep
 
 
+def _in_pieces(fn, cols: dict, n: int) -> dict:
+    """fn(columns) over calls of at most EVALUATE_ROWS rows, joined back (their temporaries stay
+    bounded); one call when n is no more."""
+    if n <= EVALUATE_ROWS:
+        return fn(cols)
+    pieces = [fn({k: v[lo : lo + EVALUATE_ROWS] for k, v in cols.items()}) for lo in range(0, n, EVALUATE_ROWS)]
+    return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
+
+
+def _evaluate_bounded(run, layout: dict, numbers: np.ndarray, stats: RunStats, derive: bool, r: int, collectors):
+    """Training cost columns of the rows the collectors could still keep (search/bounded.py), and
+    the indices of those rows: the memory model and the step-time lower bound on every row
+    (cost/step_bound.py), the step-time model on the rows whose bound is in reach. A timed row's
+    columns are those of an unbounded call (the model is row-wise); every number finite."""
+    from ..columns import evaluate_training_columns
+    from ..config.kernel_tables import kernel_model
+    from ..cost.memory import training_memory
+    from ..cost.layout import TrainingLayout
+    from ..cost.step_bound import step_time_lower_bound_s
+    from .bounded import time_in_reach
+
+    n = len(numbers)
+    stats.evaluated += n
+    with np.errstate(over="ignore", invalid="ignore"):
+        rows_of = TrainingLayout.of(layout)  # the memory model and the bound share its key codes
+        mem = training_memory(rows_of, run.model, run.hardware, run.workload)
+        check_finite(mem, run)
+        hw = run.accelerator()
+        lb = step_time_lower_bound_s(rows_of, run.model, hw, run.training_workload(), kernel_model(hw))
+        runs = np.full(n, r, dtype=np.int32)
+
+        def time_rows(rows: np.ndarray) -> dict:
+            sub, sub_mem = ({k: v[rows] for k, v in part.items()} for part in (layout, mem))
+            out = _in_pieces(
+                lambda c: evaluate_training_columns(
+                    {k: c[k] for k in layout}, run, memory={k: c[k] for k in mem}
+                ),  # the columns in the order of an unbounded call
+                {**sub, **sub_mem},
+                len(rows),
+            )
+            check_finite(out, run)
+            if derive:  # the columns the collectors hold already (`derive_columns`)
+                derive_columns(out, run)
+            stats.timed += len(rows)
+            out["_run"], out["_row"] = runs[: len(rows)], numbers[rows]
+            return out
+
+        keep, cols = time_in_reach({**layout, **mem, "_run": runs, "_row": numbers}, lb, collectors, time_rows)
+    cols.pop("_run", None)  # the driver tags the chunks (its `_tag`), last, as without the bound
+    cols.pop("_row", None)
+    return cols, keep
+
+
 def layout_chunks(
     run, partitions: Sequence[tuple[int, object]], chunk_rows: int, stats: RunStats, memo=None
 ) -> Iterator[tuple[dict, np.ndarray]]:
@@ -155,17 +208,22 @@ def layout_chunks(
         yield chunk, numbers
 
 
-def evaluate_chunks(run, chunks: list, stats: RunStats, prune_unfit: bool, derive: bool) -> list:
+def evaluate_chunks(run, chunks: list, stats: RunStats, prune_unfit: bool, derive: bool, bounded=None) -> list:
     """The layout chunks [(columns, row numbers), ...] of one run through the cost model in one
     call, cut back into the same chunks: (columns, row numbers) per chunk, None for a chunk that
     pruning left with no row. The model is row-wise, so each chunk's numbers are those of a call
-    of its own; the call's fixed cost (a few ms of per-call work in the cost terms) is paid once."""
+    of its own; the call's fixed cost (a few ms of per-call work in the cost terms) is paid once.
+    bounded: (run index, collectors) to time only the training rows the collectors could still
+    keep (`_evaluate_bounded`), or None."""
     if len(chunks) == 1:
         layout = chunks[0][0]
     else:
         layout = {c: np.concatenate([cols[c] for cols, _ in chunks]) for c in chunks[0][0]}
     rows = sum(len(numbers) for _, numbers in chunks)
-    if rows > EVALUATE_ROWS and not prune_unfit:
+    if bounded is not None and run.workload.kind == "train":
+        numbers = chunks[0][1] if len(chunks) == 1 else np.concatenate([n for _, n in chunks])
+        cols, keep = _evaluate_bounded(run, layout, numbers, stats, derive, *bounded)
+    elif rows > EVALUATE_ROWS and not prune_unfit:
         # One chunk of more rows than a call should hold (a sink's 262k-row chunk): the model in
         # calls of EVALUATE_ROWS rows, joined back; its temporaries (~2 KB a row for an MoE
         # model: grok-1's sweeps peaked at 550 MiB) stay bounded by EVALUATE_ROWS.
@@ -196,6 +254,7 @@ def evaluated_tasks(
     stats: RunStats | None = None,
     prune_unfit: bool = False,
     derive: bool = True,
+    bounded=None,
 ) -> Iterator[tuple[int, tuple[dict, np.ndarray] | None]]:
     """Evaluate consecutive tasks of one run (each a list of partitions [(index, sub-grid), ...]):
     yield (task position, (columns, row numbers)) for each evaluated chunk, in order, and
@@ -205,17 +264,19 @@ def evaluated_tasks(
     tasks go through the cost model together (`evaluate_chunks`) while they add up to at most
     EVALUATE_ROWS rows (and chunk_rows), so small partitions share the model's fixed cost.
     prune_unfit: evaluate the memory model on every row, the full cost model only on rows that
-    fit (for searches that keep fitting rows only). derive: add `derive_columns`.
+    fit (for searches that keep fitting rows only). derive: add `derive_columns`. bounded: (run
+    index, collectors) to time only the rows the collectors could still keep (`_evaluate_bounded`);
+    its calls hold up to chunk_rows rows (the step-time model still sees at most EVALUATE_ROWS).
     """
     stats = stats if stats is not None else RunStats()
     pending: list[tuple[int, tuple]] = []  # (task position, layout chunk), not evaluated yet
     pending_rows = 0  # rows in `pending`
-    batch_rows = min(chunk_rows, EVALUATE_ROWS)
+    batch_rows = chunk_rows if bounded is not None else min(chunk_rows, EVALUATE_ROWS)
     finished = 0  # tasks reported finished
     memo: dict = {}  # the run's partitions share their layouts before the micro-batch axis
 
     def evaluated():
-        chunks = evaluate_chunks(run, [c for _, c in pending], stats, prune_unfit, derive)
+        chunks = evaluate_chunks(run, [c for _, c in pending], stats, prune_unfit, derive, bounded)
         return [(t, c) for (t, _), c in zip(pending, chunks) if c is not None]
 
     for t, partitions in enumerate(tasks):

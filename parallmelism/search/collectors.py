@@ -58,6 +58,17 @@ class Collector:
     #: that do not fit when every collector keeps fitting rows only (where == "fits")
     where: Where = None
 
+    #: whether the collector keeps the `k` rows with the smallest `time_step_s` per group of
+    #: `group_by` among the rows `where` keeps (and nothing else), so that a row whose lower bound
+    #: on the step exceeds its group's k-th kept step need not be timed (search/bounded.py)
+    bounds_step: bool = False
+    k: int = 0
+    group_by: list[str]  # the columns a group is the same on (collectors that `bounds_step`)
+
+    def kept_steps(self) -> dict[tuple, np.ndarray]:
+        """Per group, the step times kept so far, smallest first (collectors that `bounds_step`)."""
+        raise NotImplementedError
+
     def spawn(self) -> "Collector":
         raise NotImplementedError
 
@@ -138,6 +149,21 @@ class TopKCollector(Collector):
         idx = idx[self._select({k: cols[k][idx] for k in keys})]
         both = concat_columns(self.kept, take_rows(cols, idx))
         self.kept = take_rows(both, self._select(both))
+
+    @property
+    def bounds_step(self) -> bool:  # type: ignore[override]
+        return self.k >= 1 and self.by[0] == ("time_step_s", "min")
+
+    def kept_steps(self) -> dict[tuple, np.ndarray]:
+        """Per group (its `group_by` values), the step times kept so far, smallest first."""
+        if not self.kept:
+            return {}
+        steps = np.asarray(self.kept["time_step_s"], dtype=np.float64)
+        keys = list(zip(*(np.asarray(self.kept[g]).tolist() for g in self.group_by)))
+        out: dict[tuple, list] = {}
+        for key, step in zip(keys, steps.tolist()):
+            out.setdefault(key, []).append(step)
+        return {key: np.sort(np.asarray(v)) for key, v in out.items()}
 
     def _primary(self, cols: dict) -> np.ndarray:
         c, s = self.by[0]

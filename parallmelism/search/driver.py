@@ -20,6 +20,7 @@ from typing import Protocol, Sequence
 from ..grid import LayoutGrid, add_drop_counts
 from ..stop import raise_if_stopped
 from .chunks import DEFAULT_CHUNK_ROWS, RunStats, evaluated_tasks
+from .bounded import bounds_steps
 from .collectors import Collector, RowsCollector
 from .frames import frame_of_kept
 from .partitions import run_partitions
@@ -90,6 +91,7 @@ class _Job:
     chunk_rows: int
     prune: bool
     derive: bool
+    bound: bool = False  # time only the rows the collectors could still keep (search/bounded.py)
 
     def tasks(self) -> list[tuple[int, range]]:
         """(run, partition indices) of each task: consecutive partitions of one run."""
@@ -103,7 +105,8 @@ class _Job:
         """Feed the chunks of consecutive tasks of run r to the collectors, in order; yield each
         task's position once its chunks are all fed (their evaluation is shared: `evaluated_tasks`)."""
         parts = [[(p, self.parts[r][p]) for p in indices] for indices in tasks]
-        for t, chunk in evaluated_tasks(self.runs[r], parts, self.chunk_rows, stats, self.prune, self.derive):
+        bounded = (r, collectors) if self.bound and self.runs[r].workload.kind == "train" else None
+        for t, chunk in evaluated_tasks(self.runs[r], parts, self.chunk_rows, stats, self.prune, self.derive, bounded):
             if chunk is None:
                 yield t
                 continue
@@ -136,23 +139,28 @@ def stream_runs(
     prune_unfit: bool | None = None,
     derive: bool = True,
     say=None,
+    bound: bool | None = None,
 ) -> StreamResult:
     """Evaluate every run chunk by chunk, feeding each chunk to every collector.
 
     workers: processes evaluating partitions (default and limits: search/workers.py; 1 = this
     process only). say: where the sentence goes when a requested worker count is lowered (the CLI
     passes one, and then also caps the count at the cores). prune_unfit (default: when every collector keeps fitting
-    rows only) skips the time model for layouts that do not fit in memory. derive: add the
-    search columns (`usd_per_step`). Collectors are closed at the end, or aborted on any error
+    rows only) skips the time model for layouts that do not fit in memory. bound (default: when
+    every collector keeps rows by step time alone, search/bounded.py `bounds_steps`) skips it for
+    training layouts whose lower bound on the step exceeds what every collector could still keep:
+    the same rows are kept. derive: add the search columns (`usd_per_step`). Collectors are closed at the end, or aborted on any error
     or interrupt (a sink then leaves nothing behind).
     """
     if prune_unfit is None:
         prune_unfit = bool(collectors) and all(c.where == "fits" for c in collectors)
+    if bound is None:
+        bound = bounds_steps(collectors)
     stats = [RunStats() for _ in runs]
     try:
         for c in collectors:  # temporaries are made inside this scope: any interrupt removes them
             c.open()
-        job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive)
+        job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive, bound)
         tasks = job.tasks()
         workers, lowered = worker_count(workers, len(tasks), cap_to_cores=say is not None)
         if lowered and say is not None:
