@@ -66,7 +66,12 @@ def offload_exposed_s(layer_bytes, host_link_gbps: float, fwd_layer_s, bwd_layer
 #                   exposed
 #   CPU Adam        flops.optimizer_bytes_per_param · P / hardware.host_memory_gbps (fp32 gradient): a streaming
 #                   kernel (DeepSpeedCPUAdam's AVX loop: ~10 flops per parameter against ~30 bytes),
-#                   bound by the host memory; after the last backward, exposed
+#                   bound by the host memory; after the last backward, exposed. The rate is the host's
+#                   datasheet DRAM peak (an efficiency of 1): no hardware file's host has a measured CPU
+#                   Adam step. The one measurement with a stated host, ZeRO-Offload's Table 4 (a DGX-2's 2
+#                   Xeon 8168, 255.9 GB/s), ran at 0.39-0.53 of that peak: 2.57 s for 10 B parameters
+#                   where this formula gives 1.17 s (benchmarks/cpu_adam_rate.py). Another machine's
+#                   efficiency, not carried to these hosts
 #   parameters back param_bytes · P (16-bit, or the fp8 copies with fp8 parameters), exposed: the
 #                   next forward's first gather needs them (ZeRO-Offload's delayed parameter update,
 #                   which overlaps them with the next step, is an option this model does not take)

@@ -90,8 +90,13 @@ KNOWN_GAPS = {
     # a per-rank rate (~7 s per 1 G) rules out, and DeepSpeed #3901 (Falcon-7B on one 8x A100 node) measured
     # 13.70 vs 6.05 s a step with and without optimizer offload: 7.65 s for 7 G parameters a node. So the
     # offloaded optimizer path runs at ~1 G parameters a second a node, far below its bytes (CPU cores shared
-    # by the node's ranks?): a rate with three sources, not modelled or fitted yet. The ALST rows at 160k-15.5M
-    # tokens, where it is under 2 % of the step, are held out (HELD_OUT below).
+    # by the node's ranks?): a rate with three sources, not modelled or fitted yet. Not the Adam kernel alone:
+    # measured on a 2018 DGX-2 node (ZeRO-Offload Table 4, one process on 2 x 24 Xeon 8168 cores) it runs 3.9 G
+    # parameters a second, 2.1 s and 0.5 s of the two residuals (benchmarks/cpu_adam_rate.py). A candidate, not
+    # measured: the deepspeed launcher sets OMP_NUM_THREADS only under --bind_cores_to_rank (launcher/launch.py),
+    # so each of a node's 8 ranks runs CPU Adam on an OpenMP pool over all its cores; binding gave 1.16-1.29x
+    # end-to-end (DeepSpeed PR #7474, blogs/zenflow-corebinding, 2 A100s on 2 EPYC 7742). The ALST rows at
+    # 160k-15.5M tokens, where it is under 2 % of the step, are held out (HELD_OUT below).
     "alst2506-llama31-8b-8gpu-dp8-32k-base": "ZeRO-3 CPU optimizer path: ~1 s per 1 G parameters a node (not modelled)",
     "alst2506-llama31-8b-32gpu-dp32-32k-base": "ZeRO-3 CPU optimizer path: ~1 s per 1 G parameters a node (not modelled)",
 }
