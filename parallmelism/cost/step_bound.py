@@ -50,16 +50,31 @@ from .steptime import (
 ROUNDING_SLACK = 1e-9
 
 
+# Shape keys per kernel-model call: the unbounded step time sees a few hundred per call (EVALUATE_ROWS
+# rows), and the kernel model hashes its queries with pandas above 16k rows (kernels.first_of_each:
+# up to ~24 query rows per key, fp8 MoE), an import of ~0.4 CPU-s a small question must not pay.
+SHAPE_KEYS_PER_CALL = 512
+
+
 def _compute_per_key(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, np.ndarray]:
     """Per op set, one micro-batch's compute seconds fwd + bwd + recompute fwd of each shape key:
-    (recompute mode, key) for the layer sets, (key,) for the head and embedding (`_ops_sums`);
-    the smaller of a set and its RECAST variant."""
-    out: dict[str, np.ndarray] = {}
-    for name, acc in _ops_sums(cols, model, hw, wl, rates, edge).items():
-        c = np.asarray(acc["fwd"] + acc["bwd"] + acc["rc"], dtype=np.float64)
-        base = name.removesuffix(RECAST)
-        out[base] = c if base not in out else np.minimum(out[base], c)
-    return out
+    (recompute mode, key) for the layer sets, (key,) for the head and embedding (`_ops_sums`, on
+    at most SHAPE_KEYS_PER_CALL keys at a time); the smaller of a set and its RECAST variant."""
+    K = len(cols)
+    parts: list[dict[str, np.ndarray]] = []
+    for lo in range(0, K, SHAPE_KEYS_PER_CALL):
+        rows = cols if K <= SHAPE_KEYS_PER_CALL else cols.take(slice(lo, lo + SHAPE_KEYS_PER_CALL))
+        k = min(K, lo + SHAPE_KEYS_PER_CALL) - lo
+        out: dict[str, np.ndarray] = {}
+        for name, acc in _ops_sums(rows, model, hw, wl, rates, edge).items():
+            c = np.asarray(acc["fwd"] + acc["bwd"] + acc["rc"], dtype=np.float64)
+            c = np.broadcast_to(c, c.shape[:-1] + (k,))  # (modes, k) or (k,)
+            base = name.removesuffix(RECAST)
+            out[base] = c if base not in out else np.minimum(out[base], c)
+        parts.append(out)
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts], axis=-1) for name in parts[0]}
 
 
 def _stage_compute(cols: TrainingLayout, model, hw, wl, rates, edge: int, host_s: float) -> dict[str, np.ndarray]:

@@ -25,9 +25,17 @@ from .collectors import Collector, where_mask
 # Rows per GPU count in the first timed batch of a call (the smallest bounds), then FIRST_BATCH·GROWTH,
 # ...: small enough that a first batch costs little more than the step-time model's fixed cost per
 # call, large enough that its steps give a limit near the final k-th step (bench_sweep: GPT-3 175B
-# and the 405B multi-count grid time ~10-15 % of their rows).
+# and the 405B multi-count grid time ~10-12 % of their rows).
 FIRST_BATCH = 1024
 GROWTH = 8
+# Candidates at most this many are timed in one call, not in batches: a batch pays for itself only
+# where the rows its limits rule out cost more than a call's fixed cost (~6-10 ms: ~15-25k rows of
+# the step-time model's per-row cost).
+BATCH_MIN_ROWS = 16384
+# A call with no limit from the collectors yet computes the bound (to time its rows in batches) only
+# when it has more rows than this: a first batch rules out too few rows of a smaller call (a
+# worker's task of a few partitions, a small question) to repay its call.
+PROBE_MIN_ROWS = 32768
 
 
 def bounds_steps(collectors: Sequence[Collector]) -> bool:
@@ -40,19 +48,24 @@ class _Limit:
     """One collector's k-th kept step per group, over the rows of one call: the collector's kept
     rows and the rows timed since (its own rows are not changed)."""
 
-    def __init__(self, collector: Collector, cols: dict):
+    def __init__(self, collector: Collector, cols: dict, seed: dict | None = None):
         self.k = collector.k
         first, self.group = unique_rows(*(np.asarray(cols[g]) for g in collector.group_by))
         self.keeps = np.zeros(len(self.group), dtype=bool)
         self.keeps[where_mask(cols, collector.where)] = True  # KeyError: `where` reads the time model
-        kept = collector.kept_steps()
+        kept, seed = collector.kept_steps(), seed or {}
         keys = zip(*(np.asarray(cols[g])[first].tolist() for g in collector.group_by))
-        self.steps = [kept.get(key, np.zeros(0))[: self.k] for key in keys]  # k smallest per group
+        none = np.zeros(0)
+        self.steps = [  # the k smallest per group
+            np.sort(np.concatenate([kept.get(key, none), seed.get(key, none)]))[: self.k] for key in keys
+        ]
         self.kth = np.array([s[self.k - 1] if len(s) >= self.k else np.inf for s in self.steps])
 
-    def at(self, rows: np.ndarray) -> np.ndarray:
-        """The largest step the collector could keep on each of `rows` (-inf where `where` does
-        not keep it)."""
+    def at(self, rows: np.ndarray | None) -> np.ndarray:
+        """The largest step the collector could keep on each of `rows` (None: every row; -inf where
+        `where` does not keep it)."""
+        if rows is None:
+            return np.where(self.keeps, self.kth[self.group], -np.inf)
         return np.where(self.keeps[rows], self.kth[self.group[rows]], -np.inf)
 
     def add(self, rows: np.ndarray, steps: np.ndarray) -> None:
@@ -83,35 +96,58 @@ def _batch(candidates: np.ndarray, lb: np.ndarray, group: np.ndarray, size: int)
 
 
 def time_in_reach(
-    cols: dict, lb: np.ndarray, collectors: Sequence[Collector], time_rows: Callable[[np.ndarray], dict]
+    cols: dict,
+    lower_bound: Callable[[], np.ndarray],
+    collectors: Sequence[Collector],
+    time_rows: Callable[[np.ndarray], dict],
+    seeds: Sequence[dict] | None = None,
 ) -> tuple[np.ndarray, dict]:
     """(rows timed in ascending order, their step-time columns) of the rows of `cols` (layout and
-    memory columns, `_run` and `_row`) whose bound `lb` is not above what a collector could keep.
-    time_rows(rows): the step-time model's columns of those rows. The collectors are not changed."""
-    n = len(lb)
+    memory columns, `_run` and `_row`) a collector could keep: where some collector's `where` holds
+    and the row's lower bound on the step (`lower_bound()`, computed when it can rule rows out) is
+    not above what that collector keeps. time_rows(rows): the step-time model's columns of those
+    rows. seeds: per collector, steps per group that the same search keeps elsewhere (`kept_steps`
+    of the driver's collectors, for a worker's spawned copies): they tighten the limits as rows the
+    copy itself kept would. The collectors are not changed."""
+    n = len(cols["_run"])
     try:
-        limits = [_Limit(c, cols) for c in collectors]
+        limits = [_Limit(c, cols, s) for c, s in zip(collectors, seeds or [{}] * len(collectors))]
     except KeyError:  # a `where` that reads the time model's columns: every row is timed
         rows = np.arange(n)
         return rows, time_rows(rows)
-    _, group = unique_rows(np.asarray(cols["ngpus"]))  # batches are taken per GPU count
-    candidates = np.arange(n)
+    group: np.ndarray | None = None  # batches are taken per GPU count
+    lb: np.ndarray | None = None
+    candidates: np.ndarray | None = None  # every row, at first
     timed: list[tuple[np.ndarray, dict]] = []
+    done = np.zeros(n, dtype=bool)
     size = FIRST_BATCH
     while True:
         limit = limits[0].at(candidates)
         for lim in limits[1:]:
-            limit = np.maximum(limit, lim.at(candidates))
-        # strictly above: a row that could tie the k-th is timed; a NaN bound is timed (check_finite)
-        candidates = candidates[~(lb[candidates] > limit)]
+            np.maximum(limit, lim.at(candidates), out=limit)
+        if lb is None and (n > PROBE_MIN_ROWS or np.isfinite(limit).any()):
+            lb = lower_bound()
+        # strictly above: a row that could tie the k-th is timed; a NaN bound is timed (check_finite);
+        # without the bound, the rows no collector's `where` keeps (limit -inf) are left out
+        bound = np.full(1, -np.inf) if lb is None else lb if candidates is None else lb[candidates]
+        within = ~(bound > limit)
+        candidates = np.flatnonzero(within) if candidates is None else candidates[within]
         if len(candidates) == 0:
             break
-        rows = _batch(candidates, lb, group, size)
+        if lb is None or len(candidates) <= BATCH_MIN_ROWS:
+            rows = candidates
+        else:
+            if group is None:
+                group = unique_rows(np.asarray(cols["ngpus"]))[1]
+            rows = _batch(candidates, lb, group, size)
         out = time_rows(rows)
         timed.append((rows, out))
+        if len(rows) == len(candidates):
+            break
         for lim in limits:
             lim.add(rows, np.asarray(out["time_step_s"], dtype=np.float64))
-        candidates = np.setdiff1d(candidates, rows, assume_unique=True)  # both ascending
+        done[rows] = True
+        candidates = candidates[~done[candidates]]
         size *= GROWTH
     if not timed:
         return np.zeros(0, dtype=np.int64), {}

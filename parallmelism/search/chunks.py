@@ -138,14 +138,18 @@ def _in_pieces(fn, cols: dict, n: int) -> dict:
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
 
-def _evaluate_bounded(run, layout: dict, numbers: np.ndarray, stats: RunStats, derive: bool, r: int, collectors):
+def _evaluate_bounded(
+    run, layout: dict, numbers: np.ndarray, stats: RunStats, derive: bool, r: int, collectors, seeds=None
+):
     """Training cost columns of the rows the collectors could still keep (search/bounded.py), and
     the indices of those rows: the memory model and the step-time lower bound on every row
     (cost/step_bound.py), the step-time model on the rows whose bound is in reach. A timed row's
-    columns are those of an unbounded call (the model is row-wise); every number finite."""
+    columns are those of an unbounded call (the model is row-wise); every number finite. seeds:
+    steps kept elsewhere (`time_in_reach`)."""
     from ..columns import evaluate_training_columns
     from ..config.kernel_tables import kernel_model
     from ..cost.memory import training_memory
+    from ..cost.keys import gather
     from ..cost.layout import TrainingLayout
     from ..cost.step_bound import step_time_lower_bound_s
     from .bounded import time_in_reach
@@ -157,11 +161,14 @@ def _evaluate_bounded(run, layout: dict, numbers: np.ndarray, stats: RunStats, d
         mem = training_memory(rows_of, run.model, run.hardware, run.workload)
         check_finite(mem, run)
         hw = run.accelerator()
-        lb = step_time_lower_bound_s(rows_of, run.model, hw, run.training_workload(), kernel_model(hw))
+
+        def lower_bound() -> np.ndarray:
+            return step_time_lower_bound_s(rows_of, run.model, hw, run.training_workload(), kernel_model(hw))
+
         runs = np.full(n, r, dtype=np.int32)
 
         def time_rows(rows: np.ndarray) -> dict:
-            sub, sub_mem = ({k: v[rows] for k, v in part.items()} for part in (layout, mem))
+            sub, sub_mem = ({k: gather(v, rows) for k, v in part.items()} for part in (layout, mem))
             out = _in_pieces(
                 lambda c: evaluate_training_columns(
                     {k: c[k] for k in layout}, run, memory={k: c[k] for k in mem}
@@ -176,7 +183,8 @@ def _evaluate_bounded(run, layout: dict, numbers: np.ndarray, stats: RunStats, d
             out["_run"], out["_row"] = runs[: len(rows)], numbers[rows]
             return out
 
-        keep, cols = time_in_reach({**layout, **mem, "_run": runs, "_row": numbers}, lb, collectors, time_rows)
+        cols_mem = {**layout, **mem, "_run": runs, "_row": numbers}
+        keep, cols = time_in_reach(cols_mem, lower_bound, collectors, time_rows, seeds)
     cols.pop("_run", None)  # the driver tags the chunks (its `_tag`), last, as without the bound
     cols.pop("_row", None)
     return cols, keep
@@ -213,8 +221,8 @@ def evaluate_chunks(run, chunks: list, stats: RunStats, prune_unfit: bool, deriv
     call, cut back into the same chunks: (columns, row numbers) per chunk, None for a chunk that
     pruning left with no row. The model is row-wise, so each chunk's numbers are those of a call
     of its own; the call's fixed cost (a few ms of per-call work in the cost terms) is paid once.
-    bounded: (run index, collectors) to time only the training rows the collectors could still
-    keep (`_evaluate_bounded`), or None."""
+    bounded: (run index, collectors, seeds) to time only the training rows the collectors could
+    still keep (`_evaluate_bounded`), or None."""
     if len(chunks) == 1:
         layout = chunks[0][0]
     else:
@@ -265,7 +273,7 @@ def evaluated_tasks(
     EVALUATE_ROWS rows (and chunk_rows), so small partitions share the model's fixed cost.
     prune_unfit: evaluate the memory model on every row, the full cost model only on rows that
     fit (for searches that keep fitting rows only). derive: add `derive_columns`. bounded: (run
-    index, collectors) to time only the rows the collectors could still keep (`_evaluate_bounded`);
+    index, collectors, seeds) to time only the rows the collectors could still keep (`_evaluate_bounded`);
     its calls hold up to chunk_rows rows (the step-time model still sees at most EVALUATE_ROWS).
     """
     stats = stats if stats is not None else RunStats()

@@ -101,11 +101,12 @@ class _Job:
             for lo in range(0, len(parts), PARTITIONS_PER_TASK)
         ]
 
-    def evaluate(self, r: int, tasks: Sequence[range], collectors: Sequence[Collector], stats: RunStats):
+    def evaluate(self, r: int, tasks: Sequence[range], collectors: Sequence[Collector], stats: RunStats, seeds=None):
         """Feed the chunks of consecutive tasks of run r to the collectors, in order; yield each
-        task's position once its chunks are all fed (their evaluation is shared: `evaluated_tasks`)."""
+        task's position once its chunks are all fed (their evaluation is shared: `evaluated_tasks`).
+        seeds: the driver's collectors' `kept_steps` when these are a worker's copies (bounded.py)."""
         parts = [[(p, self.parts[r][p]) for p in indices] for indices in tasks]
-        bounded = (r, collectors) if self.bound and self.runs[r].workload.kind == "train" else None
+        bounded = (r, collectors, seeds) if self.bound and self.runs[r].workload.kind == "train" else None
         for t, chunk in evaluated_tasks(self.runs[r], parts, self.chunk_rows, stats, self.prune, self.derive, bounded):
             if chunk is None:
                 yield t
@@ -121,11 +122,11 @@ _WORKER_JOB: list = []
 
 def _worker_task(task):
     """Evaluate one partition in a worker process; return the spawned collectors' results."""
-    r, indices = task
+    r, indices, seeds = task
     job = _WORKER_JOB[0]
     local = [c.spawn() for c in job.collectors]
     stats = RunStats()
-    for _ in job.evaluate(r, [indices], local, stats):
+    for _ in job.evaluate(r, [indices], local, stats, seeds):
         pass
     return r, len(indices), [c.result() for c in local], stats
 
@@ -210,18 +211,24 @@ def _stream_parallel(job: _Job, tasks, workers: int, stats, progress) -> None:
             progress.start(sum(len(i) for _, i in tasks))
         pending: deque = deque()
         queue = iter(tasks)
+
+        def submit(task):
+            # the steps kept so far: a worker's bound skips what these already beat (bounded.py)
+            seeds = [c.kept_steps() for c in job.collectors] if job.bound else None
+            pending.append(pool.apply_async(_worker_task, ((*task, seeds),)))
+
         for task in queue:
-            pending.append(pool.apply_async(_worker_task, (task,)))
+            submit(task)
             if len(pending) >= 2 * workers:
                 break
         while pending:
             r, done, kept, st = pending.popleft().get()
-            nxt = next(queue, None)
-            if nxt is not None:
-                pending.append(pool.apply_async(_worker_task, (nxt,)))
             stats[r].add(st)
             for c, part_kept in zip(job.collectors, kept):
                 c.merge(part_kept)
+            nxt = next(queue, None)
+            if nxt is not None:
+                submit(nxt)
             if progress is not None:
                 progress.advance(done, st.evaluated)
         pool.close()
