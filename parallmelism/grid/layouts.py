@@ -105,13 +105,6 @@ class _Columns:
         self.own, self.read = {}, {}
         self.n *= times
 
-    def copy(self) -> "_Columns":
-        """A table that grows apart from this one: its arrays are shared (never written in place:
-        every change makes new ones), its dicts are its own."""
-        out = _Columns.__new__(_Columns)
-        out.base, out.rows, out.own, out.read, out.n = self.base, self.rows, dict(self.own), dict(self.read), self.n
-        return out
-
     def keep(self, mask: np.ndarray) -> None:
         """The rows where mask holds."""
         self.rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
@@ -130,12 +123,6 @@ class _Crosser:
 
     def cross(self, name: str, values) -> None:
         self.cross_all({name: values})
-
-    def copy(self) -> "_Crosser":
-        """A crosser that goes on apart from this one (`_Columns.copy`)."""
-        out = _Crosser.__new__(_Crosser)
-        out.cols, out.remaining, out.dropped = self.cols.copy(), self.remaining, dict(self.dropped)
-        return out
 
     def cross_all(self, axes: dict) -> None:
         """Cross several axes at once: the same rows as crossing them one after the other."""
@@ -318,7 +305,7 @@ def _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later
 
 
 def _enumerate_one(model, hw, workload, grid, n, memo=None) -> LayoutGrid:
-    L, g, B = model.layers, model.g, workload.global_batch
+    L, B = model.layers, workload.global_batch
     E = model.moe.num_experts if model.moe else 0
     div_n = divisors(n)
     tp_c = _candidates(grid.tp, div_n)
@@ -337,7 +324,7 @@ def _enumerate_one(model, hw, workload, grid, n, memo=None) -> LayoutGrid:
     later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
 
     if memo is None:
-        x, considered = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+        replicas = _replica_table(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
     else:
         # what the layouts before the micro-batch axis depend on: the model, accelerator and
         # workload (the same objects), n, the combinations still to cross, every grid field but
@@ -347,66 +334,137 @@ def _enumerate_one(model, hw, workload, grid, n, memo=None) -> LayoutGrid:
         same_run = all(a is b for a, b in zip(memo.get("of", ()), (model, hw, workload)))
         if memo.get("key") != key or not same_run:
             memo.update(key=key, of=(model, hw, workload))
-            memo["replicas"] = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
-        x, considered = memo["replicas"][0].copy(), memo["replicas"][1]
+            memo["replicas"] = _replica_table(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+        replicas = memo["replicas"]
+    rep, dropped, remaining, considered = replicas
+    dropped = dict(dropped)  # the memo's counts stay those of the replica rules
+    cols = _cross_later_axes(dropped, remaining, rep, model, workload, mb_c, vpp_c, sh_c, rc_c, sp_c)
+    return LayoutGrid(cols, dropped, considered)
 
-    x.cross("micro_batch", mb_c)
-    c = x.cols
-    x.rule("batch_not_divisible_by_dp_micro_batch", B % (c["dp"] * c["micro_batch"]) != 0)
-    c = x.cols
-    c["num_micro_batches"] = B // (c["dp"] * c["micro_batch"])
 
-    x.cross("vpp", vpp_c)
-    c = x.cols
-    x.rule("vpp_needs_pp", (c["vpp"] > 1) & (c["pp"] == 1))
-    c = x.cols
-    x.rule("vpp_needs_1f1b", (c["vpp"] > 1) & (workload.schedule != "1f1b"))
-    c = x.cols
-    _, per_stage, _ = stage_layer_split(L, c["pp"])
-    x.rule("layers_not_divisible_by_pp_vpp", (c["vpp"] > 1) & (per_stage % c["vpp"] != 0))
-    c = x.cols
-    x.rule("micro_batches_not_divisible_by_pp", (c["vpp"] > 1) & (c["num_micro_batches"] % c["pp"] != 0))
+def _replica_table(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later) -> tuple:
+    """`_replica_layouts` as (columns, one row per replica layout; drop counts; combinations each
+    row stands for; combinations considered)."""
+    x, considered = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+    return dict(x.cols.items()), x.dropped, x.remaining, considered
 
-    # columns that are functions of the axes crossed so far: built on the smaller table
-    c = x.cols
-    c["kv_replication"] = kv_replication(c["tp"], g)
-    c["layers_first_stage"], c["layers_per_stage"], c["layers_last_stage"] = stage_layer_split(L, c["pp"])
 
-    x.cross_all({"dp_sharding": sh_c, "recompute": rc_c, "sequence_parallel": sp_c})
-    c = x.cols
-    x.rule("sequence_parallel_needs_tp", c["sequence_parallel"] & (c["tp"] == 1))
+LAYOUT_COLUMNS = (
+    "ngpus",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "dp",
+    "vpp",
+    "micro_batch",
+    "num_micro_batches",
+    "dp_sharding",
+    "recompute",
+    "sequence_parallel",
+    "kv_replication",
+    "layers_first_stage",
+    "layers_per_stage",
+    "layers_last_stage",
+)
+
+
+def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[index] for indices built in range (np.take without the bounds check: faster)."""
+    return np.take(values, index, mode="clip")
+
+
+def _count(dropped: dict, reason: str, bad: np.ndarray, alive: np.ndarray, weight) -> np.ndarray:
+    """Count the alive combinations that break a rule under `reason` (each standing for `weight`
+    combinations: the axes not crossed yet, or the alive rows it spans) and return alive less them."""
+    hit = bad & alive
+    dropped[reason] += int((hit * weight).sum()) if isinstance(weight, np.ndarray) else int(hit.sum()) * weight
+    return alive & ~bad
+
+
+def _cross_later_axes(dropped, remaining, rep, model, workload, mb_c, vpp_c, sh_c, rc_c, sp_c) -> dict:
+    """The layouts of the replica rows `rep` crossed with the micro-batch sizes, vpp and the
+    (sharding, recompute, SP) choices, in the order crossing them one after the other gives
+    (replica slowest, then micro-batch, vpp, sharding, recompute, SP), each rule applied in turn
+    and its drops counted under its reason (added into `dropped`; `remaining`: the combinations
+    each replica row stands for).
+
+    The rules read a replica's columns and one axis or the (sharding, recompute, SP) choice, so
+    each is a mask on a small array: (replica, micro-batch), (replica, micro-batch, vpp) and
+    (replica, choice); the rows are the combinations all masks keep, and each column repeats (or,
+    for the choices, gathers) the values of the table of its own axes."""
+    L, g, B = model.layers, model.g, workload.global_batch
+    tp, pp, cp, dp = rep["tp"], rep["pp"], rep["cp"], rep["dp"]
+    R, M, V = len(tp), len(mb_c), len(vpp_c)
+    # the (sharding, recompute, SP) choices, sharding slowest
+    n_rc, n_sp = len(rc_c), len(sp_c)
+    sh = np.repeat(sh_c, n_rc * n_sp)
+    rc = np.tile(np.repeat(rc_c, n_sp), len(sh_c))
+    sp = np.tile(sp_c, len(sh_c) * n_rc)
+    C = len(sh)
+
+    # (replica, micro-batch)
+    remaining //= M
+    dp_mb = dp[:, None] * mb_c[None, :]
+    alive = np.ones((R, M), dtype=bool)
+    alive = _count(dropped, "batch_not_divisible_by_dp_micro_batch", B % dp_mb != 0, alive, remaining)
+    nmb = B // dp_mb
+
+    # (replica, micro-batch, vpp)
+    remaining //= V
+    v = vpp_c[None, None, :]
+    interleaved = v > 1
+    pp3 = pp[:, None, None]
+    alive = np.broadcast_to(alive[:, :, None], (R, M, V))
+    alive = _count(dropped, "vpp_needs_pp", interleaved & (pp3 == 1), alive, remaining)
+    alive = _count(dropped, "vpp_needs_1f1b", interleaved & (workload.schedule != "1f1b"), alive, remaining)
+    _, per_stage, _ = stage_layer_split(L, pp)
+    alive = _count(
+        dropped, "layers_not_divisible_by_pp_vpp", interleaved & (per_stage[:, None, None] % v != 0), alive, remaining
+    )
+    alive = _count(
+        dropped, "micro_batches_not_divisible_by_pp", interleaved & (nmb[:, :, None] % pp3 != 0), alive, remaining
+    )
+
+    # (replica, choice): each stands for its replica's alive (micro-batch, vpp) rows
+    weight = alive.reshape(R, M * V).sum(axis=1)[:, None]
+    ok = np.ones((R, C), dtype=bool)
+    ok = _count(dropped, "sequence_parallel_needs_tp", sp[None, :] & (tp == 1)[:, None], ok, weight)
     if workload.expert_tp is not None:
-        c = x.cols
-        x.rule("folding_needs_sequence_parallel", (c["tp"] > 1) & ~c["sequence_parallel"])
-    c = x.cols
-    x.rule("sharding_needs_dp", (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] * c["cp"] == 1))
+        ok = _count(dropped, "folding_needs_sequence_parallel", (tp > 1)[:, None] & ~sp[None, :], ok, weight)
+    sharded = (sh != DPSharding.NO_OP)[None, :]
+    ok = _count(dropped, "sharding_needs_dp", sharded & (dp * cp == 1)[:, None], ok, weight)
     if workload.param_offload:  # ZeRO-Infinity fetches parameter shards: ZeRO-3 only
-        c = x.cols
-        x.rule("param_offload_needs_fully_shard", c["dp_sharding"] != DPSharding.FULLY_SHARD)
-    if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated
-        c = x.cols
-        x.rule(
-            "dp_not_multiple_of_dp_shard_size",
-            (c["dp_sharding"] != DPSharding.NO_OP) & (c["dp"] % workload.dp_shard_size != 0),
+        ok = _count(
+            dropped,
+            "param_offload_needs_fully_shard",
+            np.broadcast_to(sh != DPSharding.FULLY_SHARD, (R, C)),
+            ok,
+            weight,
         )
+    if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated
+        bad = sharded & (dp % workload.dp_shard_size != 0)[:, None]
+        ok = _count(dropped, "dp_not_multiple_of_dp_shard_size", bad, ok, weight)
 
-    c = x.cols
-    order = [
-        "ngpus",
-        "tp",
-        "pp",
-        "cp",
-        "ep",
-        "dp",
-        "vpp",
-        "micro_batch",
-        "num_micro_batches",
-        "dp_sharding",
-        "recompute",
-        "sequence_parallel",
-        "kv_replication",
-        "layers_first_stage",
-        "layers_per_stage",
-        "layers_last_stage",
-    ]
-    return LayoutGrid({k: c[k] for k in order}, x.dropped, considered)
+    # the rows: each alive (replica, micro-batch, vpp) with its replica's choices, in that order;
+    # a column of the replica, (replica, micro-batch) or (..., vpp) level repeats its values
+    # (np.repeat: runs, faster than a gather), the choice columns are gathered
+    per_triple = alive * ok.sum(axis=1)[:, None, None]  # rows of each (replica, micro-batch, vpp)
+    per_rm = per_triple.reshape(R * M, V).sum(axis=1)
+    per_r = per_rm.reshape(R, M).sum(axis=1)
+    triples = np.flatnonzero(alive)
+    at = np.flatnonzero(ok[triples // (M * V)])  # (alive triple, choice) pairs, flat
+    choice = at - (at // C) * C
+    first, middle, last = stage_layer_split(L, pp)
+    per_replica = dict(rep, kv_replication=kv_replication(tp, g))
+    per_replica.update(layers_first_stage=first, layers_per_stage=middle, layers_last_stage=last)
+    out = {k: np.repeat(v, per_r) for k, v in per_replica.items()}
+    out.update(
+        micro_batch=np.repeat(np.tile(mb_c, R), per_rm),
+        num_micro_batches=np.repeat(nmb.ravel(), per_rm),
+        vpp=np.repeat(np.tile(vpp_c, R * M), per_triple.ravel()),
+        dp_sharding=_take(sh, choice),
+        recompute=_take(rc, choice),
+        sequence_parallel=_take(sp, choice),
+    )
+    return {k: out[k] for k in LAYOUT_COLUMNS}
