@@ -31,7 +31,7 @@ GROWTH = 8
 # Candidates at most this many are timed in one call, not in batches: a batch pays for itself only
 # where the rows its limits rule out cost more than a call's fixed cost (~6-10 ms: ~15-25k rows of
 # the step-time model's per-row cost).
-BATCH_MIN_ROWS = 16384
+BATCH_MIN_ROWS = 24576
 # A call with no limit from the collectors yet computes the bound (to time its rows in batches) only
 # when it has more rows than this: a first batch rules out too few rows of a smaller call (a
 # worker's task of a few partitions, a small question) to repay its call.
