@@ -168,7 +168,8 @@ def _evaluate_bounded(
         runs = np.full(n, r, dtype=np.int32)
 
         def time_rows(rows: np.ndarray) -> dict:
-            sub, sub_mem = ({k: gather(v, rows) for k, v in part.items()} for part in (layout, mem))
+            every = len(rows) == n  # rows is then every row, in order: no copy
+            sub, sub_mem = (part if every else {k: gather(v, rows) for k, v in part.items()} for part in (layout, mem))
             out = _in_pieces(
                 lambda c: evaluate_training_columns(
                     {k: c[k] for k in layout}, run, memory={k: c[k] for k in mem}
@@ -176,11 +177,11 @@ def _evaluate_bounded(
                 {**sub, **sub_mem},
                 len(rows),
             )
-            check_finite(out, run)
+            check_finite({k: v for k, v in out.items() if k not in mem}, run)  # memory's: checked above
             if derive:  # the columns the collectors hold already (`derive_columns`)
                 derive_columns(out, run)
             stats.timed += len(rows)
-            out["_run"], out["_row"] = runs[: len(rows)], numbers[rows]
+            out["_run"], out["_row"] = runs[: len(rows)], numbers if every else numbers[rows]
             return out
 
         cols_mem = {**layout, **mem, "_run": runs, "_row": numbers}
