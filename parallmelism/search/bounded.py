@@ -154,6 +154,12 @@ def time_in_reach(
         return np.zeros(0, dtype=np.int64), {}
     if len(timed) == 1:
         return timed[0]
-    rows = np.concatenate([r for r, _ in timed])
-    order = np.argsort(rows, kind="stable")
-    return rows[order], {k: np.concatenate([o[k] for _, o in timed])[order] for k in timed[0][1]}
+    rows = np.sort(np.concatenate([r for r, _ in timed]))
+    at = [np.searchsorted(rows, r) for r, _ in timed]  # each batch's places among the rows (both ascending)
+    out = {}
+    for k, first in timed[0][1].items():
+        column = np.empty((len(rows),) + np.shape(first)[1:], dtype=np.asarray(first).dtype)
+        for places, (_, o) in zip(at, timed):
+            column[places] = o[k]
+        out[k] = column
+    return rows, out
