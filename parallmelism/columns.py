@@ -17,11 +17,12 @@ from .specs import Bound, DPSharding, InferenceWorkload, MemStage, Recompute, Ru
 
 
 def evaluate_training_columns(
-    cols: dict[str, np.ndarray], run: RunConfig, memory: dict[str, np.ndarray] | None = None
+    cols: dict[str, np.ndarray], run: RunConfig, memory: dict[str, np.ndarray] | None = None, ops_table=None
 ) -> dict[str, np.ndarray]:
     """All cost columns for layout rows (codes, not strings). `memory`: the rows'
     `training_memory` columns when the caller already has them (row-wise, so a subset of an
-    earlier call's rows is the same numbers)."""
+    earlier call's rows is the same numbers); ops_table: the op sums of their shapes, when the
+    caller has them (cost/steptime.py ShapeOpSums)."""
     # the accelerator's overheads and attention kernel, the workload's compile and unfused ops: the stack's
     model, hw, wl = run.model, run.accelerator(), run.training_workload()
     assert isinstance(wl, TrainWorkload), "training columns need a training workload"
@@ -34,7 +35,7 @@ def evaluate_training_columns(
     out["params_active"] = np.full(n, total_params(model, active=True), dtype=np.int64)
     out.update(training_memory(layout, model, hw, wl) if memory is None else memory)
     out["pp_bubble_rate"] = bubble_rate(cols["pp"], cols["vpp"], cols["num_micro_batches"], wl.schedule)
-    out.update(training_time(layout, model, hw, wl, kernel_model(hw)))
+    out.update(training_time(layout, model, hw, wl, kernel_model(hw), ops_table))
     return out
 
 

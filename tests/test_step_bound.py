@@ -165,3 +165,29 @@ def test_best_table_is_the_same_with_and_without_the_bound():
     bounded, _ = search_best(runs, 5, lambda rs, cs: stream_runs(rs, cs, workers=1))
     assert plain.columns == bounded.columns
     assert repr(plain.rows) == repr(bounded.rows)
+
+
+def test_shape_op_sums_table_gives_the_sums_of_a_subset_of_its_keys():
+    """The op sums the bound evaluates (steptime.ShapeOpSums) are those the step time would evaluate
+    on any subset of the keys, byte for byte; a key outside the table is evaluated."""
+    from parallmelism.cost import steptime
+    from parallmelism.cost.keys import unique_rows
+    from parallmelism.cost.layout import TrainingLayout
+    from parallmelism.cost.roofline import Rates
+
+    run = load_run_configs(GRIDS["mixtral-fp8"])[0][1]
+    cols = stream_runs([run], [RowsCollector()], workers=1, derive=False).kept[0]
+    hw, wl, model = run.accelerator(), run.training_workload(), run.model
+    rates = Rates(hw, wl.precision, kernel_model(hw), wl.fp8_scaling)
+    edge = steptime.bf16_edge_layers(wl)
+    first, _ = unique_rows(*(cols[k] for k in steptime.shape_key(model)))
+    keys = TrainingLayout.of(cols).take(first)
+    table = steptime.ShapeOpSums.of(keys, model, steptime._ops_sums(keys, model, hw, wl, rates, edge), edge)
+    some = keys.take(np.arange(len(first))[1::3])
+    got, want = table.sums_of(some, model, hw, wl, rates, edge), steptime._ops_sums(some, model, hw, wl, rates, edge)
+    assert table.keys_of(some) is not None and got.keys() == want.keys()
+    for name in want:
+        for k, v in want[name].items():
+            assert np.array_equal(np.broadcast_to(v, np.shape(got[name][k])), got[name][k]), (name, k)
+    outside = TrainingLayout.of({**{k: cols[k][:1] for k in cols}, "micro_batch": cols["micro_batch"][:1] + 1000})
+    assert table.keys_of(outside) is None

@@ -127,6 +127,8 @@ class Rates:
         self.scaling = scaling
         self._hw = hw
         self._kernels = kernels
+        # op sums the step time may gather instead of evaluating (cost/steptime.py ShapeOpSums)
+        self.ops_table: object = None
 
     @property
     def hw(self):

@@ -37,6 +37,7 @@ from .pipeline import bubble_rate, fill_drain_stage_s
 from .roofline import Rates
 from .steptime import (
     RECAST,
+    ShapeOpSums,
     RECOMPUTE_MODES,
     _ops_sums,
     _stage_layout,
@@ -56,31 +57,49 @@ ROUNDING_SLACK = 1e-9
 SHAPE_KEYS_PER_CALL = 512
 
 
-def _compute_per_key(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, np.ndarray]:
+def _keyed(v, k: int):
+    """An `_ops_sums` value with its key axis (the last) k long: scalars as they are."""
+    return v if np.ndim(v) == 0 else np.broadcast_to(v, np.shape(v)[:-1] + (k,))
+
+
+def _compute_per_key(cols: TrainingLayout, model, hw, wl, rates, edge: int, tables=None) -> dict[str, np.ndarray]:
     """Per op set, one micro-batch's compute seconds fwd + bwd + recompute fwd of each shape key:
     (recompute mode, key) for the layer sets, (key,) for the head and embedding (`_ops_sums`, on
-    at most SHAPE_KEYS_PER_CALL keys at a time); the smaller of a set and its RECAST variant."""
+    at most SHAPE_KEYS_PER_CALL keys at a time); the smaller of a set and its RECAST variant.
+    tables: a list to append the op sums to, as a steptime.ShapeOpSums, or None."""
     K = len(cols)
-    parts: list[dict[str, np.ndarray]] = []
+    parts: list[dict] = []
     for lo in range(0, K, SHAPE_KEYS_PER_CALL):
         rows = cols if K <= SHAPE_KEYS_PER_CALL else cols.take(slice(lo, lo + SHAPE_KEYS_PER_CALL))
         k = min(K, lo + SHAPE_KEYS_PER_CALL) - lo
-        out: dict[str, np.ndarray] = {}
-        for name, acc in _ops_sums(rows, model, hw, wl, rates, edge).items():
-            c = np.asarray(acc["fwd"] + acc["bwd"] + acc["rc"], dtype=np.float64)
-            c = np.broadcast_to(c, c.shape[:-1] + (k,))  # (modes, k) or (k,)
-            base = name.removesuffix(RECAST)
-            out[base] = c if base not in out else np.minimum(out[base], c)
-        parts.append(out)
+        sums = _ops_sums(rows, model, hw, wl, rates, edge)
+        parts.append({name: {f: _keyed(v, k) for f, v in acc.items()} for name, acc in sums.items()})
     if len(parts) == 1:
-        return parts[0]
-    return {name: np.concatenate([p[name] for p in parts], axis=-1) for name in parts[0]}
+        sums = parts[0]
+    else:
+        sums = {
+            name: {
+                f: v if np.ndim(v) == 0 else np.concatenate([p[name][f] for p in parts], axis=-1)
+                for f, v in acc.items()
+            }
+            for name, acc in parts[0].items()
+        }
+    if tables is not None:
+        tables.append(ShapeOpSums.of(cols, model, sums, edge))
+    out: dict[str, np.ndarray] = {}
+    for name, acc in sums.items():
+        c = _keyed(np.asarray(acc["fwd"] + acc["bwd"] + acc["rc"], dtype=np.float64), K)
+        base = name.removesuffix(RECAST)
+        out[base] = c if base not in out else np.minimum(out[base], c)
+    return out
 
 
-def _stage_compute(cols: TrainingLayout, model, hw, wl, rates, edge: int, host_s: float) -> dict[str, np.ndarray]:
+def _stage_compute(
+    cols: TrainingLayout, model, hw, wl, rates, edge: int, host_s: float, tables=None
+) -> dict[str, np.ndarray]:
     """Per row (one per distinct BOUND_KEY), one micro-batch's C_s = compute_s + n_s·host on the
     slowest stage and at the fill/drain pace (module docstring), seconds."""
-    by_key, K, at = per_key(_compute_per_key, shape_key(model), cols, model, hw, wl, rates, edge)
+    by_key, K, at = per_key(_compute_per_key, shape_key(model), cols, model, hw, wl, rates, edge, tables)
     at_mode = np.asarray(cols.recompute, dtype=np.int64) * K + at
     n_modes = len(RECOMPUTE_MODES)
 
@@ -108,15 +127,18 @@ def bound_key(model) -> tuple:
     return shape_key(model) + ("recompute", "pp")
 
 
-def step_time_lower_bound_s(cols, model, hw, wl, kernels) -> np.ndarray:
+def step_time_lower_bound_s(cols, model, hw, wl, kernels, tables: list | None = None) -> np.ndarray:
     """A lower bound, in seconds, on each row's `time_step_s` (module docstring: LB <= step).
     cols: training layout columns or a TrainingLayout; hw: the run's accelerator with its stack's
-    overheads (RunConfig.accelerator()); kernels: its kernel model (config.kernel_tables)."""
+    overheads (RunConfig.accelerator()); kernels: its kernel model (config.kernel_tables).
+    tables: a list to append the op sums of the rows' shapes to (steptime.ShapeOpSums: the step
+    time of these rows can gather them), or None."""
     layout = TrainingLayout.of(cols)
     rates = Rates(hw, wl.precision, kernels, wl.fp8_scaling)
     oh = _overheads(hw)
     host_s = layer_host_us(oh, bool(getattr(wl, "compile", False))) * 1e-6
-    per, _, at = per_key(_stage_compute, bound_key(model), layout, model, hw, wl, rates, bf16_edge_layers(wl), host_s)
+    edge = bf16_edge_layers(wl)
+    per, _, at = per_key(_stage_compute, bound_key(model), layout, model, hw, wl, rates, edge, host_s, tables)
     m = np.asarray(layout.num_micro_batches, dtype=np.float64)
     bubble_per_mb = bubble_rate(layout.pp, layout.vpp, m, wl.schedule) * m  # rate·m
     stragglers = 1.0 + oh.straggler_per_doubling * straggler_doublings(hw, layout.ngpus)

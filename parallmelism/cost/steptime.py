@@ -25,6 +25,7 @@ exposed communication, bubble.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -190,10 +191,13 @@ def _combine(parts, keys=None):
 STAGE_OP_SUMS = ("fwd", "bwd", "rc", "cbound", "mbound", "flops", "bytes")
 
 
-def training_time(cols: TrainingLayout | Mapping[str, np.ndarray], model, hw, wl, kernels) -> dict[str, np.ndarray]:
+def training_time(
+    cols: TrainingLayout | Mapping[str, np.ndarray], model, hw, wl, kernels, ops_table: "ShapeOpSums | None" = None
+) -> dict[str, np.ndarray]:
     """Step-time columns for every layout row (module docstring); `kernels`: the accelerator's
-    cost.kernels.KernelModel (config.kernel_tables.kernel_model(hw))."""
-    return _training_time(TrainingLayout.of(cols), model, hw, wl, kernels)[0]
+    cost.kernels.KernelModel (config.kernel_tables.kernel_model(hw)); ops_table: op sums already
+    evaluated for these rows' shapes (`ShapeOpSums`), or None."""
+    return _training_time(TrainingLayout.of(cols), model, hw, wl, kernels, ops_table)[0]
 
 
 STAGES = ("first", "middle", "last")
@@ -327,9 +331,59 @@ def _ops_sums(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str
     }
 
 
+@dataclass(frozen=True)
+class ShapeOpSums:
+    """`_ops_sums` of some distinct shape keys, for later calls on rows among them: the bound
+    (cost/step_bound.py) evaluates every shape key of a call, and search/bounded.py then times the
+    call's rows in batches; a batch whose keys are all in the table gathers their sums instead of
+    evaluating them again (the same numbers: a key's sums depend on its own columns alone).
+    Values: as `_ops_sums` gives them, arrays with the key on their last axis, scalars as they are."""
+
+    columns: tuple  # the shape key's columns
+    dims: tuple  # per column, one more than its largest value among the keys
+    codes: np.ndarray  # np.ravel_multi_index of the keys, ascending
+    at: np.ndarray  # each code's key (index on the values' last axis)
+    sums: dict
+    edge: int
+
+    @classmethod
+    def of(cls, cols: TrainingLayout, model, sums: dict, edge: int) -> "ShapeOpSums":
+        """The table of `sums` = `_ops_sums(cols, ...)` on distinct shape-key rows `cols`."""
+        columns = shape_key(model)
+        values = [np.asarray(cols.column(c), dtype=np.int64) for c in columns]
+        dims = tuple(int(v.max(initial=0)) + 1 for v in values)
+        codes = np.ravel_multi_index(values, dims) if len(values[0]) else np.zeros(0, dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        return cls(columns, dims, codes[order], order, sums, edge)
+
+    def keys_of(self, cols: TrainingLayout) -> np.ndarray | None:
+        """Each row's key in the table, or None when a row's key is not in it."""
+        values = [np.asarray(cols.column(c), dtype=np.int64) for c in self.columns]
+        if any(((v < 0) | (v >= d)).any() for v, d in zip(values, self.dims)) or not len(self.codes):
+            return None
+        codes = np.ravel_multi_index(values, self.dims)
+        pos = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
+        if not (self.codes[pos] == codes).all():
+            return None
+        return self.at[pos]
+
+    def sums_of(self, cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
+        """`_ops_sums(cols, ...)`: gathered from the table when every key of `cols` is in it."""
+        keys = self.keys_of(cols) if edge == self.edge else None
+        if keys is None:
+            return _ops_sums(cols, model, hw, wl, rates, edge)
+        return {
+            name: {k: v if np.ndim(v) == 0 else np.take(v, keys, axis=-1) for k, v in acc.items()}
+            for name, acc in self.sums.items()
+        }
+
+
 def _ops_sums_at_rows(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
-    """`_ops_sums` of every row: per shape key, gathered at the row's key (and recompute mode)."""
-    by_key, K, at = per_key(_ops_sums, shape_key(model), cols, model, hw, wl, rates, edge)
+    """`_ops_sums` of every row: per shape key, gathered at the row's key (and recompute mode);
+    from `rates.ops_table` (`ShapeOpSums`) where it holds the keys."""
+    table = getattr(rates, "ops_table", None)
+    sums = _ops_sums if table is None else table.sums_of
+    by_key, K, at = per_key(sums, shape_key(model), cols, model, hw, wl, rates, edge)
     at_mode = np.asarray(cols.recompute, dtype=np.int64) * K + at
     n_modes = len(RECOMPUTE_MODES)
 
@@ -788,13 +842,14 @@ PICKED_TERMS = {
 PICKED_MB_KEYS = ("overhead_mb", "offload_mb", "flops", "bytes", "cbound", "mbound")
 
 
-def _training_time(cols: TrainingLayout, model, hw, wl, kernels):
+def _training_time(cols: TrainingLayout, model, hw, wl, kernels, ops_table: ShapeOpSums | None = None):
     pp, m, vpp = (np.asarray(x, dtype=np.float64) for x in (cols.pp, cols.num_micro_batches, cols.vpp))
     ngpus = np.asarray(cols.ngpus, dtype=np.float64)
     s = wl.seq_len
     n = len(pp)
     shape = pp.shape
     rates = Rates(hw, wl.precision, kernels, wl.fp8_scaling)
+    rates.ops_table = ops_table
     (stages, shared, per_mb_and_dp), K, inv = per_key(_stage_terms, STAGE_KEY, cols, model, hw, wl, rates)
     pp_out = gather(shared["on_out_pp"], inv)
     pp_link, pp_exp, pp_fill_drain = pp_times_s(gather(shared["pp_hop_s"], inv), pp, vpp, m, wl.hides("pp"))

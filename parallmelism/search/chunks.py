@@ -162,8 +162,10 @@ def _evaluate_bounded(
         check_finite(mem, run)
         hw = run.accelerator()
 
+        tables: list = []  # the op sums the bound evaluates, which the step time of its rows gathers
+
         def lower_bound() -> np.ndarray:
-            return step_time_lower_bound_s(rows_of, run.model, hw, run.training_workload(), kernel_model(hw))
+            return step_time_lower_bound_s(rows_of, run.model, hw, run.training_workload(), kernel_model(hw), tables)
 
         runs = np.full(n, r, dtype=np.int32)
 
@@ -172,7 +174,10 @@ def _evaluate_bounded(
             sub, sub_mem = (part if every else {k: gather(v, rows) for k, v in part.items()} for part in (layout, mem))
             out = _in_pieces(
                 lambda c: evaluate_training_columns(
-                    {k: c[k] for k in layout}, run, memory={k: c[k] for k in mem}
+                    {k: c[k] for k in layout},
+                    run,
+                    memory={k: c[k] for k in mem},
+                    ops_table=tables[0] if tables else None,
                 ),  # the columns in the order of an unbounded call
                 {**sub, **sub_mem},
                 len(rows),
