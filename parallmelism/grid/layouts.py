@@ -305,48 +305,28 @@ def _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later
 
 
 def _enumerate_one(model, hw, workload, grid, n, memo=None) -> LayoutGrid:
-    L, B = model.layers, workload.global_batch
-    E = model.moe.num_experts if model.moe else 0
-    div_n = divisors(n)
-    tp_c = _candidates(grid.tp, div_n)
-    pp_c = _candidates(grid.pp, div_n)
-    cp_c = _candidates(grid.cp, div_n)
-    ep_c = expert_candidates(grid.ep, E, n)
+    B = workload.global_batch
     mb_default = divisors(B)
     if grid.max_micro_batch:
         mb_default = mb_default[mb_default <= grid.max_micro_batch]
     mb_c = _candidates(grid.micro_batch, mb_default)
-    vpp_c = _candidates(grid.vpp, divisors(L))
-    sh_c = np.array([SHARDING_CODE[x] for x in (grid.dp_sharding or DP_SHARDING)], dtype=np.int8)
-    rc_c = np.array([RECOMPUTE_CODE[x] for x in (grid.recompute or RECOMPUTE)], dtype=np.int8)
-    sp_c = np.array(grid.sequence_parallel if grid.sequence_parallel is not None else [False, True])
-
-    later = len(ep_c) * len(mb_c) * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
-
     if memo is None:
-        replicas = _replica_table(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+        table = _ReplicaTable(model, hw, workload, grid, n, len(mb_c))
     else:
         # what the layouts before the micro-batch axis depend on: the model, accelerator and
-        # workload (the same objects), n, the combinations still to cross, every grid field but
-        # the micro-batch sizes (their reprs: model_dump_json would build GridSpec's deferred
-        # serializer, ~8 ms of every command that evaluates a training grid)
-        key = (n, later, repr([kv for kv in grid if kv[0] not in ("micro_batch", "ngpus")]))
+        # workload (the same objects), n, the number of micro-batch sizes (the combinations still
+        # to cross), every grid field but the micro-batch sizes (their reprs: model_dump_json
+        # would build GridSpec's deferred serializer, ~8 ms of every command that evaluates a
+        # training grid)
+        key = (n, len(mb_c), repr([kv for kv in grid if kv[0] not in ("micro_batch", "ngpus")]))
         same_run = all(a is b for a, b in zip(memo.get("of", ()), (model, hw, workload)))
         if memo.get("key") != key or not same_run:
             memo.update(key=key, of=(model, hw, workload))
-            memo["replicas"] = _replica_table(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
-        replicas = memo["replicas"]
-    rep, dropped, remaining, considered = replicas
-    dropped = dict(dropped)  # the memo's counts stay those of the replica rules
-    cols = _cross_later_axes(dropped, remaining, rep, model, workload, mb_c, vpp_c, sh_c, rc_c, sp_c)
-    return LayoutGrid(cols, dropped, considered)
-
-
-def _replica_table(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later) -> tuple:
-    """`_replica_layouts` as (columns, one row per replica layout; drop counts; combinations each
-    row stands for; combinations considered)."""
-    x, considered = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
-    return dict(x.cols.items()), x.dropped, x.remaining, considered
+            memo["replicas"] = _ReplicaTable(model, hw, workload, grid, n, len(mb_c))
+        table = memo["replicas"]
+    dropped = dict(table.dropped)  # the table's counts stay those of the rules before micro_batch
+    cols = table.cross_micro_batches(mb_c, B, dropped)
+    return LayoutGrid(cols, dropped, table.considered)
 
 
 LAYOUT_COLUMNS = (
@@ -369,102 +349,125 @@ LAYOUT_COLUMNS = (
 )
 
 
+class _ReplicaTable:
+    """The tp x pp x cp x ep layouts of n GPUs (`_replica_layouts`, one row each: a replica) and
+    every rule after the micro-batch axis that does not read the micro-batch size, as masks: on
+    (replica, vpp) and on (replica, choice), a choice being one (sharding, recompute, SP), sharding
+    slowest. The same for every micro-batch size of a grid, so a run's partitions (one micro-batch
+    size each, search/partitions.py) build it once per GPU count (`cross_micro_batches`)."""
+
+    def __init__(self, model, hw, workload, grid, n: int, n_mb: int):
+        L, E = model.layers, (model.moe.num_experts if model.moe else 0)
+        div_n = divisors(n)
+        tp_c, pp_c, cp_c = (_candidates(getattr(grid, a), div_n) for a in ("tp", "pp", "cp"))
+        ep_c = expert_candidates(grid.ep, E, n)
+        vpp_c = _candidates(grid.vpp, divisors(L))
+        sh_c = np.array([SHARDING_CODE[x] for x in (grid.dp_sharding or DP_SHARDING)], dtype=np.int8)
+        rc_c = np.array([RECOMPUTE_CODE[x] for x in (grid.recompute or RECOMPUTE)], dtype=np.int8)
+        sp_c = np.array(grid.sequence_parallel if grid.sequence_parallel is not None else [False, True])
+        later = len(ep_c) * n_mb * len(vpp_c) * len(sh_c) * len(rc_c) * len(sp_c)
+        x, self.considered = _replica_layouts(model, hw, workload, grid, n, tp_c, pp_c, cp_c, ep_c, later)
+        self.dropped, self.remaining = x.dropped, x.remaining  # remaining: combinations per replica row
+        rep = dict(x.cols.items())
+        tp, pp, cp, dp = rep["tp"], rep["pp"], rep["cp"], rep["dp"]
+        self.pp, self.dp, self.vpp = pp, dp, vpp_c
+        self.R, self.V = len(tp), len(vpp_c)
+        first, middle, last = stage_layer_split(L, pp)
+        self.columns = dict(rep, kv_replication=kv_replication(tp, model.g))  # a replica's own columns
+        self.columns.update(layers_first_stage=first, layers_per_stage=middle, layers_last_stage=last)
+
+        # (replica, vpp): the vpp rules but the one on the micro-batch count, each row's first
+        # broken rule (as crossing them in turn counts it)
+        interleaved = vpp_c[None, :] > 1
+        pp2 = pp[:, None]
+        alive = np.ones((self.R, self.V), dtype=bool)
+        self.vpp_hits = {}
+        for reason, bad in (
+            ("vpp_needs_pp", interleaved & (pp2 == 1)),
+            ("vpp_needs_1f1b", interleaved & (workload.schedule != "1f1b")),
+            ("layers_not_divisible_by_pp_vpp", interleaved & (middle[:, None] % vpp_c[None, :] != 0)),
+        ):
+            self.vpp_hits[reason] = (bad & alive).sum(axis=1)  # per replica
+            alive = alive & ~bad
+        self.vpp_ok = alive
+
+        # (replica, choice)
+        n_rc, n_sp = len(rc_c), len(sp_c)
+        self.sh = np.repeat(sh_c, n_rc * n_sp)
+        self.rc = np.tile(np.repeat(rc_c, n_sp), len(sh_c))
+        self.sp = np.tile(sp_c, len(sh_c) * n_rc)
+        self.C = C = len(self.sh)
+        sharded = (self.sh != DPSharding.NO_OP)[None, :]
+        rules = [("sequence_parallel_needs_tp", self.sp[None, :] & (tp == 1)[:, None])]
+        if workload.expert_tp is not None:
+            rules.append(("folding_needs_sequence_parallel", (tp > 1)[:, None] & ~self.sp[None, :]))
+        rules.append(("sharding_needs_dp", sharded & (dp * cp == 1)[:, None]))
+        if workload.param_offload:  # ZeRO-Infinity fetches parameter shards: ZeRO-3 only
+            rules.append(("param_offload_needs_fully_shard", (self.sh != DPSharding.FULLY_SHARD)[None, :]))
+        if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated
+            rules.append(("dp_not_multiple_of_dp_shard_size", sharded & (dp % workload.dp_shard_size != 0)[:, None]))
+        ok = np.ones((self.R, C), dtype=bool)
+        self.choice_hits = {}
+        for reason, bad in rules:
+            self.choice_hits[reason] = (bad & ok).sum(axis=1)  # per replica
+            ok = ok & ~bad
+        self.ok = ok
+        self.choices = ok.sum(axis=1)  # per replica
+
+    def cross_micro_batches(self, mb_c: np.ndarray, B: int, dropped: dict) -> dict:
+        """The layouts of the replicas crossed with the micro-batch sizes, vpp and the choices, in
+        the order crossing them one after the other gives (replica slowest, then micro-batch, vpp,
+        sharding, recompute, SP), each rule's drops added into `dropped` with the multiplicity
+        crossing them in turn counts (the combinations of the axes not crossed yet, or the rows a
+        mask entry stands for). Each column repeats the values of its own axes' table (the choices:
+        one gather)."""
+        R, M, V, C = self.R, len(mb_c), self.V, self.C
+        pp, remaining = self.pp, self.remaining // M
+
+        # (replica, micro-batch)
+        dp_mb = self.dp[:, None] * mb_c[None, :]
+        bad = B % dp_mb != 0
+        dropped["batch_not_divisible_by_dp_micro_batch"] += int(bad.sum()) * remaining
+        alive_rm = ~bad
+        nmb = B // dp_mb
+
+        # (replica, micro-batch, vpp)
+        remaining //= V
+        per_r = alive_rm.sum(axis=1)  # alive micro-batch sizes per replica
+        for reason, hits in self.vpp_hits.items():
+            dropped[reason] += int((per_r * hits).sum()) * remaining
+        alive = alive_rm[:, :, None] & self.vpp_ok[:, None, :]
+        bad3 = (self.vpp[None, None, :] > 1) & (nmb[:, :, None] % pp[:, None, None] != 0)
+        hit = bad3 & alive
+        dropped["micro_batches_not_divisible_by_pp"] += int(hit.sum()) * remaining
+        alive = alive & ~hit
+
+        # (replica, choice): each stands for its replica's alive (micro-batch, vpp) entries
+        weight = alive.reshape(R, M * V).sum(axis=1)
+        for reason, hits in self.choice_hits.items():
+            dropped[reason] += int((weight * hits).sum())
+
+        # the rows: each alive (replica, micro-batch, vpp) with its replica's choices, in that order;
+        # a column of the replica, (replica, micro-batch) or (..., vpp) level repeats its values
+        # (np.repeat: runs, faster than a gather), the choice columns are gathered
+        per_triple = alive * self.choices[:, None, None]  # rows of each (replica, micro-batch, vpp)
+        per_rm = per_triple.reshape(R * M, V).sum(axis=1)
+        rows_r = per_rm.reshape(R, M).sum(axis=1)
+        triples = np.flatnonzero(alive)
+        at = np.flatnonzero(self.ok[triples // (M * V)])  # (alive triple, choice) pairs, flat
+        choice = at - (at // C) * C
+        out = {k: np.repeat(v, rows_r) for k, v in self.columns.items()}
+        out.update(
+            micro_batch=np.repeat(np.tile(mb_c, R), per_rm),
+            num_micro_batches=np.repeat(nmb.ravel(), per_rm),
+            vpp=np.repeat(np.tile(self.vpp, R * M), per_triple.ravel()),
+            dp_sharding=_take(self.sh, choice),
+            recompute=_take(self.rc, choice),
+            sequence_parallel=_take(self.sp, choice),
+        )
+        return {k: out[k] for k in LAYOUT_COLUMNS}
+
+
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[index] for indices built in range (np.take without the bounds check: faster)."""
     return np.take(values, index, mode="clip")
-
-
-def _count(dropped: dict, reason: str, bad: np.ndarray, alive: np.ndarray, weight) -> np.ndarray:
-    """Count the alive combinations that break a rule under `reason` (each standing for `weight`
-    combinations: the axes not crossed yet, or the alive rows it spans) and return alive less them."""
-    hit = bad & alive
-    dropped[reason] += int((hit * weight).sum()) if isinstance(weight, np.ndarray) else int(hit.sum()) * weight
-    return alive & ~bad
-
-
-def _cross_later_axes(dropped, remaining, rep, model, workload, mb_c, vpp_c, sh_c, rc_c, sp_c) -> dict:
-    """The layouts of the replica rows `rep` crossed with the micro-batch sizes, vpp and the
-    (sharding, recompute, SP) choices, in the order crossing them one after the other gives
-    (replica slowest, then micro-batch, vpp, sharding, recompute, SP), each rule applied in turn
-    and its drops counted under its reason (added into `dropped`; `remaining`: the combinations
-    each replica row stands for).
-
-    The rules read a replica's columns and one axis or the (sharding, recompute, SP) choice, so
-    each is a mask on a small array: (replica, micro-batch), (replica, micro-batch, vpp) and
-    (replica, choice); the rows are the combinations all masks keep, and each column repeats (or,
-    for the choices, gathers) the values of the table of its own axes."""
-    L, g, B = model.layers, model.g, workload.global_batch
-    tp, pp, cp, dp = rep["tp"], rep["pp"], rep["cp"], rep["dp"]
-    R, M, V = len(tp), len(mb_c), len(vpp_c)
-    # the (sharding, recompute, SP) choices, sharding slowest
-    n_rc, n_sp = len(rc_c), len(sp_c)
-    sh = np.repeat(sh_c, n_rc * n_sp)
-    rc = np.tile(np.repeat(rc_c, n_sp), len(sh_c))
-    sp = np.tile(sp_c, len(sh_c) * n_rc)
-    C = len(sh)
-
-    # (replica, micro-batch)
-    remaining //= M
-    dp_mb = dp[:, None] * mb_c[None, :]
-    alive = np.ones((R, M), dtype=bool)
-    alive = _count(dropped, "batch_not_divisible_by_dp_micro_batch", B % dp_mb != 0, alive, remaining)
-    nmb = B // dp_mb
-
-    # (replica, micro-batch, vpp)
-    remaining //= V
-    v = vpp_c[None, None, :]
-    interleaved = v > 1
-    pp3 = pp[:, None, None]
-    alive = np.broadcast_to(alive[:, :, None], (R, M, V))
-    alive = _count(dropped, "vpp_needs_pp", interleaved & (pp3 == 1), alive, remaining)
-    alive = _count(dropped, "vpp_needs_1f1b", interleaved & (workload.schedule != "1f1b"), alive, remaining)
-    _, per_stage, _ = stage_layer_split(L, pp)
-    alive = _count(
-        dropped, "layers_not_divisible_by_pp_vpp", interleaved & (per_stage[:, None, None] % v != 0), alive, remaining
-    )
-    alive = _count(
-        dropped, "micro_batches_not_divisible_by_pp", interleaved & (nmb[:, :, None] % pp3 != 0), alive, remaining
-    )
-
-    # (replica, choice): each stands for its replica's alive (micro-batch, vpp) rows
-    weight = alive.reshape(R, M * V).sum(axis=1)[:, None]
-    ok = np.ones((R, C), dtype=bool)
-    ok = _count(dropped, "sequence_parallel_needs_tp", sp[None, :] & (tp == 1)[:, None], ok, weight)
-    if workload.expert_tp is not None:
-        ok = _count(dropped, "folding_needs_sequence_parallel", (tp > 1)[:, None] & ~sp[None, :], ok, weight)
-    sharded = (sh != DPSharding.NO_OP)[None, :]
-    ok = _count(dropped, "sharding_needs_dp", sharded & (dp * cp == 1)[:, None], ok, weight)
-    if workload.param_offload:  # ZeRO-Infinity fetches parameter shards: ZeRO-3 only
-        ok = _count(
-            dropped,
-            "param_offload_needs_fully_shard",
-            np.broadcast_to(sh != DPSharding.FULLY_SHARD, (R, C)),
-            ok,
-            weight,
-        )
-    if workload.dp_shard_size is not None:  # hybrid sharding: whole shard groups, replicated
-        bad = sharded & (dp % workload.dp_shard_size != 0)[:, None]
-        ok = _count(dropped, "dp_not_multiple_of_dp_shard_size", bad, ok, weight)
-
-    # the rows: each alive (replica, micro-batch, vpp) with its replica's choices, in that order;
-    # a column of the replica, (replica, micro-batch) or (..., vpp) level repeats its values
-    # (np.repeat: runs, faster than a gather), the choice columns are gathered
-    per_triple = alive * ok.sum(axis=1)[:, None, None]  # rows of each (replica, micro-batch, vpp)
-    per_rm = per_triple.reshape(R * M, V).sum(axis=1)
-    per_r = per_rm.reshape(R, M).sum(axis=1)
-    triples = np.flatnonzero(alive)
-    at = np.flatnonzero(ok[triples // (M * V)])  # (alive triple, choice) pairs, flat
-    choice = at - (at // C) * C
-    first, middle, last = stage_layer_split(L, pp)
-    per_replica = dict(rep, kv_replication=kv_replication(tp, g))
-    per_replica.update(layers_first_stage=first, layers_per_stage=middle, layers_last_stage=last)
-    out = {k: np.repeat(v, per_r) for k, v in per_replica.items()}
-    out.update(
-        micro_batch=np.repeat(np.tile(mb_c, R), per_rm),
-        num_micro_batches=np.repeat(nmb.ravel(), per_rm),
-        vpp=np.repeat(np.tile(vpp_c, R * M), per_triple.ravel()),
-        dp_sharding=_take(sh, choice),
-        recompute=_take(rc, choice),
-        sequence_parallel=_take(sp, choice),
-    )
-    return {k: out[k] for k in LAYOUT_COLUMNS}
