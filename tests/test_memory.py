@@ -67,3 +67,38 @@ def test_moe_imbalance_raises_expert_activations():
     )
     assert (b["mem_activations_gib"] > a["mem_activations_gib"]).all()
     assert (b["mem_states_gib"] == a["mem_states_gib"]).all()
+
+
+def test_memory_columns_at_rows_are_the_columns_at_those_rows():
+    # search/chunks.py reads the per-key table columns only at the rows a search times
+    # (MemoryColumns.at) and checks finiteness on the tables (to_check): the same numbers and
+    # order as training_memory's columns gathered at those rows.
+    import numpy as np
+
+    from parallmelism.config import load_run_configs
+    from parallmelism.cost.memory import memory_columns, training_memory
+    from parallmelism.grid.layouts import enumerate_training_layouts
+
+    rc = load_run_configs(["model=mixtral-8x7b", "grid.ngpus=[64]", "workload.optimizer_offload=true"])[0][1]
+    cols = enumerate_training_layouts(rc.model, rc.hardware, rc.workload, rc.grid).columns
+    full = training_memory(cols, rc.model, rc.hardware, rc.workload)
+    lazy = memory_columns(cols, rc.model, rc.hardware, rc.workload)
+    rows = np.random.default_rng(1).choice(len(cols["tp"]), 500, replace=False)
+    at = lazy.at(rows)
+    assert list(at) == list(full) == list(lazy) and "mem_weights_gib" in lazy and "tp" not in lazy
+    for k, v in full.items():
+        assert at[k].dtype == v.dtype and np.array_equal(at[k], v[rows]), k
+        assert np.array_equal(lazy[k], v), k
+    assert set(lazy.to_check()) == {k for k in full if k not in lazy.tables}  # every table is finite
+
+
+def test_memory_columns_check_every_column_when_a_table_is_not_finite():
+    import numpy as np
+
+    from parallmelism.cost.memory import MemoryColumns
+
+    rows = {"fits": np.array([True, False])}
+    unused = MemoryColumns({"mem_weights_gib": (np.array([1.0, np.inf, 2.0]), np.array([0, 2]))}, rows)
+    assert unused.to_check() is unused and np.isfinite(unused["mem_weights_gib"]).all()  # the inf is read by no row
+    finite = MemoryColumns({"mem_weights_gib": (np.array([1.0, 3.0, 2.0]), np.array([0, 2]))}, rows)
+    assert finite.to_check() is rows

@@ -231,6 +231,14 @@ def training_memory(
     Per stage: total = (states + gather + activations) / GiB, the first two per distinct
     STATE_KEY, the last per distinct ACTIVATION_KEY; every other column is the chosen stage's
     entry of one of the two tables."""
+    return dict(memory_columns(cols, model, hw, wl))
+
+
+def memory_columns(
+    cols: TrainingLayout | Mapping[str, np.ndarray], model: ModelSpec, hw: AcceleratorSpec, wl: TrainWorkload
+) -> "MemoryColumns":
+    """`training_memory`'s columns, those gathered from the per-key tables built when read (or
+    only at the rows asked for: `MemoryColumns.at`)."""
     cols = TrainingLayout.of(cols)
     states, K_s, inv_s = per_key(_states_of_stages, STATE_KEY, cols, model, wl)
     acts, K_a, inv_a = per_key(_activations_of_stages, ACTIVATION_KEY, cols, model, wl)
@@ -241,8 +249,9 @@ def training_memory(
     # ties keep the first stage (np.argmax over the stacked totals, without the strided stack)
     pick = argmax3(total[0], middle, total[2])
     at_s, at_a = pick * K_s + inv_s, pick * K_a + inv_a  # the chosen stage's entry in `stacked`
-    out = {k: gather(stacked(states, K_s, k, MEM_STAGES), at_s) for k in STATE_COLUMNS}
-    out.update({k: gather(stacked(acts, K_a, k, MEM_STAGES), at_a) for k in ACTIVATION_COLUMNS})
+    tables = {k: (stacked(states, K_s, k, MEM_STAGES), at_s) for k in STATE_COLUMNS}
+    tables.update({k: (stacked(acts, K_a, k, MEM_STAGES), at_a) for k in ACTIVATION_COLUMNS})
+    out: dict[str, np.ndarray] = {}
     # np.where chains pick the same values as np.choose(pick, ...) about 5x faster
     on1, on2 = pick == MemStage.SECOND, pick == MemStage.LAST
     out["mem_total_gib"] = np.where(on2, total[2], np.where(on1, total[1], total[0]))
@@ -259,4 +268,48 @@ def training_memory(
         host = host + out["mem_host_optimizer_gib"]
     if (wl.activation_offload_layers or wl.optimizer_offload) and hw.host_memory_gib is not None:
         out["fits"] = out["fits"] & (host <= hw.host_memory_gib)
-    return out
+    return MemoryColumns(tables, out)
+
+
+class MemoryColumns(Mapping):
+    """Memory columns of layout rows in `training_memory`'s order: the chosen stage's entries of
+    the per-key tables (`tables`: {name: (table, entry of each row)}), each gathered when first
+    read, then the columns computed on every row (`rows`: total, stage, headroom, fits, host).
+    A search that keeps few of its rows reads the table columns only at those rows (`at`): a
+    row's value is its entry either way."""
+
+    def __init__(self, tables: dict, rows: dict):
+        self.tables, self.rows = tables, rows
+        self.read: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self.rows:
+            return self.rows[name]
+        if name not in self.read:
+            table, at = self.tables[name]  # KeyError: not a memory column
+            self.read[name] = gather(table, at)
+        return self.read[name]
+
+    def __iter__(self):
+        return iter([*self.tables, *self.rows])
+
+    def __contains__(self, name) -> bool:  # without building the column (Mapping's reads it)
+        return name in self.rows or name in self.tables
+
+    def __len__(self) -> int:
+        return len(self.tables) + len(self.rows)
+
+    def at(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The columns at `rows` (indices), in order."""
+        out = {k: gather(table, gather(at, rows)) for k, (table, at) in self.tables.items()}
+        out.update({k: gather(v, rows) for k, v in self.rows.items()})
+        return out
+
+    def to_check(self) -> Mapping[str, np.ndarray]:
+        """The columns whose finiteness stands for all of them (search/chunks.py check_finite):
+        where every entry of every table is finite, the columns computed on every row (a gathered
+        column holds table entries only); else all of them, so the check names the same column
+        and counts as on the whole table."""
+        if all(t.dtype.kind != "f" or np.isfinite(t).all() for t, _ in self.tables.values()):
+            return self.rows
+        return self

@@ -116,14 +116,14 @@ def _evaluate_unchecked(run, chunk: dict, stats: RunStats, prune_unfit: bool, de
     if prune_unfit:
         # Memory first (cheap); every other term only for the layouts that fit. The full
         # evaluation of a fitting row is the same call as without pruning: same numbers.
-        from ..cost.memory import training_memory
+        from ..cost.memory import memory_columns
 
-        mem = training_memory(chunk, run.model, run.hardware, run.workload)
-        keep = np.flatnonzero(mem["fits"])
+        lazy = memory_columns(chunk, run.model, run.hardware, run.workload)
+        keep = np.flatnonzero(lazy["fits"])
         if len(keep) == 0:
             return {}, keep
         chunk = {k: v[keep] for k, v in chunk.items()}
-        mem = {k: v[keep] for k, v in mem.items()}  # row-wise: no need to evaluate it again
+        mem = lazy.at(keep)  # row-wise: no need to evaluate it again
     cols = check_finite(evaluate_training_columns(chunk, run, memory=mem), run)
     stats.timed += len(cols["tp"])
     return (derive_columns(cols, run) if derive else cols), keep
@@ -148,7 +148,7 @@ def _evaluate_bounded(
     steps kept elsewhere (`time_in_reach`)."""
     from ..columns import evaluate_training_columns
     from ..config.kernel_tables import kernel_model
-    from ..cost.memory import training_memory
+    from ..cost.memory import memory_columns
     from ..cost.keys import gather
     from ..cost.layout import TrainingLayout
     from ..cost.step_bound import step_time_lower_bound_s
@@ -158,8 +158,9 @@ def _evaluate_bounded(
     stats.evaluated += n
     with np.errstate(over="ignore", invalid="ignore"):
         rows_of = TrainingLayout.of(layout)  # the memory model and the bound share its key codes
-        mem = training_memory(rows_of, run.model, run.hardware, run.workload)
-        check_finite(mem, run)
+        # the memory columns gathered from its per-key tables are built only at the rows timed
+        mem = memory_columns(rows_of, run.model, run.hardware, run.workload)
+        check_finite(dict(mem.to_check()), run)
         hw = run.accelerator()
 
         tables: list = []  # the op sums the bound evaluates, which the step time of its rows gathers
@@ -171,7 +172,8 @@ def _evaluate_bounded(
 
         def time_rows(rows: np.ndarray) -> dict:
             every = len(rows) == n  # rows is then every row, in order: no copy
-            sub, sub_mem = (part if every else {k: gather(v, rows) for k, v in part.items()} for part in (layout, mem))
+            sub = layout if every else {k: gather(v, rows) for k, v in layout.items()}
+            sub_mem = mem if every else mem.at(rows)
             out = _in_pieces(
                 lambda c: evaluate_training_columns(
                     {k: c[k] for k in layout},
@@ -189,11 +191,30 @@ def _evaluate_bounded(
             out["_run"], out["_row"] = runs[: len(rows)], numbers if every else numbers[rows]
             return out
 
-        cols_mem = {**layout, **mem, "_run": runs, "_row": numbers}
+        cols_mem = _WithMemory({**layout, "_run": runs, "_row": numbers}, mem)
         keep, cols = time_in_reach(cols_mem, lower_bound, collectors, time_rows, seeds)
     cols.pop("_run", None)  # the driver tags the chunks (its `_tag`), last, as without the bound
     cols.pop("_row", None)
     return cols, keep
+
+
+class _WithMemory(dict):
+    """Layout columns and the `_run`/`_row` tags, with the memory columns (cost/memory.py
+    MemoryColumns) looked up when read: a column gathered from its per-key table is built only
+    if a collector's `where` or groups read it."""
+
+    def __init__(self, cols: dict, memory):
+        super().__init__(cols)
+        self.memory = memory
+
+    def __missing__(self, name):
+        return self.memory[name]
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in self.memory
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
 
 
 def layout_chunks(
