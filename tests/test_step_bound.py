@@ -2,11 +2,12 @@
 (search/bounded.py).
 
 - LB <= time_step_s on every row of random small grids over every shipped model, accelerator and
-  training stack, the pipeline schedules, fp8 recipes, offloads, launch blocking and hybrid
-  sharding (hypothesis, bounded examples);
+  training stack, the pipeline schedules, fp8 recipes, offloads, launch blocking, the CP kinds,
+  exposed DP and hybrid sharding (hypothesis, bounded examples);
 - the bound is not vacuous: within a few times the step on a known layout;
 - a top-k search by step time keeps the same rows, byte for byte, with and without the bound, at
-  one and two workers, and times fewer rows with it; collectors that keep every row turn it off;
+  one and two workers, and times fewer rows with it (a call too small for the bound: only the rows a
+  collector keeps); collectors that keep every row turn it off;
 - `best` prints the same table with and without the bound.
 """
 
@@ -59,6 +60,9 @@ def runs(draw):
         "workload.optimizer_offload": st.booleans(),
         "workload.launch_blocking": st.booleans(),
         "workload.compile": st.booleans(),
+        "workload.cp_comm_type": st.sampled_from(["p2p", "all_gather", "a2a"]),
+        "workload.param_offload": st.booleans(),
+        "workload.overlap_dp_comm": st.booleans(),
     }
     for key, values in extra.items():
         if draw(st.booleans()):
@@ -149,6 +153,22 @@ def test_bounded_search_keeps_the_same_rows(grid, workers):
         assert list(kx) == list(ky)
         for k in kx:
             assert kx[k].dtype == ky[k].dtype and kx[k].tobytes() == ky[k].tobytes(), k
+
+
+def test_a_call_without_the_bound_times_only_the_rows_a_collector_keeps():
+    """A call too small for the bound (search/bounded.py PROBE_MIN_ROWS), with nothing kept yet, times
+    the rows some collector's `where` keeps (here: those that fit or miss memory by at most the margin)
+    and no other, and keeps the same rows as timing every one."""
+    runs = [rc for _, rc in load_run_configs(["model=llama3.1-70b", "hardware=h100-sxm-80gb", "grid.ngpus=[16]"])]
+    every = stream_runs(runs, [RowsCollector()], workers=1, derive=False).kept[0]
+    wanted = int((np.asarray(every["fits"], dtype=bool) | near_miss(every)).sum())
+    plain, bounded = _collectors()[:2], _collectors()[:2]
+    a = stream_runs(runs, plain, workers=1, bound=False)
+    b = stream_runs(runs, bounded, workers=1)
+    assert b.evaluated == a.timed == len(every["tp"]) and 0 < b.timed == wanted < b.evaluated
+    for x, y in zip(plain, bounded):
+        kx, ky = x.result(), y.result()
+        assert list(kx) == list(ky) and all(kx[k].tobytes() == ky[k].tobytes() for k in kx)
 
 
 def test_collectors_that_keep_every_row_time_every_row():

@@ -129,8 +129,9 @@ def time_in_reach(
         if lb is None and (n > PROBE_MIN_ROWS or np.isfinite(limit).any()):
             lb = lower_bound()
         # strictly above: a row that could tie the k-th is timed; a NaN bound is timed (check_finite);
-        # without the bound, the rows no collector's `where` keeps (limit -inf) are left out
-        bound = np.full(1, -np.inf) if lb is None else lb if candidates is None else lb[candidates]
+        # without the bound, the rows no collector's `where` keeps (limit -inf) are left out: the
+        # lowest float stands for the bound, above -inf and below every step
+        bound = np.full(1, -np.finfo(np.float64).max) if lb is None else lb if candidates is None else lb[candidates]
         within = ~(bound > limit)
         candidates = np.flatnonzero(within) if candidates is None else candidates[within]
         if len(candidates) == 0:
