@@ -1,8 +1,9 @@
 """Search at scale: the one evaluation driver, collectors that keep what was asked, and sinks.
 
 Layout: partitions.py (a run's grid cut into sub-grids) -> chunks.py (cost model on a chunk of
-rows) -> driver.py (`stream_runs`, workers) -> collectors.py / sinks.py (what is kept or written)
--> frames.py (DataFrames). pareto.py, explain.py, plan.py and serve_disagg.py build the searches'
+rows; bounded.py: for top-k searches by step time, the step-time model only on the rows whose
+lower bound, cost/step_bound.py, a collector could still keep) -> driver.py (`stream_runs`,
+workers) -> collectors.py / sinks.py (what is kept or written) -> frames.py (DataFrames). pareto.py, explain.py, plan.py and serve_disagg.py build the searches'
 answers on top.
 """
 

@@ -84,8 +84,9 @@ KNOWN_GAPS = {
     # ALST (arXiv 2506.13996, Tables 1 and 4): the same 32k-token baseline (ZeRO-3 + CPU Adam, one sample a GPU)
     # on 8 and on 32 H100s: 17 s and 12 s measured, 9.70 s and 9.39 s modelled. The GPU work per rank is the
     # same on both; what differs is the optimizer shard, 1.0 G and 0.25 G parameters a rank, 8 G and 2 G a node
-    # (8 ranks a node either way): residuals +7.3 s and +2.6 s, where the model's DeepSpeedCPUAdam at the host
-    # memory rate (cost/offload.py) gives 0.42 s and 0.11 s. Read per node, ~1 s per 1 G parameters: the paper's
+    # (8 ranks a node either way): residuals +7.3 s and +2.6 s, where the model's optimizer offload gives 0.42 s
+    # and 0.11 s (cost/offload.py: DeepSpeedCPUAdam at the host memory rate, 0.39 s and 0.10 s in
+    # benchmarks/cpu_adam_rate.py, and the exposed host copies). Read per node, ~1 s per 1 G parameters: the paper's
     # 1-GPU baseline (Table 2, no row: ZeRO-3 on one GPU) runs 8 G parameters on one rank in 26 s in all, which
     # a per-rank rate (~7 s per 1 G) rules out, and DeepSpeed #3901 (Falcon-7B on one 8x A100 node) measured
     # 13.70 vs 6.05 s a step with and without optimizer offload: 7.65 s for 7 G parameters a node. So the
