@@ -57,6 +57,14 @@ def test_each_stack_within_its_bar(table, stack):
     assert abs(e.mean()) <= signed_bar, (stack, e.mean())
 
 
+def test_a_stack_fitted_on_one_row_still_matches_it(table):
+    """deepspeed's per-step term is fitted on one row (the HF blog's Granite 7B ZeRO-3 run; ALST's rows
+    are held out): its bar over the seven rows would let that row drift by several points unseen, so
+    the row keeps the bar it had alone (0.04 % reached)."""
+    rows = table["deepspeed"].set_index("case")["error_pct"]
+    assert abs(rows["hfblog2406-granite7b-4gpu-a100-zero3"]) <= 0.5, rows.to_dict()
+
+
 def test_known_gaps_are_rows_of_the_stack_file():
     rows = pd.read_csv(CASES / "training_stacks.csv", dtype=str)
     assert set(KNOWN_GAPS) <= set(rows["case"])
