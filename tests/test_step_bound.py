@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from parallmelism.config import load_option, load_run_configs
@@ -31,7 +31,7 @@ MODELS = sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
 STACKS = sorted(p.stem for p in (ROOT / "conf" / "stack").glob("*.yaml"))
 SETTINGS = settings(
-    max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
 )
 
 
@@ -91,8 +91,7 @@ def _lower_bound(run, cols):
 @given(runs())
 def test_bound_never_exceeds_the_step(overrides):
     got = _table(overrides)
-    if got is None or not got[1]:
-        return
+    assume(got is not None and bool(got[1]))  # a refused combination is not an example: ~2 in 3 are
     run, cols = got
     lb, step = _lower_bound(run, cols), cols["time_step_s"]
     assert np.isfinite(lb).all() and (lb > 0).all()
