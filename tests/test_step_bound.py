@@ -31,7 +31,11 @@ MODELS = sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
 STACKS = sorted(p.stem for p in (ROOT / "conf" / "stack").glob("*.yaml"))
 SETTINGS = settings(
-    max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
 
