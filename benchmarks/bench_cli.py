@@ -163,6 +163,10 @@ def in_process_rates(checkout: Path) -> dict[str, tuple[float, float]]:
     env = dict(os.environ, PYTHONPATH=str(checkout))
     code = (
         f"import sys; sys.path[:0] = [{str(checkout)!r}, {str(REPO / 'benchmarks')!r}]\n"
+        # the checkout's package first: bench_sweep puts its own repository at the front of sys.path,
+        # which would otherwise measure this benchmark's checkout twice
+        "import parallmelism\n"
+        f"assert parallmelism.__file__.startswith({str(checkout)!r}), parallmelism.__file__\n"
         "import bench_sweep\n"
         "for case in ('gpt3', 'llama405b'):\n"
         "    r = bench_sweep.bench(case, repeats=3, workers=1)\n"
