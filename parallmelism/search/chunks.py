@@ -255,18 +255,14 @@ def evaluate_chunks(run, chunks: list, stats: RunStats, prune_unfit: bool, deriv
     else:
         layout = {c: np.concatenate([cols[c] for cols, _ in chunks]) for c in chunks[0][0]}
     rows = sum(len(numbers) for _, numbers in chunks)
-    if bounded is not None and run.workload.kind == "train":
+    if bounded is not None:  # training runs only (the driver's `_Job.evaluate`)
         numbers = chunks[0][1] if len(chunks) == 1 else np.concatenate([n for _, n in chunks])
         cols, keep = _evaluate_bounded(run, layout, numbers, stats, derive, *bounded)
     elif rows > EVALUATE_ROWS and not prune_unfit:
         # One chunk of more rows than a call should hold (a sink's 262k-row chunk): the model in
         # calls of EVALUATE_ROWS rows, joined back; its temporaries (~2 KB a row for an MoE
         # model: grok-1's sweeps peaked at 550 MiB) stay bounded by EVALUATE_ROWS.
-        pieces = [
-            _evaluate(run, {k: v[lo : lo + EVALUATE_ROWS] for k, v in layout.items()}, stats, False, derive)[0]
-            for lo in range(0, rows, EVALUATE_ROWS)
-        ]
-        cols, keep = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}, None
+        cols, keep = _in_pieces(lambda piece: _evaluate(run, piece, stats, False, derive)[0], layout, rows), None
     else:
         cols, keep = _evaluate(run, layout, stats, prune_unfit, derive)
     starts = np.cumsum([0] + [len(numbers) for _, numbers in chunks])
