@@ -38,10 +38,10 @@ from .roofline import Rates
 from .steptime import (
     RECAST,
     ShapeOpSums,
-    RECOMPUTE_MODES,
     _ops_sums,
     _stage_layout,
     bf16_edge_layers,
+    per_key_at_rows,
     shape_key,
     stage_op_counts,
 )
@@ -100,14 +100,7 @@ def _stage_compute(
     """Per row (one per distinct BOUND_KEY), one micro-batch's C_s = compute_s + n_s·host on the
     slowest stage and at the fill/drain pace (module docstring), seconds."""
     by_key, K, at = per_key(_compute_per_key, shape_key(model), cols, model, hw, wl, rates, edge, tables)
-    at_mode = np.asarray(cols.recompute, dtype=np.int64) * K + at
-    n_modes = len(RECOMPUTE_MODES)
-
-    def at_rows(c):
-        if np.ndim(c) == 2:
-            return gather(np.broadcast_to(c, (n_modes, K)).ravel(), at_mode)
-        return gather(np.broadcast_to(c, (K,)), at)
-
+    at_rows = per_key_at_rows(cols, K, at)
     per_row = {name: at_rows(c) for name, c in by_key.items()}
     layers = _stage_layout(cols, model.layers)
     C = {}

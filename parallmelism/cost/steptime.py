@@ -381,9 +381,17 @@ class ShapeOpSums:
 def _ops_sums_at_rows(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> dict[str, dict]:
     """`_ops_sums` of every row: per shape key, gathered at the row's key (and recompute mode);
     from `rates.ops_table` (`ShapeOpSums`) where it holds the keys."""
-    table = getattr(rates, "ops_table", None)
+    table = rates.ops_table
     sums = _ops_sums if table is None else table.sums_of
     by_key, K, at = per_key(sums, shape_key(model), cols, model, hw, wl, rates, edge)
+    at_rows = per_key_at_rows(cols, K, at)
+    return {name: {k: at_rows(v) for k, v in acc.items()} for name, acc in by_key.items()}
+
+
+def per_key_at_rows(cols: TrainingLayout, K: int, at: np.ndarray):
+    """A function taking a value per shape key (`_ops_sums`' kind: (recompute mode, key), (key,) or
+    a scalar) to the rows of `cols`, whose keys are `at` among K: the row's recompute mode's entry
+    of its key, its key's entry, or the scalar as it is."""
     at_mode = np.asarray(cols.recompute, dtype=np.int64) * K + at
     n_modes = len(RECOMPUTE_MODES)
 
@@ -394,7 +402,7 @@ def _ops_sums_at_rows(cols: TrainingLayout, model, hw, wl, rates, edge: int) -> 
             return gather(np.broadcast_to(v, (n_modes, K)).ravel(), at_mode)
         return gather(to_shape(v, (K,)), at)
 
-    return {name: {k: at_rows(v) for k, v in acc.items()} for name, acc in by_key.items()}
+    return at_rows
 
 
 def bf16_edge_layers(wl) -> int:
