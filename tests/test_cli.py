@@ -261,3 +261,31 @@ def test_a_command_run_alone_is_the_command_of_the_whole_app(command):
     )
     assert "OTHERS []" in one.stderr, one.stderr
     assert one.stdout == every.stdout and f"parallmelism {command}" in one.stdout
+
+
+def test_the_cli_gives_arrow_jemalloc_on_linux_and_keeps_a_users_choice(tmp_path):
+    """main picks Arrow's allocator before pyarrow is imported (issue 29, peak RSS of `sweep`): the
+    Parquet a sweep writes goes through jemalloc on Linux, with no warning; a user's
+    ARROW_DEFAULT_MEMORY_POOL is kept."""
+    import subprocess
+    import sys
+
+    from parallmelism.cli.app import _choose_arrow_memory_pool
+
+    kept = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+    _choose_arrow_memory_pool(kept)
+    assert kept == {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+    if not sys.platform.startswith("linux"):
+        pytest.skip("jemalloc is chosen on Linux only")
+    code = (
+        "import sys\n"
+        "from parallmelism.cli.app import main\n"
+        f"sys.argv = ['parallmelism', 'sweep', 'model=llama3.1-8b', 'grid.ngpus=[8]', '-q', '--out', {str(tmp_path / 's.parquet')!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import pyarrow\n"
+        "print('POOL', pyarrow.default_memory_pool().backend_name, file=sys.stderr)\n"
+    )
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert "POOL jemalloc" in out.stderr and "Unsupported" not in out.stderr, out.stderr
+    assert (tmp_path / "s.parquet").exists()
