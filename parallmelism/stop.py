@@ -7,13 +7,23 @@ would then go on and commit its output with exit 0. So the handler also records 
 and every writer asks `raise_if_stopped` before it renames a temporary into place; Python's
 "Exception ignored" report of that SystemExit, a traceback on stderr, is silenced
 (`quiet_swallowed_stops`).
+
+It also keeps the output paths a command was asked to write, so that the CLI's message for an
+interrupt names those already renamed into place (`written_targets`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 _pending_exit: int | None = None
+
+# Output paths this process was asked to write -> what stood there before (device, inode), or None.
+# A target renamed into place has a new inode, so an interrupt that lands after a commit (while a
+# sweep prints its table, or validate its cases) can say the file was written in full instead of
+# "nothing was written" (`written_targets`). Filled by report/writer.py's check of every target.
+_targets: dict[str, tuple[str, tuple[int, int] | None]] = {}
 
 
 def request_stop(code: int) -> None:
@@ -42,3 +52,28 @@ def quiet_swallowed_stops() -> None:
         previous(unraisable)
 
     sys.unraisablehook = hook
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)  # a link is replaced by the rename, its target never
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def note_target(path) -> None:
+    """Remember an output path and what stands there now (before the run writes it)."""
+    key = os.path.abspath(path)
+    if key not in _targets:
+        _targets[key] = (str(path), _identity(key))
+
+
+def forget_targets() -> None:
+    """A new command (the CLI's entry point) starts with no targets."""
+    _targets.clear()
+
+
+def written_targets() -> list[str]:
+    """The noted targets (as given) that have been replaced or created since they were noted."""
+    return [given for key, (given, before) in _targets.items() if (now := _identity(key)) is not None and now != before]

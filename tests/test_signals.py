@@ -233,3 +233,45 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path, module):
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert r.stderr.strip() == "interrupted; nothing was written", r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# Ctrl-C after a command has renamed its output into place (a sweep prints its table after the
+# commit, validate its cases after writing --out): the file is whole, and the message said
+# "interrupted; nothing was written" beside it (found by sending SIGINT at ~1.3 s to a 1.7 s sweep).
+def _main_interrupted_in(monkeypatch, module, name, argv):
+    from parallmelism.cli import app as app_module
+
+    def ctrl_c(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, name, ctrl_c)
+    monkeypatch.setattr(sys, "argv", ["parallmelism", *argv])
+    with pytest.raises(SystemExit) as exc:
+        app_module.main()
+    return exc.value.code
+
+
+def test_ctrl_c_after_the_sweep_committed_says_the_file_was_written(tmp_path, monkeypatch, capsys):
+    import parallmelism.report.table as table
+
+    monkeypatch.chdir(tmp_path)
+    code = _main_interrupted_in(
+        monkeypatch, table, "frame_table", ["sweep", "model=llama3.1-8b", "grid.ngpus=[8]", "output.path=out.csv"]
+    )
+    err = capsys.readouterr().err
+    assert code == 130 and (tmp_path / "out.csv").exists()
+    assert err.strip() == "interrupted after writing out.csv in full; nothing else was written", err
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_ctrl_c_before_any_commit_still_says_nothing_was_written(tmp_path, monkeypatch, capsys):
+    """An existing file at the target that the run never replaced is not reported as written."""
+    import parallmelism.search as search
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out.csv").write_text("old\n")
+    code = _main_interrupted_in(
+        monkeypatch, search, "TableSink", ["sweep", "model=llama3.1-8b", "grid.ngpus=[8]", "output.path=out.csv"]
+    )
+    assert code == 130 and capsys.readouterr().err.strip() == "interrupted; nothing was written"
+    assert (tmp_path / "out.csv").read_text() == "old\n"

@@ -185,6 +185,17 @@ def _choose_arrow_memory_pool(environ) -> None:
         environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 
 
+def interrupted_message() -> str:
+    """What a Ctrl-C left: nothing, or the outputs already renamed into place (whole files: a
+    sweep commits its table before printing it, validate its cases before listing them)."""
+    from ..stop import written_targets
+
+    written = written_targets()
+    if not written:
+        return INTERRUPTED
+    return f"interrupted after writing {', '.join(written)} in full; nothing else was written"
+
+
 def main():
     """Console entry: a plain show or best (`plain_call`) or the typer app, every error one sentence.
     A UserError escaping a command,
@@ -192,9 +203,11 @@ def main():
     OS error no command anticipated (a name too long, a read-only folder) are one line and exit 2;
     Ctrl-C is exit 130 after the writers have removed their temporaries."""
     from ..errors import UserError
+    from ..stop import forget_targets
     from .common import console, print_error
 
     _raise_on_termination()
+    forget_targets()
     import os
 
     # OpenBLAS starts a thread per core when numpy is imported, ~0.06 CPU-s of every command here;
@@ -222,7 +235,7 @@ def main():
     # commands themselves return None (never a count)
     code = code if isinstance(code, int) and not isinstance(code, bool) else 0
     if code == 130:  # Ctrl-C: the writers have removed their temporaries on the way out
-        console(stderr=True).print(INTERRUPTED, markup=False)
+        console(stderr=True).print(interrupted_message(), markup=False, soft_wrap=True)
     raise SystemExit(code)
 
 

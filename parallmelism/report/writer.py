@@ -19,7 +19,7 @@ from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__
 from ..errors import UserError
-from ..stop import raise_if_stopped
+from ..stop import note_target, raise_if_stopped
 
 
 def arrow_table(df):
@@ -180,6 +180,7 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
     limit; an existing target is of that kind, never a device, pipe or socket (a rename onto it
     would replace it); the nearest existing folder is a writable folder."""
     name_max = 255  # NAME_MAX of Linux, macOS and Windows file systems
+    note_target(path)  # so an interrupt after the rename can say it was written (stop.written_targets)
     short = f"{str(path)[:60]!r}" + ("..." if len(str(path)) > 60 else "")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in str(path)):  # a newline, tab or escape in a name
         raise UserError(f"output path {short} holds a control character (newline, tab, ...); give a plain name")
