@@ -1,6 +1,7 @@
 """Collective cost model against nccl-tests conventions and the measured busbw points."""
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,8 +109,11 @@ def _measured():
 
 
 def test_calibration_error_against_nccl_tests(h100):
-    """Errors stated in cost/collectives.py: non-NVLS 360 GB/s exact, IB 64-GPU within 9 %,
-    latency floor within 10 %; NVLS all-reduce is under-predicted (no in-switch reduction)."""
+    """Errors stated in cost/collectives.py: non-NVLS 360 GB/s within 2 % (Simple's 32 us of latency
+    on a 1 GiB all-gather), the 8 MiB all-reduce within 5 % (LL128; +52 % before the protocols), IB
+    64-GPU within 9 %, latency floor within 2 %; NVLS all-reduce is under-predicted (no in-switch
+    reduction): at 8 GiB by 20-26 %, at 64 MiB by 12-17 % (the single-protocol model met 64 MiB within
+    5 % only because it had neither Simple's latency nor NVLS's bandwidth)."""
     errs = {}
     for r in _measured():
         S, n = float(r["message_bytes"]), int(r["ranks"])
@@ -118,9 +122,10 @@ def test_calibration_error_against_nccl_tests(h100):
             errs[r["case"]] = busbw_gbps(r["collective"], S, n, t) / float(r["busbw_gbps"]) - 1
         else:
             errs[r["case"]] = t * 1e6 / float(r["time_us"]) - 1
-    assert abs(errs["dgxh100-ag-large"]) < 0.01
+    assert abs(errs["dgxh100-ag-large"]) < 0.02
     assert abs(errs["dgxh100-ar-small"]) < 0.02
-    assert abs(errs["dgxh100-ar-64MiB"]) < 0.06
+    assert abs(errs["dgxh100-ar-8MiB"]) < 0.05
+    assert -0.17 < errs["dgxh100-ar-64MiB"] < -0.12  # NVLS
     assert abs(errs["h100-64gpu-ib-ar-1GiB"]) < 0.05
     assert abs(errs["h100-64gpu-ib-ar-8GiB"]) < 0.09
     assert -0.26 < errs["dgxh100-ar-8GiB"] < -0.2  # NVLS, conservative by design
@@ -188,3 +193,99 @@ def test_pat_all_gather_latency_is_logarithmic_with_one_rank_per_node(h100):
     # two ranks per node (stride 4): PAT does not apply, the ring pays 47 steps
     t4 = group_collective_time_s(h100, "reduce_scatter", S, 48, 4)
     assert float(t4) == pytest.approx(launch + 47 * 5e-6 + 47 / 48 * S / min(360.0, 2 * 47.0) / 1e9, rel=1e-9)
+
+
+# nccl-tests times across message sizes on one 8-GPU NVSwitch node (aiconfigurator's tables; the file's
+# header says how they were measured). Mean |time error| of the 256 KiB-32 MiB all-reduce, all-gather and
+# reduce-scatter points, the bound asserted and, in the comment, the single-protocol model's error.
+NCCL_SIZES_BOUNDS = {  # accelerator: (8 ranks, 2-8 ranks)
+    "h100-sxm-80gb": (0.11, 0.17),  # was 28 %, 34 %
+    "h200-sxm-141gb": (0.13, 0.17),  # was 30 %, 33 %
+    "b200-180gb": (0.18, 0.24),  # was 22 %, 31 %
+    "a100-sxm-80gb": (0.28, 0.38),  # was 46 %, 52 %: 0.8 x 300 GB/s over-states A100's large busbw (222 measured)
+}
+
+
+def _nccl_sizes():
+    path = Path(__file__).parent / "data" / "collectives_nccl_sizes.csv"
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def _single_protocol(hw):
+    return hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"protocols": None})})
+
+
+@pytest.mark.parametrize("name", sorted(NCCL_SIZES_BOUNDS))
+def test_mid_size_collectives_against_measured_nccl_tests(name):
+    """NCCL's protocol choice (LL, LL128, Simple; cost/collectives.py `protocol_ring_time_s`) against
+    nccl-tests at 256 KiB-32 MiB: within the stated mean error, and closer than the one-protocol model
+    (LL's latency with Simple's bandwidth), which was too fast across this range (by 14-58 % on average)."""
+    hw = load_option("hardware", name)
+    rows = [r for r in _nccl_sizes() if r["accelerator"] == name]
+    assert len(rows) == 72  # 3 collectives x 2, 4, 8 ranks x 8 sizes
+
+    def errors(model, ranks):
+        picked = [r for r in rows if int(r["ranks"]) in ranks]
+        t = [
+            float(group_collective_time_s(model, r["collective"], float(r["message_bytes"]), int(r["ranks"]), 1))
+            for r in picked
+        ]
+        return np.array(t) * 1e6 / np.array([float(r["time_us"]) for r in picked]) - 1
+
+    bound8, bound_all = NCCL_SIZES_BOUNDS[name]
+    for ranks, bound in (((8,), bound8), ((2, 4, 8), bound_all)):
+        new, old = errors(hw, ranks), errors(_single_protocol(hw), ranks)
+        assert np.mean(np.abs(new)) < bound, (ranks, np.mean(np.abs(new)))
+        assert np.mean(np.abs(new)) < np.mean(np.abs(old)) - 0.04, (ranks, np.mean(np.abs(old)))
+        assert np.mean(old) < -0.1  # the old model was too fast on the whole
+
+
+@pytest.mark.parametrize(
+    "case, protocol",
+    [
+        ("aic-h100-allreduce-8r-1024KiB", "LL"),
+        ("aic-h100-allreduce-8r-8192KiB", "LL128"),
+        ("aic-h100-allreduce-8r-32768KiB", "LL128"),
+        ("aic-h100-allgather-8r-8192KiB", "LL128"),
+        ("aic-h100-reducescatter-8r-8192KiB", "LL128"),
+    ],
+)
+def test_h100_protocol_choice_by_hand(h100, case, protocol):
+    """8-rank H100 points by hand from the hardware file: launch_p + steps·step_p + factor·S/(fraction_p·360
+    GB/s), the fastest protocol (LL 4.83 + 0.583/step at half bandwidth, LL128 14.0 + 1.9/step at 0.92,
+    Simple 8.4 + 3.4/step at 1; NCCL's tuning.cc), within 15 % of the measured time (1 MiB all-reduce:
+    25.4 us measured, 23.2 modelled, 18.1 before; 8 MiB: 78.9, 84.9, 53.8; 32 MiB: 199.8, 217.9, 176.1)."""
+    r = next(r for r in _nccl_sizes() if r["case"] == case)
+    S, kind = float(r["message_bytes"]), r["collective"]
+    steps, factor = (14, 1.75) if kind == "all_reduce" else (7, 0.875)
+    by_hand = {
+        p: launch + steps * step + factor * S / (frac * 360e3)
+        for p, (launch, step, frac) in {
+            "LL": (4.83, 0.583, 0.5),
+            "LL128": (14.0, 1.9, 0.92),
+            "Simple": (8.4, 3.4, 1.0),
+        }.items()
+    }
+    assert min(by_hand, key=by_hand.get) == protocol
+    t_us = float(group_collective_time_s(h100, kind, S, 8, 1)) * 1e6
+    assert t_us == pytest.approx(by_hand[protocol], rel=1e-9)
+    assert t_us == pytest.approx(float(r["time_us"]), rel=0.15)
+
+
+def test_protocols_leave_all_to_all_and_other_fabrics_alone(h100):
+    """All-to-all (point-to-point, not a ring NCCL times by protocol) and a fabric without `protocols`
+    (AMD's xGMI: RCCL's constants are not NCCL's) keep the base protocol at full bandwidth."""
+    from parallmelism.cost.collectives import collective_time_s
+
+    S = 8 * 2**20
+    bw, lat = group_link(h100, 8, 1, kind="all_to_all")
+    assert float(group_collective_time_s(h100, "all_to_all", S, 8, 1)) == pytest.approx(
+        float(collective_time_s("all_to_all", S, 8, bw, lat, launch_us=h100.scale_up.collective_launch_us)), rel=1e-12
+    )
+    mi300x = load_option("hardware", "mi300x-192gb")
+    assert mi300x.scale_up.protocols is None
+    bw, lat = group_link(mi300x, 8, 1)
+    assert float(group_collective_time_s(mi300x, "all_reduce", S, 8, 1)) == pytest.approx(
+        float(collective_time_s("all_reduce", S, 8, bw, lat, launch_us=mi300x.scale_up.collective_launch_us)), rel=1e-12
+    )

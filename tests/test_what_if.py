@@ -48,9 +48,26 @@ def test_twice_the_scale_up_bandwidth_halves_a_large_all_reduce(name):
     hw = load_option("hardware", name)
     fast = _scaled(hw, scale_up=hw.scale_up.model_copy(update={"bandwidth_gbps": 2 * hw.scale_up.bandwidth_gbps}))
     group = min(8, hw.scale_up.domain_size)  # within the scale-up domain (an H100 NVL bridge joins 2)
-    t1 = float(group_collective_time_s(hw, "all_reduce", 2.0**30, group, 1))
-    t2 = float(group_collective_time_s(fast, "all_reduce", 2.0**30, group, 1))
+    # 4 GiB: NCCL's Simple protocol pays 56 us at 8 ranks, 2 % of a 1 GiB all-reduce at B200's 720 GB/s
+    t1 = float(group_collective_time_s(hw, "all_reduce", 2.0**32, group, 1))
+    t2 = float(group_collective_time_s(fast, "all_reduce", 2.0**32, group, 1))
     assert 0.5 <= t2 / t1 <= 0.51, (name, t1, t2)
+
+
+@pytest.mark.parametrize("name", ACCELERATORS)
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_twice_the_scale_up_bandwidth_halves_the_bandwidth_part_at_mid_size(name, kind):
+    """At 8 MiB, where NCCL's protocols trade latency for bandwidth (cost/collectives.py
+    `protocol_ring_time_s`), twice the link bandwidth halves every protocol's bandwidth term and leaves
+    its latency: the call costs what half the bytes cost on the base link, the fastest protocol
+    re-chosen at that size."""
+    hw = load_option("hardware", name)
+    fast = _scaled(hw, scale_up=hw.scale_up.model_copy(update={"bandwidth_gbps": 2 * hw.scale_up.bandwidth_gbps}))
+    group = min(8, hw.scale_up.domain_size)
+    S = 8.0 * 2**20
+    t_fast = float(group_collective_time_s(fast, kind, S, group, 1))
+    assert t_fast == pytest.approx(float(group_collective_time_s(hw, kind, S / 2, group, 1)), rel=1e-12)
+    assert t_fast < float(group_collective_time_s(hw, kind, S, group, 1))
 
 
 def test_a_peak_override_moves_the_step_through_hydra_and_study_fields():

@@ -37,6 +37,26 @@ min(scale-up, k · scale-out-per-GPU). This reproduces the 64-GPU H100 all-reduc
 (366–387 GB/s measured vs 8 NICs x 50 GB/s x 0.94). An all-to-all cannot aggregate NICs: each
 rank pushes (n-k)/n of its buffer over its own NIC.
 
+Protocols (`protocol_ring_time_s`, inside one scale-up domain; hardware file `scale_up.protocols`):
+NCCL runs a ring in one of three protocols and its tuner (src/graph/tuning.cc) takes the one it
+times fastest, each with its own latencies and share of the link:
+
+  protocol   time of one call                                  where it wins (8-rank H100 all-reduce)
+  LL         collective_launch_us + steps · latency_us          below ~6 MiB: 8-byte stores, 4 bytes
+               + factor · S / (ll_bandwidth_fraction · β)       of them flag, so half the bandwidth
+  LL128      ll128_launch_us + steps · ll128_step_us            ~6-35 MiB: 120 of each 128 bytes data
+               + factor · S / (ll128_bandwidth_fraction · β)
+  Simple     simple_launch_us + steps · simple_step_us          above: the whole bandwidth, a fence and
+               + factor · S / (simple_bandwidth_fraction · β)   flag per chunk (the largest latency)
+
+steps and factor are the ring's (2(n-1) and 2(n-1)/n for an all-reduce, n-1 and (n-1)/n for an
+all-gather or reduce-scatter), β the group's achievable bandwidth (`group_link`). LL is the base
+protocol fitted on small all-reduces (below); LL128's and Simple's latencies and all three fractions are
+NCCL's constants (v2.23.4 to v2.30.7: baseLatencies and hwLatencies[NVLINK] of the ring, busBw · .5 and
+· 0.92), stated in each NVLink hardware file. All-to-all and send/recv (point-to-point), groups spanning
+domains, and fabrics without `protocols` keep one protocol: the base at the whole bandwidth. Twice β
+halves every protocol's bandwidth term: a call of S bytes then costs what S/2 cost before.
+
 Efficiency is applied HERE, in `group_link` (hw.efficiency.scale_up / scale_out multiply the
 nominal per-direction bandwidths); `collective_time_s` takes the achievable bandwidth as given.
 
@@ -51,8 +71,14 @@ Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests b
     NVLink4/NVSwitch from two small all-reduces (ring, 2(n-1) steps; hardware/h100-sxm-80gb.yaml):
     2 ranks ~6 us (NCCL issue 1259) and 8 ranks 13 us (dgxh100-ar-small): launch 4.83 us +
     0.583 us per step reproduces both (the earlier 1.0 us per step and no launch gave 2 us and
-    14 us: TP2 decode all-reduces 3x too cheap). At 8 MiB the model gives 268 GB/s busbw vs 177 measured (+52 %: NCCL's protocol
-    switch between LL and Simple is not modelled); at 64 MiB 345 vs 362 (-4.6 %).
+    14 us: TP2 decode all-reduces 3x too cheap).
+  mid sizes (Protocols above): at 8 MiB (LL128) the model gives 173 GB/s busbw vs 177 measured (-2 %;
+    268 with one protocol, +52 %); at 64 MiB (Simple) 307 vs 362 (-15 %: NCCL runs NVLS there, in-switch
+    reduction, not modelled; one protocol gave 345, -4.6 %, by leaving out Simple's latency). Against
+    aiconfigurator's nccl-tests tables (tests/data/collectives_nccl_sizes.csv: all-reduce, all-gather,
+    reduce-scatter at 2, 4, 8 ranks, 256 KiB-32 MiB) the mean |time error| over the 8-rank points is
+    H100 10 %, H200 12 %, B200 17 %, A100 27 % (one protocol: 28, 30, 22, 46 %, every one too fast on
+    the whole); at 2 ranks the model stays ~25 % fast (large 2-rank busbw is ~260-320 GB/s, not 360).
   `group_collective_time_s(algorithm="auto")` takes the faster of ring and tree for groups that
   span domains, as NCCL's tuner does (ring inside a domain), and of ring and PAT for all-gather /
   reduce-scatter groups with one rank per domain (NCCL 2.23+ restricts PAT to one GPU per node).
@@ -265,13 +291,57 @@ def cross_domain_all_reduce_nic_s(hw, nbytes, size, stride):
     return np.where(n > 1, ar, 0.0)
 
 
+# Ring collectives NCCL runs in its LL / LL128 / Simple protocols (all-to-all and send/recv are
+# point-to-point transfers that its tuner does not time so: they keep the base protocol at full bandwidth)
+PROTOCOL_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
+
+def scale_up_protocols(hw):
+    """(launch_us, step_us, bandwidth_fraction) of each protocol a ring inside the scale-up domain may
+    run in: LL, the base (collective_launch_us, latency_us, protocols.ll_bandwidth_fraction), then
+    LL128 and Simple (hw.scale_up.protocols); the base alone at the whole bandwidth without `protocols`."""
+    up = hw.scale_up
+    p = up.protocols
+    if p is None:
+        return ((up.collective_launch_us, up.latency_us, 1.0),)
+    return (
+        (up.collective_launch_us, up.latency_us, p.ll_bandwidth_fraction),
+        (p.ll128_launch_us, p.ll128_step_us, p.ll128_bandwidth_fraction),
+        (p.simple_launch_us, p.simple_step_us, p.simple_bandwidth_fraction),
+    )
+
+
+def protocol_ring_time_s(hw, kind: str, nbytes, size, bandwidth_gbps):
+    """Seconds of a ring collective inside the scale-up domain as NCCL's tuner times it (module
+    docstring, Protocols): the fastest over `scale_up_protocols` of
+
+        launch_p + steps · step_p + factor · S / (fraction_p · β)
+
+    (the ring rows of the module table; β = `bandwidth_gbps`, the group's achievable bandwidth). Kinds
+    outside PROTOCOL_KINDS, and a hardware file without `protocols`, run the base protocol at full
+    bandwidth: `collective_time_s` with collective_launch_us and latency_us, as before protocols."""
+    protos = scale_up_protocols(hw)
+    if kind not in PROTOCOL_KINDS or len(protos) == 1:
+        up = hw.scale_up
+        return collective_time_s(
+            kind, nbytes, size, bandwidth_gbps, up.latency_us, "ring", launch_us=up.collective_launch_us
+        )
+    bw = np.asarray(bandwidth_gbps, dtype=np.float64)
+    times = [
+        collective_time_s(kind, nbytes, size, bw * f, step, "ring", launch_us=launch) for launch, step, f in protos
+    ]
+    return np.minimum.reduce(np.broadcast_arrays(*times))
+
+
 def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto", hierarchical: bool = False):
     """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
 
     Each call pays hw.scale_up.collective_launch_us once (module docstring).
-    algorithm="auto": ring inside the scale-up domain (NCCL's intra-node tree is a chain, no
-    log2 latency), the faster of ring and tree for groups spanning domains (NCCL's tuner), and
-    with `hierarchical` an all-reduce may also run as `cross_domain_all_reduce_time_s`.
+    algorithm="auto": inside the scale-up domain a ring (NCCL's intra-node tree is a chain, no
+    log2 latency) in the fastest of the fabric's protocols (`protocol_ring_time_s`); for groups
+    spanning domains the faster of ring and tree (NCCL's tuner), and with `hierarchical` an
+    all-reduce may also run as `cross_domain_all_reduce_time_s`. An explicit algorithm is the bare
+    `collective_time_s` (base protocol) on that link.
     """
     bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
     launch = hw.scale_up.collective_launch_us
@@ -286,7 +356,7 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         best = np.where(one_per_domain, np.minimum(best, pat), best)
     if kind == "all_reduce" and hierarchical and hw.scale_out is not None and np.any(spans):
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
-    return np.where(spans, best, ring)
+    return np.where(spans, best, protocol_ring_time_s(hw, kind, nbytes, size, bw))
 
 
 # A serving engine's own all-reduce kernel for tensor parallelism (vLLM's and SGLang's

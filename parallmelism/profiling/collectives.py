@@ -16,7 +16,8 @@ is linear in (α, 1/β); least squares on relative residuals (every size weighs 
 small sizes fix α and the large ones β), with α, 1/β ≥ 0. β is per rank per direction (GB/s =
 1e9 B/s), α the latency per ring step (µs): the keys scale_up.bandwidth_gbps and latency_us.
 One (α, β) serves all four collectives, as in the cost model; what the ring does not describe
-(NCCL's LL/Simple protocol switch at mid sizes, NVLS in-switch all-reduce) shows up in the fit's
+(NCCL's LL/LL128/Simple protocol switch at mid sizes, which the shipped NVLink files state as
+`scale_up.protocols` and a profiled file leaves out; NVLS in-switch all-reduce) shows up in the fit's
 rms error, which is printed and written beside the numbers.
 """
 

@@ -92,6 +92,31 @@ class Kernels(BaseModel):
     )
 
 
+def _fraction(what: str):
+    return Field(gt=0, le=1, description=f"fraction of the group's achievable bandwidth {what} reaches")
+
+
+def _latency(what: str):
+    return Field(ge=0, le=LATENCY_US_MAX, description=what)
+
+
+class RingProtocols(BaseModel):
+    """NCCL's protocols for a ring collective inside the scale-up domain (cost/collectives.py
+    `protocol_ring_time_s` takes the fastest, as NCCL's tuner does): LL is the base protocol
+    (collective_launch_us + latency_us per step) at ll_bandwidth_fraction; LL128 and Simple have their
+    own call and per-step latencies and bandwidth fractions. Every key is stated (no silent default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+
+    ll_bandwidth_fraction: float = _fraction("LL (the base protocol)")
+    ll128_launch_us: float = _latency("LL128: fixed latency of one call, µs")
+    ll128_step_us: float = _latency("LL128: latency per ring step, µs")
+    ll128_bandwidth_fraction: float = _fraction("LL128")
+    simple_launch_us: float = _latency("Simple: fixed latency of one call, µs")
+    simple_step_us: float = _latency("Simple: latency per ring step, µs")
+    simple_bandwidth_fraction: float = _fraction("Simple")
+
+
 class ScaleUp(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
@@ -105,6 +130,12 @@ class ScaleUp(BaseModel):
         description="fixed cost of one collective call (kernel launch + flag synchronisation), µs, paid "
         "once per call on top of the per-step latency (cost/collectives.py); required: every hardware file "
         "states its value and source",
+    )
+    protocols: Optional[RingProtocols] = Field(
+        None,
+        description="NCCL's LL / LL128 / Simple protocols of a ring all-reduce, all-gather, reduce-scatter, "
+        "broadcast or reduce inside the domain, the fastest taken (cost/collectives.py `protocol_ring_time_s`); "
+        "None: one protocol, collective_launch_us + latency_us per step at the whole bandwidth",
     )
     topology: Literal["switch", "mesh"] = Field(
         "switch",
