@@ -455,6 +455,28 @@ AUDIT_CASES = [
         "engine.moe_layer_overhead_us=1e+30",
     ),
     ("study-without-a-folder", ["study", "run", "{d}/no_out.yaml"], "give out: DIR in the study file or --out DIR"),
+    # session-20 audit (a new user's pass over the README and every command): each said something else
+    (  # was "expected key=value" for what is key=value: the value is what Hydra cannot read
+        "override-value-hydra-cannot-read",
+        ["show", M8, "grid.tp=["],
+        "Hydra cannot read the value '['; write a list as grid.tp=[a,b]",
+    ),
+    ("sweep-value-with-an-empty-item", ["sweep", "-m", "model=llama3.1-8b,"], "a sweep as model=a,b"),
+    (  # was "adir holds a table of kind unrecognised but golden.csv one of kind training"
+        "merge-an-empty-folder-beside-a-part",
+        ["merge", "{d}/golden.csv", "{d}/empty_folder", "--out", "{d}/never.csv"],
+        "is a folder with no .parquet file",
+    ),
+    (  # was pyarrow's "Parquet file size is 3 bytes, smaller than the minimum file footer"
+        "merge-a-folder-of-other-files",
+        ["merge", "{d}/text_folder", "--out", "{d}/never.csv"],
+        "is a folder with no .parquet file",
+    ),
+    (  # was "'utf-8' codec can't decode byte ..."
+        "import-hf-binary-config",
+        ["import-hf", "{d}/binary.csv", "--out", "{d}/never.yaml"],
+        "is not UTF-8 text; give a Hugging Face config.json",
+    ),
 ]
 
 
@@ -467,6 +489,9 @@ def audit(extra):
         study = {"command": "best", "out": str(d / "st"), "overrides": [M8, G8], "points": {"csv": points}}
         (d / f"{name}.yaml").write_text(yaml.safe_dump(study))
     (d / "bracket.csv").write_text("grid.tp\n[1\n")
+    (d / "empty_folder").mkdir()
+    (d / "text_folder").mkdir()
+    (d / "text_folder" / "notes.txt").write_text("hi\n")
     (d / "cut_golden.csv").write_bytes(GOLDEN.read_bytes()[:-50])
     h100 = yaml.safe_load((ROOT / "hardware" / "h100-sxm-80gb.yaml").read_text())
     table = (ROOT / "hardware" / "kernels" / "h100-sxm-80gb.csv").read_text()

@@ -265,6 +265,12 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
                 f"Hydra's override grammar cannot read {exc.override!r} unquoted; quote the value: "
                 f"'{key}=\"{value}\"' (for output paths, --out PATH takes any name)"
             )
+        if eq and key.strip():  # key=value in form: the value is what Hydra's grammar cannot read
+            return (
+                f"malformed override {exc.override!r}: Hydra cannot read the value {value!r}; write a list "
+                f"as {key}=[a,b], a sweep as {key}=a,b, and quote a value holding = , [ ] or quotes: "
+                f"'{key}=\"...\"'"
+            )
         return f"malformed override {exc.override!r}; expected key=value"
     if isinstance(exc, MissingConfigException):
         group, _, name = (exc.missing_cfg_file or "").rpartition("/")

@@ -213,7 +213,9 @@ def read_hf_config(path: str | Path) -> dict:
         if not isinstance(data, dict):
             raise UserError(f"{str(path)!r}: expected a JSON object")
         return data
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:  # (was the codec's words: "'utf-8' codec can't decode byte 0xfe in position 1")
+        raise UserError(f"{str(path)!r} is not UTF-8 text; give a Hugging Face config.json") from None
+    except OSError as exc:
         raise UserError(f"cannot read {str(path)!r}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{str(path)!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None

@@ -15,6 +15,13 @@ def read_part(path: Path):
     import pandas as pd
 
     if path.is_dir():
+        if not any(f.suffix.lower() == ".parquet" for f in path.rglob("*") if f.is_file()):
+            # (pandas read an empty folder as a table of no columns, "of kind unrecognised", and a
+            # folder of other files as pyarrow's words about a footer)
+            raise UserError(
+                f"{str(path)!r} is a folder with no .parquet file; give part files (.csv, .parquet) "
+                "or a Parquet dataset folder (--full-output DIR, a study folder)"
+            )
         try:
             return pd.read_parquet(path)
         except Exception as exc:
