@@ -472,6 +472,16 @@ AUDIT_CASES = [
         ["merge", "{d}/text_folder", "--out", "{d}/never.csv"],
         "is a folder with no .parquet file",
     ),
+    (  # was a plan of any fleet size: plan serve reads no gpus=
+        "plan-serve-given-a-train-setting",
+        ["plan", "serve", M8, "qps=5", "gpus=8", "--out", "{d}/never.csv"],
+        "gpus= is a `plan train` setting that plan serve does not read",
+    ),
+    (  # was the usual plan, the limit unread
+        "plan-train-given-a-serve-setting",
+        ["plan", "train", M8, "tokens=1e12", "plan.ttft_ms=5", "--out", "{d}/never.csv"],
+        "plan.ttft_ms= is a `plan serve` setting that plan train does not read",
+    ),
     (  # was "'utf-8' codec can't decode byte ..."
         "import-hf-binary-config",
         ["import-hf", "{d}/binary.csv", "--out", "{d}/never.yaml"],

@@ -38,7 +38,7 @@ def plan_train(
     from .outputs import out_of
 
     try:
-        overrides = rewrite_plan_overrides(list(overrides or []))
+        overrides = rewrite_plan_overrides(list(overrides or []), "train")
         runs = load_runs(overrides, config_dir)
         out = out_of(out, runs, config_dir)
         check_plan_outputs(out)
@@ -138,7 +138,7 @@ def plan_serve(
     from .outputs import out_of
 
     try:
-        given = rewrite_plan_overrides(list(overrides or []))
+        given = rewrite_plan_overrides(list(overrides or []), "serve")
     except UserError as exc:
         fail(str(exc))
         raise  # pragma: no cover - fail() raises
