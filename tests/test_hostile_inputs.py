@@ -482,6 +482,16 @@ AUDIT_CASES = [
         ["plan", "train", M8, "tokens=1e12", "plan.ttft_ms=5", "--out", "{d}/never.csv"],
         "plan.ttft_ms= is a `plan serve` setting that plan train does not read",
     ),
+    (  # was exit 0 and the framework's defaults (tp 1, pp 1, ...) as if a layout had been read
+        "import-run-a-file-with-no-setting",
+        ["import-run", "{d}/notes.txt", "--from", "megatron"],
+        "holds none of megatron's settings (e.g. --tensor-model-parallel-size)",
+    ),
+    (  # was "--to 'bogus' is not a target": export's option, not this command's
+        "import-run-from-unknown",
+        ["import-run", "{d}/notes.txt", "--from", "bogus"],
+        "--from 'bogus' is not a target",
+    ),
     (  # was "'utf-8' codec can't decode byte ..."
         "import-hf-binary-config",
         ["import-hf", "{d}/binary.csv", "--out", "{d}/never.yaml"],
@@ -500,6 +510,7 @@ def audit(extra):
         (d / f"{name}.yaml").write_text(yaml.safe_dump(study))
     (d / "bracket.csv").write_text("grid.tp\n[1\n")
     (d / "empty_folder").mkdir()
+    (d / "notes.txt").write_text("notes from the last run: it was slow\n")
     (d / "text_folder").mkdir()
     (d / "text_folder" / "notes.txt").write_text("hi\n")
     (d / "cut_golden.csv").write_bytes(GOLDEN.read_bytes()[:-50])

@@ -27,9 +27,11 @@ def import_run(
     from .common import fail
 
     try:
-        from ..export import target_module
+        from ..export import TARGETS, target_module
         from ..export.layout import header_fields, override_strings
 
+        if frm is not None and frm not in TARGETS:  # (target_module's sentence names export's --to)
+            raise UserError(f"--from {frm!r} is not a target; choose one of {', '.join(TARGETS)}")
         path = require_file(file, "run file")
         try:
             text = path.read_text(encoding="utf-8")
@@ -42,6 +44,7 @@ def import_run(
         if target == "dynamo":  # two pools: one line of overrides each
             _pools(target_module(target).parse_pools(text), show_it, config_dir)
             return
+        _check_holds_a_setting(path, text, target, target_module(target))
         layers = _layers(model, config_dir) if model else None
         pinned = target_module(target).parse(text, ngpus, layers)
         domain = _domain_size(hardware, config_dir) if hardware else None
@@ -79,6 +82,23 @@ def _pools(pools: dict, show_it: bool, config_dir) -> None:
             from .show_run import show
 
             show(overrides=overrides, config_dir=config_dir)
+
+
+def _check_holds_a_setting(path: Path, text: str, target: str, module) -> None:
+    """A file that names none of the target's settings (its FIELDS; NeMo's also as Megatron-Bridge
+    keys) is refused: its parse gave the framework's defaults, exit 0, as if a layout had been read
+    (`import-run notes.txt --from megatron` printed tp 1, pp 1, ...)."""
+    from ..errors import UserError
+
+    names = list(module.FIELDS) + [v for v in module.FIELDS.values() if isinstance(v, str) and target == "nemo"]
+    names += list(getattr(module, "CONFIG_FIELDS", ()))
+    # a flag as written (--tensor-parallel-size), a dotted key by its last part (parallelism.tensor_parallel_degree)
+    words = {n if n.startswith("-") else n.rsplit(".", 1)[-1] for n in names}
+    if not any(w in text for w in words):
+        raise UserError(
+            f"{str(path)!r} holds none of {target}'s settings (e.g. {next(iter(module.FIELDS))}); "
+            "give the launch script, command line or config file, or the right --from"
+        )
 
 
 def _guess(path: Path, text: str) -> str:
