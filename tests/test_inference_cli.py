@@ -105,12 +105,20 @@ def test_readme_tp8_vs_tp16_table_is_what_the_command_prints(tmp_path):
     table = {}
     for ln in section.splitlines():
         cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        cells[0] = cells[0].removesuffix(" (USD)")  # (the cost row names its unit; it was left unchecked)
         if len(cells) == 3 and cells[0] in df.columns:
             table[cells[0]] = cells[1:]
-    assert len(table) >= 9
+    assert len(table) >= 10 and "cost_per_million_tokens" in table
     for col, (tp8, tp16) in table.items():
         for tp, shown in ((8, tp8), (16, tp16)):
             assert float(shown) == pytest.approx(round(float(df.loc[tp, col]), 2), abs=0.006), (col, tp)
+    # the prose's two ratios, from the same rows
+    cut = round(100 * (1 - df.loc[16, "tpot_ms"] / df.loc[8, "tpot_ms"]))
+    more = round(
+        100 * (df.loc[8, "throughput_tokens_per_s_per_gpu"] / df.loc[16, "throughput_tokens_per_s_per_gpu"] - 1)
+    )
+    assert f"cuts the inter-token latency by {cut} %" in section
+    assert f"serves {more} % more tokens per GPU" in section
     # closed forms: 2·80·8·128·2 B per token · (2048 + 512) tokens · 32 sequences ÷ 8 KV heads per GPU
     kv_gib = 2 * 80 * 8 * 128 * 2 * 2560 * 32 / 8 / 2**30
     assert df.loc[8, "mem_kv_cache_gib"] == pytest.approx(kv_gib) == df.loc[16, "mem_kv_cache_gib"]
