@@ -29,3 +29,35 @@ def test_readme_export_excerpts_are_current():
         assert readme_export.readme_excerpt(text, block) == readme_export.current_excerpt(text, block), (
             f"README {block} excerpt is stale: run python -m tests.golden.readme_export"
         )
+
+
+def test_readme_engine_table_is_current():
+    """The README's per-engine table (rows and mean |error| of ITL at light load and of TTFT) is the
+    report `validate` prints, from the golden validation table (was: nothing held it, and NCCL's
+    protocols moved TensorRT-LLM's TTFT from 15.5 % to 14.0 % under an unchanged table)."""
+    import pandas as pd
+
+    from parallmelism.validate.engine_report import engine_errors
+    from parallmelism.validate.runner import serving_case_info, shipped_case_files
+    from tests.golden.readme_tables import REPO
+
+    table = pd.read_csv(REPO / "tests" / "golden" / "validation.csv")
+    info = []
+    for f in shipped_case_files():
+        df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
+        if "measured_itl_ms" in df.columns and "load_stat" not in df.columns:
+            info += serving_case_info(df, "trtllm")
+    table.attrs["serving"] = info
+    by = {(r["engine"], r["sample"]): r for r in engine_errors(table)}
+    names = {"NIM": "nim", "TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
+    text = README.read_text()
+    block = text[text.index("| engine (sample) |") :].split("\n\n", 1)[0].splitlines()[2:]
+    assert len(block) == len(by) >= 6
+    for line in block:
+        label, itl_rows, itl, ttft_rows, ttft = (c.strip() for c in line.strip("|").split("|"))
+        r = by[(names[label.split(" (")[0]], label.split("(", 1)[1].split(":")[0])]
+        assert int(itl_rows) == r["itl_rows"] and itl == f"{r['itl_mean_abs_pct']:.1f} %", (label, r)
+        if r["ttft_rows"]:
+            assert int(ttft_rows.split()[0]) == r["ttft_rows"] and ttft == f"{r['ttft_mean_abs_pct']:.1f} %", (label, r)
+        else:
+            assert ttft_rows == ttft == "–", label
