@@ -215,6 +215,15 @@ def test_quiet_prints_no_progress(tmp_path):
     assert "evaluating" not in r.stdout and "searching" not in r.stdout
 
 
+def test_no_progress_bar_on_a_pipe(tmp_path):
+    """Without a terminal the bar drew nothing and left a lone newline on stderr: a blank line before
+    an error's one sentence, and stderr never empty for a run that went well."""
+    r = run_cli("sweep", *SMALL, f"output.path={tmp_path / 's.csv'}")
+    assert r.returncode == 0 and r.stderr == "", repr(r.stderr)
+    r = run_cli("sweep", *SMALL, "grid.tp=3", f"output.path={tmp_path / 'e.csv'}")
+    assert r.returncode == 2 and r.stderr.startswith("error: "), repr(r.stderr)
+
+
 @pytest.mark.parametrize("kind", ["memory", "pareto", "scaling", "step-time", "roofline"])
 def test_plot_writes_png_and_svg(kind, small_table, tmp_path):
     pytest.importorskip("matplotlib")

@@ -144,7 +144,9 @@ class ProgressBar:
     def start(self, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        if total <= 1:
+        # a bar only where someone watches: on a pipe or a file rich draws nothing until it stops,
+        # then leaves a lone newline on stderr (a blank line before every note, error or log line)
+        if total <= 1 or not console(stderr=True).is_terminal:
             return
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
