@@ -492,6 +492,21 @@ AUDIT_CASES = [
         ["import-run", "{d}/notes.txt", "--from", "bogus"],
         "--from 'bogus' is not a target",
     ),
+    (  # was Hydra's "ConfigLoader is not set" traceback (glob lists a group's options)
+        "sweep-glob",
+        ["sweep", "-m", "model=glob(llama*)", G8, "hydra.sweep.dir={d}/mr"],
+        "glob() is not expanded here; name the options as a sweep, model=a,b",
+    ),
+    (  # was an endless expansion (range over floats up to 1e30)
+        "sweep-range-without-end",
+        ["sweep", M8, "grid.ngpus=range(8,1e30)"],
+        "the sweep has more than 100,000 points",
+    ),
+    (  # was an empty product: the command ran the default grid as if the sweep were not there
+        "sweep-range-of-nothing",
+        ["sweep", M8, "grid.ngpus=range(8,8)", "--out", "{d}/never.csv"],
+        "'grid.ngpus=range(8,8)' sweeps no value",
+    ),
     (  # was "'utf-8' codec can't decode byte ..."
         "import-hf-binary-config",
         ["import-hf", "{d}/binary.csv", "--out", "{d}/never.yaml"],

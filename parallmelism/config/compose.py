@@ -11,6 +11,7 @@ User folders ($PARALLMELISM_CONFIG_PATH, then --config-dir) add or replace optio
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -311,6 +312,11 @@ def _env() -> str:
     return "$" + ENV_CONFIG_PATH
 
 
+# The most points one command line sweeps (jobs of a multirun, runs of a sweep): each is composed
+# and validated (~0.2 s uncached); design spaces beyond it are a study's (parallmelism/study/).
+MAX_SWEEP_POINTS = 100_000
+
+
 def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     """Expand Hydra sweep syntax (`model=a,b`, `x=range(..)`, `choice(..)`) into override lists.
 
@@ -328,33 +334,48 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException as exc:
         raise UserError(explain_hydra_error(exc, overrides, {})) from None
+    from hydra.core.override_parser.types import Glob
+
     choices: dict[str, list[str]] = {}
     for override in parsed:
         key = override.get_key_element()
         if not key.lstrip("+~"):  # `=1`: Hydra reads a group named '' and says "Got int"
             raise UserError(f"malformed override {override.input_line!r}; expected key=value")
-        _check_group_choice(override)
+        if isinstance(override.value(), Glob):  # its expansion needs Hydra's config loader: was a traceback
+            raise UserError(
+                f"{override.input_line!r}: glob() is not expanded here; name the options as a sweep, "
+                f"{key}=a,b (`parallmelism list models|hardware|engines` lists them)"
+            )
         if override.is_sweep_override():
             if not override.is_discrete_sweep():
                 raise UserError(
                     f"{override.input_line!r} is a continuous interval; a sweep needs a list "
                     f"(a,b), range(...) or choice(...)"
                 )
-            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+            # at most MAX_SWEEP_POINTS values are read: range(8,1e30) was an endless expansion
+            values = list(itertools.islice(override.sweep_string_iterator(), MAX_SWEEP_POINTS + 1))
+            if not values:  # range(8,8): the product was empty and the command ran as if it were not given
+                raise UserError(f"{override.input_line!r} sweeps no value; give at least one")
+            choices[key] = [f"{key}={value}" for value in values]
         else:
-            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+            values = [override.get_value_element_as_str()]
+            choices[key] = [f"{key}={values[0]}"]
+        _check_group_choice(override, values)
+        if math.prod(len(c) for c in choices.values()) > MAX_SWEEP_POINTS:
+            raise UserError(
+                f"the sweep has more than {MAX_SWEEP_POINTS:,} points (at {override.input_line!r}); narrow it, "
+                "or name design points in a study file (`parallmelism study run`)"
+            )
     return [list(job) for job in itertools.product(*choices.values())] or [[]]
 
 
-def _check_group_choice(override) -> None:
+def _check_group_choice(override, values: list[str]) -> None:
     """`model=NAME` (hardware, workload, grid) picks an option by name: a path there is refused in
-    one sentence (Hydra would read it as a group `model/../x` and name a group that does not exist)."""
+    one sentence (Hydra would read it as a group `model/../x` and name a group that does not exist).
+    `values`: the override's value, or its sweep's values."""
     key = override.get_key_element().lstrip("+~")
     if key not in GROUPS:
         return
-    values = list(override.sweep_string_iterator()) if override.is_discrete_sweep() else []
-    if not override.is_sweep_override():
-        values = [override.get_value_element_as_str()]
     for value in values:
         if "/" in value or "\\" in value:
             raise UserError(
