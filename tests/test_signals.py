@@ -275,3 +275,32 @@ def test_ctrl_c_before_any_commit_still_says_nothing_was_written(tmp_path, monke
     )
     assert code == 130 and capsys.readouterr().err.strip() == "interrupted; nothing was written"
     assert (tmp_path / "out.csv").read_text() == "old\n"
+
+
+def test_ctrl_c_in_a_multirun_names_the_parts_written_not_the_sweep_folder(tmp_path, monkeypatch, capsys):
+    """The second job is interrupted: the first job's part is whole and named; the sweep folder Hydra
+    creates (checked as a folder target, written into, never renamed) is not reported as written."""
+    import parallmelism.search as search
+
+    real, calls = search.stream_runs, []
+
+    def second_is_interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(search, "stream_runs", second_is_interrupted)
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["parallmelism", "sweep", "-m", "model=llama3.1-8b,qwen3-4b", "grid.ngpus=[8]", "hydra.sweep.dir=mr"],
+    )
+    from parallmelism.cli import app as app_module
+
+    with pytest.raises(SystemExit) as exc:
+        app_module.main()
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 130 and (tmp_path / "mr" / "0" / "part.csv").exists()
+    assert err == f"interrupted after writing {tmp_path / 'mr' / '0' / 'part.csv'} in full; nothing else was written"

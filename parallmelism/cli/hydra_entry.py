@@ -19,6 +19,7 @@ def _task(cfg) -> None:
     from ..config.compose import to_run_config
     from ..errors import UserError
     from ..search import TableSink, stream_runs
+    from ..stop import note_target
     from .outputs import output_target
 
     try:
@@ -29,6 +30,7 @@ def _task(cfg) -> None:
             if run.output.path
             else (out_dir / f"part.{run.output.default_format}", run.output.default_format)
         )
+        note_target(path)  # a Ctrl-C after this part's rename names it (cli/app.py interrupted_message)
         sink = TableSink(path, fmt, [run])  # streamed: memory bounded by the chunk size
         res = stream_runs([run], [sink], workers=1, derive=False)
         if res.evaluated == 0:

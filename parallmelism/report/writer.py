@@ -180,7 +180,8 @@ def check_writable_target(path: Path, folder_target: bool = False) -> None:
     limit; an existing target is of that kind, never a device, pipe or socket (a rename onto it
     would replace it); the nearest existing folder is a writable folder."""
     name_max = 255  # NAME_MAX of Linux, macOS and Windows file systems
-    note_target(path)  # so an interrupt after the rename can say it was written (stop.written_targets)
+    if not folder_target:  # a file renamed into place; an interrupt after it says so (stop.written_targets)
+        note_target(path)  # (a folder target may be a container others write into: a sweep dir)
     short = f"{str(path)[:60]!r}" + ("..." if len(str(path)) > 60 else "")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in str(path)):  # a newline, tab or escape in a name
         raise UserError(f"output path {short} holds a control character (newline, tab, ...); give a plain name")
@@ -234,6 +235,7 @@ def check_dataset_folder(path: str | Path) -> Path:
     (only `model=NAME` folders in it): replacing it never deletes anything else."""
     path = Path(path)
     check_writable_target(path, folder_target=True)
+    note_target(path)  # renamed into place whole, as a file is
     if path.is_dir():
         entries = list(path.iterdir())
         if any(not (e.is_dir() and e.name.startswith("model=")) for e in entries):
