@@ -507,6 +507,16 @@ AUDIT_CASES = [
         ["sweep", M8, "grid.ngpus=range(8,8)", "--out", "{d}/never.csv"],
         "'grid.ngpus=range(8,8)' sweeps no value",
     ),
+    (  # was "no such setting" alone: a typo in a key now names the key it is nearest
+        "override-key-typo",
+        ["show", M8, G8, "workload.seq_lenn=4096"],
+        "unknown key 'workload.seq_lenn'; did you mean workload.seq_len?",
+    ),
+    (  # export takes the search's overrides; plan's short forms are plan's alone
+        "plan-short-form-given-to-export",
+        ["export", "--pinned", M8, G8, "input_len=1024", "--out", "{d}/never.sh"],
+        "did you mean workload.input_len? (input_len= alone is the plan commands' short form",
+    ),
     (  # was "'utf-8' codec can't decode byte ..."
         "import-hf-binary-config",
         ["import-hf", "{d}/binary.csv", "--out", "{d}/never.yaml"],

@@ -289,6 +289,9 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
         cause = exc.__cause__
         if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
             key = cause.full_key or cause.key
+            near = _nearest_key(cause, str(key))
+            if near:
+                return f"unknown key {key!r}; did you mean {near}`parallmelism sweep --cfg job` lists every setting)"
             return f"unknown key {key!r} (no such setting; see `parallmelism sweep --cfg job`)"
         if isinstance(cause, OmegaConfBaseException):
             return f"bad override {cause.full_key or ''}: {_first_line(cause)}".replace(" :", ":")
@@ -296,6 +299,28 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
         if cause is None and len(adds) == 1:
             return f"key {adds[0][1:].split('=')[0]!r} already exists; drop the leading '+'"
     return f"could not compose the configuration: {_first_line(exc)}"
+
+
+def _nearest_key(cause, key: str) -> str:
+    """'workload.seq_len?': the closest sibling of a mistyped key (difflib), or, for a plan command's
+    short form given to another command, its section ('workload.input_len? (input_len= alone is the
+    plan commands' short form)'); '' when nothing is near."""
+    import difflib
+
+    from .plan_shorthands import PLAN_ALIASES, PLAN_SHORT, WORKLOAD_SHORT
+
+    short = f"? ({key}= alone is the plan commands' short form; "
+    if "." not in key and key in WORKLOAD_SHORT:
+        return f"workload.{key}{short}"
+    if "." not in key and (key in PLAN_SHORT or key in PLAN_ALIASES):
+        return f"plan.{PLAN_ALIASES.get(key, key)}{short}"
+    try:
+        siblings = [str(k) for k in cause.parent_node.keys()]
+    except Exception:  # noqa: BLE001 - no parent to look in: no suggestion
+        return ""
+    section, _, leaf = key.rpartition(".")
+    near = difflib.get_close_matches(leaf, siblings, n=1)
+    return f"{section + '.' if section else ''}{near[0]}? (" if near else ""
 
 
 def _cwd_hint(group: str, name: str) -> str:
