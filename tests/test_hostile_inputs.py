@@ -517,6 +517,11 @@ AUDIT_CASES = [
         ["export", "--pinned", M8, G8, "input_len=1024", "--out", "{d}/never.sh"],
         "did you mean workload.input_len? (input_len= alone is the plan commands' short form",
     ),
+    (  # said what was wrong, not that hbm_usable_gib (what decides the fit) is a field of its own
+        "hbm-capacity-below-usable",
+        ["best", M8, G8, "hardware.hbm_capacity_gib=64", "--out", "{d}/never.csv"],
+        "exceeds hbm_capacity_gib=64.0; set hardware.hbm_usable_gib with it",
+    ),
     (  # was "'utf-8' codec can't decode byte ..."
         "import-hf-binary-config",
         ["import-hf", "{d}/binary.csv", "--out", "{d}/never.yaml"],

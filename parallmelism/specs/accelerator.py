@@ -207,7 +207,10 @@ class AcceleratorSpec(BaseModel):
     @model_validator(mode="after")
     def _checks(self):
         if self.hbm_usable_gib > self.hbm_capacity_gib:
-            raise ValueError(f"hbm_usable_gib={self.hbm_usable_gib} exceeds hbm_capacity_gib={self.hbm_capacity_gib}")
+            raise ValueError(
+                f"hbm_usable_gib={self.hbm_usable_gib} exceeds hbm_capacity_gib={self.hbm_capacity_gib}; "
+                "set hardware.hbm_usable_gib with it (what a framework can allocate: it decides what fits)"
+            )
         if "bf16" not in self.peak_tflops:
             raise ValueError("peak_tflops needs at least a bf16 entry")
         return self
