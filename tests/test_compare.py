@@ -13,6 +13,7 @@ from parallmelism.report.writer import write_table
 from tests.golden.cases import golden_path
 
 GOLDEN = golden_path("mixtral-8x7b_h100_64")
+REPO_VALIDATION = GOLDEN.parent / "validation.csv"  # validate's table: keyed by (case, quantity)
 
 
 def _golden():
@@ -130,6 +131,15 @@ def test_cli_bad_input_real_process(tmp_path):
         assert text in r.stderr and "Traceback" not in r.stderr
     r = run_cli("compare", GOLDEN, GOLDEN, "--key", "tp,bogus")
     assert r.returncode == 2 and "bogus" in r.stderr
+
+
+def test_key_given_twice_keys_on_both(tmp_path):
+    """--key case --key quantity keys on both columns, as --key case,quantity does (a repeated option
+    kept only its last: the validation table's rows were "duplicate keys" on quantity alone)."""
+    table = pd.read_csv(REPO_VALIDATION)
+    for key in (["--key", "case", "--key", "quantity"], ["--key", "case,quantity"]):
+        code, out = invoke("compare", REPO_VALIDATION, REPO_VALIDATION, *key)
+        assert code == 0 and f"{len(table):,} rows" in out and "(case, quantity)" in out, out
 
 
 def test_parquet_metadata_schema_version_is_checked(tmp_path):

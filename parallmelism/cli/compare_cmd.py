@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -21,10 +21,11 @@ def compare(
     tolerances: Optional[Path] = typer.Option(
         None, "--tolerances", help="YAML: column (or glob) -> {rtol, atol} or a bare rtol"
     ),
-    key: Optional[str] = typer.Option(
+    key: Optional[List[str]] = typer.Option(
         None,
         "--key",
-        help="comma-separated columns that identify a row (default: the configuration columns present in both files)",
+        help="columns that identify a row, comma-separated or the option repeated "
+        "(default: the configuration columns present in both files)",
     ),
     max_rows: int = typer.Option(40, "--max-rows", help="moved values listed (largest relative change first)", min=0),
 ):
@@ -36,9 +37,10 @@ def compare(
         from ..report.compare import compare_files, load_tolerances
 
         tol = load_tolerances(tolerances) if tolerances is not None else None
-        keys = [k.strip() for k in key.split(",") if k.strip()] if key is not None else None
-        if keys is not None and not keys:
-            raise UserError(f"--key={key!r} names no column")
+        # every --key given (a repeated option kept only its last: --key case --key quantity keyed on quantity)
+        keys = [k.strip() for given in key for k in given.split(",") if k.strip()] if key else None
+        if key and not keys:
+            raise UserError(f"--key={','.join(key)!r} names no column")
         comp = compare_files(baseline, new, key=keys, rtol=rtol, atol=atol, tolerances=tol)
     except UserError as exc:
         fail(str(exc))
