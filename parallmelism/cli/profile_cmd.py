@@ -105,7 +105,7 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
     err = console(stderr=True)
     rows = []
     bar = None
-    if not quiet:
+    if not quiet and err.is_terminal:  # (on a pipe the bar drew nothing and left a blank line: cli/common.py)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         bar = Progress(
