@@ -512,6 +512,11 @@ AUDIT_CASES = [
         ["show", M8, G8, "workload.seq_lenn=4096"],
         "unknown key 'workload.seq_lenn'; did you mean workload.seq_len?",
     ),
+    (  # a serving setting on a training run: the key exists, on the other workload kind
+        "inference-setting-on-train",
+        ["sweep", M8, G8, "workload.input_len=4000", "--out", "{d}/never.csv"],
+        "did you mean workload=inference, where workload.input_len is a setting?",
+    ),
     (  # export takes the search's overrides; plan's short forms are plan's alone
         "plan-short-form-given-to-export",
         ["export", "--pinned", M8, G8, "input_len=1024", "--out", "{d}/never.sh"],

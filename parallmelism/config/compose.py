@@ -314,11 +314,17 @@ def _nearest_key(cause, key: str) -> str:
         return f"workload.{key}{short}"
     if "." not in key and (key in PLAN_SHORT or key in PLAN_ALIASES):
         return f"plan.{PLAN_ALIASES.get(key, key)}{short}"
+    section, _, leaf = key.rpartition(".")
+    if section == "workload":  # a setting of the other workload kind (workload.input_len on train)
+        from ..specs.workload import InferenceWorkload, TrainWorkload
+
+        for kind, spec in (("inference", InferenceWorkload), ("train", TrainWorkload)):
+            if leaf in spec.model_fields:
+                return f"workload={kind}, where {key} is a setting? ("
     try:
         siblings = [str(k) for k in cause.parent_node.keys()]
     except Exception:  # noqa: BLE001 - no parent to look in: no suggestion
         return ""
-    section, _, leaf = key.rpartition(".")
     near = difflib.get_close_matches(leaf, siblings, n=1)
     return f"{section + '.' if section else ''}{near[0]}? (" if near else ""
 
