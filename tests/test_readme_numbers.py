@@ -53,11 +53,16 @@ def test_readme_engine_table_is_current():
     text = README.read_text()
     block = text[text.index("| engine (sample) |") :].split("\n\n", 1)[0].splitlines()[2:]
     assert len(block) == len(by) >= 6
+    stale = "README engine table is stale: copy the row from `parallmelism validate`'s 'engine ...' lines"
     for line in block:
         label, itl_rows, itl, ttft_rows, ttft = (c.strip() for c in line.strip("|").split("|"))
         r = by[(names[label.split(" (")[0]], label.split("(", 1)[1].split(":")[0])]
-        assert int(itl_rows) == r["itl_rows"] and itl == f"{r['itl_mean_abs_pct']:.1f} %", (label, r)
+        assert int(itl_rows) == r["itl_rows"] and itl == f"{r['itl_mean_abs_pct']:.1f} %", (stale, label, r)
         if r["ttft_rows"]:
-            assert int(ttft_rows.split()[0]) == r["ttft_rows"] and ttft == f"{r['ttft_mean_abs_pct']:.1f} %", (label, r)
+            assert int(ttft_rows.split()[0]) == r["ttft_rows"] and ttft == f"{r['ttft_mean_abs_pct']:.1f} %", (
+                stale,
+                label,
+                r,
+            )
         else:
             assert ttft_rows == ttft == "–", label
