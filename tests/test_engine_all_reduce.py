@@ -94,7 +94,7 @@ def test_trtllm_one_shot_latency_is_the_median_of_its_small_message_table():
 
 def test_decode_sized_all_reduce_is_cheaper_than_nccl_at_tp8():
     """Llama-70B decode at batch 8 (128 KiB per call) over 8 NVLink ranks: the one-shot kernel is about half
-    NCCL's ring (13.6 us; its latency floor is fitted in hardware/h100-sxm-80gb.yaml)."""
+    NCCL's ring (14.3 us in LL, at half the link; its latency floor is fitted in hardware/h100-sxm-80gb.yaml)."""
     S = 8 * 8192 * 2.0
     nccl = float(group_collective_time_s(H100, "all_reduce", S, 8, 1))
     for e in (VLLM, SGLANG, TRTLLM):
@@ -140,7 +140,7 @@ def _decode(engine, tp=8, batch=8):
 def test_a_decode_pass_carries_the_engine_all_reduce():
     """Llama-70B fp8 TP8 decode at batch 8: 2 all-reduces per layer, 160 calls, all one-shot on TensorRT-LLM;
     its exposed time is 160 · the kernel's call (4.1 us + 7 · 128 KiB read at 0.71 · 450 GB/s = 7.0 us), under
-    NCCL's 13.6 us by 160 · 6.6 us ≈ 1.06 ms a step."""
+    NCCL's 14.3 us by 160 · 7.3 us ≈ 1.17 ms a step."""
     base, trt = _decode(None), _decode(TRTLLM)
     assert "tp_custom_all_reduce" not in base["comm"]
     custom = next(op for op in trt["collectives"] if op.role == "tp custom")
