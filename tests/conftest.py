@@ -107,3 +107,22 @@ def stacked(hw, stack: str = "megatron-te"):
     from parallmelism.specs.run import under_stack
 
     return under_stack(hw, load_option("stack", stack))
+
+
+def golden_engine_errors():
+    """Each serving engine's errors on the golden validation table (tests/golden/validation.csv, which
+    test_golden keeps equal to what validate predicts): `engine_errors` rows by (engine, sample), and the
+    table, with the shipped light-load serving cases' engine, sample and concurrency attached."""
+    import pandas as pd
+
+    from parallmelism.validate.engine_report import engine_errors
+    from parallmelism.validate.runner import serving_case_info, shipped_case_files
+
+    table = pd.read_csv(REPO / "tests" / "golden" / "validation.csv")
+    info = []
+    for f in shipped_case_files():
+        df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
+        if "measured_itl_ms" in df.columns and "load_stat" not in df.columns:
+            info += serving_case_info(df, "trtllm")
+    table.attrs["serving"] = info
+    return {(r["engine"], r["sample"]): r for r in engine_errors(table)}, table

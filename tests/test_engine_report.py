@@ -14,8 +14,8 @@ import pytest
 
 from parallmelism.search.engine_choice import engine_verdict
 from parallmelism.validate.engine_report import engine_errors, engine_lines
-from parallmelism.validate.runner import serving_case_info, shipped_case_files
-from tests.conftest import REPO, invoke
+from parallmelism.validate.runner import shipped_case_files
+from tests.conftest import REPO, golden_engine_errors, invoke
 
 # (engine, sample): (ITL mean |error| % bar at concurrency <= 8, TTFT bar or None without rows)
 # With each engine's own TP all-reduce (engine.tp_all_reduce) four bars tightened (trtllm aiconfigurator 17.9 ->
@@ -64,14 +64,7 @@ BARS = {
 
 @pytest.fixture(scope="module")
 def errors():
-    table = pd.read_csv(REPO / "tests" / "golden" / "validation.csv")
-    info = []
-    for f in shipped_case_files():
-        df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
-        if "measured_itl_ms" in df.columns and "load_stat" not in df.columns:
-            info += serving_case_info(df, "trtllm")
-    table.attrs["serving"] = info
-    return {(r["engine"], r["sample"]): r for r in engine_errors(table)}, table
+    return golden_engine_errors()
 
 
 def test_every_engine_has_shipped_rows(errors):

@@ -35,20 +35,9 @@ def test_readme_engine_table_is_current():
     """The README's per-engine table (rows and mean |error| of ITL at light load and of TTFT) is the
     report `validate` prints, from the golden validation table (was: nothing held it, and NCCL's
     protocols moved TensorRT-LLM's TTFT from 15.5 % to 14.0 % under an unchanged table)."""
-    import pandas as pd
+    from tests.conftest import golden_engine_errors
 
-    from parallmelism.validate.engine_report import engine_errors
-    from parallmelism.validate.runner import serving_case_info, shipped_case_files
-    from tests.golden.readme_tables import REPO
-
-    table = pd.read_csv(REPO / "tests" / "golden" / "validation.csv")
-    info = []
-    for f in shipped_case_files():
-        df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
-        if "measured_itl_ms" in df.columns and "load_stat" not in df.columns:
-            info += serving_case_info(df, "trtllm")
-    table.attrs["serving"] = info
-    by = {(r["engine"], r["sample"]): r for r in engine_errors(table)}
+    by, _ = golden_engine_errors()
     names = {"NIM": "nim", "TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
     text = README.read_text()
     block = text[text.index("| engine (sample) |") :].split("\n\n", 1)[0].splitlines()[2:]
