@@ -24,9 +24,10 @@ BARS = {
     "megatron-fsdp": (7.8, 15.3, 0.5),  # reached 7.32, 14.75, +0.03 (8 rows)
     # training_measured.csv's rows (calibrate.py's fit) and the stack file's megatron-te rows, 52 outside the known
     # gaps: 5.14, 17.15, -2.52 since the ModelZoo rows state their dropless routing's moe_imbalance (the max is its
-    # TP2 EP32 PP8 row, +17.2 %); 5.20, 14.98, -2.57 on the 49 rows of training_measured.csv. Session 20 added eight
-    # held-out Megatron-Bridge dense Llama rows (validate/stacks.py HELD_OUT 'mbho*', never fitted): 7.15, 12.63,
-    # -2.19 on the eight; 5.09, 17.6, -1.80 on the 57 (4.75, 17.6, -1.73 on the 49 without them, main at 53d5314)
+    # TP2 EP32 PP8 row, +17.2 %); 5.20, 14.98, -2.57 on the 49 rows of training_measured.csv. Session 20 added 15
+    # held-out rows (validate/stacks.py HELD_OUT 'mbho*', 'nemo2412', never fitted): 5.50, 12.63, -2.35 on the 15
+    # (8 Megatron-Bridge 7.15, 12.63, -2.19; 7 NeMo 24.12 3.61, 10.57, -2.53); 4.92, 17.6, -1.88 on the 64 (4.75,
+    # 17.6, -1.73 on the 49 without them, main at 53d5314)
     "megatron-te": (5.7, 17.7, 3.1),
     # NeMo AutoModel's 3 rows of training_measured.csv (its stack column): reached 5.77, 8.75, +0.30 (one source,
     # no held-out check possible; 4.61, 8.75, +1.46 while the Llama row's recompute gathered its FSDP units again)
