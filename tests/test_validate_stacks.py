@@ -192,7 +192,7 @@ def test_a_stated_moe_imbalance_reaches_the_workload():
     ctx = _context([], None)
     zoo = step_time_run_of(by_case["mz-qwen3-235b-h100-256gpu-tp2-ep32-pp8-deepep"], ctx)
     bridge = step_time_run_of(by_case["mb2604p1-qwen3-235b-h100-256gpu-tp2-pp8-vp4-ep32-fp8"], ctx)
-    assert zoo.workload.moe_imbalance == 1.55
+    assert zoo.workload.moe_imbalance == 1.5  # benchmarks/moe_dropless_imbalance.py
     assert bridge.workload.moe_imbalance == 1.0
 
 

@@ -53,9 +53,21 @@ steps and factor are the ring's (2(n-1) and 2(n-1)/n for an all-reduce, n-1 and 
 all-gather or reduce-scatter), β the group's achievable bandwidth (`group_link`). LL is the base
 protocol fitted on small all-reduces (below); LL128's and Simple's latencies and all three fractions are
 NCCL's constants (v2.23.4 to v2.30.7: baseLatencies and hwLatencies[NVLINK] of the ring, busBw · .5 and
-· 0.92), stated in each NVLink hardware file. All-to-all and send/recv (point-to-point), groups spanning
-domains, and fabrics without `protocols` keep one protocol: the base at the whole bandwidth. Twice β
-halves every protocol's bandwidth term: a call of S bytes then costs what S/2 cost before.
+· 0.92), stated in each NVLink hardware file. Send/recv (point-to-point), groups spanning domains, and
+fabrics without `protocols` keep one protocol: the base at the whole bandwidth. Twice β halves every
+protocol's bandwidth term: a call of S bytes then costs what S/2 cost before.
+
+All-to-all (`all_to_all_time_s`, inside one scale-up domain; hardware file `scale_up.all_to_all`): NCCL
+runs it as one group of send/recv to every peer at once, not a ring: one call's latency, not n-1 steps,
+in Simple above NCCL_P2P_LL_THRESHOLD bytes per peer (16 KiB), so
+
+  S / n >  ll_threshold_bytes:  all_to_all.launch_us + (n-1)/n · S / (all_to_all.bandwidth_fraction · β)
+  S / n <= ll_threshold_bytes:  the base (collective_launch_us + (n-1) · latency_us + (n-1)/n · S / β)
+
+launch_us and bandwidth_fraction fitted per accelerator on nccl-tests alltoall_perf (aiconfigurator's
+tables, tests/data/collectives_nccl_alltoall.csv, 256 KiB-512 MiB at 2, 4, 8 ranks): mean |time error|
+H100 6 %, H200 6 %, B200 9 %, A100 13 % (the ring of n-1 steps at the whole β: 33, 31, 36, 35 %, every
+size too fast). A file without `all_to_all` keeps the base.
 
 Efficiency is applied HERE, in `group_link` (hw.efficiency.scale_up / scale_out multiply the
 nominal per-direction bandwidths); `collective_time_s` takes the achievable bandwidth as given.
@@ -293,7 +305,7 @@ def cross_domain_all_reduce_nic_s(hw, nbytes, size, stride):
 
 
 # Ring collectives NCCL runs in its LL / LL128 / Simple protocols (all-to-all and send/recv are
-# point-to-point transfers that its tuner does not time so: they keep the base protocol at full bandwidth)
+# point-to-point transfers that its tuner does not time so: all-to-all has its own, `all_to_all_time_s`)
 PROTOCOL_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 
 
@@ -334,6 +346,28 @@ def protocol_ring_time_s(hw, kind: str, nbytes, size, bandwidth_gbps):
     return np.minimum.reduce(np.broadcast_arrays(*times))
 
 
+def all_to_all_time_s(hw, nbytes, size, bandwidth_gbps, latency_us):
+    """Seconds of an all-to-all of S bytes per rank inside the scale-up domain (module docstring, All-to-all):
+    with hw.scale_up.all_to_all, above `ll_threshold_bytes` per peer (S/n)
+
+        launch_us + (n-1)/n · S / (bandwidth_fraction · β)
+
+    (every peer at once: one latency), at and below it, and without `all_to_all`, the base protocol
+    (`collective_time_s`: collective_launch_us + (n-1) · latency_us + (n-1)/n · S/β)."""
+    up = hw.scale_up
+    base = collective_time_s(
+        "all_to_all", nbytes, size, bandwidth_gbps, latency_us, "ring", launch_us=up.collective_launch_us
+    )
+    a2a = up.all_to_all
+    if a2a is None:
+        return base
+    n = np.asarray(size, dtype=np.float64)
+    S = np.asarray(nbytes, dtype=np.float64)
+    bw = np.asarray(bandwidth_gbps, dtype=np.float64) * a2a.bandwidth_fraction
+    simple = collective_time_s("all_to_all", S, n, bw, 0.0, "ring", launch_us=a2a.launch_us)
+    return np.where(S / np.maximum(n, 1.0) > a2a.ll_threshold_bytes, simple, base)
+
+
 def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto", hierarchical: bool = False):
     """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
 
@@ -357,6 +391,8 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         best = np.where(one_per_domain, np.minimum(best, pat), best)
     if kind == "all_reduce" and hierarchical and hw.scale_out is not None and np.any(spans):
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
+    if kind == "all_to_all":
+        return np.where(spans, best, all_to_all_time_s(hw, nbytes, size, bw, lat))
     return np.where(spans, best, protocol_ring_time_s(hw, kind, nbytes, size, bw))
 
 

@@ -117,6 +117,20 @@ class RingProtocols(BaseModel):
     simple_bandwidth_fraction: float = _fraction("Simple")
 
 
+class AllToAll(BaseModel):
+    """NCCL's all-to-all inside the scale-up domain: one grouped send/recv to every peer at once (one call's
+    latency, not n-1 ring steps), in the Simple protocol above `ll_threshold_bytes` per peer (NCCL's
+    NCCL_P2P_LL_THRESHOLD) and the base protocol below it (cost/collectives.py `all_to_all_time_s`). The
+    launch and bandwidth fraction are fitted per accelerator on nccl-tests alltoall_perf times; every key is
+    stated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+
+    launch_us: float = _latency("fixed latency of one all-to-all call above the threshold, µs")
+    bandwidth_fraction: float = _fraction("an all-to-all above the threshold")
+    ll_threshold_bytes: float = Field(ge=0, description="bytes per peer at and below which the base protocol runs")
+
+
 class ScaleUp(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
@@ -136,6 +150,11 @@ class ScaleUp(BaseModel):
         description="NCCL's LL / LL128 / Simple protocols of a ring all-reduce, all-gather, reduce-scatter, "
         "broadcast or reduce inside the domain, the fastest taken (cost/collectives.py `protocol_ring_time_s`); "
         "None: one protocol, collective_launch_us + latency_us per step at the whole bandwidth",
+    )
+    all_to_all: Optional[AllToAll] = Field(
+        None,
+        description="NCCL's all-to-all inside the domain (cost/collectives.py `all_to_all_time_s`): its own launch "
+        "and bandwidth fraction above a per-peer threshold; None: the base protocol, (n-1) steps at the whole bandwidth",
     )
     topology: Literal["switch", "mesh"] = Field(
         "switch",
