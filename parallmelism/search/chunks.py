@@ -26,16 +26,6 @@ DEFAULT_CHUNK_ROWS = 1 << 18  # 262,144 rows: ~130 MB of float64 temporaries in 
 # its partitions pack poorly) goes through in 6 calls instead of 9 with no more page faults
 # (measured: 405B ~9% faster, GPT-3 unchanged; 96k and 128k fault on GPT-3).
 EVALUATE_ROWS = 5 << 14
-# What `evaluated_tasks` yields after the chunks of each cost-model call (the driver tells the
-# collectors: `Collector.end_call`), so a sink can write what one call evaluated as one piece.
-END_OF_CALL = "end of call"
-
-
-def rows_per_call(chunk_rows: int) -> int:
-    """The most rows of consecutive chunks one cost-model call takes (the calls of a bounded search
-    excepted): consecutive chunks of a run go into one call while their rows add up to at most
-    this (`evaluated_tasks`); a Parquet sink groups them into row groups by the same rule."""
-    return min(chunk_rows, EVALUATE_ROWS)
 
 
 @dataclass
@@ -298,9 +288,8 @@ def evaluated_tasks(
     bounded=None,
 ) -> Iterator[tuple[int, tuple[dict, np.ndarray] | None]]:
     """Evaluate consecutive tasks of one run (each a list of partitions [(index, sub-grid), ...]):
-    yield (task position, (columns, row numbers)) for each evaluated chunk, in order,
-    (task position, END_OF_CALL) after the chunks of each cost-model call, and (task position,
-    None) once all of a task's chunks are yielded.
+    yield (task position, (columns, row numbers)) for each evaluated chunk, in order, and
+    (task position, None) once all of a task's chunks are yielded.
 
     A task's chunks are those of `layout_chunks` on its partitions. The chunks of consecutive
     tasks go through the cost model together (`evaluate_chunks`) while they add up to at most
@@ -313,13 +302,13 @@ def evaluated_tasks(
     stats = stats if stats is not None else RunStats()
     pending: list[tuple[int, tuple]] = []  # (task position, layout chunk), not evaluated yet
     pending_rows = 0  # rows in `pending`
-    batch_rows = chunk_rows if bounded is not None else rows_per_call(chunk_rows)
+    batch_rows = chunk_rows if bounded is not None else min(chunk_rows, EVALUATE_ROWS)
     finished = 0  # tasks reported finished
     memo: dict = {}  # the run's partitions share their layouts before the micro-batch axis
 
     def evaluated():
         chunks = evaluate_chunks(run, [c for _, c in pending], stats, prune_unfit, derive, bounded)
-        return [(t, c) for (t, _), c in zip(pending, chunks) if c is not None] + [(pending[-1][0], END_OF_CALL)]
+        return [(t, c) for (t, _), c in zip(pending, chunks) if c is not None]
 
     for t, partitions in enumerate(tasks):
         for chunk in layout_chunks(run, partitions, chunk_rows, stats, memo):

@@ -75,12 +75,6 @@ class Collector:
     def update(self, cols: dict) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def plan(self, chunk_rows: int) -> None:
-        """The driver's chunk size (`stream_runs`), told before `open`."""
-
-    def end_call(self) -> None:
-        """The chunks of one cost-model call are all in (search/chunks.py END_OF_CALL)."""
-
     def merge(self, result) -> None:
         """Fold a spawned copy's `result()` into this collector."""
         if result:

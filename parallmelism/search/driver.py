@@ -19,7 +19,7 @@ from typing import Protocol, Sequence
 
 from ..grid import LayoutGrid, add_drop_counts
 from ..stop import raise_if_stopped
-from .chunks import DEFAULT_CHUNK_ROWS, END_OF_CALL, RunStats, evaluated_tasks
+from .chunks import DEFAULT_CHUNK_ROWS, RunStats, evaluated_tasks
 from .bounded import bounds_steps
 from .collectors import Collector, RowsCollector
 from .frames import frame_of_kept
@@ -111,15 +111,10 @@ class _Job:
             if chunk is None:
                 yield t
                 continue
-            if chunk is END_OF_CALL:
-                for c in collectors:
-                    c.end_call()
-                continue
-            # `chunk` alone holds it: rebound at the next yield (END_OF_CALL before the next call is
-            # evaluated), so a call's output is not kept alive through the next call's evaluation
-            _tag(chunk[0], r, chunk[1])
+            cols, numbers = chunk
+            _tag(cols, r, numbers)
             for c in collectors:
-                c.update(chunk[0])
+                c.update(cols)
 
 
 _WORKER_JOB: list = []
@@ -165,7 +160,6 @@ def stream_runs(
     stats = [RunStats() for _ in runs]
     try:
         for c in collectors:  # temporaries are made inside this scope: any interrupt removes them
-            c.plan(chunk_rows)
             c.open()
         job = _Job(runs, [run_partitions(r) for r in runs], collectors, chunk_rows, prune_unfit, derive, bound)
         tasks = job.tasks()

@@ -20,7 +20,6 @@ from typing import Any
 from ..errors import UserError
 from ..stop import raise_if_stopped
 from ..report.writer import create_temp, remove_temp, temp_beside, write_error_reason
-from .chunks import DEFAULT_CHUNK_ROWS, rows_per_call
 from .collectors import Collector
 from .frames import arrow_of_run, dataset_arrow_of_run
 
@@ -52,7 +51,7 @@ class _PartWriter(Collector):
 
     def __init__(self, folder: Path, runs: list, fmt: str):
         self.folder, self.runs, self.fmt = folder, runs, fmt
-        self.paths: list[tuple[str, int, list[str], int]] = []  # (file, rows, columns, run)
+        self.paths: list[tuple[str, int, list[str]]] = []
 
     def update(self, cols: dict) -> None:
         if not cols or len(cols["_row"]) == 0:
@@ -71,7 +70,7 @@ class _PartWriter(Collector):
                     ipc.write_table(table)
         except OSError as exc:
             raise _write_failed(path, exc) from None
-        self.paths.append((str(path), table.num_rows, table.column_names, int(cols["_run"][0])))
+        self.paths.append((str(path), table.num_rows, table.column_names))
 
     def result(self):
         return self.paths
@@ -120,19 +119,12 @@ class _OneWriteAhead:
 class TableSink(Collector):
     """Every row, streamed to one CSV or Parquet file (schema order, version columns).
 
-    The file is written on a thread of its own, one cost-model call behind the evaluation
-    (`_OneWriteAhead`). A Parquet row group holds the chunks of one call: consecutive chunks of a
-    run while their rows add up to at most `rows_per_call(chunk_rows)`, the rule the calls are
-    made by, so a serial run (told at each call's end: `end_call`) and the workers' parts (grouped
-    here by that rule) give the same bytes. What stays in memory across chunks is the Parquet
-    writer's footer: pyarrow keeps ~60 KB of metadata per row group until `close` (~9 MB at 10^7
-    rows in ~60k-row groups; it was ~28 MB at one row group a chunk)."""
+    The file is written on a thread of its own, one chunk behind the evaluation (`_OneWriteAhead`);
+    what stays in memory across chunks is the Parquet writer's footer (one row group per chunk:
+    pyarrow keeps ~60 KB of metadata per row group until `close`, ~30 MB at 10^7 rows)."""
 
     def __init__(self, path: str | Path, fmt: str, runs: list):
         self.path, self.fmt, self.runs = Path(path), fmt, runs
-        self.group_rows = rows_per_call(DEFAULT_CHUNK_ROWS)  # the most rows of a row group: `plan`
-        self._group: list = []  # (table, after) of the row group being gathered (Parquet)
-        self._group_of = (-1, 0)  # (run, rows) of that group
         self.rows = 0
         self._columns: list[str] | None = None
         self._writer: Any = None  # the open CSV file (pyarrow OSFile) or pyarrow ParquetWriter
@@ -160,14 +152,7 @@ class TableSink(Collector):
     def update(self, cols: dict) -> None:
         if not cols or len(cols["_row"]) == 0:
             return
-        r = int(cols["_run"][0])
-        self._append(_chunk_table(self.runs[r], cols), r)
-
-    def plan(self, chunk_rows: int) -> None:
-        self.group_rows = rows_per_call(chunk_rows)
-
-    def end_call(self) -> None:
-        self._write_group()
+        self._append(_chunk_table(self.runs[int(cols["_run"][0])], cols))
 
     def _check_columns(self, columns: list[str]) -> None:
         if self._columns is None:
@@ -194,39 +179,14 @@ class TableSink(Collector):
         except OSError as exc:
             raise _write_failed(self.path, exc) from None
 
-    def _append(self, table, run: int, after=None) -> None:
+    def _append(self, table, after=None) -> None:
         """Queue one chunk's table for writing; `after()` runs once it is written (a worker's part
-        file closed and removed). CSV: written as it comes. Parquet: gathered into the row group of
-        its cost-model call (`rows_per_call`), written once the call is complete."""
+        file closed and removed)."""
         self._check_columns(table.column_names)
         self._open_writer(table.schema)
         header = self.rows == 0
         self.rows += table.num_rows
-        if self.fmt == "csv":
-            self._thread.submit(self._write, table, header, after)
-            return
-        group_run, group_rows = self._group_of
-        if self._group and (run != group_run or group_rows + table.num_rows > self.group_rows):
-            self._write_group()  # the next call's first chunk (workers' parts: serial runs say so)
-        self._group.append((table, after))
-        self._group_of = (run, self._group_of[1] + table.num_rows)
-
-    def _write_group(self) -> None:
-        """Queue the gathered chunks for writing as one Parquet row group."""
-        if not self._group:
-            return
-        import pyarrow as pa
-
-        tables = [t for t, _ in self._group]
-        afters = [a for _, a in self._group if a is not None]
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        self._group, self._group_of = [], (-1, 0)
-
-        def after() -> None:
-            for a in afters:
-                a()
-
-        self._thread.submit(self._write, table, False, after if afters else None)
+        self._thread.submit(self._write, table, header, after)
 
     def _write(self, table, header: bool, after) -> None:
         """On the sink's thread: one chunk's rows into the file."""
@@ -236,7 +196,7 @@ class TableSink(Collector):
 
                 pacsv.write_csv(table, self._writer, write_options=pacsv.WriteOptions(include_header=header))
             else:
-                self._writer.write_table(table, row_group_size=table.num_rows)  # one group
+                self._writer.write_table(table)
         except OSError as exc:
             raise _write_failed(self.path, exc) from None
         if after is not None:
@@ -251,10 +211,10 @@ class TableSink(Collector):
         return _PartWriter(self.parts, self.runs, self.fmt)
 
     def merge(self, result) -> None:
-        for part, rows, columns, run in result or []:
-            self._append_part(Path(part), rows, columns, run)
+        for part, rows, columns in result or []:
+            self._append_part(Path(part), rows, columns)
 
-    def _append_part(self, part: Path, rows: int, columns: list[str], run: int) -> None:
+    def _append_part(self, part: Path, rows: int, columns: list[str]) -> None:
         if self.fmt == "csv":
             self._check_columns(columns)
             self._open_writer(None)
@@ -270,7 +230,7 @@ class TableSink(Collector):
                 source.close()
                 part.unlink()
 
-            self._append(pa.ipc.open_file(source).read_all(), run, done)
+            self._append(pa.ipc.open_file(source).read_all(), done)
 
     def _copy_part(self, part: Path, skip_header: bool) -> None:
         """On the sink's thread: a worker's CSV text appended to the file."""
@@ -289,7 +249,6 @@ class TableSink(Collector):
         if self.rows == 0:
             self.abort()
             return None
-        self._write_group()
         self._thread.wait()
         self._thread.shutdown()
         if self._writer is not None:
@@ -304,7 +263,6 @@ class TableSink(Collector):
         return self.path
 
     def abort(self) -> None:
-        self._group = []  # its parts go with the temporary folder
         self._thread.shutdown()
         try:
             if self._writer is not None:
