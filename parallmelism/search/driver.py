@@ -111,10 +111,11 @@ class _Job:
             if chunk is None:
                 yield t
                 continue
-            cols, numbers = chunk
-            _tag(cols, r, numbers)
+            # `chunk` alone holds it, rebound at the next yield: a local kept the last chunk of a call
+            # (every column, as views of the call's arrays) alive through the next call's evaluation
+            _tag(chunk[0], r, chunk[1])
             for c in collectors:
-                c.update(cols)
+                c.update(chunk[0])
 
 
 _WORKER_JOB: list = []
