@@ -464,3 +464,40 @@ def test_cli_says_when_it_lowered_workers(tmp_path):
     lowered = [line for line in outs[0][0].splitlines() if "not 64" in line]
     assert len(lowered) == 1 and lowered[0].startswith("note: using 1 worker, not 64: "), outs[0][0]
     assert "not 1" not in outs[1][0] and outs[0][1] == outs[1][1]
+
+
+def test_the_driver_lets_go_of_a_calls_output_before_the_next_call(gpt3_five_counts, monkeypatch):
+    """Issue 29 (peak RSS): no evaluated column of a cost-model call is alive when the next call starts,
+    also where a call ends inside a task (chunks of 3,001 rows, tasks of ~20k): the driver's loop kept
+    the last chunk of such a call (views of all of the call's arrays) through the next evaluation."""
+    import weakref
+
+    from parallmelism.search import chunks
+
+    def root(a):
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+
+    real, previous, alive = chunks.evaluate_chunks, [], []
+
+    def watched(run, layout, *args, **kwargs):
+        alive.append(sum(ref() is not None for ref in previous))
+        out = real(run, layout, *args, **kwargs)
+        inputs = {id(root(v)) for cols, _ in layout for v in cols.values() if isinstance(v, np.ndarray)}
+        computed = {id(root(v)): root(v) for c in out if c for v in c[0].values() if isinstance(v, np.ndarray)}
+        previous[:] = [weakref.ref(a) for i, a in computed.items() if i not in inputs]
+        return out
+
+    monkeypatch.setattr(chunks, "evaluate_chunks", watched)
+
+    class Nothing(Collector):
+        def update(self, cols):
+            pass
+
+        def result(self):
+            return None
+
+    runs, _ = gpt3_five_counts
+    stream_runs(runs, [Nothing()], chunk_rows=3001, workers=1, derive=False)
+    assert len(alive) > 5 and previous and alive == [0] * len(alive), alive

@@ -111,11 +111,13 @@ class _Job:
             if chunk is None:
                 yield t
                 continue
-            # `chunk` alone holds it, rebound at the next yield: a local kept the last chunk of a call
-            # (every column, as views of the call's arrays) alive through the next call's evaluation
+            # `chunk` alone holds it, and lets go before the generator resumes: bound until the next
+            # yield, the last chunk of a call (every column, as views of the call's arrays) stayed alive
+            # through the next call's evaluation wherever a call ended inside a task
             _tag(chunk[0], r, chunk[1])
             for c in collectors:
                 c.update(chunk[0])
+            chunk = None
 
 
 _WORKER_JOB: list = []
