@@ -2,22 +2,6 @@
 
 from __future__ import annotations
 
-PLAN_SHORT = {
-    "days",
-    "gpus",
-    "budget_usd",
-    "ngpus",
-    "utilization",
-    "pue",
-    "qps",
-    "tokens_per_s",
-    "ttft_ms",
-    "tpot_ms",
-    "load",
-    "load_percentiles",
-    "prefill_gpus",
-    "decode_gpus",
-}
 PLAN_ALIASES = {"budget": "budget_usd", "itl_ms": "tpot_ms"}  # inter-token latency = time per output token
 # The plan settings only one of the two commands reads. Given to the other they were ignored without
 # a word: `plan serve qps=3 gpus=8` planned a fleet of any size, `plan train ... ttft_ms=5` the usual plan.
@@ -33,6 +17,9 @@ SERVE_ONLY = {
     "decode_gpus",
     "serve_batch",
 }
+# `days=30` for plan.days=30: every plan setting of either command but the two candidate lists that
+# stand in when none is given (default_ngpus, serve_batch: set as plan.default_ngpus=[...])
+PLAN_SHORT = (TRAIN_ONLY | SERVE_ONLY) - {"default_ngpus", "serve_batch"}
 OTHER_HINT = {
     ("serve", "gpus"): " (plan serve sizes the fleet from the load; grid.ngpus=[...] sets the GPUs of a replica)",
     ("serve", "ngpus"): " (grid.ngpus=[...] sets the GPUs of a replica)",
