@@ -208,14 +208,16 @@ NCCL_SIZES_BOUNDS = {  # accelerator: (8 ranks, 2-8 ranks)
 }
 
 
-def _nccl_sizes():
-    path = Path(__file__).parent / "data" / "collectives_nccl_sizes.csv"
+def _nccl_table(name: str) -> list[dict]:
+    """Rows of tests/data/collectives_nccl_<name>.csv (aiconfigurator's nccl-tests points), comments skipped."""
+    path = Path(__file__).parent / "data" / f"collectives_nccl_{name}.csv"
     with open(path) as f:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
-def _single_protocol(hw):
-    return hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"protocols": None})})
+def _scale_up_without(hw, field: str):
+    """The accelerator with one scale_up block (protocols, all_to_all) unset: the model before it."""
+    return hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={field: None})})
 
 
 @pytest.mark.parametrize("name", sorted(NCCL_SIZES_BOUNDS))
@@ -224,7 +226,7 @@ def test_mid_size_collectives_against_measured_nccl_tests(name):
     nccl-tests at 256 KiB-32 MiB: within the stated mean error, and closer than the one-protocol model
     (LL's latency with Simple's bandwidth), which was too fast across this range (by 14-58 % on average)."""
     hw = load_option("hardware", name)
-    rows = [r for r in _nccl_sizes() if r["accelerator"] == name]
+    rows = [r for r in _nccl_table("sizes") if r["accelerator"] == name]
     assert len(rows) == 72  # 3 collectives x 2, 4, 8 ranks x 8 sizes
 
     def errors(model, ranks):
@@ -237,7 +239,7 @@ def test_mid_size_collectives_against_measured_nccl_tests(name):
 
     bound8, bound_all = NCCL_SIZES_BOUNDS[name]
     for ranks, bound in (((8,), bound8), ((2, 4, 8), bound_all)):
-        new, old = errors(hw, ranks), errors(_single_protocol(hw), ranks)
+        new, old = errors(hw, ranks), errors(_scale_up_without(hw, "protocols"), ranks)
         assert np.mean(np.abs(new)) < bound, (ranks, np.mean(np.abs(new)))
         assert np.mean(np.abs(new)) < np.mean(np.abs(old)) - 0.04, (ranks, np.mean(np.abs(old)))
         assert np.mean(old) < -0.1  # the old model was too fast on the whole
@@ -258,7 +260,7 @@ def test_h100_protocol_choice_by_hand(h100, case, protocol):
     GB/s), the fastest protocol (LL 4.83 + 0.583/step at half bandwidth, LL128 14.0 + 1.9/step at 0.92,
     Simple 8.4 + 3.4/step at 1; NCCL's tuning.cc), within 15 % of the measured time (1 MiB all-reduce:
     25.4 us measured, 23.2 modelled, 18.1 before; 8 MiB: 78.9, 84.9, 53.8; 32 MiB: 199.8, 217.9, 176.1)."""
-    r = next(r for r in _nccl_sizes() if r["case"] == case)
+    r = next(r for r in _nccl_table("sizes") if r["case"] == case)
     S, kind = float(r["message_bytes"]), r["collective"]
     steps, factor = (14, 1.75) if kind == "all_reduce" else (7, 0.875)
     by_hand = {
@@ -317,23 +319,13 @@ A2A_BOUNDS = {
 }
 
 
-def _nccl_alltoall():
-    path = Path(__file__).parent / "data" / "collectives_nccl_alltoall.csv"
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
-
-
-def _without_all_to_all(hw):
-    return hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"all_to_all": None})})
-
-
 @pytest.mark.parametrize("name", sorted(A2A_BOUNDS))
 def test_all_to_all_against_measured_nccl_tests(name):
     """NCCL's all-to-all as one grouped send/recv (one latency, Simple above 16 KiB per peer at the fitted
     fraction) against alltoall_perf at 256 KiB-512 MiB: within the stated mean error, unbiased within 5 %,
     and at least 20 points closer than the ring of n-1 steps at the whole bandwidth it replaced."""
     hw = load_option("hardware", name)
-    rows = [r for r in _nccl_alltoall() if r["accelerator"] == name]
+    rows = [r for r in _nccl_table("alltoall") if r["accelerator"] == name]
     assert len(rows) == 36  # 2, 4, 8 ranks x 12 sizes
 
     def errors(model):
@@ -343,7 +335,7 @@ def test_all_to_all_against_measured_nccl_tests(name):
         ]
         return np.array(t) * 1e6 / np.array([float(r["time_us"]) for r in rows]) - 1
 
-    new, old = errors(hw), errors(_without_all_to_all(hw))
+    new, old = errors(hw), errors(_scale_up_without(hw, "all_to_all"))
     assert np.mean(np.abs(new)) < A2A_BOUNDS[name], np.mean(np.abs(new))
     assert abs(np.mean(new)) < 0.05, np.mean(new)
     assert np.mean(np.abs(new)) < np.mean(np.abs(old)) - 0.2, np.mean(np.abs(old))
@@ -356,7 +348,7 @@ def test_h100_all_to_all_by_hand(h100):
     S = 8 * 2**20
     t_us = float(group_collective_time_s(h100, "all_to_all", S, 8, 1)) * 1e6
     assert t_us == pytest.approx(13.1 + 0.875 * S / (0.77 * 360e3), rel=1e-9)
-    r = next(r for r in _nccl_alltoall() if r["case"] == "aic-h100-alltoall-8r-8192KiB")
+    r = next(r for r in _nccl_table("alltoall") if r["case"] == "aic-h100-alltoall-8r-8192KiB")
     assert t_us == pytest.approx(float(r["time_us"]), rel=0.06)
     small = float(group_collective_time_s(h100, "all_to_all", 8192.0, 8, 1)) * 1e6
     assert small == pytest.approx(4.83 + 7 * 0.583 + 0.875 * 8192 / 360e3, rel=1e-9)
