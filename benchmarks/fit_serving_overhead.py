@@ -5,7 +5,8 @@ ALL_REDUCE_FITTED) once, on that engine's rows.
     python benchmarks/fit_serving_overhead.py [CASE_FILE ...]
 
 For every serving engine with rows in the case files (default: the shipped
-parallmelism/cases/inference_*.csv; the `engine` column, blank = the default engine trtllm), each by
+parallmelism/cases/inference_*.csv, less the rows of a held-out sample, validate/engine_report.py
+HELD_OUT_SAMPLES; the `engine` column, blank = the default engine trtllm), each by
 grid search for the smallest mean |error|, the kernels (the rows' accelerators) and every other
 constant held at the YAML files, in this order:
   tp_all_reduce_call_overhead_us  0..30 us, 0.1 us steps, on the ITL of its dense-model rows with
@@ -36,6 +37,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from parallmelism.validate.cases import get, model_of  # noqa: E402
+from parallmelism.validate.engine_report import HELD_OUT_SAMPLES  # noqa: E402  validated, never fitted
 from parallmelism.validate.inference_cases import inference_run_of, predicted_quantities  # noqa: E402
 from parallmelism.validate.runner import _context, _evaluate_one, shipped_case_files  # noqa: E402
 
@@ -59,11 +61,13 @@ LIGHT_LOAD = 8  # concurrency at and below which a row is light-load (validate's
 
 
 def load_rows(files):
+    """The serving rows of the case files, less the held-out samples' (validate/engine_report.py
+    HELD_OUT_SAMPLES: validated, never fitted)."""
     rows = []
     for f in files:
         df = pd.read_csv(f, dtype=str, keep_default_na=False).replace({"": None})
         if "measured_itl_ms" in df.columns:
-            rows += df.to_dict("records")
+            rows += [r for r in df.to_dict("records") if get(r, "sample") not in HELD_OUT_SAMPLES]
     return rows
 
 

@@ -119,8 +119,9 @@ def _check_unique_cases(df, path: Path, seen: dict) -> None:
 
 def serving_case_info(df, default_engine: str) -> list[dict]:
     """Per serving case row: its engine (the `engine` column, blank = the default engine), which
-    sample it belongs to (`sample`: independent | aiconfigurator; blank = independent) and its
-    closed-loop concurrency (blank = 1), for the per-engine report (validate/engine_report.py)."""
+    sample it belongs to (`sample`: independent | aiconfigurator | a held-out sample of
+    engine_report.HELD_OUT_SAMPLES; blank = independent) and its closed-loop concurrency (blank = 1),
+    for the per-engine report (validate/engine_report.py)."""
     out = []
     for row in df.to_dict("records"):
         out.append(
