@@ -61,12 +61,21 @@ BARS = {
     ("nim", "independent"): (3.5, 7.0),
     ("trtllm", "aiconfigurator-heldout"): (30.5, None),
     ("sglang", "aiconfigurator-heldout"): (18.5, None),
+    ("trtllm", "independent-heldout"): (None, None),
     ("trtllm", "independent"): (7.5, 13.0),
     ("trtllm", "aiconfigurator"): (8.0, 16.0),
     ("vllm", "aiconfigurator"): (4.7, 8.5),
     ("sglang", "independent"): (3.5, None),
     ("sglang", "aiconfigurator"): (10.0, 36.5),
 }
+
+
+# (engine, sample): (output tok/s per GPU mean |error| % bar, context-pass bar), where the rows have them.
+# TensorRT-LLM's own 2023 tables (inference_heldout_trtllm061.csv: v0.6.1 gptSessionBenchmark static batches, v0.5
+# batch-1 first-token latency; H100 fp8, A100 fp16), held out, read before any change: throughput 28.23 % on 21
+# rows (TP1 -2.4..+27 %, 11 of 12 within 12 %; every TP > 1 row over, +16..+124 %), context 22.30 % on 16 rows
+# (all short, -5..-41 %: v0.5's context kernels were slower than today's tables)
+OTHER_BARS = {("trtllm", "independent-heldout"): (28.5, 22.5)}
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +95,24 @@ def test_engine_error_within_its_bar(errors, key):
     by, _ = errors
     r = by[key]
     itl_bar, ttft_bar = BARS[key]
-    assert r["itl_rows"] > 0 and r["itl_mean_abs_pct"] <= itl_bar, (key, r)
+    if itl_bar is None:
+        assert r["itl_rows"] == 0, (key, r)
+    else:
+        assert r["itl_rows"] > 0 and r["itl_mean_abs_pct"] <= itl_bar, (key, r)
     if ttft_bar is None:
         assert r["ttft_rows"] == 0, (key, r)
     else:
         assert r["ttft_rows"] > 0 and r["ttft_mean_abs_pct"] <= ttft_bar, (key, r)
+
+
+def test_throughput_and_context_within_their_bars(errors):
+    by, _ = errors
+    for key, (tput_bar, context_bar) in OTHER_BARS.items():
+        r = by[key]
+        assert r["tput_rows"] > 0 and r["tput_mean_abs_pct"] <= tput_bar, (key, r)
+        assert r["context_rows"] > 0 and r["context_mean_abs_pct"] <= context_bar, (key, r)
+    # no other sample has rows of these quantities
+    assert not any(r["tput_rows"] or r["context_rows"] for k, r in by.items() if k not in OTHER_BARS)
 
 
 def test_report_lines_name_each_engine_and_sample(errors):
@@ -171,8 +193,13 @@ def test_engine_option_refusals_are_one_sentence(args, message):
 
 
 def test_no_nan_in_report(errors):
-    by, _ = errors
-    assert all(not math.isnan(r["itl_mean_abs_pct"]) for r in by.values())
+    """A mean is NaN only where its quantity has no rows (the held-out TensorRT-LLM tables publish no ITL),
+    and the printed lines never show one."""
+    by, table = errors
+    for r in by.values():
+        for q in ("itl", "ttft", "tput", "context"):
+            assert math.isnan(r[f"{q}_mean_abs_pct"]) == (r[f"{q}_rows"] == 0), (q, r)
+    assert not any("nan" in line for line in engine_lines(table))
 
 
 def _validated(name: str, overrides: list[str]):

@@ -67,3 +67,69 @@ def test_builder_reads_the_layout_and_lengths_as_recorded():
     assert row["sample"] in HELD_OUT_SAMPLES and row["source"].endswith("id=x")
     one = build.case_row({**rec, "batch_size": 1.0}, "h100-sxm-80gb", "qwen3-235b-a22b", "q235b-h100")
     assert one["measured_ttft_ms"] == 173.5 and one["case"].endswith("-c1")
+
+
+def test_throughput_row_is_the_batch_output_over_its_latency_per_gpu(tmp_path):
+    """measured_output_tok_s_per_gpu is compared with b·output_len / e2e over the row's GPUs (a static batch of
+    `concurrency` sequences here), in tok/s; measured_context_ms with the batch's context pass (prefill_ms)."""
+    from parallmelism.validate.runner import _context, _evaluate_one, run_validation
+    from parallmelism.validate.serving_run import inference_run_of
+
+    src = pd.read_csv(
+        REPO / "parallmelism" / "cases" / "inference_heldout_trtllm061.csv", dtype=str, keep_default_na=False
+    )
+    row = src[src["case"] == "trt061-llama2-70b-h100-tp2-2048-2048-b64-tput"]
+    ctx_row = src[src["case"] == "trt05-llama2-70b-h100-tp4-2048-b1-context"]
+    f = tmp_path / "cases.csv"
+    pd.concat([row, ctx_row]).to_csv(f, index=False)
+    table = run_validation([f], [], None).set_index(["case", "quantity"])
+    tput = table.loc[("trt061-llama2-70b-h100-tp2-2048-2048-b64-tput", "output_tok_s_per_gpu")]
+    assert tput["unit"] == "tok/s" and tput["measured"] == 547.0
+    ctx = _context([], [])
+    r = row.replace({"": None}).to_dict("records")[0]
+    pred = _evaluate_one(inference_run_of(r, *ctx))
+    assert r["batching"] == "static"
+    assert abs(tput["predicted"] - 64 * 2048 / (float(pred["e2e_latency_ms"]) / 1e3) / 2) < 1e-6 * tput["predicted"]
+    c = ctx_row.replace({"": None}).to_dict("records")[0]
+    assert table.loc[("trt05-llama2-70b-h100-tp4-2048-b1-context", "context_ms"), "predicted"] == float(
+        _evaluate_one(inference_run_of(c, *ctx))["prefill_ms"]
+    )
+
+
+def test_architecture_columns_take_rotary_gelu_and_a_wide_head():
+    """position_embedding and head_dim (validate/cases.py): GPT-J's rotary GELU block has no learned table (so no
+    2048-position limit), Qwen3-32B's 64 heads of 128 over hidden 5120; a bad value is one sentence."""
+    import pytest
+
+    from parallmelism.errors import UserError
+    from parallmelism.validate.cases import model_of
+
+    arch = {
+        "case": "x",
+        "hidden": "4096",
+        "layers": "28",
+        "heads": "16",
+        "ffn": "16384",
+        "mlp": "gelu",
+        "vocab": "50400",
+    }
+    rope = model_of({**arch, "position_embedding": "rope"}, {})
+    assert rope.position_embedding == "rope" and rope.max_position is None
+    learned = model_of({**arch, "seq_len": "2048"}, {})
+    assert learned.position_embedding == "learned" and learned.max_position == 2048
+    wide = model_of(
+        {
+            "case": "q",
+            "hidden": "5120",
+            "layers": "64",
+            "heads": "64",
+            "kv_heads": "8",
+            "ffn": "25600",
+            "vocab": "151936",
+            "head_dim": "128",
+        },
+        {},
+    )
+    assert wide.head_dim == 128 and wide.heads * wide.head_dim == 8192
+    with pytest.raises(UserError, match="bad architecture"):
+        model_of({**arch, "position_embedding": "alibi"}, {})

@@ -7,6 +7,10 @@ a configuration, stated once:
   it; else the architecture columns (hidden, layers, heads,
   kv_heads [= heads], ffn, mlp [gelu when ffn = 4·hidden, the GPT convention, else swiglu],
   vocab). GELU models are built GPT-style: LayerNorm, biases, learned positions, dropout, tied.
+  Two optional columns where a model is not that: `position_embedding` (rope | learned; blank = the
+  style's: learned for GELU, rope else; a learned table has `seq_len` rows) for the rotary GELU
+  models (GPT-J, Falcon), and `head_dim` (blank = hidden / heads) for attention wider than the
+  residual stream (Qwen3-32B: 64 heads of 128 over hidden 5120).
   With `experts` (and `top_k`, default 1) every layer's MLP is a dropless MoE of that many
   experts of size `ffn` (Mixtral/Grok-1 style).
 - hardware: `accelerator`; empty means h100-sxm-80gb (only `fits` depends on it for memory).
@@ -199,6 +203,7 @@ def model_of(row, shipped_models: dict):
     heads = as_int(row, "heads")
     mlp = get(row, "mlp") or ("gelu" if ffn == 4 * h else "swiglu")
     gpt = mlp == "gelu"
+    position = str(get(row, "position_embedding") or ("learned" if gpt else "rope")).lower()
     from pydantic import ValidationError
 
     from ..errors import format_validation_error
@@ -223,8 +228,9 @@ def model_of(row, shipped_models: dict):
             tie_embeddings=gpt,
             bias=gpt,
             dropout=gpt,
-            position_embedding="learned" if gpt else "rope",
-            max_position=as_int(row, "seq_len") if gpt else None,
+            position_embedding=position,
+            max_position=as_int(row, "seq_len") if position == "learned" else None,
+            head_dim=as_int(row, "head_dim"),
             moe=moe,
         )
     except ValidationError as exc:

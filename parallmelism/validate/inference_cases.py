@@ -1,7 +1,16 @@
 """Case kind `inference`: files in the format of `shared/reference/inference_measured.csv`.
 
 Each row predicts `ttft_ms` (from `measured_ttft_ms`) and `itl_ms` (inter-token latency, our
-`tpot_ms`, from `measured_itl_ms`) with the serving cost model; a blank measurement is skipped.
+`tpot_ms`, from `measured_itl_ms`) with the serving cost model; a blank measurement is skipped. Two
+optional columns, where a source publishes them:
+- measured_output_tok_s_per_gpu: output tokens per second per GPU at the row's fixed concurrency
+  (closed loop, or a static batch of `concurrency` sequences with batching=static), our
+  `throughput_tokens_per_s_per_gpu` of the request phase: dp·b·output_len / e2e over the row's GPUs
+  (cost/inference.py), quantity `output_tok_s_per_gpu` (tok/s). Not a max-throughput figure whose
+  batch the engine chose: a row states the concurrency that ran.
+- measured_context_ms: the context pass of the row's batch without a server (TensorRT-LLM's
+  gptSessionBenchmark first-token latency: one output token, no HTTP, no request overhead), our
+  `prefill_ms`, quantity `context_ms`.
 How a row becomes a configuration (one rule each, never per case):
 - model, accelerator: as for memory cases (`validate/cases.py`); blank accelerator = H100 SXM.
 - engine (optional column): the serving engine file (conf/engine/: trtllm, vllm, sglang) whose
@@ -57,8 +66,19 @@ from __future__ import annotations
 from .cases import CaseKind, as_int, evaluate_one, get, result_row
 from .serving_run import inference_run_of
 
-QUANTITIES = {"ttft_ms": "measured_ttft_ms", "itl_ms": "measured_itl_ms"}
-PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
+QUANTITIES = {
+    "ttft_ms": "measured_ttft_ms",
+    "itl_ms": "measured_itl_ms",
+    "output_tok_s_per_gpu": "measured_output_tok_s_per_gpu",
+    "context_ms": "measured_context_ms",
+}
+PREDICTED = {
+    "ttft_ms": "ttft_ms",
+    "itl_ms": "tpot_ms",
+    "output_tok_s_per_gpu": "throughput_tokens_per_s_per_gpu",
+    "context_ms": "prefill_ms",
+}
+UNITS = {"ttft_ms": "ms", "itl_ms": "ms", "output_tok_s_per_gpu": "tok/s", "context_ms": "ms"}
 REQUIRED = ["case", "input_len", "output_len", "concurrency", "measured_ttft_ms", "measured_itl_ms"]
 
 
@@ -115,7 +135,7 @@ def _inference_rows(df, ctx):
         for q, value in measured.items():
             if value is None or q not in predicted:
                 continue
-            rows.append(result_row(row, q, "ms", value, predicted[q]))
+            rows.append(result_row(row, q, UNITS[q], value, predicted[q]))
     return rows
 
 
