@@ -9,21 +9,22 @@ Apache-2.0; upstream ai-dynamo/aiconfigurator src/aiconfigurator/systems/silicon
 shipped `aiconfigurator` rows were read from (benchmarks/surveys/engines/sources.md section H, which kept
 H100/H200 Llama-3.1 and DeepSeek-R1/V3 only). Kept here, one rule each:
   - NVIDIA's own aic-auto-gap-analysis campaigns (provenance `source_file=.../aic-auto-gap-analysis/data/
-    SYSTEM/BACKEND/VERSION/MODEL.csv`) of a model the project ships that no shipped row holds: Qwen3-235B-A22B
-    (FP8 checkpoint, 128x128 block scales) on H100 TensorRT-LLM 1.0.0rc3 and on H200 SGLang 0.5.6.post2;
+    SYSTEM/BACKEND/VERSION/MODEL.csv`) of models no shipped row holds: Qwen3-235B-A22B (shipped model; FP8
+    checkpoint, 128x128 block scales) on H100 TensorRT-LLM 1.0.0rc3 and on H200 SGLang 0.5.6.post2, and
+    Qwen3-32B (architecture columns, QWEN3_32B) on H100 TensorRT-LLM 1.0.0rc3 (fp8) and vLLM 0.12.0 (precision
+    column empty: the BF16 checkpoint, the rule sources.md section H states for the Llama-8B rows);
   - aggregated serving (`mode` agg), closed-loop concurrency (`batch_size`) of at most 8 (light load);
   - the layout as recorded: tp = tp_size, ep = moe_ep_size (TensorRT-LLM's rows: moe_tp 1, moe_ep = tp, whole
     experts per GPU; SGLang's: moe_tp = tp, ep 1).
 Left out, with the reason: the same campaigns' vLLM 0.12.0 rows (tp_size 1 with moe_tp 2 or 4 and pairs of rows
 of one (lengths, concurrency, tp) whose TPOT differ by 30 %: the layout is not readable), the B200 DeepSeek-R1/V3
 InferenceX rows (MTP and non-MTP runs of one layout mixed in the dumps, tp_size 64 copies: their provenance
-needs the reading sources.md section H gave the H200 rows), and Qwen3-32B (head_dim 128 x 64 heads != hidden
-5120: a case row cannot state its architecture).
+needs the reading sources.md section H gave the H200 rows).
 What each row states and assumes (its notes): the statistic is not stated (TPOT column = silicon_tpot_ms);
 these campaigns' harness is not stated, so above concurrency 1 TTFT is reported only (reported_ttft_ms), as
-for the shipped TensorRT-LLM 1.0.0rc3 Llama-8B rows of the same analysis; KV cache bf16 (the FP8 checkpoint's
-quantization_config sets no KV scheme, and neither engine quantizes the KV cache by default); routing balanced
-(random prompts). Prints what it kept and left out.
+for the shipped TensorRT-LLM 1.0.0rc3 Llama-8B rows of the same analysis; KV cache bf16 (no record states a KV
+scheme, Qwen3-235B-A22B-FP8's quantization_config sets none, and no engine here quantizes the KV cache by
+default); routing balanced (random prompts). Prints what it kept and left out.
 """
 
 from __future__ import annotations
@@ -37,8 +38,23 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "parallmelism" / "cases" / "inference_heldout.csv"
 SAMPLE = "aiconfigurator-heldout"
 LIGHT_LOAD = 8
-CAMPAIGNS = {  # (system, backend, backend_version, model_path): (accelerator, shipped model, short name)
+# Qwen3-32B (Hugging Face config.json of Qwen/Qwen3-32B): not shipped, stated by the architecture columns
+# (validate/cases.py; head_dim 128 x 64 heads is wider than hidden 5120; qk-norm's few FLOPs are left out)
+QWEN3_32B = {
+    "model_desc": "Qwen3-32B",
+    "hidden": 5120,
+    "layers": 64,
+    "heads": 64,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "ffn": 25600,
+    "mlp": "swiglu",
+    "vocab": 151936,
+}
+CAMPAIGNS = {  # (system, backend, backend_version, model_path): (accelerator, shipped model or architecture, short name)
     ("h100_sxm", "trtllm", "1.0.0rc3", "Qwen/Qwen3-235B-A22B-FP8"): ("h100-sxm-80gb", "qwen3-235b-a22b", "q235b-h100"),
+    ("h100_sxm", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B"): ("h100-sxm-80gb", QWEN3_32B, "q32b-h100"),
+    ("h100_sxm", "vllm", "0.12.0", "Qwen/Qwen3-32B"): ("h100-sxm-80gb", QWEN3_32B, "q32b-h100"),
     ("h200_sxm", "sglang", "0.5.6.post2", "Qwen/Qwen3-235B-A22B-FP8"): (
         "h200-sxm-141gb",
         "qwen3-235b-a22b",
@@ -48,6 +64,7 @@ CAMPAIGNS = {  # (system, backend, backend_version, model_path): (accelerator, s
 COLUMNS = [
     "case",
     "model",
+    *(k for k in QWEN3_32B),
     "accelerator",
     "precision",
     "kv_cache_precision",
@@ -71,14 +88,24 @@ COLUMNS = [
 SOURCE = "aiconfigurator 0.12.0 (pip wheel aiconfigurator-core, Apache-2.0) aiconfigurator_core/systems/silicon_sample.csv id="
 
 
-def case_row(r, accelerator: str, model: str, short: str) -> dict:
+def precision_of(r) -> str:
+    """The record's weights: its `precision` (fp8 here), or bf16 where the column is empty and the checkpoint
+    is the BF16 release (the rule sources.md section H states for the TensorRT-LLM 1.0.0rc3 Llama-8B rows)."""
+    p = r["precision"]
+    return "bf16" if not isinstance(p, str) or not p else p
+
+
+def case_row(r, accelerator: str, model, short: str) -> dict:
     tp, ep = int(r["tp_size"]), int(r["moe_ep_size"])
     conc = int(r["batch_size"])
+    precision = precision_of(r)
+    arch = model if isinstance(model, dict) else {}
     return {
         "case": f"aicho-{r['backend']}{r['backend_version']}-{short}-tp{tp}ep{ep}-{int(r['isl'])}-{int(r['osl'])}-c{conc}",
-        "model": model,
+        "model": None if arch else model,
+        **arch,
         "accelerator": accelerator,
-        "precision": "fp8",
+        "precision": precision,
         "kv_cache_precision": "bf16",
         "gpus": tp * int(r["pp_size"]),
         "tp": tp,
@@ -97,7 +124,9 @@ def case_row(r, accelerator: str, model: str, short: str) -> dict:
         "source": SOURCE + r["id"],
         "notes": (
             "NVIDIA silicon e2e measurement shipped with aiconfigurator (statistic not stated; TPOT column = "
-            f"silicon_tpot_ms); checkpoint {r['model_path']}; gemm_quant {r['gemm_quant_mode']} moe_quant "
+            f"silicon_tpot_ms); checkpoint {r['model_path']}"
+            + ("" if isinstance(r["precision"], str) and r["precision"] else " (precision column empty: BF16)")
+            + f"; gemm_quant {r['gemm_quant_mode']} moe_quant "
             f"{r['moe_quant_mode']}; layout tp_size {tp}, moe_tp {int(r['moe_tp_size'])}, moe_ep {ep}; provenance: "
             f"{r['silicon_data_source']}; harness not stated: TTFT above concurrency 1 reported only; KV bf16 and "
             "balanced routing assumed (benchmarks/build_heldout_cases.py); held out: never fitted"
@@ -129,7 +158,8 @@ def main(argv) -> int:
         return 1
     df.to_csv(OUT, index=False, lineterminator="\n")
     print(f"wrote {len(df)} rows to {OUT.relative_to(ROOT)}")
-    print(df.groupby(["engine", "engine_version", "accelerator", "model"]).size().to_string())
+    named = df.assign(model=df["model"].fillna(df["model_desc"]))
+    print(named.groupby(["engine", "engine_version", "accelerator", "model"]).size().to_string())
     if left:
         print("left out:")
         print(

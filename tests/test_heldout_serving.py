@@ -48,6 +48,7 @@ def test_builder_reads_the_layout_and_lengths_as_recorded():
         "backend": "trtllm",
         "backend_version": "1.0.0rc3",
         "model_path": "Qwen/Qwen3-235B-A22B-FP8",
+        "precision": "fp8",
         "isl": 512,
         "osl": 128,
         "batch_size": 4.0,
@@ -67,6 +68,10 @@ def test_builder_reads_the_layout_and_lengths_as_recorded():
     assert row["sample"] in HELD_OUT_SAMPLES and row["source"].endswith("id=x")
     one = build.case_row({**rec, "batch_size": 1.0}, "h100-sxm-80gb", "qwen3-235b-a22b", "q235b-h100")
     assert one["measured_ttft_ms"] == 173.5 and one["case"].endswith("-c1")
+    assert row["precision"] == "fp8" and row["model"] == "qwen3-235b-a22b"
+    # an empty precision is the BF16 checkpoint; an unshipped model is its architecture columns
+    dense = build.case_row({**rec, "precision": float("nan")}, "h100-sxm-80gb", build.QWEN3_32B, "q32b-h100")
+    assert dense["precision"] == "bf16" and dense["model"] is None and dense["head_dim"] == 128
 
 
 def test_throughput_row_is_the_batch_output_over_its_latency_per_gpu(tmp_path):
