@@ -138,3 +138,33 @@ def test_architecture_columns_take_rotary_gelu_and_a_wide_head():
     assert wide.head_dim == 128 and wide.heads * wide.head_dim == 8192
     with pytest.raises(UserError, match="bad architecture"):
         model_of({**arch, "position_embedding": "alibi"}, {})
+
+
+def test_batch_row_is_the_static_batch_without_the_request_overhead(tmp_path):
+    """measured_batch_ms (vLLM's benchmark_latency: LLM.generate, no server) is compared with the static batch's
+    prefill + (output_len - 1) decode steps, which is the model's static e2e less the engine's request overhead; a
+    row that is not batching=static is one sentence, not a number."""
+    from parallmelism.validate.runner import _context, _evaluate_one, run_validation
+    from parallmelism.validate.serving_run import inference_run_of
+
+    src = pd.read_csv(
+        REPO / "parallmelism" / "cases" / "inference_heldout_vllm_dashboard.csv", dtype=str, keep_default_na=False
+    )
+    row = src[src["case"].str.contains("llama70B-h200")]
+    f = tmp_path / "cases.csv"
+    row.to_csv(f, index=False)
+    table = run_validation([f], [], None)
+    ctx = _context([], [])
+    r = row.replace({"": None}).to_dict("records")[0]
+    pred = _evaluate_one(inference_run_of(r, *ctx))
+    want = float(pred["prefill_ms"]) + 127 * float(pred["tpot_ms"])
+    assert abs(table["predicted"].iloc[0] - want) < 1e-9 * want and table["quantity"].iloc[0] == "batch_ms"
+    overhead = ctx[3]("vllm").request_overhead_ms
+    assert abs(float(pred["e2e_latency_ms"]) - overhead - want) < 1e-6 * want
+    row.assign(batching="continuous").to_csv(f, index=False)
+    import pytest
+
+    from parallmelism.errors import UserError
+
+    with pytest.raises(UserError, match="set batching=static"):
+        run_validation([f], [], None)

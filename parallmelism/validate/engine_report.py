@@ -9,8 +9,9 @@ held-out samples, HELD_OUT_SAMPLES: rows no fit has seen, validated and never fi
   TTFT  mean |error| over the rows whose TTFT is validated (concurrency 1, and closed loops up to
         LIGHT_LOAD whose benchmark the row states, simulated: validate/inference_cases.py; the case
         files leave measured_ttft_ms blank elsewhere above concurrency 1), target TTFT_TARGET_PCT
-  output tokens/s per GPU at the row's fixed concurrency or static batch, and the context pass
-        without a server (validate/inference_cases.py's optional quantities), where rows have them
+  output tokens/s per GPU at the row's fixed concurrency or static batch, the context pass and a
+        static batch's completion without a server (validate/inference_cases.py's optional
+        quantities, OTHER_QUANTITIES), where rows have them
 Loaded points (percentiles under a request rate) are validate's `loaded` kind, reported by it.
 """
 
@@ -23,6 +24,13 @@ from __future__ import annotations
 # independent-heldout: published tables no fit has seen (parallmelism/cases/inference_heldout_*.csv)
 HELD_OUT_SAMPLES = ("aiconfigurator-heldout", "independent-heldout")
 LIGHT_LOAD = 8  # concurrent requests: the survey's light-load bound (benchmarks/surveys/engines/sources.md)
+# validate/inference_cases.py's optional quantities, by report key, and how a line names them
+OTHER_QUANTITIES = {"tput": "output_tok_s_per_gpu", "context": "context_ms", "batch": "batch_ms"}
+OTHER_LABELS = {
+    "tput": "output tok/s per GPU at fixed concurrency",
+    "context": "context pass (no server)",
+    "batch": "static batch to its last token (no server)",
+}
 ITL_TARGET_PCT = 10.0
 TTFT_TARGET_PCT = 15.0
 
@@ -42,8 +50,7 @@ def engine_errors(table) -> list[dict]:
         light = itl[itl["concurrency"] <= LIGHT_LOAD]["error_pct"].abs()
         loaded = itl[itl["concurrency"] > LIGHT_LOAD]["error_pct"].abs()
         ttft = part[part["quantity"] == "ttft_ms"]["error_pct"].abs()
-        tput = part[part["quantity"] == "output_tok_s_per_gpu"]["error_pct"].abs()
-        context = part[part["quantity"] == "context_ms"]["error_pct"].abs()
+        other = {k: part[part["quantity"] == q]["error_pct"].abs() for k, q in OTHER_QUANTITIES.items()}
         out.append(
             {
                 "engine": engine,
@@ -54,10 +61,8 @@ def engine_errors(table) -> list[dict]:
                 "itl_loaded_mean_abs_pct": float(loaded.mean()) if len(loaded) else float("nan"),
                 "ttft_rows": len(ttft),
                 "ttft_mean_abs_pct": float(ttft.mean()) if len(ttft) else float("nan"),
-                "tput_rows": len(tput),
-                "tput_mean_abs_pct": float(tput.mean()) if len(tput) else float("nan"),
-                "context_rows": len(context),
-                "context_mean_abs_pct": float(context.mean()) if len(context) else float("nan"),
+                **{f"{k}_rows": len(e) for k, e in other.items()},
+                **{f"{k}_mean_abs_pct": float(e.mean()) if len(e) else float("nan") for k, e in other.items()},
             }
         )
     return out
@@ -84,11 +89,8 @@ def engine_lines(table) -> list[str]:
                 f"ITL above concurrency {LIGHT_LOAD} (loaded): {r['itl_loaded_rows']} rows, "
                 f"{r['itl_loaded_mean_abs_pct']:.2f}%"
             )
-        if r["tput_rows"]:
-            parts.append(
-                f"output tok/s per GPU at fixed concurrency: {r['tput_rows']} rows, {r['tput_mean_abs_pct']:.2f}%"
-            )
-        if r["context_rows"]:
-            parts.append(f"context pass (no server): {r['context_rows']} rows, {r['context_mean_abs_pct']:.2f}%")
+        for k, label in OTHER_LABELS.items():
+            if r[f"{k}_rows"]:
+                parts.append(f"{label}: {r[f'{k}_rows']} rows, {r[f'{k}_mean_abs_pct']:.2f}%")
         lines.append(f"engine {r['engine']} ({r['sample']}): " + "; ".join(parts))
     return lines

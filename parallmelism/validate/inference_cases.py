@@ -11,6 +11,10 @@ optional columns, where a source publishes them:
 - measured_context_ms: the context pass of the row's batch without a server (TensorRT-LLM's
   gptSessionBenchmark first-token latency: one output token, no HTTP, no request overhead), our
   `prefill_ms`, quantity `context_ms`.
+- measured_batch_ms: a static batch of `concurrency` prompts run to its last token without a server
+  (vLLM's benchmark_latency: LLM.generate on the batch), prefill_ms + (output_len − 1)·tpot_ms, the
+  static e2e less the request overhead no offline run pays (offline_batch_ms), quantity `batch_ms`;
+  a row that is not batching=static is one sentence.
 How a row becomes a configuration (one rule each, never per case):
 - model, accelerator: as for memory cases (`validate/cases.py`); blank accelerator = H100 SXM.
 - engine (optional column): the serving engine file (conf/engine/: trtllm, vllm, sglang) whose
@@ -71,6 +75,7 @@ QUANTITIES = {
     "itl_ms": "measured_itl_ms",
     "output_tok_s_per_gpu": "measured_output_tok_s_per_gpu",
     "context_ms": "measured_context_ms",
+    "batch_ms": "measured_batch_ms",
 }
 PREDICTED = {
     "ttft_ms": "ttft_ms",
@@ -78,7 +83,7 @@ PREDICTED = {
     "output_tok_s_per_gpu": "throughput_tokens_per_s_per_gpu",
     "context_ms": "prefill_ms",
 }
-UNITS = {"ttft_ms": "ms", "itl_ms": "ms", "output_tok_s_per_gpu": "tok/s", "context_ms": "ms"}
+UNITS = {"ttft_ms": "ms", "itl_ms": "ms", "output_tok_s_per_gpu": "tok/s", "context_ms": "ms", "batch_ms": "ms"}
 REQUIRED = ["case", "input_len", "output_len", "concurrency", "measured_ttft_ms", "measured_itl_ms"]
 
 
@@ -113,6 +118,19 @@ def simulated_ttft(row) -> bool:
     )
 
 
+def offline_batch_ms(row, pred) -> float:
+    """A static batch's completion without a server (module docstring, measured_batch_ms): the static e2e of
+    cost/inference.py (computed + (output_len − 1)·TPOT, computed = prefill + the engine's request overhead) less
+    the request overhead, which an offline run (vLLM's benchmark_latency: LLM.generate, no HTTP) does not pay."""
+    if str(get(row, "batching", "continuous")).lower() != "static":
+        from ..errors import UserError
+
+        raise UserError(
+            f"case {row.get('case')!r}: measured_batch_ms is a static batch's completion: set batching=static"
+        )
+    return float(pred["prefill_ms"]) + (as_int(row, "output_len") - 1) * float(pred["tpot_ms"])
+
+
 def predicted_quantities(row, pred, ctx) -> dict:
     """{quantity: predicted ms} of one case row from its evaluated serving row (rules above); `ctx`
     (validate's context) runs the closed-loop simulation of a row whose TTFT is simulated."""
@@ -120,6 +138,8 @@ def predicted_quantities(row, pred, ctx) -> dict:
         # decode pool: no prefill iterations among its decode iterations; TTFT not predicted
         return {"itl_ms": float(pred["decode_step_ms"]) / float(pred["spec_tokens_per_step"])}
     out = {q: float(pred[col]) for q, col in PREDICTED.items()}
+    if get(row, "measured_batch_ms") is not None:
+        out["batch_ms"] = offline_batch_ms(row, pred)
     if simulated_ttft(row):
         out["ttft_ms"] = closed_loop_ttft_ms(row, ctx)
     return out
