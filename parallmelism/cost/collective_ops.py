@@ -171,9 +171,15 @@ def engine_tp_all_reduce_ops(hw, ar: CollectiveOp, engine) -> list[CollectiveOp]
     become a role "tp custom" record timed by `collectives.custom_all_reduce_time_s`; the rest stay
     NCCL's. Two records, the calls split by row; engine None or "nccl": `ar` alone. Each call of
     either record takes engine.tp_all_reduce_call_overhead_us on top of its kernel's time
-    (`with_call_overhead`); engine None (training, tools that pass none): none."""
+    (`with_call_overhead`); engine None (training, tools that pass none): none. An engine with nccl_nvls false
+    (it sets NCCL_NVLS_ENABLE=0) times its NCCL calls without the switch's NVLS (`collectives.nvls_all_reduce_time_s`)."""
     if engine is None:
         return [ar]
+    if not engine.nccl_nvls and hw.scale_up.nvls is not None:  # the engine sets NCCL_NVLS_ENABLE=0: the ring
+        ring_only = hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"nvls": None})})
+        ar = replace(
+            ar, time_s=transfer_time_s(ring_only, ar.kind, ar.nbytes, ar.group, ar.stride, ar.axis in TP_HIERARCHICAL)
+        )
     if engine.tp_all_reduce == "nccl":
         return [with_call_overhead(ar, engine)]
     S = np.asarray(ar.nbytes, dtype=np.float64)

@@ -69,13 +69,29 @@ tables, tests/data/collectives_nccl_alltoall.csv, 256 KiB-512 MiB at 2, 4, 8 ran
 H100 6 %, H200 6 %, B200 9 %, A100 13 % (the ring of n-1 steps at the whole β: 33, 31, 36, 35 %, every
 size too fast). A file without `all_to_all` keeps the base.
 
+NVLS (`nvls_all_reduce_time_s`, all-reduce inside a domain whose switch reduces; hardware file
+`scale_up.nvls`): NCCL's NVLS algorithm reduces in the NVSwitch (multimem.ld_reduce) and multicasts the
+result (multimem.st), one call rather than 2(n-1) ring steps; per GPU and direction it moves S + S/n bytes:
+
+  nvls.launch_us + (1 + 1/n) · S / (nvls.bandwidth_fraction · β)
+
+bandwidth_fraction is NCCL's nvlsEfficiency (src/graph/tuning.cc v2.29.2: 0.85 Hopper, 0.74 Blackwell);
+launch_us is fitted per accelerator on aiconfigurator's 8-rank all_reduce_perf times at 32-512 MiB (H100
+78.4 us, H200 73.3; mean |time error| 1.5, 0.4 %; NCCL's own tuner latency, 25 us, is too short for these
+measurements). B200 and B300 have no `nvls`: fitted alike (110.7 / 108.2 us at 0.74) it loses to their
+ring at 0.8 of 900 GB/s, which already reads -4..+2 % at 128-512 MiB and -22 % at 64 MiB (8 ranks;
+tests/data/collectives_nccl_large.csv): the Blackwell ring is what is off (2 ranks -25 %), not NVLS. The faster of the ring protocols and NVLS is taken,
+as NCCL's tuner takes it. The (1 + 1/n) traffic makes NVLS lose to the ring at 2 ranks and tie at 4
+(1.2 · 0.85 ≈ 1: measured 4-rank H100 busbw levels off at ~350 GB/s, as the ring's 360), win at 8.
+
 Efficiency is applied HERE, in `group_link` (hw.efficiency.scale_up / scale_out multiply the
 nominal per-direction bandwidths); `collective_time_s` takes the achievable bandwidth as given.
 
 Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests busbw):
   scale_up 0.80: 450 GB/s NVLink4 -> 360 GB/s, the maintainer's expected large all_gather and
-    non-NVLS all_reduce busbw (nccl-tests issue 326). NVLS all-reduce measured 466-480 GB/s at
-    1-8 GiB: the model is conservative there by 23-25 % (NVLS in-switch reduction not modelled).
+    non-NVLS all_reduce busbw (nccl-tests issue 326). NVLS all-reduce measured 362-480 GB/s at
+    64 MiB-8 GiB: `nvls_all_reduce_time_s` (below) gives 361 / 395 / 467 / 476 at 64 MiB / 128 MiB / 1 GiB /
+    8 GiB (the ring alone: 307 at 64 MiB, 23-25 % under at 1-8 GiB).
   scale_out 0.94: 47 GB/s ring busbw per NDR NIC (issue 290), 24/25 per HDR NIC (issue 160).
     64-GPU IB all-reduce (8 nodes, SHARP) 1 GiB / 8 GiB: model 351 / 355 GB/s busbw vs
     365.9 / 386.6 measured (-4.1 % / -8.1 %; the ring is NVLink-bound at 0.8·450 = 360 < 8·47).
@@ -85,8 +101,8 @@ Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests b
     0.583 us per step reproduces both (the earlier 1.0 us per step and no launch gave 2 us and
     14 us: TP2 decode all-reduces 3x too cheap).
   mid sizes (Protocols above): at 8 MiB (LL128) the model gives 173 GB/s busbw vs 177 measured (-2 %;
-    268 with one protocol, +52 %); at 64 MiB (Simple) 307 vs 362 (-15 %: NCCL runs NVLS there, in-switch
-    reduction, not modelled; one protocol gave 345, -4.6 %, by leaving out Simple's latency). Against
+    268 with one protocol, +52 %); at 64 MiB 361 vs 362 in NVLS (the ring in Simple: 307, -15 %;
+    one protocol gave 345, -4.6 %, by leaving out Simple's latency). Against
     aiconfigurator's nccl-tests tables (tests/data/collectives_nccl_sizes.csv: all-reduce, all-gather,
     reduce-scatter at 2, 4, 8 ranks, 256 KiB-32 MiB) the mean |time error| over the 8-rank points is
     H100 10 %, H200 12 %, B200 17 %, A100 14 % (one protocol: 28, 30, 22, 46 %, every one too fast on
@@ -368,6 +384,24 @@ def all_to_all_time_s(hw, nbytes, size, bandwidth_gbps, latency_us):
     return np.where(S / np.maximum(n, 1.0) > a2a.ll_threshold_bytes, simple, base)
 
 
+def nvls_all_reduce_time_s(hw, nbytes, size, bandwidth_gbps):
+    """Seconds of an NVLink SHARP all-reduce of S bytes over n ranks of one switch (module docstring, NVLS):
+
+        nvls.launch_us + (1 + 1/n) · S / (nvls.bandwidth_fraction · β)
+
+    Per GPU and direction the switch path moves S + S/n bytes: multimem.ld_reduce pulls each rank's 1/n
+    shard reduced from all n GPUs (every GPU serves S out, takes S/n in), multimem.st multicasts it back
+    (S/n out, S in). inf where the hardware file has no `nvls` (the ring then wins every `minimum`)."""
+    nv = hw.scale_up.nvls
+    n = np.asarray(size, dtype=np.float64)
+    S = np.asarray(nbytes, dtype=np.float64)
+    bw = np.asarray(bandwidth_gbps, dtype=np.float64)
+    if nv is None:
+        return np.full(np.broadcast_shapes(S.shape, n.shape, bw.shape), np.inf)
+    t = nv.launch_us * US + (1.0 + 1.0 / np.maximum(n, 1.0)) * S / (nv.bandwidth_fraction * bw * GB)
+    return np.where(n > 1, t, 0.0)
+
+
 def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str = "auto", hierarchical: bool = False):
     """`collective_time_s` over the link `group_link(hw, size, stride)` gives.
 
@@ -393,7 +427,10 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
     if kind == "all_to_all":
         return np.where(spans, best, all_to_all_time_s(hw, nbytes, size, bw, lat))
-    return np.where(spans, best, protocol_ring_time_s(hw, kind, nbytes, size, bw))
+    inside = protocol_ring_time_s(hw, kind, nbytes, size, bw)
+    if kind == "all_reduce" and hw.scale_up.nvls is not None:
+        inside = np.minimum(inside, nvls_all_reduce_time_s(hw, nbytes, size, bw))
+    return np.where(spans, best, inside)
 
 
 # A serving engine's own all-reduce kernel for tensor parallelism (vLLM's and SGLang's

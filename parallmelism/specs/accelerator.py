@@ -131,6 +131,18 @@ class AllToAll(BaseModel):
     ll_threshold_bytes: float = Field(ge=0, description="bytes per peer at and below which the base protocol runs")
 
 
+class Nvls(BaseModel):
+    """NVLink SHARP all-reduce inside the scale-up domain (NCCL's NVLS algorithm; cost/collectives.py
+    `nvls_all_reduce_time_s`): the switch reduces (multimem.ld_reduce) and multicasts (multimem.st), so one
+    call costs launch_us + (1 + 1/n) · S / (bandwidth_fraction · β), not 2(n−1) ring steps. Only for a
+    switch that supports it (NVSwitch3 and later); every key is stated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+
+    launch_us: float = _latency("fixed latency of one NVLS all-reduce call, µs")
+    bandwidth_fraction: float = _fraction("an NVLS all-reduce (of each direction's S + S/n bytes)")
+
+
 class ScaleUp(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
@@ -155,6 +167,11 @@ class ScaleUp(BaseModel):
         None,
         description="NCCL's all-to-all inside the domain (cost/collectives.py `all_to_all_time_s`): its own launch "
         "and bandwidth fraction above a per-peer threshold; None: the base protocol, (n-1) steps at the whole bandwidth",
+    )
+    nvls: Optional[Nvls] = Field(
+        None,
+        description="NVLink SHARP (in-switch reduction) all-reduce inside the domain, taken where faster than "
+        "the ring (cost/collectives.py `nvls_all_reduce_time_s`); None: the switch does not reduce (ring only)",
     )
     topology: Literal["switch", "mesh"] = Field(
         "switch",

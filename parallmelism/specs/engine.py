@@ -48,6 +48,11 @@ class EngineSpec(BaseModel):
     # custom_all_reduce_max_bytes inside one scale-up domain, timed by
     # collectives.custom_all_reduce_time_s. Training keeps NCCL.
     tp_all_reduce: Literal["nccl", "custom"] = Field(..., description="TP all-reduce of serving passes")
+    # Whether the engine's NCCL may run NVLS (NVLink SHARP, hardware scale_up.nvls) for the TP all-reduces
+    # the custom kernel does not take: NCCL's default (NCCL_NVLS_ENABLE=2, on where the switch supports it)
+    # unless the engine sets NCCL_NVLS_ENABLE=0 at startup (cost/collective_ops.engine_tp_all_reduce_ops).
+    # Defaults to NCCL's own default (an engine file that does not say keeps it); the shipped files state it.
+    nccl_nvls: bool = Field(True, description="its NCCL TP all-reduces may run NVLS where the switch supports it")
     custom_all_reduce_one_shot_latency_us: float = Field(
         ..., ge=0, le=1000, description="custom all-reduce: fixed time of a one-shot call, us (at most 1 ms)"
     )
