@@ -658,8 +658,13 @@ def test_cli_export_serve_plan_recommended_row_or_one_sentence(answers, tmp_path
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert f"the recommended plan is disaggregated {pools}" in r.stderr and "--case colocated" in r.stderr
         assert not out.exists() and not out.parent.exists()
-    r = run_app("export", plan, "--to", "dynamo", "--out", out, cwd=tmp_path)  # its prefill pool shards prompts (sp 2)
-    assert r.returncode == 2 and "the prefill pool: vLLM cannot run this layout" in r.stderr and not out.exists()
+    # the recommended deployment is one the engines run: its prefill pool does not shard prompts (sp 1)
+    manifest = tmp_path / "out" / "disagg.yaml"
+    r = run_app("export", plan, "--to", "dynamo", "--out", manifest, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert df.loc["disaggregated", "prefill_sp"] == 1 and df.loc["disaggregated", "decode_sp"] == 1
+    manifest.unlink()
+    manifest.parent.rmdir()
     r = run_app("export", plan, "--to", "vllm", "--case", "colocated", "--out", out, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     col = df.loc["colocated"]
@@ -669,6 +674,28 @@ def test_cli_export_serve_plan_recommended_row_or_one_sentence(answers, tmp_path
     rec = pd.read_csv(source).set_index("deployment")
     assert rec.loc["colocated", "recommended"]
     assert select_row(read_rows(source))["deployment"] == "colocated"
+
+
+def test_plan_serve_recommends_only_layouts_the_engines_run(tmp_path):
+    """No shipped engine shards one prompt over ranks (sp > 1; export/serving.check refuses it), so
+    `plan serve` does not plan with it unless grid.sp is given: a long prompt under a tight TTFT with
+    pipelines ruled out once recommended tp 4 x sp 2, which `export` then refused."""
+    import pandas as pd
+
+    plan = tmp_path / "plan.csv"
+    question = ["model=llama3.1-8b", "qps=2", "input_len=32768", "output_len=64", "ttft_ms=400", "grid.pp=[1]"]
+    r = run_app("plan", "serve", *question, "-q", "--out", plan, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(plan).set_index("deployment")
+    assert (df[["sp", "prefill_sp", "decode_sp"]].fillna(1) == 1).all().all()
+    out = tmp_path / "serve.sh"
+    served = ["workload=inference", "model=llama3.1-8b", "workload.input_len=32768", "workload.output_len=64"]
+    r = run_app("export", plan, *served, "--out", out, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # grid.sp given: a what-if that plans prompt sharding as asked
+    r = run_app("plan", "serve", *question, "grid.sp=[2]", "-q", "--out", plan, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert pd.read_csv(plan).set_index("deployment").loc["colocated", "sp"] == 2
 
 
 def test_torchtitan_rowwise_fp8_recipe_round_trips_and_megatron_refuses_it():

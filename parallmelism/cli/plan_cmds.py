@@ -146,6 +146,7 @@ def plan_serve(
     if not any(o.split("=", 1)[0] in ("workload", "+workload") for o in overrides):
         overrides = ["workload=inference", *overrides]
     explicit_batch = any(o.split("=", 1)[0].lstrip("+") == "grid.batch" for o in overrides)
+    explicit_sp = any(o.split("=", 1)[0].lstrip("+") == "grid.sp" for o in overrides)
     try:
         runs = load_runs(overrides, config_dir)
         out = out_of(out, runs, config_dir)
@@ -155,6 +156,10 @@ def plan_serve(
                 r.model_copy(update={"grid": r.grid.model_copy(update={"batch": list(r.plan.serve_batch)})})
                 for r in runs
             ]
+        if (
+            not explicit_sp
+        ):  # a plan names what `export` can launch: no serving engine shards a prompt (export/serving.check)
+            runs = [r.model_copy(update={"grid": r.grid.model_copy(update={"sp": [1]})}) for r in runs]
         if len(runs) != 1:
             raise UserError("plan serve answers one question at a time; remove the sweep (a,b) from the overrides")
         run = runs[0]
