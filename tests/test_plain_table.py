@@ -74,6 +74,25 @@ def test_shows_record_table_prints_as_rich_prints_it(width, monkeypatch):
     assert _printed(table, width, True, monkeypatch) == _printed(table, width, False, monkeypatch)
 
 
+def test_parameter_counts_print_as_whole_numbers(monkeypatch):
+    """params_* columns are counts (float columns: a per-GPU share): 655,360 parameters, not
+    "655,360.00"; other floats keep two decimals, and counts past 1e6 the 3-significant-digit form."""
+    import pandas as pd
+
+    from parallmelism.report.table import frame_table
+
+    record = {"params_experts_per_gpu": 655360.0, "params_per_gpu": 8.03e9, "mfu": 0.0, "params_active": 0.0}
+    printed = _printed(record_table(record, title="layout", width=80), 80, True, monkeypatch)
+    assert "655,360 " in printed and "655,360.00" not in printed and "8.030e+09" in printed
+    assert [line.split()[-2] for line in printed.splitlines() if "params_active" in line or " mfu " in line] == [
+        "0.00",
+        "0",
+    ]
+    frame = pd.DataFrame({"ngpus": [8], "params_per_gpu": [655360.0], "mfu": [0.5]})
+    printed = _printed(frame_table(frame, columns=["ngpus", "params_per_gpu", "mfu"], width=80), 80, True, monkeypatch)
+    assert "655,360 " in printed and "0.50" in printed
+
+
 text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30) | st.text(
     alphabet=st.sampled_from(list("ab xyz019.,%[]:/-·Σ−漢\t")), max_size=40
 )

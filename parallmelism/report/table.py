@@ -29,9 +29,14 @@ DEFAULT_COLUMNS = [
 ]
 
 
-def _fmt(v) -> str:
+COUNT_PREFIX = "params_"  # parameter counts: whole numbers, whatever the column's dtype
+
+
+def _fmt(v, column: str = "") -> str:
     if isinstance(v, float):
-        return f"{v:,.2f}" if abs(v) < 1e6 else f"{v:.3e}"
+        if abs(v) >= 1e6:
+            return f"{v:.3e}"
+        return f"{v:,.0f}" if column.startswith(COUNT_PREFIX) and v.is_integer() else f"{v:,.2f}"
     return str(v)
 
 
@@ -250,7 +255,7 @@ def _frame_parts(df, columns, answers, lead):
         columns = INFERENCE_DEFAULT_COLUMNS
     columns = [c for c in (columns or DEFAULT_COLUMNS) if c in df.columns]
     columns = list(dict.fromkeys([c for c in lead if c in df.columns] + columns))
-    cells = {c: [_fmt(v) for v in df[c].tolist()] for c in columns}
+    cells = {c: [_fmt(v, c) for v in df[c].tolist()] for c in columns}
     kinds = {c: "number" if df[c].dtype.kind in "iufb" else "text" if c in TEXT_COLUMNS else "value" for c in columns}
     keep = [c for c in columns if c in lead or c in IDENTITY_COLUMNS]
     first = keep + [c for c in columns if c in ANSWER_COLUMNS or c in answers]
@@ -290,7 +295,7 @@ def record_table(
         cells["meaning"] = []
     for k, v in record.items():
         cells["column"].append(str(k))
-        cells["value"].append(_fmt(v))
+        cells["value"].append(_fmt(v, str(k)))
         if descriptions:
             cells["meaning"].append(descriptions.get(k, ""))
     kinds = {"column": "value", "value": "value", "meaning": "text"}
