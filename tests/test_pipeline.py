@@ -70,16 +70,17 @@ def test_inflight_1f1b_interleaved_gpipe():
 def test_serving_pipelines_by_hand():
     """Decode on p = 4 stages, stage 2 ms, hop 0.1 ms: 4·2.1 = 8.4 ms a token; b = 2 sequences fill
     2 of 4 stages (half idle). Prefill in 4 chunks of 1 ms + 0.1 ms hop: (4 + 3)·1.1 = 7.7 ms, and
-    one chunk per 12 ms iteration: (4 + 3)·12/4 = 21 ms. A chunk adding 1 ms to one of m = 2
-    micro-batches on each of 4 stages adds (4/2)·1 ms to a 10 ms iteration."""
+    one chunk per 12 ms iteration: (4 + 3)·12/4 = 21 ms. A chunk adding 1 ms to its micro-batch on
+    each of 4 stages adds 4·1 ms to a 10 ms iteration: the micro-batch passes every stage before its
+    next token."""
     assert float(pl.decode_step_s(4.0, 2e-3, 1e-4)) == pytest.approx(8.4e-3, rel=1e-15)
     assert float(pl.decode_micro_batches(2, 4)) == 2 and float(pl.decode_micro_batches(64, 4)) == 4
     assert float(pl.decode_pp_idle(2.0, 4.0)) == 0.5 and float(pl.decode_pp_idle(8.0, 4.0)) == 0.0
     assert float(pl.prefill_pipeline_s(4, 4.0, 1e-3, 1e-4)) == pytest.approx(7.7e-3, rel=1e-15)
     assert float(pl.chunked_prefill_s(4.0, 4.0, 12e-3)) == pytest.approx(21e-3, rel=1e-15)
     assert float(pl.chunked_prefill_s(4.0, 1.0, 12e-3)) == pytest.approx(48e-3, rel=1e-15)  # no pipeline
-    assert float(pl.mixed_iteration_s(10e-3, 4.0, 2.0, 3e-3, 2e-3)) == pytest.approx(12e-3, rel=1e-15)
-    assert float(pl.mixed_iteration_s(10e-3, 4.0, 2.0, 1e-3, 2e-3)) == 10e-3  # a chunk never shortens it
+    assert float(pl.mixed_iteration_s(10e-3, 4.0, 3e-3, 2e-3)) == pytest.approx(14e-3, rel=1e-15)
+    assert float(pl.mixed_iteration_s(10e-3, 4.0, 1e-3, 2e-3)) == 10e-3  # a chunk never shortens it
 
 
 def test_static_serving_step_is_the_decode_pipeline():

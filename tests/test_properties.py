@@ -5,13 +5,15 @@
 - states memory: NO_OP >= OPTIMIZER_STATES >= OPTIMIZER_STATES_AND_GRADS >= FULLY_SHARD;
 - the bubble's share of the step is in [0, 1);
 - every time is finite and non-negative, step and compute times strictly positive;
-- `fits` is exactly mem_total_gib <= hbm_usable_gib.
+- `fits` is exactly mem_total_gib <= hbm_usable_gib;
+- serving: no prefill or decode step runs its FLOPs faster than the accelerator's spec peak, and twice
+  the peak FLOP/s, HBM bandwidth, scale-up or scale-out bandwidth never makes a phase slower.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from parallmelism.config import load_option, load_run_configs
@@ -148,3 +150,60 @@ def test_inference_invariants(model, ngpus, batch):
     q = df["serving_load"]
     mix = (1 - q) * df["decode_step_ms"] + q * df["iteration_mixed_ms"]
     np.testing.assert_allclose(df["tpot_ms"], mix, rtol=1e-9)
+
+
+SERVE_MODELS = ["llama3.1-8b", "llama3.1-70b", "mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b"]  # dense, GQA, MoE, MLA
+SERVE_HARDWARE = ["h100-sxm-80gb", "a100-sxm-40gb", "b200-180gb", "mi300x-192gb", "h20-96gb"]
+# the phases a faster part may only shorten (TTFT and mean ITL under load are closed-loop: a faster
+# decode brings the next prompts sooner, so their queueing can grow)
+SERVE_PHASES = ["prefill_ms", "decode_step_ms", "iteration_mixed_ms", "e2e_latency_ms"]
+
+
+@st.composite
+def serve_runs(draw):
+    return [
+        "workload=inference",
+        f"model={draw(st.sampled_from(SERVE_MODELS))}",
+        f"hardware={draw(st.sampled_from(SERVE_HARDWARE))}",
+        f"engine={draw(st.sampled_from(['trtllm', 'vllm', 'sglang']))}",
+        f"grid.ngpus=[{draw(st.sampled_from([8, 16]))}]",
+        f"workload.batch={draw(st.sampled_from([1, 4, 32]))}",
+        f"workload.input_len={draw(st.sampled_from([512, 2048, 8192]))}",
+        f"workload.batching={draw(st.sampled_from(['continuous', 'static']))}",
+    ]
+
+
+# Llama-3.1-8B's 8192-token prompt on A100s at batch 4: with pp 4 the prompt's chunked prefill took
+# 100 ms for 106 ms of FLOPs at the bf16 peak (pipeline.mixed_iteration_s counted the chunk once a pass)
+A100_PP = ["workload=inference", "model=llama3.1-8b", "hardware=a100-sxm-40gb", "engine=trtllm"]
+A100_PP += ["grid.ngpus=[8]", "workload.batch=4", "workload.input_len=8192", "workload.batching=continuous"]
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(serve_runs())
+@example(A100_PP)
+def test_serving_never_beats_the_peak_and_faster_parts_never_slow_it(overrides):
+    from parallmelism.config.compose import run_with_fields
+
+    run = load_run_configs(overrides)[0][1]
+    df, _ = evaluate(run)
+    if len(df) == 0:
+        return
+    hw = run.hardware
+    peak = max(hw.peak_tflops.values()) * 1e12  # any dtype's: an upper bound on every GEMM
+    assert (df["prefill_ms"] * 1e-3 * peak >= df["flops_prefill_per_gpu"] * (1 - 1e-9)).all()
+    assert (df["decode_step_ms"] * 1e-3 * peak >= df["flops_decode_per_gpu"] * (1 - 1e-9)).all()
+    faster = {
+        "peak": {f"hardware.peak_tflops.{k}": 2 * v for k, v in hw.peak_tflops.items()},
+        "hbm": {"hardware.hbm_bandwidth_gbps": 2 * hw.hbm_bandwidth_gbps},
+        "scale_up": {"hardware.scale_up.bandwidth_gbps": 2 * hw.scale_up.bandwidth_gbps},
+    }
+    if hw.scale_out is not None:
+        faster["scale_out"] = {"hardware.scale_out.bandwidth_gbps": 2 * hw.scale_out.bandwidth_gbps}
+    key = ["tp", "pp", "sp", "ep", "dp", "batch"]
+    for name, fields in faster.items():
+        fast, _ = evaluate(run_with_fields(run, fields))
+        m = df.merge(fast, on=key, suffixes=("", "_fast"))
+        assert len(m) == len(df), name
+        for col in SERVE_PHASES:
+            assert (m[col + "_fast"] <= m[col] * (1 + 1e-9)).all(), (name, col)

@@ -523,7 +523,7 @@ def continuous_terms(
     if wl.chunked_prefill:
         mix = mixed_stage_terms(partial(stage_terms, km=km, engine=engine), model, hw, wl, lay, td_mix, n_p)
         # a chunk never shortens the iteration
-        t_mix = pipeline.mixed_iteration_s(t_dec, pp, m, mix["stage_s"], dec["stage_s"])
+        t_mix = pipeline.mixed_iteration_s(t_dec, pp, mix["stage_s"], dec["stage_s"])
     else:  # the chunk is a forward pass of its own through every stage
         mix = pre
         t_mix = pipeline.decode_step_s(pp, pre["stage_s"], pre["hop_s"]) + t_iter

@@ -9,7 +9,7 @@ rest of the budget with a prefill chunk (chunked prefill). Two kinds of iteratio
                         t_dec = pp·(stage time of one micro-batch + hop) + t_iter
   mixed iteration    the other b−1 sequences' decode tokens + a chunk of c = S/n_p prompt tokens,
                      n_p = ceil(S / max(C − (b−1), 1)) chunks per prompt:
-                        t_mix = t_dec(b−1) + (pp/m)·(stage(decode + chunk) − stage(decode))
+                        t_mix = t_dec(b−1) + pp·(stage(decode + chunk) − stage(decode))
                      (the chunk rides in one of the m decode micro-batches and passes every stage once;
                      its increment is at least 0, and the decode tokens' sp attention merge is in both)
 Stage times are the ops' kernel times (`cost.inference.stage_terms`: the kernel model's forward

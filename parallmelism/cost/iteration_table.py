@@ -4,7 +4,7 @@ model (cost.inference_iteration), as a table the request-level simulation reads
 
 For one layout (the first row of `lay`) and d = 0..max_batch decode tokens, k prompt tokens:
   d ≥ 1, k = 0   t_dec(d) = pp·(decode stage of ceil(d/m) sequences + hop) + t_iter, m = min(d, pp)
-  d ≥ 1, k > 0   chunked prefill: t_dec(d) + (pp/m)·max(0, stage(decode + chunk) − stage(decode))
+  d ≥ 1, k > 0   chunked prefill: t_dec(d) + pp·max(0, stage(decode + chunk) − stage(decode))
                  (`pipeline.mixed_iteration_s`); the chunk is k tokens of prompts of workload.input_len,
                  i.e. the prompt cut into n_p = S·(1 − hit)/k chunks (n_p < 1: k/S whole prompts)
   d = 0, k > 0   a prompt-only pass: pp·(prefill stage of the chunk + hop) + t_iter
@@ -83,7 +83,6 @@ def iteration_times(model, hw, wl, lay: ServingLayout, km, engine, max_batch: in
         t = pipeline.mixed_iteration_s(
             np.repeat(t_dec, len(kk)),
             np.asarray(mlay.pp, dtype=np.float64),
-            mm,
             mix["stage_s"],
             np.repeat(dec["stage_s"], len(kk)),
         )
