@@ -105,7 +105,7 @@ Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests b
     one protocol gave 345, -4.6 %, by leaving out Simple's latency). Against
     aiconfigurator's nccl-tests tables (tests/data/collectives_nccl_sizes.csv: all-reduce, all-gather,
     reduce-scatter at 2, 4, 8 ranks, 256 KiB-32 MiB) the mean |time error| over the 8-rank points is
-    H100 10 %, H200 12 %, B200 17 %, A100 14 % (one protocol: 28, 30, 22, 46 %, every one too fast on
+    H100 10 %, H200 12 %, B200 15 % (17 % on H100's latencies), A100 14 % (one protocol: 28, 30, 22, 46 %, every one too fast on
     the whole; A100 27 % on H100's small-message latencies, now its own from the same tables:
     hardware/a100-sxm-80gb.yaml); at 2 ranks the model stays ~25 % fast (large 2-rank busbw is ~260-320 GB/s, not 360).
   `group_collective_time_s(algorithm="auto")` takes the faster of ring and tree for groups that
