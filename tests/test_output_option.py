@@ -58,6 +58,36 @@ def test_bad_output_paths_are_one_sentence_before_any_work(tmp_path, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
+EMPTY = "an empty path names no file or folder"
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["sweep", *SMALL, "--out", ""], EMPTY),
+        (["best", *SMALL, "--out", ""], EMPTY),
+        (["plan", "serve", "model=llama3.1-8b", "qps=5", "--out", ""], EMPTY),
+        (["validate", "--out", ""], EMPTY),
+        (["export", "--pinned", *SMALL, "--out", ""], EMPTY),
+        (["plot", "memory", *SMALL, "--out", ""], EMPTY),
+        (["merge", "a.csv", "--out", ""], EMPTY),
+        (["import-hf", "config.json", "--out", ""], EMPTY),
+        (["study", "run", "study.yaml", "--out", ""], EMPTY),
+        (["profile", "--device", "cpu", "--out", ""], EMPTY),
+        (["best", *SMALL, "--full-output", ""], EMPTY),
+        (["sweep", *SMALL, "output.path=''"], "output.path='': String should have at least 1 character"),
+        (["sweep", *SMALL, "output.dir=''"], "output.dir='': String should have at least 1 character"),
+    ],
+)
+def test_an_empty_output_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, args, words):
+    """'' was read as '.' (Path('')): "output path '.' must end in .csv", or for export, plot and study a
+    file or folder named after the current one; output.path='' fell back to the default file."""
+    monkeypatch.chdir(tmp_path)
+    code, out = cli(*args)
+    assert code == 2 and words in out and "Traceback" not in out, out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_search_commands_take_the_hydra_spelling_too(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out = cli("best", "-q", *SMALL, "output.path=x.csv")

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .options import CONFIG_DIR
+from .options import CONFIG_DIR, a_path
 
 
 def export(
@@ -24,7 +24,9 @@ def export(
         "dynamo (a serve plan's disaggregated row). Default: the run's stack= (training) or engine= (serving), "
         "dynamo for a disaggregated row",
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the file here (default: print it)"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", parser=a_path, help="write the file here (default: print it)"
+    ),
     rank: Optional[int] = typer.Option(None, "--rank", help="the row with this rank (a best table)"),
     case: Optional[str] = typer.Option(
         None,

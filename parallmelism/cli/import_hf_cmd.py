@@ -7,11 +7,13 @@ from typing import Optional
 
 import typer
 
+from .options import a_path
+
 
 def import_hf(
     config: Path = typer.Argument(..., help="a local Hugging Face config.json (no hub access)"),
     out: Optional[Path] = typer.Option(
-        None, "--out", "-o", help="write models/NAME.yaml here (default: print the YAML)"
+        None, "--out", "-o", parser=a_path, help="write models/NAME.yaml here (default: print the YAML)"
     ),
     name: Optional[str] = typer.Option(
         None, "--name", help="model name (default: --out's file stem, else the config's _name_or_path or folder)"

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .options import QUIET
+from .options import QUIET, a_path
 from .outputs import check_out
 
 
@@ -15,7 +15,9 @@ def merge(
     parts: List[str] = typer.Argument(
         ..., help="part files (.csv, .parquet) or Parquet dataset folders; output.path=FILE is --out"
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=check_out, help="merged table (.csv or .parquet)"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", callback=check_out, parser=a_path, help="merged table (.csv or .parquet)"
+    ),
     quiet: bool = QUIET,
     allow_partial: bool = typer.Option(
         False, "--allow-partial", help="merge a study folder whose points are not all complete (default: refuse)"

@@ -5,9 +5,20 @@ cli/common.py and cli/outputs.py, which import no typer, so that show's and best
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from .outputs import check_full_output, check_out
+
+
+def a_path(value: str) -> Path:
+    """A path option's text as a Path; an empty one ('' would read as '.', the current folder) is
+    the one-sentence usage error."""
+    if not value.strip():
+        raise typer.BadParameter("an empty path names no file or folder")
+    return Path(value)
+
 
 OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. model=llama3.1-405b grid.ngpus=[1024]")
 CONFIG_DIR = typer.Option(
@@ -44,10 +55,13 @@ FULL = typer.Option(
     None,
     "--full-output",
     callback=check_full_output,
+    parser=a_path,
     help="also stream EVERY evaluated row to this folder as a "
     "partitioned Parquet dataset (model=/hardware=/workload=/part-*.parquet)",
 )
-OUT = typer.Option(None, "--out", "-o", callback=check_out, help="write the table here (.csv or .parquet)")
+OUT = typer.Option(
+    None, "--out", "-o", callback=check_out, parser=a_path, help="write the table here (.csv or .parquet)"
+)
 
 
 def _print_version(value: bool):

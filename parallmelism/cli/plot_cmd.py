@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .options import CONFIG_DIR, OVERRIDES, QUIET
+from .options import CONFIG_DIR, OVERRIDES, QUIET, a_path
 
 PLOT_KINDS = ("memory", "roofline", "pareto", "scaling", "step-time")
 
@@ -15,7 +15,7 @@ PLOT_KINDS = ("memory", "roofline", "pareto", "scaling", "step-time")
 def plot(
     kind: str = typer.Argument(..., help="memory | roofline | pareto | scaling | step-time"),
     overrides: Optional[List[str]] = OVERRIDES,
-    out: Path = typer.Option(..., "--out", "-o", help="picture file: .png or .svg"),
+    out: Path = typer.Option(..., "--out", "-o", parser=a_path, help="picture file: .png or .svg"),
     top: int = typer.Option(8, "--top", help="layouts shown (memory, step-time)", min=1),
     quiet: bool = QUIET,
     config_dir: Optional[List[str]] = CONFIG_DIR,

@@ -14,12 +14,15 @@ from typing import Optional
 
 import typer
 
+from .options import a_path
+
 
 def profile(
     out: Path = typer.Option(
         Path("."),
         "--out",
         "-o",
+        parser=a_path,
         help="config folder to write hardware/NAME.yaml and hardware/kernels/NAME.csv into (use it with --config-dir)",
     ),
     name: Optional[str] = typer.Option(None, "--name", help="accelerator name (default: from the device)"),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
+
+from .options import a_path
 
 study_app = typer.Typer(
     no_args_is_help=True,
@@ -40,7 +43,7 @@ def _engine(kind: Optional[str], workers: Optional[int], spec_engine):
     return base.model_copy(update=update)
 
 
-def _stop_keeping(folder_hint: str):
+def _stop_keeping(folder_hint: str | Path):
     """Ctrl-C: the completed points stay (each partition is whole; one cut short left none), so the
     app's 'interrupted; nothing was written' would be wrong: say what is kept, exit 130."""
     from .common import console
@@ -71,8 +74,12 @@ def study_run(
     study: str = typer.Argument(..., help="the study file (YAML: points, command, out, engine)"),
     engine: Optional[str] = ENGINE,
     workers: Optional[int] = WORKERS,
-    out: Optional[str] = typer.Option(
-        None, "--out", "-o", help="the study's folder (default: the file's out:; both relative to the current folder)"
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        "-o",
+        parser=a_path,
+        help="the study's folder (default: the file's out:; both relative to the current folder)",
     ),
     quiet: bool = QUIET,
 ):

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .options import CFG, CHUNK, CONFIG_DIR, INFO, OVERRIDES, RESOLVE, WIDE, WORKERS
+from .options import CFG, CHUNK, CONFIG_DIR, INFO, OVERRIDES, RESOLVE, WIDE, WORKERS, a_path
 
 
 def _default_output(runs, fmt: str, folder: str) -> Path:
@@ -109,6 +109,7 @@ def sweep(
         None,
         "--out",
         "-o",
+        parser=a_path,
         help="write the table here (.csv or .parquet; "
         "the same as output.path=, which needs quotes around , ( ) and non-ASCII)",
     ),

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .options import CONFIG_DIR, OVERRIDES
+from .options import CONFIG_DIR, OVERRIDES, a_path
 from .outputs import check_out
 
 
@@ -16,7 +16,7 @@ def validate(
         None, "--cases", help="case file(s) in the format of shared/reference/*_measured.csv (default: the shipped set)"
     ),
     out: Optional[Path] = typer.Option(
-        None, "--out", callback=check_out, help="write the per-case table here (.csv or .parquet)"
+        None, "--out", callback=check_out, parser=a_path, help="write the per-case table here (.csv or .parquet)"
     ),
     max_error: Optional[float] = typer.Option(None, "--max-error", help="exit 1 if any |error| exceeds PCT", min=0.0),
     overrides: Optional[List[str]] = OVERRIDES,

@@ -81,11 +81,13 @@ def workload_under_stack(wl, stack: StackSpec | None):
 class OutputSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
-    path: Optional[str] = Field(None, description="file to write; default results/<model>_<hardware>_<workload>.<fmt>")
+    path: Optional[str] = Field(
+        None, min_length=1, description="file to write; default results/<model>_<hardware>_<workload>.<fmt>"
+    )
     # None: the path's extension sets it (csv for the default name); given, it must agree with the
     # path either way (report.writer.check_output_path)
     format: Optional[Literal["csv", "parquet"]] = None
-    dir: str = "results"
+    dir: str = Field("results", min_length=1)
     top: PositiveInt = Field(10, description="rows in the terminal table")
     write: bool = True
 
