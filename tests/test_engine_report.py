@@ -77,7 +77,8 @@ BARS = {
 # (engine, sample): (output tok/s per GPU mean |error| % bar, context-pass bar), where the rows have them.
 # TensorRT-LLM's own 2023 tables (inference_heldout_trtllm061.csv: v0.6.1 gptSessionBenchmark static batches, v0.5
 # batch-1 first-token latency; H100 fp8, A100 fp16), held out, read before any change: throughput 28.23 % on 21
-# rows (TP1 -2.4..+27 %, 11 of 12 within 12 %; every TP > 1 row over, +16..+124 %), context 22.30 % on 16 rows
+# rows (MHA models -2.4..+27 %, 12 of 13 within 12 %; every GQA row, Llama 2 70B and Falcon 180B, over +16..+124 %,
+# -20..+1 % when their kv_heads is set to heads: K/V read per query head), context 22.30 % on 16 rows
 # (all short, -5..-41 %: v0.5's context kernels were slower than today's tables); after NVLS all-reduce (C1's
 # scale_up change): 28.53 % and 22.54 %
 # vLLM's performance dashboard (inference_heldout_vllm_dashboard.csv: benchmark_latency, batch 8 of 32 -> 128 tokens,
