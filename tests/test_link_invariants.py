@@ -10,7 +10,7 @@ accelerator (hypothesis; bounded examples so they run in seconds):
 over the DP gradient-reduce policies, hybrid sharding, both CP communication types and both MoE
 dispatchers; each at the stack's fitted overheads and again with comm_contention 0, where no
 contention term pads a step that hides more (the shipped 0.3 had hidden full recompute coming out
-faster than none: `steptime.dp_role_exposed_s`).
+faster than none: `steptime.shared_micro_batch_exposed_s`).
 """
 
 from __future__ import annotations
@@ -189,8 +189,9 @@ def test_fp8_everywhere_is_slower_on_gemms_too_small_for_it():
     assert chosen["time_step_s_a"].iloc[0] <= chosen["time_step_s_b"].iloc[0]
 
 
-# DeepSeek-V3 on 64 A100s, ZeRO-2, cp 2, comm_contention 0: the ZeRO parameter gather's window
-# had taken in full recompute's backward launches, and full came out 0.1 % faster than none
+# DeepSeek-V3 on 64 A100s, ZeRO-2, cp 2, comm_contention 0: the parameter gather and the reduce of
+# the same micro-batch had each hidden under its whole non-compute time, and full recompute (whose
+# backward launches widened both) came out 0.1 % faster than none
 DSV3_A100 = [
     "model=deepseek-v3",
     "hardware=a100-sxm-40gb",

@@ -724,10 +724,11 @@ def _dp_link_exposed(d, r, m, reductions, overlap: bool):
     link = reduce + d["zero_gather"] + fsdp
     if not overlap:
         return link, link
-    # Each role hides under its own window (`dp_role_exposed_s`); together they share one link
-    # and the stage's timeline, so at most m·T_mb of DP traffic hides in all.
+    # Each role hides under its own window (`dp_role_exposed_s`); together they share one link and
+    # the stage's timeline, so at most m·T_mb of DP traffic hides in all, and at most T_mb of what
+    # one micro-batch carries (`shared_micro_batch_exposed_s`).
     reduce_exp, gather_exp, fsdp_exp = dp_role_exposed_s(d, r, m, reductions)
-    dp_exp = reduce_exp + gather_exp + fsdp_exp
+    dp_exp = np.maximum(reduce_exp + gather_exp, shared_micro_batch_exposed_s(d, r, m, reductions)) + fsdp_exp
     return link, np.maximum(dp_exp, link - m * r["t_mb"])
 
 
@@ -736,29 +737,45 @@ def dp_role_exposed_s(d, r, m, reductions):
     each under its own window, with overlap_dp_comm (`_dp_link_exposed`):
 
       ZeRO gather  all-gathers the updated parameters in the first micro-batch's forward, each bucket
-                   before the layers that read it (Megatron-Core overlap_param_gather; ZeRO-1/2's
-                   all-gather): window = that forward's compute, r["fwd"]
-      reduce       each bucket's reduce-scatter / all-reduce is issued once its gradients are ready
-                   in the backward (Megatron-Core overlap_grad_reduce, DeepSpeed overlap_comm), so it
-                   hides under the rest of that micro-batch: window = T_mb − fwd per reduction, the
-                   backward with its recompute plus what else holds the micro-batch (exposed
-                   TP/CP/EP on their own links, launch overheads: the NIC moves DP traffic meanwhile)
+                   before the layers that read it (Megatron-Core overlap_param_gather, ZeRO-1/2's
+                   all-gather): window = T_mb − bwd_rc, that forward's compute plus what else holds
+                   the micro-batch (`other`: exposed TP/CP/EP on their own links, launch overheads),
+                   during which the NIC moves DP traffic too
+      reduce       each bucket's reduce-scatter / all-reduce is issued once its gradients are ready in
+                   the backward (Megatron-Core overlap_grad_reduce, DeepSpeed overlap_comm) and hides
+                   under the rest of that micro-batch: window = T_mb − fwd per reduction
       FSDP         gathers and reduce-scatters per unit, prefetched: the stage's timeline m·T_mb
 
-    The two windows split the micro-batch (fwd + (T_mb − fwd) = T_mb): a micro-batch whose backward
-    carries a reduce (one per micro-batch, or m = 1) lends its non-compute time to one role, not
-    both. Work that lengthens only the backward (recompute, its launches) so widens only the reduce's
-    window, by exactly what it adds to T_mb: a reduction hides at most what its micro-batch grew,
-    and the step (m·T_mb + exposed) never shortens. The ZeRO gather's window had been fwd plus all
-    of the micro-batch's non-compute time: full recompute's backward launches widened the forward's
-    window, and with comm_contention 0 full recompute came out faster than none (DeepSeek-V3, A100,
-    64 GPUs, ZeRO-2, cp 2: 335.57 s against 335.88 s)."""
+    Each window shrinks by no more than T_mb does (faster compute, fp8) and grows by no more than it
+    (recompute). Both take the micro-batch's `other`: where one micro-batch carries both roles they
+    share its T_mb (`shared_micro_batch_exposed_s`)."""
+    other = r["t_mb"] - r["compute_mb"]
     timeline = m * r["t_mb"]
     return (
-        np.maximum(0.0, d["reduce"] * reductions - reductions * (r["t_mb"] - r["fwd"])),
-        np.maximum(0.0, d["zero_gather"] - r["fwd"]),
+        np.maximum(0.0, d["reduce"] * reductions - reductions * (r["bwd_rc"] + other)),
+        np.maximum(0.0, d["zero_gather"] - (r["fwd"] + other)),
         np.maximum(0.0, d["fsdp_per_mb"] * m - timeline),
     )
+
+
+def shared_micro_batch_exposed_s(d, r, m, reductions):
+    """The least the ZeRO gather and gradient reduce expose per step where the first micro-batch
+    carries both (reduce every micro-batch, or m = 1): that micro-batch hides at most its T_mb of
+    the two, gather + reduce − T_mb, and each of the other reductions exposes what its own window
+    leaves, (reductions − 1)·max(0, reduce − (T_mb − fwd)). 0 where they fall in different
+    micro-batches (one reduce per step, m > 1: the first micro-batch's forward, the last one's
+    backward).
+
+    Without it the two windows (`dp_role_exposed_s`) each took the micro-batch's whole non-compute
+    time, so together they hid T_mb + other in it: work that lengthens only the backward also
+    lengthened the gather's window. With comm_contention 0, full recompute came out faster than none
+    (DeepSeek-V3, 64 A100-40GB, ZeRO-2, cp 2: 335.57 s against 335.88 s; its recomputed forward's
+    MoE launches widened the forward's window by 0.30 s). With this bound a longer micro-batch
+    hides at most what it adds, once per reduction: the step never shortens."""
+    t = r["t_mb"]
+    shared = reductions >= m
+    rest = (reductions - 1.0) * np.maximum(0.0, d["reduce"] - (t - r["fwd"]))
+    return np.where(shared, np.maximum(0.0, d["zero_gather"] + d["reduce"] - t) + rest, 0.0)
 
 
 def _dp_nic_share(d, reductions, link, on_out_dp, hybrid: bool):
