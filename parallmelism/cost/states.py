@@ -206,10 +206,10 @@ def fsdp_gather_bytes(
     gather_bytes=WORKING_WEIGHT_BYTES,
 ):
     """FULLY_SHARD gathers each layer's weights before use (bf16, or fp8: `param_gather_bytes`): the
-    current unit and one prefetched.
+    current unit and one prefetched, of the stage's `layers` (a stage of one layer has no next unit:
+    what is gathered never exceeds the stage's own weights, which ZeRO-1/2 hold whole).
     Without reshard_after_forward every layer of the stage stays gathered from its forward to its
     backward: all `layers` units (the prefetch then adds nothing: the next unit is one of them)."""
-    units = (
-        prefetch_units if reshard_after_forward else np.maximum(np.asarray(layers, dtype=np.float64), prefetch_units)
-    )
+    layers = np.asarray(layers, dtype=np.float64)
+    units = np.minimum(prefetch_units, layers) if reshard_after_forward else layers
     return np.where(np.asarray(sharding) == FS, units * gather_bytes * layer_params_per_gpu, 0.0)
