@@ -77,12 +77,9 @@ QUANTITIES = {
     "context_ms": "measured_context_ms",
     "batch_ms": "measured_batch_ms",
 }
-PREDICTED = {
-    "ttft_ms": "ttft_ms",
-    "itl_ms": "tpot_ms",
-    "output_tok_s_per_gpu": "throughput_tokens_per_s_per_gpu",
-    "context_ms": "prefill_ms",
-}
+PREDICTED = {"ttft_ms": "ttft_ms", "itl_ms": "tpot_ms"}
+# the optional quantities a row predicts only where it has their measured column (module docstring)
+PREDICTED_WHERE_MEASURED = {"output_tok_s_per_gpu": "throughput_tokens_per_s_per_gpu", "context_ms": "prefill_ms"}
 UNITS = {"ttft_ms": "ms", "itl_ms": "ms", "output_tok_s_per_gpu": "tok/s", "context_ms": "ms", "batch_ms": "ms"}
 REQUIRED = ["case", "input_len", "output_len", "concurrency", "measured_ttft_ms", "measured_itl_ms"]
 
@@ -138,6 +135,9 @@ def predicted_quantities(row, pred, ctx) -> dict:
         # decode pool: no prefill iterations among its decode iterations; TTFT not predicted
         return {"itl_ms": float(pred["decode_step_ms"]) / float(pred["spec_tokens_per_step"])}
     out = {q: float(pred[col]) for q, col in PREDICTED.items()}
+    out.update(
+        {q: float(pred[col]) for q, col in PREDICTED_WHERE_MEASURED.items() if get(row, QUANTITIES[q]) is not None}
+    )
     if get(row, "measured_batch_ms") is not None:
         out["batch_ms"] = offline_batch_ms(row, pred)
     if simulated_ttft(row):
