@@ -155,6 +155,30 @@ def test_a_learned_position_table_bounds_the_sequence():
     assert code == 0
 
 
+def test_a_rope_models_context_bounds_a_served_request_and_warns_a_longer_training_run():
+    """Llama 3.1's checkpoint serves 131,072 positions (config.json max_position_embeddings, its llama3
+    rope scaling included) and vLLM refuses a longer max_model_len: a request past it is one sentence,
+    exit 2 (was priced silently). Training past it is a context extension: priced, with one warning line."""
+    serve = ["show", "workload=inference", "model=llama3.1-8b", "grid.ngpus=[8]", "grid.tp=[8]", "grid.pp=[1]"]
+    code, text = invoke(*serve, "grid.sp=[1]", "workload.input_len=131072", "workload.output_len=128")
+    assert code == 2 and len(text.strip().splitlines()) == 1, text
+    assert "input_len + workload.output_len = 131200 is longer than model llama3.1-8b's context" in text
+    assert "(max_position=131072)" in text and "set model.max_position" in text
+    code, text = invoke(*serve, "grid.sp=[1]", "workload.input_len=130944", "workload.output_len=128")
+    assert code == 0 and "warning" not in text, text
+    code, text = invoke(
+        *serve, "grid.sp=[1]", "workload.input_len=131072", "workload.output_len=128", "model.max_position=262144"
+    )
+    assert code == 0, text
+    train = ["show", "model=llama3.1-8b", "grid.ngpus=[64]", "grid.tp=8", "grid.pp=1", "grid.cp=8"]
+    code, text = invoke(*train, "workload.seq_len=262144")
+    assert code == 0 and text.startswith(
+        "warning: workload.seq_len=262144 is past model llama3.1-8b's context (max_position=131072)"
+    ), text
+    code, text = invoke(*train, "workload.seq_len=131072")
+    assert code == 0 and "warning" not in text, text
+
+
 def test_an_option_given_as_a_path_and_a_folder_given_as_a_file(tmp_path):
     """`model=../models/x` picks an option by name, not by path: one sentence pointing at -cd (Hydra
     would report an unknown group 'model/../models'). A folder where a file belongs, or a file

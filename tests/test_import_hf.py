@@ -156,6 +156,32 @@ def test_reference_parameter_counts(name, cfg_dir, tmp_path):
     assert total_params(spec) == int(ref[name])
 
 
+@pytest.mark.parametrize(
+    "fields, context",
+    [
+        ({"max_position_embeddings": 131072}, 131072),  # Llama 3.1: llama3 scaling already counted
+        ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),
+        ({"max_position_embeddings": 40960}, 40960),  # Qwen3 as shipped
+        (  # Qwen3 with its model card's YaRN: 4 x 32768
+            {
+                "max_position_embeddings": 40960,
+                "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+            },
+            131072,
+        ),
+        ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}, 8192),
+        ({}, None),
+    ],
+)
+def test_the_served_context_is_vllms_max_model_len(fields, context, tmp_path):
+    """max_position from config.json as vLLM derives max_model_len (_get_and_verify_max_len), so a
+    request past it is refused here as vLLM refuses it."""
+    from parallmelism.config.import_hf import model_from_hf_config
+
+    cfg = {k: v for k, v in CONFIGS["llama3.1-8b"].items() if k != "max_position_embeddings"}
+    assert model_from_hf_config({**cfg, **fields}, "m").get("max_position") == context
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_round_trip_shapes(name, cfg_dir, tmp_path):
     """config.json -> YAML -> ModelSpec keeps every shape key; the shipped models are reproduced."""

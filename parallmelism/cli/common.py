@@ -77,7 +77,25 @@ def load_runs(overrides, config_dirs) -> list:
 
     runs = [rc for _, rc in load_run_configs(list(overrides or []), config_dirs)]
     warn_cross_node_tp(runs)
+    warn_past_context(runs)
     return runs
+
+
+def warn_past_context(runs) -> None:
+    """One line on stderr for the first training run longer than its RoPE model's context
+    (model.max_position): a context extension, priced as asked; the checkpoint was not trained there."""
+    from ..specs.run import sequence_length
+
+    for r in runs:
+        length, what = sequence_length(r.workload)
+        if r.workload.kind == "train" and r.model.max_position is not None and length > r.model.max_position:
+            console(stderr=True).print(
+                f"warning: {what} is past model {r.model.name}'s context (max_position={r.model.max_position}): "
+                f"training there extends the context (RoPE extrapolates), priced as asked",
+                markup=False,
+                soft_wrap=True,
+            )
+            return
 
 
 def warn_cross_node_tp(runs) -> None:

@@ -24,7 +24,8 @@ Supported `model_type`s and how their keys map onto ModelSpec (notation of formu
                                  one group per node: at most 4 nodes per token); no head_dim (q·k
                                  width = nope + rope)
 Not modelled (shapes and parameter counts are exact; these only change attention cost at long
-context or routing, not sizes): Mistral's sliding_window, rope scaling, DeepSeek's routing
+context or routing, not sizes): Mistral's sliding_window, rope scaling (beyond the context it sets:
+max_position, as vLLM derives it), DeepSeek's routing
 score-correction bias (a buffer, not a parameter);
 DeepSeek-V3's multi-token-prediction layer (num_nextn_predict_layers) is not part of the
 transformers model class and is not counted; it becomes `mtp_layers` (spec_method=mtp drafts with it).
@@ -59,6 +60,24 @@ def _int(cfg: dict, key: str, path: str, default=None):
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         raise UserError(f"{path}: {key}={v!r} is not a positive integer")
     return v
+
+
+def served_context(cfg: dict, path: str) -> int | None:
+    """The positions a server runs the checkpoint at, as vLLM derives its max_model_len
+    (vllm/config.py _get_and_verify_max_len): max_position_embeddings, times rope_scaling.factor
+    unless the scaling is llama3/longrope/su (their max_position_embeddings already counts it); YaRN
+    scales original_max_position_embeddings. None when the config names no max_position_embeddings."""
+    if cfg.get("max_position_embeddings") is None:
+        return None
+    n = _int(cfg, "max_position_embeddings", path)
+    scaling = cfg.get("rope_scaling")
+    if not isinstance(scaling, dict) or "factor" not in scaling:
+        return n
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind in (None, "default", "su", "longrope", "llama3"):
+        return n
+    base = scaling.get("original_max_position_embeddings", n) if kind == "yarn" else n
+    return int(base * float(scaling["factor"]))
 
 
 def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dict:
@@ -101,6 +120,9 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         "vocab": _int(cfg, "vocab_size", path),
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
     }
+    context = served_context(cfg, path)
+    if context is not None:
+        out["max_position"] = context
     if cfg.get("attention_bias") or cfg.get("mlp_bias"):
         raise UserError(f"{path}: attention_bias/mlp_bias=true is not supported by import-hf")
     if mtype in ("qwen2", "qwen2_moe"):

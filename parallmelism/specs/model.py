@@ -98,7 +98,11 @@ class ModelSpec(BaseModel):
     qkv_bias: bool = Field(False, description="biases on the Q, K, V projections only (Qwen2)")
     qk_norm: bool = Field(False, description="RMSNorm over head_dim on Q and K (Qwen3): 2·d weights per layer")
     position_embedding: Literal["rope", "learned"] = "rope"
-    max_position: Optional[PositiveInt] = Field(None, description="rows of a learned position table")
+    max_position: Optional[PositiveInt] = Field(
+        None,
+        description="positions the model runs: the rows of a learned position table; with RoPE the checkpoint's "
+        "context (Hugging Face max_position_embeddings, its rope scaling included), None = not checked",
+    )
     dropout: bool = Field(False, description="dropout after attention/MLP/embedding (GPT-3 era)")
     mtp_layers: NonNegativeInt = Field(
         0,

@@ -78,6 +78,15 @@ def workload_under_stack(wl, stack: StackSpec | None):
     return wl.model_copy(update=update)
 
 
+def sequence_length(wl) -> tuple[int, str]:
+    """(positions one sequence takes, how the command line names it): training seq_len, serving
+    input_len + output_len."""
+    if isinstance(wl, TrainWorkload):
+        return wl.seq_len, f"workload.seq_len={wl.seq_len}"
+    length = wl.input_len + wl.output_len
+    return length, f"workload.input_len + workload.output_len = {length}"
+
+
 class OutputSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
@@ -270,19 +279,25 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _sequence_fits_the_position_table(self):
-        """A learned position table has max_position rows: no token can sit past them (RoPE has no
-        such table and extrapolates)."""
-        if self.model.position_embedding != "learned":
-            return self
+        """A learned position table has max_position rows: no token can sit past them. A RoPE model's
+        max_position is its checkpoint's context: a server refuses a longer request (vLLM's
+        ModelConfig max_model_len check, _get_and_verify_max_len), while training past it is a context
+        extension (a warning at the CLI: cli/common.warn_past_context)."""
         wl = self.workload
-        if isinstance(wl, TrainWorkload):
-            length, what = wl.seq_len, f"workload.seq_len={wl.seq_len}"
-        else:
-            length = wl.input_len + wl.output_len
-            what = f"workload.input_len + workload.output_len = {length}"
-        if length > self.model.require_max_position():
+        if self.model.max_position is None or (
+            self.model.position_embedding != "learned" and isinstance(wl, TrainWorkload)
+        ):
+            return self
+        length, what = sequence_length(wl)
+        if length > self.model.max_position:
+            if self.model.position_embedding == "learned":
+                raise ValueError(
+                    f"{what} is longer than model {self.model.name}'s learned position table "
+                    f"(max_position={self.model.max_position})"
+                )
             raise ValueError(
-                f"{what} is longer than model {self.model.name}'s learned position table "
-                f"(max_position={self.model.max_position})"
+                f"{what} is longer than model {self.model.name}'s context (max_position="
+                f"{self.model.max_position}), which a server refuses; where its rope scaling allows more, "
+                f"set model.max_position"
             )
         return self
