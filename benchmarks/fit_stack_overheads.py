@@ -10,7 +10,7 @@ terms per stack, FITTED below (FITTED_OF where a stack fits others; STATED_OF: t
 states, held as stated); straggler_per_doubling stays 0 (no stack here has a scaling series
 at fixed work per GPU that could tell it from the per-step term, calibrate.py). Rows whose error is a
 kernel gap another helper closes, not something the stack does around its kernels, are left out of
-the fit and named in GAPS (they are still validated); a source in HELD_OUT is validated and held to its
+the fit and named in GAPS (they are still validated); a row of a HELD_OUT source (HELD_OUT_CASES) is validated and held to its
 stack's bar but never fitted on, so its error is out of sample. Objective over the grid of the linearised model
 (calibrate.linearise: step times at zero overheads and their sensitivity to each term), the best
 SHORTLIST re-run in full: rows over 25 % first, then mean |error| + |mean signed error| (issue 32's
@@ -58,7 +58,7 @@ PARSIMONY = 0.005
 SHORTLIST = 16
 CHUNK = 20_000  # grid points scored at once by the linear model
 NOISE = 0.001  # objective within 0.1 point (of mean |error| + |mean signed|) of its best: the rows cannot tell
-from parallmelism.validate.stacks import HELD_OUT  # noqa: E402  sources validated, never fitted on
+from parallmelism.validate.stacks import held_out  # noqa: E402  rows validated, never fitted on
 from parallmelism.validate.stacks import KNOWN_GAPS as GAPS  # noqa: E402  rows left out of the fit
 
 
@@ -154,7 +154,7 @@ def source_of(case: str) -> str:
 
 def fitted_rows(items) -> list:
     """The (case, measured, run) items a stack is fitted on: not a known gap, not of a held-out source."""
-    return [i for i in items if i[0] not in GAPS and source_of(i[0]) not in HELD_OUT]
+    return [i for i in items if i[0] not in GAPS and not held_out(i[0])]
 
 
 def setup(name, items):
@@ -184,7 +184,7 @@ def report(name, items) -> dict:
     fitted = fitted_rows(items)
     terms = fit(runs, measured, linear, fitted_terms, fixed)
     every = _predict([i[2] for i in items], terms)
-    held = [i for i in items if i[0] not in GAPS and source_of(i[0]) in HELD_OUT]
+    held = [i for i in items if i[0] not in GAPS and held_out(i[0])]
     print(
         f"\n== {name}: {len(fitted)} rows fitted ({len(held)} held out, "
         f"{len(items) - len(fitted) - len(held)} known gaps left out)"

@@ -75,23 +75,31 @@ def test_known_gaps_are_rows_of_the_stack_file():
 
 def test_held_out_sources_have_rows_outside_the_known_gaps_and_are_not_fitted():
     """A held-out source (validate/stacks.py HELD_OUT) names rows of the stack file that are held to
-    their stack's bar, and benchmarks/fit_stack_overheads.py fits on none of them."""
+    their stack's bar, and benchmarks/fit_stack_overheads.py fits on none of them. Its rows are listed
+    by exact case id (HELD_OUT_CASES; was: any case whose name began with the source, so a new row
+    joined a held-out set unseen): every row of a held-out source is listed there or a known gap, and
+    every listed id is a row of such a source."""
     import importlib.util
 
-    from parallmelism.validate.stacks import HELD_OUT
+    from parallmelism.validate.stacks import HELD_OUT, HELD_OUT_CASES, held_out
 
     rows = pd.read_csv(CASES / "training_stacks.csv", dtype=str)
     source = rows["case"].str.split("-", n=1).str[0]
     for src in HELD_OUT:
         held = rows[(source == src) & ~rows["case"].isin(set(KNOWN_GAPS))]
         assert len(held) > 0, src
+        unlisted = set(held["case"]) - HELD_OUT_CASES
+        assert not unlisted, f"rows of held-out source {src} neither in HELD_OUT_CASES nor KNOWN_GAPS: {unlisted}"
+    assert HELD_OUT_CASES <= set(rows["case"]) and not HELD_OUT_CASES & set(KNOWN_GAPS)
+    assert {c.split("-", 1)[0] for c in HELD_OUT_CASES} == set(HELD_OUT)
+    assert not held_out("nemo2412-a-row-added-later") and held_out("nemo2412-llama3-8b-h100-8gpu-tp1-cp2-fp8")
     spec = importlib.util.spec_from_file_location("fso", REPO / "benchmarks" / "fit_stack_overheads.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     items = [(c, 1.0, None) for c in rows["case"]]
     fitted = {c for c, _, _ in mod.fitted_rows(items)}
     assert fitted and not fitted & set(KNOWN_GAPS)
-    assert not {c for c in fitted if c.split("-", 1)[0] in HELD_OUT}
+    assert not fitted & HELD_OUT_CASES
     assert "hfblog2406-granite7b-4gpu-a100-zero3" in fitted
 
 

@@ -18,6 +18,7 @@ from functools import partial
 
 import numpy as np
 
+from ..cost.keys import gather
 from ..cost.shapes import kv_replication, stage_layer_split
 from ..specs import (
     DP_SHARDING,
@@ -461,13 +462,8 @@ class _ReplicaTable:
             micro_batch=np.repeat(np.tile(mb_c, R), per_rm),
             num_micro_batches=np.repeat(nmb.ravel(), per_rm),
             vpp=np.repeat(np.tile(self.vpp, R * M), per_triple.ravel()),
-            dp_sharding=_take(self.sh, choice),
-            recompute=_take(self.rc, choice),
-            sequence_parallel=_take(self.sp, choice),
+            dp_sharding=gather(self.sh, choice),
+            recompute=gather(self.rc, choice),
+            sequence_parallel=gather(self.sp, choice),
         )
         return {k: out[k] for k in LAYOUT_COLUMNS}
-
-
-def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """values[index] for indices built in range (np.take without the bounds check: faster)."""
-    return np.take(values, index, mode="clip")
