@@ -266,8 +266,9 @@ def test_hierarchical_tp_all_reduce_splits_its_busy_seconds_between_the_links():
     op = replace(op, exposed_s=op.link_s)
     up = float(scale_up_group_gbps(hw, np.array([8.0]))[0]) * 1e9  # B/s per rank
     out = 50.0 * 0.94 * 1e9
-    inter = 2 * 1 * 5.0e-6 + 2 * (1 / 2) * (S / k) / out  # ring over N = 2 nodes (its tree: 2·log2 2 α + 2 S/k/β)
-    intra = 2 * ((k - 1) * 0.583e-6 + (k - 1) / k * S / up) + 4.83e-6  # reduce-scatter + all-gather + launch
+    # in LL: the base latencies at half of both tiers' bandwidth (protocols.ll_bandwidth_fraction 0.5)
+    inter = 2 * 1 * 5.0e-6 + 2 * (1 / 2) * (S / k) / (0.5 * out)  # ring over N = 2 nodes (tree: 2·log2 2 α + 2 S/k/β)
+    intra = 2 * ((k - 1) * 0.583e-6 + (k - 1) / k * S / (0.5 * up)) + 4.83e-6  # reduce-scatter + all-gather + launch
     assert float(op.time_s) == pytest.approx(intra + inter, rel=1e-9)
     assert float(op.nic_s(hw)) == pytest.approx(inter, rel=1e-9)
     links = {row["link"].split(" (")[0]: row["busy_s"] for row in link_table(hw, [op])}

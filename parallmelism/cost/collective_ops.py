@@ -28,8 +28,7 @@ import numpy as np
 
 from ..units import GB, US
 from .collectives import (
-    cross_domain_all_reduce_nic_s,
-    cross_domain_all_reduce_time_s,
+    cross_domain_all_reduce_split_s,
     busbw_factor,
     collective_time_s,
     CUSTOM_AR_MAX_RANKS,
@@ -128,8 +127,7 @@ class CollectiveOp:
         nic = np.where(on, t, 0.0)
         if self.kind != "all_reduce" or self.axis not in TP_HIERARCHICAL or hw.scale_out is None or not np.any(on):
             return nic
-        hier = cross_domain_all_reduce_time_s(hw, self.nbytes, self.group, self.stride)
-        inter = cross_domain_all_reduce_nic_s(hw, self.nbytes, self.group, self.stride)
+        hier, inter = cross_domain_all_reduce_split_s(hw, self.nbytes, self.group, self.stride)
         return np.where(on & (hier <= t), inter, nic)
 
 

@@ -53,8 +53,14 @@ steps and factor are the ring's (2(n-1) and 2(n-1)/n for an all-reduce, n-1 and 
 all-gather or reduce-scatter), β the group's achievable bandwidth (`group_link`). LL is the base
 protocol fitted on small all-reduces (below); LL128's and Simple's latencies and all three fractions are
 NCCL's constants (v2.23.4 to v2.30.7: baseLatencies and hwLatencies[NVLINK] of the ring, busBw · .5 and
-· 0.92), stated in each NVLink hardware file. Send/recv (point-to-point), groups spanning domains, and
-fabrics without `protocols` keep one protocol: the base at the whole bandwidth. Twice β halves every
+· 0.92), stated in each NVLink hardware file. Send/recv (point-to-point) and fabrics without `protocols` keep one protocol:
+the base at the whole bandwidth. A group spanning domains runs each protocol too (`spanning_protocols`): its
+ring's N-1 (all-reduce 2(N-1)) steps that cross a NIC (N domains) at NCCL's NET step (hwLatencies[NET][Ring]: LL
+the base scale_out.latency_us, LL128 4.0, Simple 14.0 us; protocols.ll128_net_step_us, simple_net_step_us), the
+other steps at the protocol's scale-up step, the protocol's fraction of both tiers' bandwidth; its tree, PAT and
+hierarchical all-reduce take the same launch, steps and fraction. Before, those ran LL's latency at the whole
+bandwidth, so a 16-rank H100 all-reduce over two nodes read more busbw than the 8-rank one inside a node at 4-16
+MiB (144 / 183 / 228 GB/s against 137 / 173 / 227); now 110 / 163 / 214. Twice β halves every
 protocol's bandwidth term: a call of S bytes then costs what S/2 cost before.
 
 All-to-all (`all_to_all_time_s`, inside one scale-up domain; hardware file `scale_up.all_to_all`): NCCL
@@ -93,8 +99,9 @@ Calibration (`shared/reference/collectives_measured.csv`, H100 SXM, nccl-tests b
     64 MiB-8 GiB: `nvls_all_reduce_time_s` (below) gives 361 / 395 / 467 / 476 at 64 MiB / 128 MiB / 1 GiB /
     8 GiB (the ring alone: 307 at 64 MiB, 23-25 % under at 1-8 GiB).
   scale_out 0.94: 47 GB/s ring busbw per NDR NIC (issue 290), 24/25 per HDR NIC (issue 160).
-    64-GPU IB all-reduce (8 nodes, SHARP) 1 GiB / 8 GiB: model 351 / 355 GB/s busbw vs
-    365.9 / 386.6 measured (-4.1 % / -8.1 %; the ring is NVLink-bound at 0.8·450 = 360 < 8·47).
+    64-GPU IB all-reduce (8 nodes, SHARP) 1 GiB / 8 GiB: model 344 / 356 GB/s busbw vs
+    365.9 / 386.6 measured (-5.9 % / -8.0 %; the ring is NVLink-bound at 0.8·450 = 360 < 8·47; in Simple,
+    whose 14 us NET steps make 1 GiB 1.8 points slower than LL's 5 us at the whole bandwidth did).
   scale_up latency: alpha(n) = collective_launch_us + latency_us · steps, fitted on H100
     NVLink4/NVSwitch from two small all-reduces (ring, 2(n-1) steps; hardware/h100-sxm-80gb.yaml):
     2 ranks ~6 us (NCCL issue 1259) and 8 ranks 13 us (dgxh100-ar-small): launch 4.83 us +
@@ -409,14 +416,92 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
     algorithm="auto": inside the scale-up domain a ring (NCCL's intra-node tree is a chain, no
     log2 latency) in the fastest of the fabric's protocols (`protocol_ring_time_s`); for groups
     spanning domains the faster of ring and tree (NCCL's tuner), and with `hierarchical` an
-    all-reduce may also run as `cross_domain_all_reduce_time_s`. An explicit algorithm is the bare
-    `collective_time_s` (base protocol) on that link.
+    all-reduce may also run as `cross_domain_all_reduce_time_s`; on a fabric with `protocols` each of those
+    runs in each of LL, LL128 and Simple (`spanning_protocols`: the protocol's launch, its scale-up step, NCCL's
+    NET step, its share of both tiers' bandwidth) with the ring's steps priced per segment, and the fastest is
+    taken (module docstring, Protocols). An explicit algorithm is the bare `collective_time_s` (base protocol)
+    on that link.
     """
     bw, lat = group_link(hw, size, stride, kind="all_to_all" if kind == "all_to_all" else "ring")
     launch = hw.scale_up.collective_launch_us
     if algorithm != "auto":
         return collective_time_s(kind, nbytes, size, bw, lat, algorithm, launch_us=launch)
-    ring = collective_time_s(kind, nbytes, size, bw, lat, "ring", launch_us=launch)
+    spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
+    if kind in PROTOCOL_KINDS and hw.scale_up.protocols is not None and hw.scale_out is not None and np.any(spans):
+        inside = _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical)
+        across = np.minimum.reduce(
+            np.broadcast_arrays(
+                *(
+                    _spanning_time_s(_protocol_hw(hw, *p), kind, nbytes, size, stride, bw * p[3], hierarchical)
+                    for p in spanning_protocols(hw)
+                )
+            )
+        )
+        return np.where(spans, across, inside)
+    return _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical)
+
+
+def cross_domain_all_reduce_split_s(hw, nbytes, size, stride):
+    """(seconds, NIC seconds) of `cross_domain_all_reduce_time_s` in the protocol that makes it fastest
+    (`spanning_protocols`; the base alone on a fabric without `protocols`): the time and, of it, the
+    inter-node all-reduce (`cross_domain_all_reduce_nic_s`) in that same protocol."""
+    if hw.scale_up.protocols is None:
+        return cross_domain_all_reduce_time_s(hw, nbytes, size, stride), cross_domain_all_reduce_nic_s(
+            hw, nbytes, size, stride
+        )
+    hws = [_protocol_hw(hw, *p) for p in spanning_protocols(hw)]
+    times = np.stack(np.broadcast_arrays(*(cross_domain_all_reduce_time_s(h, nbytes, size, stride) for h in hws)))
+    nics = np.stack(np.broadcast_arrays(*(cross_domain_all_reduce_nic_s(h, nbytes, size, stride) for h in hws)))
+    best = np.argmin(times, axis=0)
+    return np.take_along_axis(times, best[None], 0)[0], np.take_along_axis(nics, best[None], 0)[0]
+
+
+def spanning_protocols(hw):
+    """(launch_us, scale-up step_us, scale-out step_us, bandwidth_fraction) of each protocol a collective spanning
+    domains may run in: LL (collective_launch_us, latency_us, scale_out.latency_us, ll fraction), LL128 and Simple
+    with their scale-up constants and NCCL's NET ring step latencies (protocols.ll128_net_step_us, simple_net_step_us)."""
+    up, p = hw.scale_up, hw.scale_up.protocols
+    return (
+        (up.collective_launch_us, up.latency_us, hw.scale_out.latency_us, p.ll_bandwidth_fraction),
+        (p.ll128_launch_us, p.ll128_step_us, p.ll128_net_step_us, p.ll128_bandwidth_fraction),
+        (p.simple_launch_us, p.simple_step_us, p.simple_net_step_us, p.simple_bandwidth_fraction),
+    )
+
+
+def _protocol_hw(hw, launch_us, step_us, net_step_us, fraction):
+    """`hw` as one protocol sees it: its launch and step latencies, its share of both tiers' bandwidth."""
+    eff = hw.efficiency.model_copy(
+        update={"scale_up": hw.efficiency.scale_up * fraction, "scale_out": hw.efficiency.scale_out * fraction}
+    )
+    up = hw.scale_up.model_copy(update={"collective_launch_us": launch_us, "latency_us": step_us, "protocols": None})
+    out = hw.scale_out.model_copy(update={"latency_us": net_step_us})
+    return hw.model_copy(update={"scale_up": up, "scale_out": out, "efficiency": eff})
+
+
+def _spanning_time_s(hw, kind, nbytes, size, stride, bw, hierarchical):
+    """A collective over a group spanning domains in one protocol (`hw` from `_protocol_hw`): the ring with its
+    steps per segment (the (n-1) or 2(n-1) steps less the N-1 or 2(N-1) that cross a NIC at the scale-up step,
+    those at the scale-out step; N = domains spanned), or the tree / PAT / hierarchical all-reduce."""
+    n = np.asarray(size, dtype=np.float64)
+    k = np.clip(np.floor(hw.scale_up.domain_size / np.asarray(stride, dtype=np.float64)), 1.0, np.maximum(n, 1.0))
+    domains = n / k
+    _, lat = group_link(hw, size, stride)
+    return _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains)
+
+
+def _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains=None):
+    """`group_collective_time_s` on one (bandwidth, latency) link: rows inside the domain in its protocols and NVLS,
+    rows spanning domains the fastest of ring, tree, PAT and hierarchical; with `domains` (N) the ring's steps are
+    priced per segment: N-1 (2(N-1) for an all-reduce) at scale_out.latency_us, the rest at scale_up.latency_us."""
+    launch = hw.scale_up.collective_launch_us
+    if domains is None:
+        ring = collective_time_s(kind, nbytes, size, bw, lat, "ring", launch_us=launch)
+    else:
+        n = np.asarray(size, dtype=np.float64)
+        steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+        net = 2 * (domains - 1) if kind == "all_reduce" else domains - 1
+        seg_lat = (net * hw.scale_out.latency_us + (steps - net) * hw.scale_up.latency_us) / np.maximum(steps, 1.0)
+        ring = collective_time_s(kind, nbytes, size, bw, seg_lat, "ring", launch_us=launch)
     spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
     best = np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree", launch_us=launch))
     if kind in ("all_gather", "reduce_scatter"):

@@ -115,6 +115,8 @@ class RingProtocols(BaseModel):
     simple_launch_us: float = _latency("Simple: fixed latency of one call, µs")
     simple_step_us: float = _latency("Simple: latency per ring step, µs")
     simple_bandwidth_fraction: float = _fraction("Simple")
+    ll128_net_step_us: float = _latency("LL128: latency per ring step that crosses the scale-out NIC, µs")
+    simple_net_step_us: float = _latency("Simple: latency per ring step that crosses the scale-out NIC, µs")
 
 
 class AllToAll(BaseModel):
