@@ -474,3 +474,15 @@ def test_engine_without_nvls_keeps_the_ring(h100):
         ops = engine_tp_all_reduce_ops(h100, ar, load_option("engine", engine))
         nccl = next(op for op in ops if op.role == "tp")
         assert float(nccl.time_s[0]) == pytest.approx(expected, rel=1e-12), engine
+
+
+def test_spanning_group_is_never_faster_than_the_same_call_inside_a_node(h100):
+    """A 16-rank H100 all-reduce over two nodes (TP16, hierarchical or not) reads no more busbw than the 8-rank one
+    inside a node, 1 MiB to 1 GiB: each protocol's fraction and NCCL's NET step latencies apply across nodes too
+    (before: LL's latency at the whole bandwidth, 144 / 183 / 228 GB/s at 4 / 8 / 16 MiB against 137 / 173 / 227)."""
+    for mib in (1, 2, 4, 8, 16, 32, 64, 256, 1024):
+        S = mib * 2.0**20
+        inside = float(busbw_gbps("all_reduce", S, 8, group_collective_time_s(h100, "all_reduce", S, 8, 1)))
+        for hierarchical in (False, True):
+            t = group_collective_time_s(h100, "all_reduce", S, 16, 1, hierarchical=hierarchical)
+            assert float(busbw_gbps("all_reduce", S, 16, t)) < inside, (mib, hierarchical)
