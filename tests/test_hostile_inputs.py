@@ -408,6 +408,11 @@ AUDIT_CASES = [
         "pue=1e+30: Input should be less than or equal to 3",
     ),
     ("override-without-a-key", ["show", "=1"], "malformed override '=1'; expected key=value"),
+    (  # was "Hydra cannot read the value '1'": the value was fine, the key was not
+        "override-key-with-an-empty-part",
+        ["show", "grid..tp=1"],
+        "malformed override 'grid..tp=1': the key 'grid..tp' has an empty part or a space",
+    ),
     ("sweep-default-folder-is-a-file", ["sweep", M8, G8, "output.dir={d}/golden.csv"], "is a file, not a folder"),
     (
         "export-out-a-device-before-any-note",

@@ -266,6 +266,12 @@ def explain_hydra_error(exc: Exception, overrides, files) -> str:
                 f"Hydra's override grammar cannot read {exc.override!r} unquoted; quote the value: "
                 f"'{key}=\"{value}\"' (for output paths, --out PATH takes any name)"
             )
+        name = key.lstrip("+~")
+        if eq and name and ("" in name.split(".") or any(ch.isspace() for ch in name)):  # the key is the slip
+            return (
+                f"malformed override {exc.override!r}: the key {key!r} has an empty part or a space; "
+                f"a key is dotted names, e.g. grid.tp=8"
+            )
         if eq and key.strip():  # key=value in form: the value is what Hydra's grammar cannot read
             return (
                 f"malformed override {exc.override!r}: Hydra cannot read the value {value!r}; write a list "
