@@ -113,3 +113,27 @@ def test_the_stack_names_its_context_parallel_implementation():
         assert run.training_workload().cp_implementation == impl
     ((_, run),) = load_run_configs(["stack=torchtitan", "workload.cp_implementation=transformer_engine"])
     assert run.training_workload().cp_implementation == "transformer_engine"
+
+
+def test_a_stack_that_disables_nvls_prices_its_all_reduces_on_the_ring():
+    """megatron-te states collectives.nccl_nvls false (NeMo / Megatron-Bridge PERF_ENV_VARS set
+    NCCL_NVLS_ENABLE=0): a 256 MiB TP8 all-reduce on H100 under it costs the ring's time, under torchtitan
+    (NCCL's default) the faster NVLS one; a serving run (no training stack) keeps the switch's NVLS."""
+    from parallmelism.cost.collectives import group_collective_time_s
+    from parallmelism.specs.run import under_stack
+    from parallmelism.specs.workload import InferenceWorkload
+
+    hw = load_option("hardware", "h100-sxm-80gb")
+    assert hw.scale_up.nvls is not None
+    megatron, titan = load_option("stack", "megatron-te"), load_option("stack", "torchtitan")
+    assert not megatron.collectives.nccl_nvls and titan.collectives.nccl_nvls
+
+    def t(h):
+        return float(group_collective_time_s(h, "all_reduce", 256.0 * 2**20, 8, 1))
+
+    ring, nvls = t(hw.without_nvls()), t(hw)
+    assert nvls < 0.85 * ring  # NVLS wins at this size (tests/test_collectives.py checks its level)
+    assert t(under_stack(hw, megatron)) == ring
+    assert t(under_stack(hw, titan)) == nvls
+    serving = InferenceWorkload()
+    assert under_stack(hw, megatron, serving).scale_up.nvls == hw.scale_up.nvls

@@ -174,9 +174,11 @@ def engine_tp_all_reduce_ops(hw, ar: CollectiveOp, engine) -> list[CollectiveOp]
     if engine is None:
         return [ar]
     if not engine.nccl_nvls and hw.scale_up.nvls is not None:  # the engine sets NCCL_NVLS_ENABLE=0: the ring
-        ring_only = hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"nvls": None})})
         ar = replace(
-            ar, time_s=transfer_time_s(ring_only, ar.kind, ar.nbytes, ar.group, ar.stride, ar.axis in TP_HIERARCHICAL)
+            ar,
+            time_s=transfer_time_s(
+                hw.without_nvls(), ar.kind, ar.nbytes, ar.group, ar.stride, ar.axis in TP_HIERARCHICAL
+            ),
         )
     if engine.tp_all_reduce == "nccl":
         return [with_call_overhead(ar, engine)]

@@ -253,6 +253,13 @@ class AcceleratorSpec(BaseModel):
             raise ValueError("peak_tflops needs at least a bf16 entry")
         return self
 
+    def without_nvls(self) -> "AcceleratorSpec":
+        """This accelerator with its NCCL rings only: what a job that sets NCCL_NVLS_ENABLE=0 runs on
+        (scale_up.nvls None; a training stack's collectives.nccl_nvls, an engine's nccl_nvls)."""
+        if self.scale_up.nvls is None:
+            return self
+        return self.model_copy(update={"scale_up": self.scale_up.model_copy(update={"nvls": None})})
+
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype; fp16 falls back to bf16, fp8/fp4 to the next wider."""
         fallback = {

@@ -35,8 +35,13 @@ def stack_attention(hw: AcceleratorSpec, stack: StackSpec | None, workload=None)
 
 
 def under_stack(hw: AcceleratorSpec, stack: StackSpec | None, workload=None) -> AcceleratorSpec:
-    """`hw` as the cost model takes it under `stack`: its overheads and attention kernel resolved
-    (a serving run has no training stack: only its attention kernel is resolved)."""
+    """`hw` as the cost model takes it under `stack`: its overheads and attention kernel resolved, and
+    NVLS left out where the stack's recipes disable it (stack.collectives.nccl_nvls false: NeMo /
+    Megatron-Bridge set NCCL_NVLS_ENABLE=0). A serving run has no training stack: only its attention
+    kernel is resolved (an engine's own NVLS setting is cost/collective_ops.engine_tp_all_reduce_ops')."""
+    training = workload is None or isinstance(workload, TrainWorkload)
+    if stack is not None and training and not stack.collectives.nccl_nvls:
+        hw = hw.without_nvls()
     update: dict = {}
     if hw.overheads is None and stack is not None:
         update["overheads"] = stack_overheads(hw, stack)[0]

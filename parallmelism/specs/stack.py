@@ -116,6 +116,12 @@ class StackCollectives(BaseModel):
         "again (forward, recompute, backward: 3 gathers per micro-batch); false: it reuses the backward's "
         "gather (2; Megatron-FSDP's shard-aware recompute). workload.fsdp_recompute_regather overrides",
     )
+    nccl_nvls: bool = Field(
+        True,
+        description="its NCCL all-reduces may run NVLS (NVLink SHARP, hardware scale_up.nvls) where the switch "
+        "supports it: NCCL's default (NCCL_NVLS_ENABLE unset); false: the stack's recipes set NCCL_NVLS_ENABLE=0 "
+        "and every collective stays on NCCL's rings (specs.run.under_stack)",
+    )
     source: str = ""
 
 
