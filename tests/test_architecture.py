@@ -241,9 +241,8 @@ def test_grid_imports_only_specs_shapes_and_schema():
     bad = {(f, m) for f, m in _imports("grid") if m not in ("specs", "cost", "schema", "errors")}
     assert not bad, bad
     cost_users = {f for f, m in _imports("grid") if m == "cost"}
-    for f in (
-        cost_users
-    ):  # the grid may use the derived sizes (cost/shapes.py) and the row gather (cost/keys.py), no cost term
+    # the grid may use the derived sizes (cost/shapes.py) and the row gather (cost/keys.py), no cost term
+    for f in cost_users:
         text = (PACKAGE / f).read_text()
         assert "from ..cost." in text and all(
             line.startswith(("from ..cost.shapes", "from ..cost.keys"))
