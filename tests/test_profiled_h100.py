@@ -180,3 +180,12 @@ def test_a_ring_block_runs_near_or_above_the_causal_rate(name):
                     block = block_attention_flops(seq, kv, heads, 128, bwd)
                     rate_block = block / float(km.attention_block_s(block, seq, kv, heads, bwd))
                     assert rate_block >= 0.85 * rate_causal, (name, bwd, seq, heads, kv)
+
+
+def test_the_profiled_file_carries_the_h100_fabric_whole():
+    """The profile measures kernels, not links: its scale_up, scale_out and efficiency are h100-sxm-80gb's,
+    copied whole (the file's header; `profile` copies scale_up), so a collective costs the same on both
+    (was: the copy lacked all_to_all and nvls, added to h100-sxm-80gb after it was written)."""
+    assert PROFILED.scale_up == REFERENCE.scale_up.model_copy(update={"name": PROFILED.scale_up.name})
+    assert PROFILED.scale_out == REFERENCE.scale_out.model_copy(update={"name": PROFILED.scale_out.name})
+    assert PROFILED.efficiency == REFERENCE.efficiency
