@@ -156,9 +156,8 @@ def plan_serve(
                 r.model_copy(update={"grid": r.grid.model_copy(update={"batch": list(r.plan.serve_batch)})})
                 for r in runs
             ]
-        if (
-            not explicit_sp
-        ):  # a plan names what `export` can launch: no serving engine shards a prompt (export/serving.check)
+        # a plan names what `export` can launch: no serving engine shards a prompt (export/serving.check)
+        if not explicit_sp:
             runs = [r.model_copy(update={"grid": r.grid.model_copy(update={"sp": [1]})}) for r in runs]
         if len(runs) != 1:
             raise UserError("plan serve answers one question at a time; remove the sweep (a,b) from the overrides")
