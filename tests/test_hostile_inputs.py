@@ -585,6 +585,15 @@ def test_audit_case_is_the_one_sentence_it_should_be(name, args, words, audit, t
     assert not [p for p in audit.rglob(".*") if p.name.endswith(".tmp")]
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_that_takes_no_files_is_not_called_missing(tmp_path):
+    """/proc exists but refuses a new file with ENOENT: was "cannot write to '/proc': No such file or
+    directory" for a folder that is there."""
+    result = CliRunner().invoke(app, ["best", M8, G8, "-q", "--out", "/proc/never.csv"])
+    assert result.exit_code == 2 and "cannot write to '/proc': it takes no new files" in result.stderr, result.stderr
+    assert not Path("/proc/never.csv").exists()
+
+
 def test_a_study_file_without_out_runs_into_the_out_option(audit, tmp_path):
     """--out DIR replaces the file's out:, so a file without one runs (was: "out: Field required")."""
     result = CliRunner().invoke(app, ["study", "run", str(audit / "no_out.yaml"), "--out", str(tmp_path / "st"), "-q"])

@@ -363,7 +363,11 @@ def atomic_write(path: str | Path, what: str = "file") -> Iterator[Path]:
         try:
             create_temp(tmp)
         except OSError as exc:
-            raise UserError(f"cannot write to {str(path.parent)!r}: {write_error_reason(exc)}") from None
+            import errno
+
+            # a folder that exists yet refuses a new file as missing: a kernel file system (/proc, /sys)
+            why = "it takes no new files" if exc.errno == errno.ENOENT and path.parent.is_dir() else None
+            raise UserError(f"cannot write to {str(path.parent)!r}: {why or write_error_reason(exc)}") from None
         yield tmp
         raise_if_stopped()  # a stop signal whose exception Python swallowed still stops the commit
         os.replace(tmp, path)
