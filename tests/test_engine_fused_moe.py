@@ -66,7 +66,7 @@ def test_the_fused_moe_at_moe_tp_8_is_five_times_the_grouped_gemm_model():
 
 def test_engines_and_accelerators_without_a_table_keep_the_kernel_model():
     assert fused_moe_table(VLLM, H200) is None
-    assert fused_moe_table(TRTLLM, load_option("hardware", "h100-sxm-80gb")) is None
+    assert fused_moe_table(TRTLLM, load_option("hardware", "a100-sxm-80gb")) is None
     assert prefill_experts_s(VLLM, 8, 8) == pytest.approx(prefill_experts_s(VLLM, 8, 8, km=kernel_model(H200)))
 
 
@@ -184,17 +184,19 @@ def _moe_builder():
     return REPO, path, mod
 
 
+@pytest.mark.parametrize("accelerator", ["h200-sxm-141gb", "h100-sxm-80gb"])
 @pytest.mark.parametrize("engine", ["trtllm", "sglang"])
-def test_the_moe_table_builder_rebuilds_the_shipped_table(engine, tmp_path, monkeypatch, capsys):
+def test_the_moe_table_builder_rebuilds_the_shipped_table(engine, accelerator, tmp_path, monkeypatch, capsys):
     """The shipped table back as aiconfigurator's parquet (its columns, ms) rebuilds byte-identical:
-    the header's engine name comes from ENGINES with the rest of the engine's entry."""
+    the header's engine name comes from ENGINES with the rest of the engine's entry, the accelerator's
+    words and folder from SYSTEMS, each model's aiconfigurator dtype from SHAPES."""
     import pandas as pd
 
     repo, _, mod = _moe_builder()
-    shipped = repo / "hardware" / "kernels" / f"h200-sxm-141gb.{engine}-moe.csv"
+    shipped = repo / "hardware" / "kernels" / f"{accelerator}.{engine}-moe.csv"
     rows = pd.read_csv(shipped, comment="#")
     op = mod.ENGINES[engine]
-    parquet = tmp_path / "core" / op.parquet
+    parquet = tmp_path / "core" / op.parquet.format(system=mod.SYSTEMS[accelerator][0])
     parquet.parent.mkdir(parents=True)
     pd.DataFrame(
         {
@@ -204,7 +206,7 @@ def test_the_moe_table_builder_rebuilds_the_shipped_table(engine, tmp_path, monk
             "topk": rows.top_k,
             "num_experts": rows.experts,
             "distribution": rows.routing,
-            "moe_dtype": "fp8_block",
+            "moe_dtype": rows.model.map(dict(mod.SHAPES.values())),
             "moe_tp_size": rows.moe_tp,
             "moe_ep_size": rows.moe_ep,
             "num_tokens": rows.tokens,
@@ -213,9 +215,9 @@ def test_the_moe_table_builder_rebuilds_the_shipped_table(engine, tmp_path, monk
     ).to_parquet(parquet)
     (tmp_path / "hardware" / "kernels").mkdir(parents=True)
     monkeypatch.setattr(mod, "ROOT", tmp_path)
-    assert mod.main(tmp_path / "core", engine) == 0
+    assert mod.main(tmp_path / "core", engine, accelerator) == 0
     capsys.readouterr()
-    assert mod.out_path(engine).read_bytes() == shipped.read_bytes()
+    assert mod.out_path(engine, accelerator).read_bytes() == shipped.read_bytes()
 
 
 def test_the_moe_table_builder_refuses_an_unknown_engine_in_one_line():
@@ -227,3 +229,38 @@ def test_the_moe_table_builder_refuses_an_unknown_engine_in_one_line():
     done = subprocess.run([sys.executable, str(path), str(repo), "vllm"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "invalid choice: 'vllm' (choose from 'sglang', 'trtllm')" in done.stderr
+
+
+H100 = load_option("hardware", "h100-sxm-80gb")
+QWEN3_235B = load_option("model", "qwen3-235b-a22b")
+MIXTRAL = load_option("model", "mixtral-8x7b")
+# aiconfigurator moe_perf.parquet, balanced routing, ms: Qwen3-235B-A22B (4096/1536, top-8 of 128, fp8_block: the
+# Qwen3-235B-A22B-FP8 checkpoint's 128x128 block scales) and Mixtral-8x7B (4096/14336, top-2 of 8, per-tensor fp8)
+OTHER_SHAPES_MS = [
+    # (engine, accelerator, model, tp, ep, tokens, ms): SGLang 0.5.10's Triton op, TensorRT-LLM 1.3.0rc20's CUTLASS op
+    (SGLANG, H200, QWEN3_235B, 2, 1, 8192, 2.7838592529296875),  # moe_tp 2 x moe_ep 1
+    (SGLANG, H200, QWEN3_235B, 4, 1, 4096, 0.9126656341552735),
+    (TRTLLM, H100, QWEN3_235B, 4, 4, 8192, 1.4089600245157878),  # systems/data/h100_sxm: moe_tp 1 x moe_ep 4
+    (TRTLLM, H100, QWEN3_235B, 8, 8, 1024, 0.1814346710840861),
+    (TRTLLM, H200, MIXTRAL, 8, 1, 8192, 0.6990346908569336),
+]
+
+
+@pytest.mark.parametrize(("engine", "hw", "model", "tp", "ep", "tokens", "ms"), OTHER_SHAPES_MS)
+def test_qwen3_and_mixtral_take_their_measured_fused_moe(engine, hw, model, tp, ep, tokens, ms):
+    """The shipped Qwen3 and Mixtral shapes, on H200 and H100 (benchmarks/build_engine_moe_table.py SHAPES, SYSTEMS)."""
+    cols = {k: np.array([v]) for k, v in dict(tp=tp, pp=1, sp=1, ep=ep, dp=1, batch=1).items()}
+    cols["layers_per_stage"] = np.array([model.layers])
+    wl = InferenceWorkload(batch=1, input_len=tokens, output_len=16, weight_dtype="fp8", precision="fp8")
+    km = serving_kernel_model(hw, engine)
+    terms = inference.prefill_terms(model, hw, wl, ServingLayout.of(cols), np.array([1]), km=km, engine=engine)
+    got_s = sum(float(t[0]) for op, (t, _) in zip(terms["ops"], terms["times"]) if op.experts is not None)
+    assert got_s == pytest.approx(ms * 1e-3, rel=1e-5)
+
+
+def test_sglang_has_no_mixtral_rows():
+    """aiconfigurator measured SGLang's Triton op on Mixtral in bf16 and fp8_block only; Mixtral's fp8
+    checkpoints scale per tensor, so SGLang's tables leave it out and the kernel model times it."""
+    for hw in (H200, H100):
+        assert not fused_moe_table(SGLANG, hw).covers("balanced", "fp8", 4096, 14336, 2, 8)
+        assert fused_moe_table(TRTLLM, hw).covers("balanced", "fp8", 4096, 14336, 2, 8)

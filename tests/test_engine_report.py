@@ -58,12 +58,15 @@ from tests.conftest import REPO, golden_engine_errors, invoke
 # DeepSeek-R1's 58 layers does not carry to Qwen3's 94) and on SGLang 0.5.6.post2 H200 (TP2/TP4) 18.12 % (-43..+1 %,
 # short where 2k-4k prompts join the decodes); dense Qwen3-32B (architecture columns, head_dim) on H100 TP1-8:
 # TensorRT-LLM 1.0.0rc3 fp8 5.49 % (36 rows, -12..+13 %), vLLM 0.12.0 bf16 4.26 % (18 rows, -3..+9 %). trtllm's
-# sample: 66 rows, 16.66 %. Bars at what the model reaches: a change that moves them is out-of-sample evidence
+# sample: 66 rows, 16.66 %. Bars at what the model reaches: a change that moves them is out-of-sample evidence.
+# Qwen3-235B's prefill experts as the engines' measured fused-MoE op (the tables took the Qwen3 and Mixtral shapes
+# and H100; benchmarks/build_engine_moe_table.py): trtllm heldout 16.70 -> 16.79 % (its Qwen3-235B rows 30.06 ->
+# 30.26 %, +20..+47 %), sglang heldout 18.12 -> 16.84 % (-36..+4 %; bar 18.5 -> 17.5); no in-sample row moved
 BARS = {
     ("nim", "independent"): (3.5, 7.0),
     ("trtllm", "aiconfigurator-heldout"): (17.0, None),
     ("vllm", "aiconfigurator-heldout"): (4.5, None),
-    ("sglang", "aiconfigurator-heldout"): (18.5, None),
+    ("sglang", "aiconfigurator-heldout"): (17.5, None),
     ("trtllm", "independent-heldout"): (None, None),
     ("vllm", "independent-heldout"): (None, None),
     ("trtllm", "independent"): (7.5, 13.0),

@@ -3,7 +3,7 @@
 A serving engine runs a MoE layer's experts as one fused op (routing, token permute, the grouped
 gate+up and down GEMMs with their activation quantization, unpermute and top-k reduce). Where the
 engine names a measured table of that op on the accelerator (`fused_moe_tables` in conf/engine/NAME.yaml,
-e.g. TensorRT-LLM's CUTLASS fp8 block-scale MoE on H200, hardware/kernels/h200-sxm-141gb.trtllm-moe.csv),
+e.g. TensorRT-LLM's CUTLASS fp8 MoE on H200, hardware/kernels/h200-sxm-141gb.trtllm-moe.csv),
 the experts of a serving pass take its time:
 
     t(tokens) = exp(interp(log tokens, log t_measured))   per (routing, dtype, hidden, ffn, top_k, experts, moe_tp, moe_ep)
