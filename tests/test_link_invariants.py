@@ -4,11 +4,12 @@ accelerator (hypothesis; bounded examples so they run in seconds):
 - the step is no shorter than its busiest link's busy time (cost/links.py) nor its compute;
 - per axis, exposed communication never exceeds that axis's link time;
 - the step is the sum of its parts: compute + bubble + Σ exposed;
-- turning on an overlap (DP, TP, PP) never lengthens a step of the same layout;
+- turning on an overlap (DP, TP, PP) never lengthens a step of the same layout, nor does twice the
+  peak FLOP/s, HBM, scale-up or scale-out bandwidth;
 - for the same layout fp8 is never slower than bf16 (with fp8 chosen per GEMM, the default);
 - recompute none <= selective <= full for the same layout;
-over the DP gradient-reduce policies, hybrid sharding, both CP communication types and both MoE
-dispatchers; each at the stack's fitted overheads and again with comm_contention 0, where no
+over the training stacks, the DP gradient-reduce policies, hybrid sharding, both CP communication
+types and both MoE dispatchers; each at the stack's fitted overheads and again with comm_contention 0, where no
 contention term pads a step that hides more (the shipped 0.3 had hidden full recompute coming out
 faster than none: `steptime.shared_micro_batch_exposed_s`).
 """
@@ -28,6 +29,7 @@ from parallmelism.engine import evaluate
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = sorted(p.stem for p in (ROOT / "models").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
+STACKS = sorted(p.stem for p in (ROOT / "conf" / "stack").glob("*.yaml"))
 AXES = ("tp", "cp", "ep", "dp", "pp")
 LAYOUT = ["tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "dp_sharding", "recompute", "sequence_parallel"]
 SETTINGS = settings(
@@ -49,9 +51,11 @@ def runs(draw):
     shard = draw(st.sampled_from(["null", "2", "8"]))
     cp_comm = draw(st.sampled_from(["p2p", "all_gather"]))
     dispatcher = draw(st.sampled_from(["alltoall", "flex"]))
+    stack = draw(st.sampled_from(STACKS))
     return [
         f"model={model}",
         f"hardware={hw}",
+        f"stack={stack}",
         f"grid.ngpus=[{ngpus}]",
         f"workload.seq_len={seq}",
         f"workload.global_batch={batch}",
@@ -69,7 +73,10 @@ CONTENTION = pytest.mark.parametrize("contention", [None, 0.0])
 
 
 def _frame(overrides, contention=None):
-    run = load_run_configs(overrides)[0][1]
+    return _evaluate(load_run_configs(overrides)[0][1], contention)
+
+
+def _evaluate(run, contention=None):
     if contention is not None:
         oh = run.overheads()[0].model_copy(update={"comm_contention": contention})
         run = run.model_copy(update={"hardware": run.hardware.model_copy(update={"overheads": oh})})
@@ -121,6 +128,32 @@ def test_overlap_never_lengthens_a_step(contention, overrides, flag):
         return
     m = _paired(on, off)
     assert (m["time_step_s_a"] <= m["time_step_s_b"] * (1 + REL)).all()
+
+
+@CONTENTION
+@SETTINGS
+@given(runs(), st.sampled_from(["peak", "hbm", "scale_up", "scale_out"]))
+def test_a_faster_part_never_lengthens_a_step(contention, overrides, part):
+    """Twice the peak FLOP/s (every dtype), HBM bandwidth, scale-up or scale-out bandwidth never makes
+    a layout slower: a window that hides communication shrinks by no more than the step does."""
+    from parallmelism.config.compose import run_with_fields
+
+    run = load_run_configs(overrides)[0][1]
+    hw = run.hardware
+    fields = {
+        "peak": {f"hardware.peak_tflops.{k}": 2 * v for k, v in hw.peak_tflops.items()},
+        "hbm": {"hardware.hbm_bandwidth_gbps": 2 * hw.hbm_bandwidth_gbps},
+        "scale_up": {"hardware.scale_up.bandwidth_gbps": 2 * hw.scale_up.bandwidth_gbps},
+        "scale_out": {}
+        if hw.scale_out is None
+        else {"hardware.scale_out.bandwidth_gbps": 2 * hw.scale_out.bandwidth_gbps},
+    }[part]
+    base = _frame(overrides, contention)
+    if len(base) == 0 or not fields:
+        return
+    fast = _evaluate(run_with_fields(run, fields), contention)
+    m = _paired(fast, base)
+    assert (m["time_step_s_a"] <= m["time_step_s_b"] * (1 + REL)).all(), part
 
 
 def _assert_fp8_at_most_slower(overrides, rel):

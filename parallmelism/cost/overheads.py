@@ -131,11 +131,17 @@ def straggler_doublings(hw, ngpus):
     return np.log2(np.maximum(np.asarray(ngpus, dtype=np.float64) / hw.scale_up.domain_size, 1.0))
 
 
-def step_overhead_s(hw, step_s, ngpus, hidden_dp_s, doublings=None):
-    """Seconds added to a whole step: contention of the hidden DP traffic, the fixed per-step host
-    time and stragglers at scale. doublings: `straggler_doublings(hw, ngpus)` when the caller
-    has it (a log2 per row costs as much as a dozen additions)."""
+def dp_contention_s(hw, hidden_dp_s):
+    """Seconds the DP traffic hidden under a stage's compute adds to it (comm_contention): part of the
+    compute side of the step, which the link bound then applies to (cost/steptime.py)."""
+    return _overheads(hw).comm_contention * np.asarray(hidden_dp_s, dtype=np.float64)
+
+
+def step_overhead_s(hw, step_s, ngpus, doublings=None):
+    """Seconds added to a whole step: the fixed per-step host time and stragglers at scale,
+    f + x·d·(step + f). doublings: `straggler_doublings(hw, ngpus)` when the caller has it (a log2
+    per row costs as much as a dozen additions)."""
     oh = _overheads(hw)
     doublings = straggler_doublings(hw, ngpus) if doublings is None else doublings
-    fixed = oh.comm_contention * np.asarray(hidden_dp_s, dtype=np.float64) + oh.step_fixed_ms * 1e-3
+    fixed = oh.step_fixed_ms * 1e-3
     return fixed + oh.straggler_per_doubling * doublings * (np.asarray(step_s) + fixed)

@@ -7,9 +7,9 @@ The bound reads the op times the step time sums (the kernel model, once per dist
 recompute mode) and drops every other term, each of which is >= 0:
 
   step           = max over stages s of  (B_s + E_s)                          [steptime._training_time]
-  B_s            = total_s + bubble + pp_exposed, raised to the busiest link  (links.bind_rows)
-                >= m·T_mb,s + bubble                        (DP exposed, optimizer, offload, P2P >= 0)
-  E_s            = fixed + x·d·(B_s + fixed),  fixed >= f   (overheads.step_overhead_s; f the per-step
+  B_s            = total_s + bubble + pp_exposed + DP contention, raised to the busiest link
+                >= m·T_mb,s + bubble      (links.bind_rows; DP exposed and contention, optimizer, offload, P2P >= 0)
+  E_s            = f + x·d·(B_s + f)                        (overheads.step_overhead_s; f the per-step
                                                               host time, x·d the straggler fraction)
   T_mb,s         = compute_s + exposed TP/CP/EP + launch/MoE overheads + offload
                 >= C_s = compute_s + n_s·host                (_micro_batch_terms; n_s layers on s)

@@ -54,7 +54,13 @@ from .params import params_per_gpu
 from .activations import fp8_saved_inputs, layer_activation_bytes
 from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s, param_fetch_s
 from .ops import MEMORY
-from .overheads import micro_batch_overhead_s, moe_layer_overhead_s, step_overhead_s, straggler_doublings
+from .overheads import (
+    dp_contention_s,
+    micro_batch_overhead_s,
+    moe_layer_overhead_s,
+    step_overhead_s,
+    straggler_doublings,
+)
 from .pipeline import bubble_rate, fill_drain_stage_s, pp_times_s, training_bubble_s
 from .roofline import LOW_PRECISION_BYTES, Rates, training_ops_times, training_ops_variants
 from .keys import gather, per_key, stacked, to_shape
@@ -901,7 +907,7 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels, ops_table: Shap
     bubble = training_bubble_s(rate, m, gather(shared["t_mb_typical"], inv), pp_fill_drain)
 
     # The step: the slowest stage, each no faster than its busiest link (cost/links.py), with its
-    # own step-level overheads (contention of the DP traffic it still hides, stragglers): each
+    # own step-level overheads (contention of the DP traffic it hides, stragglers): each
     # stage's step is what the row would report were it critical, and the slowest is, so adding
     # work to any stage never shortens the step. Each stage's step needs its link columns only on
     # the rows the link bound raises (`links.bind_rows`); the columns reported are the critical
@@ -950,13 +956,17 @@ def _training_time(cols: TrainingLayout, model, hw, wl, kernels, ops_table: Shap
             return exp, hidden
 
         busy = {link: gather(t["busy_" + link], inv) + pp_busy[link] for link in ("scale_up", "scale_out")}
-        bound = gather(t["total"], inv) + bubble + pp_exp
+        # The DP traffic hidden under the stage's windows takes SMs from its compute (comm_contention):
+        # it lengthens the compute side, as TP/CP/EP's does inside T_mb, and the link bound applies
+        # to that. Added after the bound, it had lengthened a link-bound step too: turning on
+        # overlap_dp_comm made DeepSeek-V3 on 64 A100-40GB (torchtitan, cp 64, ep 32, FSDP) slower,
+        # 451.50 s against 450.58 s, its 50 s of newly hidden DP charged 40 s of contention under a
+        # step the NIC's 411 s held anyway.
+        contention = dp_contention_s(hw, gather(t["dp"] - t["dp_exp"], inv))
+        bound = gather(t["total"], inv) + bubble + pp_exp + contention
         updates = bind_rows(bound, busy, at_rows, hidden_at)
-        hidden_dp = gather(t["dp"] - t["dp_exp"], inv)  # DP link seconds hidden, where the bound left them
-        for rows, exp in updates:
-            hidden_dp[rows] = gather(t["dp"], gather(inv, rows)) - exp["dp"]
-        extra = step_overhead_s(hw, bound, ngpus, hidden_dp, doublings)
-        candidates.append(dict(step=bound + extra, extra=extra, updates=updates))
+        extra = step_overhead_s(hw, bound, ngpus, doublings)  # fixed per step, stragglers
+        candidates.append(dict(step=bound + extra, extra=contention + extra, updates=updates))
     candidates[1]["step"] = np.where(pp > 2, candidates[1]["step"], 0.0)  # the middle stage exists only when pp > 2
     crit = argmax3(*(c["step"] for c in candidates))
     at = crit * K + inv  # the critical stage's entry in stacked(stages, K, name, STAGES)
