@@ -10,6 +10,19 @@ from parallmelism.cost.comm import ep_layer_time_s
 H100 = load_option("hardware", "h100-sxm-80gb")
 GROK = load_option("model", "grok-1")
 LAUNCH_US = H100.scale_up.collective_launch_us  # once per collective call (cost/collectives.py)
+# A group with one rank per node runs each of NCCL's protocols over its NICs (cost/collectives.py, Protocols): (launch
+# us, NET step us, bandwidth fraction) of LL (the base), LL128 and Simple (tuning.cc hwLatencies[NET][Ring]), H100 file
+NIC_PROTOCOLS = ((LAUNCH_US, 5.0, 0.5), (14.0, 4.0, 0.92), (8.4, 14.0, 1.0))
+
+
+def _over_nics(kind, nbytes, n, algorithms, bw=50 * 0.94):
+    """Seconds of one call over n ranks one node apart, as NCCL's tuner takes it: the fastest algorithm in the
+    fastest protocol (every step crosses a NIC)."""
+    return min(
+        collective_time_s(kind, nbytes, n, bw * frac, step, alg, launch_us=launch)
+        for launch, step, frac in NIC_PROTOCOLS
+        for alg in algorithms
+    )
 
 
 def test_alltoall_dispatch_sends_the_sequence_parallel_shard():
@@ -45,19 +58,13 @@ def test_dp_gradient_reduce_is_issued_in_megatron_buckets():
     from parallmelism.cost.comm import dp_step_times_s
     from parallmelism.cost.states import NO_OP
 
-    P, n, bw, lat = 8e9, 1024, 50 * 0.94, 5.0
-    one = min(
-        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "ring", launch_us=LAUNCH_US),
-        collective_time_s("all_reduce", 4 * P / 8, n, bw, lat, "tree", launch_us=LAUNCH_US),
-    )
+    P, n = 8e9, 1024
+    one = _over_nics("all_reduce", 4 * P / 8, n, ("ring", "tree"))
     reduce, zg, fs = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False)
     assert float(reduce) == pytest.approx(8 * one, rel=1e-9)
     # a user bucket of 1e8 parameters: 80 calls, the latency term 80 times
     reduce80, _, _ = dp_step_times_s(H100, P, 0.0, NO_OP, 8.0, 1.0, float(n), 1.0, 1.0, False, bucket_params=1e8)
-    one80 = min(
-        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "ring", launch_us=LAUNCH_US),
-        collective_time_s("all_reduce", 4 * P / 80, n, bw, lat, "tree", launch_us=LAUNCH_US),
-    )
+    one80 = _over_nics("all_reduce", 4 * P / 80, n, ("ring", "tree"))
     assert float(reduce80) == pytest.approx(80 * one80, rel=1e-9)
     assert float(reduce80) > float(reduce)
 
@@ -73,11 +80,10 @@ def test_fsdp_gathers_each_layer_in_forward_and_backward():
     _, _, fsdp = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
     ag = collective_time_s("all_gather", 2 * P / units, n, bw, lat, "pat", launch_us=LAUNCH_US)
     assert ag == pytest.approx((LAUNCH_US + 10 * lat) * 1e-6 + (n - 1) / n * 2 * P / units / (bw * 1e9))
-    assert float(fsdp) == pytest.approx(2 * m * units * ag, rel=1e-9)
+    # in the fastest protocol (Simple at these sizes: 8.4 us + 10 NET steps of 14 us, the whole bandwidth)
+    assert float(fsdp) == pytest.approx(2 * m * units * _over_nics("all_gather", 2 * P / units, n, ("pat",)), rel=1e-9)
     reduce, _, _ = dp_step_times_s(H100, P, 0.0, FS, 8.0, 1.0, float(n), 1.0, float(m), False, fsdp_units=units)
-    assert float(reduce) == pytest.approx(
-        units * collective_time_s("reduce_scatter", 4 * P / units, n, bw, lat, "pat", launch_us=LAUNCH_US), rel=1e-9
-    )
+    assert float(reduce) == pytest.approx(units * _over_nics("reduce_scatter", 4 * P / units, n, ("pat",)), rel=1e-9)
 
 
 def test_ep_overlap_hides_the_all_to_all_under_the_layer_compute_and_needs_experts():
@@ -135,16 +141,12 @@ def test_sharded_gradients_are_reduced_every_micro_batch():
 
     from parallmelism.cost.params import params_per_gpu
 
-    m, n, bw, lat = 4, 8, 50 * 0.94, 5.0
+    m, n = 4, 8
     auto = _grad_policy_frame("OPTIMIZER_STATES_AND_GRADS", "auto", m)
     once = _grad_policy_frame("OPTIMIZER_STATES_AND_GRADS", "per_step", m)
     P = float(params_per_gpu(load_option("model", "llama3.1-8b"), 8, 1, 32, 0, True, True)["dense"])
     calls = math.ceil(P / 40e6)
-    rs = calls * min(
-        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "ring", launch_us=LAUNCH_US),
-        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "tree", launch_us=LAUNCH_US),
-        collective_time_s("reduce_scatter", 4 * P / calls, n, bw, lat, "pat", launch_us=LAUNCH_US),
-    )
+    rs = calls * _over_nics("reduce_scatter", 4 * P / calls, n, ("ring", "tree", "pat"))
     assert auto["time_comm_dp_s"] - once["time_comm_dp_s"] == pytest.approx((m - 1) * rs, rel=1e-9)
     assert once["mem_grads_gib"] == pytest.approx(4 * P / 2**30, rel=1e-9)
     assert auto["mem_grads_gib"] == pytest.approx(4 * P / n / 2**30, rel=1e-9)
@@ -221,11 +223,7 @@ def test_hybrid_sharding_shards_inside_a_node_and_all_reduces_the_shard_across_n
     assert full["mem_states_gib"] * 2**30 == pytest.approx(P * (4 + 4 + 8) / 64, rel=1e-9)
     red8, _, fsdp8 = dp_step_times_s(H100, P, 0.0, FS, 1.0, 1.0, 8.0, 1.0, 1.0, False, fsdp_units=units)
     shard_bytes = 4 * P / units / 8
-    bw, lat = 50 * 0.94, 5.0
-    ar = min(
-        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "ring", launch_us=LAUNCH_US),
-        collective_time_s("all_reduce", shard_bytes, 8, bw, lat, "tree", launch_us=LAUNCH_US),
-    )
+    ar = _over_nics("all_reduce", shard_bytes, 8, ("ring", "tree"))
     replica = m * units * ar
     assert hsdp["time_comm_dp_s"] == pytest.approx(float(m * red8 + m * fsdp8 + replica), rel=1e-9)
     # the shard group's traffic on NVLink, the replicas' all-reduce on the NIC
@@ -264,7 +262,8 @@ def test_all_gather_context_parallelism_exposes_the_whole_sequence_kv():
 
     model = load_option("model", "llama3.1-405b")
     S = 131072 * 2 * 128 * 2
-    one = LAUNCH_US * 1e-6 + 4 * 5e-6 + 15 / 16 * S / (50 * 0.94e9)
+    one = 8.4e-6 + 4 * 14e-6 + 15 / 16 * S / (50 * 0.94e9)  # in Simple (its launch, 4 NET steps of 14 us)
+    assert one == pytest.approx(_over_nics("all_gather", S, 16, ("ring", "tree", "pat")), rel=1e-12)
     link, exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), False, "all_gather")
     assert float(link) == pytest.approx(3 * one, rel=1e-12) and float(exposed) == float(link)
     ring_link, ring_exposed = cp_layer_times_s(H100, model, 131072, 1, 8, 16, (1.0, 1 / 16), (2.5, 2.5 / 16), False)
