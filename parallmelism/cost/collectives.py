@@ -81,7 +81,10 @@ result (multimem.st), one call rather than 2(n-1) ring steps; per GPU and direct
 
   nvls.launch_us + (1 + 1/n) · S / (nvls.bandwidth_fraction · β)
 
-bandwidth_fraction is NCCL's nvlsEfficiency (src/graph/tuning.cc v2.29.2: 0.85 Hopper, 0.74 Blackwell);
+bandwidth_fraction is NCCL's nvlsEfficiency (src/graph/tuning.cc v2.29.2: 0.85 Hopper, 0.74 Blackwell),
+taken on β as `group_link` gives it, i.e. after efficiency.scale_up (0.80 of 450 GB/s on H100): NCCL applies
+it to its own per-channel bandwidths, so here the product (0.68 of the nominal link) is what the measured
+1-8 GiB points below check, not NCCL's constant alone;
 launch_us is fitted per accelerator on aiconfigurator's 8-rank all_reduce_perf times at 32-512 MiB (H100
 78.4 us, H200 73.3; mean |time error| 1.5, 0.4 %; NCCL's own tuner latency, 25 us, is too short for these
 measurements). B200 and B300 have no `nvls`: fitted alike (110.7 / 108.2 us at 0.74) it loses to their
