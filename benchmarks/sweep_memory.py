@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_cli import SWEEPS  # noqa: E402  (the same sweeps as the CLI benchmark)
 
-_PROBE = r"""
-import ctypes, json, sys
-import parallmelism.search.chunks as chunks
+# glibc's heap counters (mallinfo2), for both scripts below
+_MALLINFO = r"""
+import ctypes
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
@@ -43,6 +43,14 @@ class MallInfo2(ctypes.Structure):
 
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = MallInfo2
+"""
+
+_PROBE = (
+    _MALLINFO
+    + r"""
+import json, sys
+import parallmelism.search.chunks as chunks
+
 MIB = 2 ** 20
 
 def status_mib(key):
@@ -79,17 +87,14 @@ meta = pq.ParquetFile(out_path).metadata
 print("PROBE " + json.dumps({"calls": calls, "row_groups": meta.num_row_groups, "columns": meta.num_columns,
                              "rows": meta.num_rows, "hwm": status_mib("VmHWM")}))
 """
+)
 
-_FOOTER = r"""
-import ctypes, sys
+_FOOTER = (
+    _MALLINFO
+    + r"""
+import sys
 import pyarrow.parquet as pq
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = MallInfo2
 table = pq.ParquetFile(sys.argv[1]).read_row_group(0)  # the sweep's schema and values, one chunk's rows
 writer = pq.ParquetWriter(sys.argv[2], table.schema)
 before = libc.mallinfo2().uordblks
@@ -98,6 +103,7 @@ for i in range(200):
 print((libc.mallinfo2().uordblks - before) / 200 / 1024)
 writer.close()
 """
+)
 
 
 # the allocator `parallmelism` chooses for Arrow (cli/app.py main), for the footer's process as well
