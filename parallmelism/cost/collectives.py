@@ -489,15 +489,13 @@ def _spanning_time_s(hw, kind, nbytes, size, stride, bw, hierarchical):
     k = np.clip(np.floor(hw.scale_up.domain_size / np.asarray(stride, dtype=np.float64)), 1.0, np.maximum(n, 1.0))
     domains = n / k
     _, lat = group_link(hw, size, stride)
-    return _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains, spanning_only=True)
+    return _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains)
 
 
-def _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains=None, spanning_only=False):
-    """`group_collective_time_s` on one (bandwidth, latency) link: rows inside the domain in its protocols and NVLS,
-    rows spanning domains the fastest of ring, tree, PAT and hierarchical; with `domains` (N) the ring's steps are
-    priced per segment: N-1 (2(N-1) for an all-reduce) at scale_out.latency_us, the rest at scale_up.latency_us.
-    spanning_only: every row priced as spanning (the caller keeps the spanning rows only), the rows inside the
-    domain not priced at all (`_spanning_time_s`: one call per protocol)."""
+def _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains=None):
+    """Every row priced as a group spanning domains on one (bandwidth, latency) link: the fastest of ring,
+    tree, PAT and hierarchical; with `domains` (N) the ring's steps are priced per segment: N-1 (2(N-1) for
+    an all-reduce) at scale_out.latency_us, the rest at scale_up.latency_us."""
     launch = hw.scale_up.collective_launch_us
     if domains is None:
         ring = collective_time_s(kind, nbytes, size, bw, lat, "ring", launch_us=launch)
@@ -515,8 +513,14 @@ def _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical, d
         best = np.where(one_per_domain, np.minimum(best, pat), best)
     if kind == "all_reduce" and hierarchical and hw.scale_out is not None and np.any(spans):
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
-    if spanning_only:
-        return best
+    return best
+
+
+def _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical):
+    """`group_collective_time_s` on one (bandwidth, latency) link: rows inside the domain in its protocols and
+    NVLS (all-to-all: `all_to_all_time_s`), rows spanning domains `_spanning_best`."""
+    spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
+    best = _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical)
     if kind == "all_to_all":
         return np.where(spans, best, all_to_all_time_s(hw, nbytes, size, bw, lat))
     inside = protocol_ring_time_s(hw, kind, nbytes, size, bw)
