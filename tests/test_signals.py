@@ -329,3 +329,35 @@ def test_ctrl_c_in_a_multirun_names_the_parts_written_not_the_sweep_folder(tmp_p
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert exc.value.code == 130 and (tmp_path / "mr" / "0" / "part.csv").exists()
     assert err == f"interrupted after writing {tmp_path / 'mr' / '0' / 'part.csv'} in full; nothing else was written"
+
+
+# A stop signal while the interpreter tears down after the command (its files renamed into place,
+# "wrote ..." printed): Python has put SIGINT, SIGTERM and SIGHUP back to their default action by
+# then (~0.15 s of module teardown on every command), so a Ctrl-C there killed the run: exit 130 in
+# the shell, no sentence, after a plan had written both its files. An object of __main__ whose
+# __del__ sends the signal lands it in that teardown, every time.
+STOP_AT_TEARDOWN = """
+import os, signal, sys
+stops = {{signal.SIGINT, signal.SIGTERM, signal.SIGHUP}}
+for s in stops:
+    signal.signal(s, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+class StopAtTeardown:
+    def __del__(self, kill=os.kill, pid=os.getpid()):
+        kill(pid, signal.{sig})
+stop_at_teardown = StopAtTeardown()
+sys.argv = ["parallmelism", "plan", "train", "model=llama3.1-8b", "tokens=1e12", "-q", "--out", "plan.csv"]
+from parallmelism.cli.app import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_stop_after_the_command_finished_keeps_its_exit_code(tmp_path, sig):
+    """The command had finished and said what it wrote: it exits 0 with its files whole."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    code = STOP_AT_TEARDOWN.format(sig=sig)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    assert r.stdout.splitlines()[-2:] == ["wrote 13 plan rows to plan.csv", "wrote the summary to plan.summary.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.csv", "plan.summary.md"]

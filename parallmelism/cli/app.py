@@ -79,12 +79,13 @@ def _raise_on_termination() -> None:
     removed and the target path is left as it was."""
     import signal
 
-    from ..stop import quiet_swallowed_stops, request_stop
+    from ..stop import hold_stops_at_exit, quiet_swallowed_stops, request_stop
 
     def stop(signum, _frame):
         request_stop(128 + signum)  # recorded too: writers check it before committing (parallmelism/stop.py)
 
     quiet_swallowed_stops()
+    hold_stops_at_exit()  # the interpreter's teardown after the command, where its handlers are gone
 
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
