@@ -193,3 +193,26 @@ def test_an_option_given_as_a_path_and_a_folder_given_as_a_file(tmp_path):
     f.write_text("x")
     code, text = invoke("show", "-cd", str(f))
     assert code == 2 and f"config dir {str(f)!r} is a file; give a folder" in text
+
+
+def test_a_broken_file_in_a_config_folder_fails_only_the_runs_that_read_it(tmp_path):
+    """A -cd folder with a broken option file (not YAML, a `name:` that is not the file's) stopped every
+    command, even one that never picks it: only a run that reads it (picks it, picks a file whose
+    `from:` names it, or has it as the default it replaces) fails, with one sentence naming the file."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "models" / "broken.yaml").write_text("name: broken\nlayers: [1, 2\n")
+    (tmp_path / "models" / "renamed.yaml").write_text("name: other\nhidden: 8\n")
+    (tmp_path / "hardware" / "h100-sxm-80gb.yaml").write_text("peak_tflops: {bf16: [\n")  # the default, broken
+    (tmp_path / "hardware" / "mine.yaml").write_text("efficiency:\n  from: h100-sxm-80gb\n")
+    pinned = ["model=llama3.1-8b", "grid.ngpus=[8]", "grid.tp=8"]
+    code, text = invoke("show", *pinned, "hardware=a100-sxm-80gb", "-cd", tmp_path)
+    assert code == 0, text
+    not_yaml = f"error: {tmp_path / 'hardware' / 'h100-sxm-80gb.yaml'}: not valid YAML ("
+    for picks in (["hardware=mine"], []):  # names the broken file through `from:`; is the default
+        code, text = invoke("show", *pinned, *picks, "-cd", tmp_path)
+        assert code == 2 and text.startswith(not_yaml) and len(text.strip().splitlines()) == 1, text
+    code, text = invoke("best", "-q", "model=broken", "hardware=a100-sxm-80gb", "grid.ngpus=[8]", "-cd", tmp_path)
+    assert code == 2 and text.startswith(f"error: {tmp_path / 'models' / 'broken.yaml'}: not valid YAML ("), text
+    code, text = invoke("show", "model=renamed", "hardware=a100-sxm-80gb", "grid.ngpus=[8]", "-cd", tmp_path)
+    assert code == 2 and "name: 'other' differs from the file name 'renamed'" in text

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def _read_mapping(path: Path) -> tuple[dict, str | None]:
     return data, package
 
 
-def option_node(group: str, name: str, raw: dict[str, dict], where: dict[str, str]) -> dict:
+def option_node(group: str, name: str, raw: Mapping[str, dict], where: dict[str, str]) -> dict:
     """The config node of one option: its spec's defaults, the file's values, efficiency and overheads
     `from:` resolved."""
     values = dict(raw[name])
@@ -148,8 +149,51 @@ def _global_node(group: str, values: dict) -> dict:
     return out
 
 
+class _OptionFiles(Mapping):
+    """name -> (mapping, `# @package` header) of a group's option files, each read on first use: an
+    option's node reads its own file and those its `from:` names, never the rest of the folder."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+        self._read: dict[str, tuple[dict, str | None]] = {}
+
+    def __getitem__(self, name: str) -> tuple[dict, str | None]:
+        if name not in self._read:
+            self._read[name] = _read_mapping(self.files[name])
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+
+class _Values(Mapping):
+    """The mappings of an _OptionFiles (what resolve_efficiency's `from:` reads), read on first use."""
+
+    def __init__(self, options: _OptionFiles) -> None:
+        self.options = options
+
+    def __getitem__(self, name: str) -> dict:
+        return self.options[name][0]
+
+    def __iter__(self):
+        return iter(self.options)
+
+    def __len__(self) -> int:
+        return len(self.options)
+
+
+# group -> option name -> the sentence its file gave (not valid YAML, a bad `name:`, a `from:` to a
+# broken file): such an option is left out of the ConfigStore, and only a run that picks it fails,
+# with that sentence (`_broken_choice`); a broken file a run never reads does not stop it.
+_broken: dict[str, dict[str, str]] = {}
+
+
 def register_option_files(user_dirs: list[Path]) -> dict[str, dict[str, Path]]:
-    """Put every option (shipped, then user folders) and the primary config into Hydra's ConfigStore."""
+    """Put every option (shipped, then user folders) and the primary config into Hydra's ConfigStore.
+    An option whose file cannot be read is left out and its sentence kept in `_broken`."""
     global _registered
     from hydra.core.config_store import ConfigStore
 
@@ -163,22 +207,36 @@ def register_option_files(user_dirs: list[Path]) -> dict[str, dict[str, Path]]:
     if key == _registered:
         return files
     cs = ConfigStore.instance()
-    _registered = None  # a file refused half-way (a bad value, a name: of its own) leaves no half store
+    _registered = None  # a refused primary config leaves no half store
+    _broken.clear()
     for group in GROUPS:  # options of earlier user folders (same process) must not linger
         cs.repo.pop(group, None)
-    read = {g: {n: _read_mapping(p) for n, p in f.items()} for g, f in files.items()}
-    for group, by_name in read.items():
-        raw = {n: values for n, (values, _) in by_name.items()}
+    for group in GROUPS:
+        read = _OptionFiles(files[group])
         where = {n: str(p) for n, p in files[group].items()}
-        for name, (values, package) in by_name.items():
-            if package == "_global_":
-                cs.store(group=group, name=name, node=_global_node(group, values), package="_global_")
-            else:
-                cs.store(group=group, name=name, node=option_node(group, name, raw, where))
+        for name in files[group]:
+            try:
+                values, package = read[name]
+                if package == "_global_":
+                    cs.store(group=group, name=name, node=_global_node(group, values), package="_global_")
+                else:
+                    cs.store(group=group, name=name, node=option_node(group, name, _Values(read), where))
+            except UserError as exc:
+                _broken.setdefault(group, {})[name] = str(exc)
     values, _ = _read_mapping(primary)
     cs.store(name="config", node=with_defaults("config", values))
     _registered = key
     return files
+
+
+def _broken_choice(exc: Exception) -> str | None:
+    """The sentence of the broken file behind Hydra's "cannot find group/name", if that is what it is."""
+    from hydra.errors import MissingConfigException
+
+    if not isinstance(exc, MissingConfigException):
+        return None
+    group, _, name = (exc.missing_cfg_file or "").rpartition("/")
+    return _broken.get(group, {}).get(name)
 
 
 def _first_line(exc: Exception) -> str:
@@ -208,7 +266,7 @@ def compose(overrides: list[str], config_dirs: list[str] | None = None):
     except UserError:
         raise
     except Exception as exc:
-        raise UserError(explain_hydra_error(exc, overrides, files)) from None
+        raise UserError(_broken_choice(exc) or explain_hydra_error(exc, overrides, files)) from None
     finally:
         GlobalHydra.instance().clear()
 
@@ -549,11 +607,8 @@ def _load_option(group: str, name: str, files: dict[str, Path]):
 
     from ..specs import AcceleratorSpec, EngineSpec, ModelSpec, StackSpec
 
-    if group == "hardware":  # efficiency `from:` may name any other accelerator
-        raw = {n: _read_mapping(p)[0] for n, p in files.items()}
-    else:
-        raw = {name: _read_mapping(files[name])[0]}
-    data = option_node(group, name, raw, {n: str(p) for n, p in files.items()})
+    # efficiency `from:` may name any other accelerator: read are this file and those it names
+    data = option_node(group, name, _Values(_OptionFiles(files)), {n: str(p) for n, p in files.items()})
     classes: dict[str, type[BaseModel]] = {
         "model": ModelSpec,
         "hardware": AcceleratorSpec,

@@ -14,6 +14,7 @@ keys it lists. Anything else is one sentence naming the missing keys (`efficienc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 INHERIT_KEY = "from"
@@ -106,7 +107,7 @@ EFFICIENCY_RULE = (
 )
 
 
-def resolve_efficiency(name: str, raw: dict[str, dict], where: dict[str, str]) -> dict[str, Any]:
+def resolve_efficiency(name: str, raw: Mapping[str, dict], where: dict[str, str]) -> dict[str, Any]:
     """The effective efficiency block of accelerator `name` (raw: name -> file mapping), `from:` resolved;
     a block without `from:` lists every key of Efficiency."""
     return resolve_inherited("efficiency", name, raw, where, efficiency_keys())
@@ -120,7 +121,7 @@ OVERHEADS_MOVED = (
 )
 
 
-def resolve_overheads(name: str, raw: dict[str, dict], where: dict[str, str]) -> dict[str, Any] | None:
+def resolve_overheads(name: str, raw: Mapping[str, dict], where: dict[str, str]) -> dict[str, Any] | None:
     """A hardware file's own overheads block (honoured over the stack's fit: specs RunConfig.overheads),
     or None when the file has none (the stack's fit applies). The shipped files have none; a block that
     inherits with `from:` (the rule before the stack group) is one sentence (OVERHEADS_MOVED)."""
@@ -135,7 +136,7 @@ def resolve_overheads(name: str, raw: dict[str, dict], where: dict[str, str]) ->
 
 
 def resolve_inherited(
-    key: str, name: str, raw: dict[str, dict], where: dict[str, str], required, _seen: tuple[str, ...] = ()
+    key: str, name: str, raw: Mapping[str, dict], where: dict[str, str], required, _seen: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """Accelerator `name`'s block `key` with `from:` resolved (raw: name -> file mapping).
 
