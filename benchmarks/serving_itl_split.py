@@ -52,7 +52,7 @@ def split_ms(run, pred) -> dict:
     hw, model, wl = run.hardware, run.model, run.workload
     km = kernel_model(hw)
     cols = {k: np.array([int(pred[k])], dtype=np.int64) for k in INFERENCE_LAYOUT_COLUMNS}
-    terms = decode_terms(model, hw, wl, ServingLayout.of(cols), km=km)
+    terms = decode_terms(model, hw, wl, ServingLayout.of(cols), km=km, engine=run.serving_engine())
     rates = Rates(hw, wl.precision, km)
     out: dict = defaultdict(float)
     for op, (t, _) in zip(terms["ops"], terms["times"]):
