@@ -35,8 +35,8 @@ layer: DeepSeek-R1 TP 8 EP 8 71 us at 4 clients and 63 at 8 (issue 5929's 0.21 r
 routing's). So some 40-50 us a layer is DeepSeek's and 0-20 us is common. The DeepSeek-only kernels that no measured
 op times: its gate (TensorRT-LLM's Deepseekv3Gate: dsv3_router_gemm_op to fp32 logits, then the routing the fused
 op calls, Deepseekv3RoutingImpl: sigmoid, bias add, noaux_tc_op group top-k, two casts), where aiconfigurator's
-fused-MoE collector routes every shape with RenormalizeMoeRoutingMethod (softmax top-k inside the op:
-collector/trtllm/collect_moe.py), and the shared expert's fork/join to its auxiliary stream and the add of its
+fused-MoE collector routes every shape with RenormalizeMoeRoutingMethod (softmax top-k inside the op;
+collector/trtllm/collect_moe.py and its per-release copies: DeepseekV3Gate only in Blackwell's min-latency mode), and the shared expert's fork/join to its auxiliary stream and the add of its
 output (Deepseekv3MoE.forward). About six launch-bound kernels, 2-4 us each under a CUDA graph: 10-25 us of the
 40-50, by estimate, not measurement (no published timing of those kernels; no GPU here). At EP 1 (issue 5929's
 tp8ep1 row) the measured fused-MoE op alone (191 us at 8 tokens, the model 115) leaves -6 us: there the fitted
