@@ -25,6 +25,12 @@ Same software, two layouts: 26.02 and 26.02.01 run the same Megatron-Core (core_
 H100 Base Configs with HybridEP") changed only the H100 preset, PP2 VP12 EP8 DeepEP with A2A overlap to EP16
 HybridEP without. The model is evaluated at both layouts (the shipped rows' at GBS 1024) to compare ratios.
 
+Kernel and link candidates first (worst_case_bound): the row's model with every one of them at its worst at
+once, though the row's recipe rules each out (grouped GEMM, fused permute, the A2A overlap): the expert GEMMs as
+the H100's per-expert loop, permute/unpermute unfused (both from h100_moe_experts.csv at the row's 2,048 tokens
+per expert), the EP all-to-alls exposed, and the combined 1F1B schedule's P2P hops
+(benchmarks/combined_1f1b_hops.py). They leave the row about a fifth short: what is missing is not a kernel.
+
 Candidate host terms, each priced as what the shipped megatron-te MoE rows would need (their residual per layer
 per micro-batch, measured - model): a cost per virtual pipeline stage per micro-batch (residual x layers per
 virtual stage: one constant would have to fit every interleaved row), and a cost per local expert (the two
@@ -248,6 +254,51 @@ def moe_rows(ctx):
     return out
 
 
+# the H100's MoE expert measurements, shipped copy of ../shared/reference/h100_moe_experts.csv
+MOE_EXPERTS_CSV = Path(__file__).resolve().parent.parent / "tests" / "data" / "reference" / "h100_moe_experts.csv"
+# the combined 1F1B schedule's P2P hops the model hides, seconds a step on this row (benchmarks/combined_1f1b_hops.py)
+COMBINED_1F1B_HOPS_S = 0.273
+
+
+def worst_case_bound(ctx) -> dict:
+    """ms per layer per micro-batch the PP 2 x VP 12 row's model would take with every kernel and link candidate
+    at its worst (each a term of issue 32's list, none of them the row's stated recipe): the expert GEMMs at the
+    H100's per-expert Python loop instead of grouped (h100_moe_experts.csv loop_s - grouped_mm_s at the row's
+    tokens per expert, forward x 3 for forward and backward, scaled to the local experts), permute and unpermute
+    unfused (the table's index_select / index_add_ forward x 3, less the fused ops the model prices), the EP
+    all-to-alls exposed instead of hidden by the A2A overlap (less the contention charged for hiding them), and
+    the combined 1F1B schedule's exposed P2P hops."""
+    import pandas as pd
+
+    from parallmelism.config.kernel_tables import kernel_model
+    from parallmelism.cost.breakdown import training_breakdown
+    from parallmelism.search import RowsCollector, stream_runs
+
+    row = next(r for r in _rows("training_long_context_moe.csv") if r["case"] == CASE)
+    run, out, n = _evaluate(row, ctx)
+    res = stream_runs([run], [RowsCollector()], workers=1, derive=False)
+    cols = {k: v[[0]] for k, v in res.kept[0].items() if k not in ("_run", "_row")}
+    hw = run.accelerator()
+    ops = training_breakdown(cols, run.model, hw, run.training_workload(), kernel_model(hw))["ops"]
+    per = {op["op"]: 1e3 * op["time_step_s"] / n for op in ops}  # ms per layer per micro-batch
+    experts, ep, seq = int(row["experts"]), int(row["ep"]), int(row["seq_len"])
+    tokens_per_expert = seq * int(row["top_k"]) * ep // experts
+    table = pd.read_csv(MOE_EXPERTS_CSV, comment="#")
+    t = table[(table["model"] == "qwen3-30b-a3b") & (table["tokens_per_expert"] == tokens_per_expert)].iloc[0]
+    share = (experts // ep) / int(t["experts"])  # the rank's local experts of the table's layer
+    loop = 3e3 * (float(t["loop_s"]) - float(t["grouped_mm_s"])) * share
+    permute = 3e3 * float(t["permute_unpermute_s"]) * share - per["permute"] - per["unpermute"]
+    ep_link = 1e3 * float(out["time_comm_ep_s"]) / n
+    contention = run.accelerator().overheads.comm_contention
+    adds = {
+        "expert GEMMs as a per-expert loop": loop,
+        "permute/unpermute unfused": permute,
+        "EP all-to-alls exposed": ep_link * (1.0 - contention),
+        "combined 1F1B P2P hops": 1e3 * COMBINED_1F1B_HOPS_S / n,
+    }
+    return {"model": 1e3 * float(out["time_step_s"]) / n, "measured": float(row["step_time_s"]) * 1e3 / n, **adds}
+
+
 def main() -> int:
     from parallmelism.cost.overheads import MOE_EXPERT_LAUNCHES, moe_expert_launches
     from parallmelism.validate.runner import _context
@@ -259,6 +310,15 @@ def main() -> int:
         step, ms = ms_per_layer_microbatch(gpus, gbs, mbs, pp, dp, tok)
         per_release[(rel, system)] = ms
         print(f'{rel},{system},"{layout}",{step:.2f},{ms:.2f},{mbs * SEQ},"{note}"')
+    bound = worst_case_bound(ctx)
+    model_ms, measured_ms = bound.pop("model"), bound.pop("measured")
+    print(f"\n{CASE}: every kernel and link candidate at its worst, ms per layer per micro-batch")
+    for name, ms_ in bound.items():
+        print(f"  + {ms_:.2f}  {name}")
+    total = model_ms + sum(bound.values())
+    print(
+        f"  model {model_ms:.2f} -> {total:.2f} against {measured_ms:.2f} measured ({100 * (total / measured_ms - 1):+.1f} %)"
+    )
     ms, measured, local, us = model_split(ctx)
     fwd_per_expert = MOE_EXPERT_LAUNCHES["gemm"][0] + MOE_EXPERT_LAUNCHES["fp8_quantize"][0]
     post_sync = fwd_per_expert * local + POST_SYNC_DISPATCH_OPS
