@@ -216,3 +216,28 @@ def test_a_broken_file_in_a_config_folder_fails_only_the_runs_that_read_it(tmp_p
     assert code == 2 and text.startswith(f"error: {tmp_path / 'models' / 'broken.yaml'}: not valid YAML ("), text
     code, text = invoke("show", "model=renamed", "hardware=a100-sxm-80gb", "grid.ngpus=[8]", "-cd", tmp_path)
     assert code == 2 and "name: 'other' differs from the file name 'renamed'" in text
+
+
+def test_a_long_sweep_says_how_many_points_and_how_long_before_it_starts(monkeypatch, capsys):
+    """grid.ngpus=range(8,100008,8) is a sweep of 12,500 points, each composed apart (~0.13-0.23 s):
+    it ran ~40 min without a word (with -q, nothing at all). A sweep whose points would take longer
+    than ANNOUNCE_SWEEP_S to compose says so on stderr, at the rate of its second point."""
+    import importlib
+
+    compose = importlib.import_module("parallmelism.config.compose")  # the module, not its compose()
+    jobs = [[f"grid.ngpus={n}", "model=llama3.1-8b"] for n in range(8, 100008, 8)]
+    compose._note_long_sweep(jobs, 0.2)
+    assert capsys.readouterr().err == (
+        "note: the sweep over grid.ngpus (12,500 values) has 12,500 points, each composed apart (~0.20 s): "
+        "~42 min before the first layout is evaluated; a grid key's values given as one list "
+        "(grid.ngpus=[8,16,...]) are one run, composed once\n"
+    )
+    compose._note_long_sweep([[f"model={m}", f"workload.seq_len={s}"] for m in "ab" for s in (1, 2)], 4.0)
+    assert capsys.readouterr().err.startswith("note: the sweep over model (2 values), workload.seq_len (2 values)")
+    compose._note_long_sweep(jobs[:40], 0.2)  # 8 s: no note
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("PARALLMELISM_CACHE", "0")
+    monkeypatch.setattr(compose, "ANNOUNCE_SWEEP_S", 0.0)
+    runs = compose.load_run_configs(["model=llama3.1-8b", "grid.ngpus=8,16,24"])
+    assert [r.grid.ngpus for _, r in runs] == [[8], [16], [24]]
+    assert capsys.readouterr().err.startswith("note: the sweep over grid.ngpus (3 values) has 3 points")
