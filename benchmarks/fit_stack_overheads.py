@@ -34,14 +34,18 @@ from importlib import resources
 
 import numpy as np
 
+from parallmelism.specs.stack import CPU_ADAM_KERNEL_S_PER_GPARAM
+
 FITTED = ("layer_launch_us", "comm_contention", "step_fixed_ms")
-# a stack with one published row fits one term: the per-step time (ZeRO-3's fp32 partitioned optimizer
-# step and re-partitioning, host work); its per-layer term cannot fit it (one micro-batch per step)
 # FSDP1's per-layer host time as what it is (cost/overheads.py): the layer's kernels (counted with compile
 # off and on in its stack file) times a launch, plus a per-FSDP-unit CPU sync; comm_contention and the counts
 # are stated in the stack file (STATED_OF), not fitted
 FITTED_OF = {
-    "deepspeed": ("step_fixed_ms",),
+    # deepspeed: the per-step time (ZeRO-3's fp32 partitioned optimizer step and re-partitioning, host work;
+    # pinned by the HF blog's Granite row, one micro-batch a step: no per-layer term) and its CPU optimizer path
+    # under optimizer offload, per 1e9 parameters a host (cost/offload.py cpu_optimizer_s; pinned by ALST's two
+    # 32k baselines, 8 and 2 G parameters a node)
+    "deepspeed": ("step_fixed_ms", "cpu_optimizer_s_per_gparam"),
     "pytorch-fsdp1": ("unit_sync_us", "comm_contention", "step_fixed_ms"),
 }
 STATED_OF = {"pytorch-fsdp1": ("kernel_launch_us", "layer_kernels_eager", "layer_kernels_compiled")}
@@ -51,8 +55,11 @@ GRID = {  # up to the bounds of specs/stack.py Overheads (5 ms per layer pass, 3
     "step_fixed_ms": np.arange(0.0, 3001.0, 5.0),
     "kernel_launch_us": np.arange(0.0, 30.01, 0.5),
     "unit_sync_us": np.arange(0.0, 1001.0, 25.0),
+    # from the CPU Adam kernel's measured floor (specs/stack.py: never faster than the kernel alone) to 3 s per 1e9
+    # parameters a host, in 10 ms
+    "cpu_optimizer_s_per_gparam": np.round(np.arange(CPU_ADAM_KERNEL_S_PER_GPARAM, 3.0001, 0.01), 2),
 }
-TERMS_ALL = (*FITTED, "straggler_per_doubling", "kernel_launch_us", "unit_sync_us")
+TERMS_ALL = (*FITTED, "straggler_per_doubling", "kernel_launch_us", "unit_sync_us", "cpu_optimizer_s_per_gparam")
 BAR = 0.25
 PARSIMONY = 0.005
 SHORTLIST = 16

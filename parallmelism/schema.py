@@ -62,7 +62,8 @@ TRAINING_COLUMNS: dict[str, str] = {
     "time_comm_exposed_s": "communication on the critical path (sum of the _exposed_s columns), s",
     "time_overhead_s": "named overheads on the critical stage (cost/overheads.py): per-layer launch, fixed per-step host time, SM contention of hidden comm, stragglers, s",
     "time_optimizer_offload_s": "workload.optimizer_offload only: the CPU optimizer step at the host memory's "
-    "bandwidth, the updated parameters' upload and the gradient copies not hidden under backward (cost/offload.py), s",
+    "bandwidth (or the stack's cpu_optimizer_s_per_gparam per host, whichever is longer), the updated parameters' "
+    "upload and the gradient copies not hidden under backward (cost/offload.py), s",
     "time_param_offload_s": "workload.param_offload only: the parameter shards' host-to-device fetches before "
     "each FSDP gather not hidden under the stage's compute (cost/offload.py), s",
     "time_offload_exposed_s": "workload.activation_offload_layers > 0 only: activation copies to and from host "

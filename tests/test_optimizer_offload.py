@@ -169,3 +169,61 @@ def test_export_writes_the_offload():
     text = target_module("megatron").render(planned)
     assert "--optimizer-cpu-offload" in text and "--use-precision-aware-optimizer" in text
     assert target_module("megatron").parse(text, None, planned.layers)["workload.optimizer_offload"] is True
+
+
+# DeepSpeed's CPU optimizer path as it runs (stack overheads cpu_optimizer_s_per_gparam; cost/offload.py
+# cpu_optimizer_s): seconds per 1e9 parameters of a host's ranks' shards together, never less than the bandwidth
+# formula; ALST's 8-GPU 32k baseline (8.03 G parameters on one DGX H100 host) is the row it was fitted on.
+DEEPSPEED = OFFLOAD + ["stack=deepspeed"]
+
+
+def _deepspeed_rate():
+    from parallmelism.config.compose import load_option
+
+    spec = load_option("stack", "deepspeed")
+    return spec.overheads_for("h100-sxm-80gb")[0].cpu_optimizer_s_per_gparam
+
+
+def test_cpu_optimizer_runs_per_host_under_deepspeed():
+    """8 ranks of one host: the whole model's 8.03 G parameters at the stack's seconds per 1e9 (0.91 s fitted:
+    7.31 s, against 0.39 s of a shard streamed at 76.8 GB/s), plus the bf16 shard back at 63 GB/s."""
+    s = _deepspeed_rate()
+    assert s >= 0.22  # ZeRO-Offload Table 4's fastest CPU Adam: 1 G parameters in 0.22 s on a DGX-2
+    _, off, _ = _row(DEEPSPEED)
+    assert off["time_optimizer_offload_s"] == pytest.approx(P * s * 1e-9 + SHARD * 2 / 63e9, rel=1e-9)
+    assert P * s * 1e-9 > SHARD * 30 / 76.8e9  # the per-host path, not the bandwidth formula
+
+
+def test_cpu_optimizer_counts_the_ranks_on_a_host():
+    """16 GPUs over two 8-GPU hosts: each host's 8 ranks hold half the model; 4 GPUs on one host hold it all."""
+    s = _deepspeed_rate()
+    for ngpus, host_params in ((16, P / 2), (4, P)):
+        args = [a for a in DEEPSPEED if not a.startswith(("grid.ngpus", "workload.global_batch"))]
+        _, off, _ = _row(args + [f"grid.ngpus=[{ngpus}]", f"workload.global_batch={2 * ngpus}"])
+        shard = P / ngpus
+        assert off["time_optimizer_offload_s"] == pytest.approx(host_params * s * 1e-9 + shard * 2 / 63e9, rel=1e-9)
+
+
+def test_cpu_optimizer_never_faster_than_the_host_memory():
+    """A host memory slower than the stated path (1 GB/s a GPU: 30 s for a 1.0 G shard) takes over."""
+    _, off, _ = _row(DEEPSPEED + ["hardware.host_memory_gbps=1"])
+    assert off["time_optimizer_offload_s"] == pytest.approx(SHARD * 30 / 1e9 + SHARD * 2 / 63e9, rel=1e-9)
+
+
+def test_cpu_optimizer_rate_is_bounded_by_the_kernel():
+    from pydantic import ValidationError
+
+    from parallmelism.specs import Overheads
+
+    assert Overheads(cpu_optimizer_s_per_gparam=0.22).cpu_optimizer_s_per_gparam == 0.22
+    with pytest.raises(ValidationError, match="faster than the CPU Adam kernel"):
+        Overheads(cpu_optimizer_s_per_gparam=0.1)
+
+
+def test_cpu_optimizer_refusals():
+    r = run_cli("show", *DEEPSPEED, "hardware.host_gpus=null")
+    assert r.returncode == 2, r.stderr
+    assert "set hardware.host_gpus=N" in r.stderr + r.stdout and "Traceback" not in r.stderr
+    r = run_cli("show", *DEEPSPEED, "stack.overheads.a100-sxm-80gb.cpu_optimizer_s_per_gparam=0.1")
+    assert r.returncode == 2, r.stderr
+    assert "faster than the CPU Adam kernel" in r.stderr + r.stdout and "Traceback" not in r.stderr

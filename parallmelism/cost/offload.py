@@ -71,7 +71,10 @@ def offload_exposed_s(layer_bytes, host_link_gbps: float, fwd_layer_s, bwd_layer
 #                   Adam step. The one measurement with a stated host, ZeRO-Offload's Table 4 (a DGX-2's 2
 #                   Xeon 8168, 255.9 GB/s), ran at 0.39-0.53 of that peak: 2.57 s for 10 B parameters
 #                   where this formula gives 1.17 s (benchmarks/cpu_adam_rate.py). Another machine's
-#                   efficiency, not carried to these hosts
+#                   efficiency, not carried to these hosts. Where the stack states its CPU optimizer
+#                   path as it runs (its overheads' cpu_optimizer_s_per_gparam, `cpu_optimizer_s`), the
+#                   step takes that much per 1e9 parameters of the host's ranks together, never less
+#                   than the bandwidth formula
 #   parameters back param_bytes · P (16-bit, or the fp8 copies with fp8 parameters), exposed: the
 #                   next forward's first gather needs them (ZeRO-Offload's delayed parameter update,
 #                   which overlaps them with the next step, is an option this model does not take)
@@ -81,19 +84,56 @@ def cpu_adam_s(params, moment_bytes: float, param_bytes: float, host_memory_gbps
     return np.asarray(params, dtype=np.float64) * per_param / (host_memory_gbps * 1e9)
 
 
+# A stack's CPU optimizer path as it runs (its overheads' cpu_optimizer_s_per_gparam, fitted per stack): the
+# seconds a host takes per 1e9 parameters of the optimizer shards of its ranks, which run their steps at once
+# after the last backward on the host's cores. DeepSpeed's launcher sets OMP_NUM_THREADS only under
+# --bind_cores_to_rank (deepspeed/launcher/launch.py: `if args.bind_cores_to_rank: ... current_env
+# ["OMP_NUM_THREADS"] = f"{cores_per_rank}"`), so without it each rank's DeepSpeedCPUAdam runs an OpenMP pool
+# over all the host's cores, a node's eight pools on the same cores; DeepSpeed PR #7474 (docs/_tutorials/
+# zero-offload.md "CPU Adam perf tuning", blogs/zenflow-corebinding: 2887 -> 2497 ms a step binding cores on
+# 2 A100s) names the CPU optimizer as where ZeRO-Offload spends its time. Per host, not per rank: ALST's 32k
+# baselines (8 and 32 H100s, 1.0 and 0.25 G parameters a rank, 8 and 2 G a node) leave ~1 s per 1 G a node,
+# and its 1-GPU baseline (8 G on one rank, 26 s a step in all) rules out a per-rank rate.
+def host_ranks(hw, ngpus) -> np.ndarray:
+    """Ranks whose optimizer steps share one host: the run's GPUs up to the host's (hw.host_gpus; 1 where
+    the accelerator does not describe its host)."""
+    per_host = float(hw.host_gpus or 1)
+    return np.minimum(np.asarray(ngpus, dtype=np.float64), per_host)
+
+
+def cpu_optimizer_s(params, ranks_on_host, s_per_gparam: float) -> np.ndarray:
+    """Seconds of a rank's offloaded optimizer step at its stack's host rate: `s_per_gparam` seconds per 1e9
+    parameters of the `ranks_on_host` ranks' shards of `params` parameters each, which share the host."""
+    node = np.asarray(params, dtype=np.float64) * np.asarray(ranks_on_host, dtype=np.float64)
+    return node * s_per_gparam * 1e-9
+
+
 def optimizer_offload_s(
-    params, grad_bytes, param_bytes, moment_bytes, hw, reductions, bwd_window_s, params_on_host: bool = False
+    params,
+    grad_bytes,
+    param_bytes,
+    moment_bytes,
+    hw,
+    reductions,
+    bwd_window_s,
+    params_on_host: bool = False,
+    ranks_on_host=1.0,
 ):
     """(exposed seconds per step, host-link seconds per step) of optimizer offload for a GPU whose
     optimizer shard holds `params` parameters (module comment above): the gradient copies hide
     under the backward of the micro-batch whose reduction issues them (`bwd_window_s`), the CPU step
     and the parameter upload are exposed; with the parameters kept on the host
     (`params_on_host`, parameter offload) nothing is uploaded: the gathers fetch them
-    (`param_fetch_s`)."""
+    (`param_fetch_s`). The CPU step streams at the host memory's bandwidth, or where the stack states
+    its path's rate (hw.overheads.cpu_optimizer_s_per_gparam), takes that for the `ranks_on_host` ranks on
+    the host, whichever is longer."""
     P = np.asarray(params, dtype=np.float64)
     grads_out = transfer_s(grad_bytes * P, hw.host_link_gbps)
     params_back = 0.0 * P if params_on_host else transfer_s(param_bytes * P, hw.host_link_gbps)
     step = cpu_adam_s(P, moment_bytes, param_bytes, hw.host_memory_gbps)
+    s_per_gparam = 0.0 if hw.overheads is None else hw.overheads.cpu_optimizer_s_per_gparam
+    if s_per_gparam:
+        step = np.maximum(step, cpu_optimizer_s(P, ranks_on_host, s_per_gparam))
     exposed = reductions * np.maximum(0.0, grads_out - bwd_window_s) + step + params_back
     return exposed, reductions * grads_out + params_back
 

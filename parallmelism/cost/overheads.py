@@ -42,7 +42,10 @@ on that stack's end-to-end step times by `python -m parallmelism.validate.calibr
                         (an eager op's host time, h100_moe_experts.csv's per-expert loop);
                         0 where a stack's expert GEMMs are one call (automodel's ops.gmm).
 The optimizer step is not here: it is HBM traffic (cost.flops.optimizer_bytes_per_param) at the
-measured bandwidth (cost.kernels).
+measured bandwidth (cost.kernels). Under optimizer offload it runs on the host (cost/offload.py), where
+  cpu_optimizer_s_per_gparam  a stack's CPU optimizer path as it runs, s per 1e9 parameters of the
+                        optimizer shards of a host's ranks together (`cpu_optimizer_s`); 0: the
+                        host memory's bandwidth alone.
 """
 
 from __future__ import annotations

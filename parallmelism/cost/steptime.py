@@ -52,7 +52,7 @@ from .flops import (
 )
 from .params import params_per_gpu
 from .activations import fp8_saved_inputs, layer_activation_bytes
-from .offload import offload_exposed_s, offloaded_layers, optimizer_offload_s, param_fetch_s
+from .offload import host_ranks, offload_exposed_s, offloaded_layers, optimizer_offload_s, param_fetch_s
 from .ops import MEMORY
 from .overheads import (
     dp_contention_s,
@@ -833,6 +833,7 @@ def _stage_terms(cols: TrainingLayout, model, hw, wl, rates):
                 reductions,
                 r["bwd_rc"],
                 wl.param_offload,
+                host_ranks(hw, cols.ngpus),
             )
         param_fetch: float | np.ndarray = 0.0
         if wl.param_offload:  # each FSDP gather's shard fetched from the host first (cost/offload.py)

@@ -231,6 +231,12 @@ class AcceleratorSpec(BaseModel):
         None, ge=LINK_GBPS[0], le=LINK_GBPS[1], description="host (CPU) memory bandwidth per GPU, GB/s"
     )
     host_memory_source: str = Field("", description="where host_memory_gbps comes from")
+    # The GPUs one host (one operating system: its CPU cores and DRAM) serves: a stack's CPU optimizer
+    # path under optimizer offload runs on those cores for all of them at once (cost/offload.py
+    # `cpu_optimizer_s`). None: not described (a stated cpu_optimizer_s_per_gparam is then refused).
+    host_gpus: Optional[PositiveInt] = Field(
+        None, le=72, description="GPUs per host (node) sharing its CPU cores and host memory"
+    )
     # A part run under a power cap below the one its datasheet peak is quoted at sustains a lower
     # tensor-core clock (Meta's Grand Teton H100 at 500 W against the 700 W H100 SXM): its kernels
     # run at peak_tflops x this fraction (sustained_flops). MFU stays against the datasheet peak.

@@ -231,6 +231,13 @@ class RunConfig(BaseModel):
                     f"workload.optimizer_offload=true runs the optimizer on the host, but hardware "
                     f"{self.hardware.name} has no {key} (set hardware.{key}=GB/s)"
                 )
+        oh = self.accelerator().overheads
+        if oh is not None and oh.cpu_optimizer_s_per_gparam and self.hardware.host_gpus is None:
+            raise ValueError(
+                f"workload.optimizer_offload=true under stack {getattr(self.stack, 'name', '?')} runs its CPU "
+                f"optimizer at a rate per host, but hardware {self.hardware.name} does not say how many GPUs "
+                "share a host (set hardware.host_gpus=N)"
+            )
         return self
 
     @model_validator(mode="after")

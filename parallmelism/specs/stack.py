@@ -22,6 +22,15 @@ from .grid import DpSharding
 AttentionBackend = Literal["cudnn", "flash2", "flash3", "sdpa"]
 CpImplementation = Literal["transformer_engine", "torch"]
 
+# The CPU Adam kernel alone, measured: ZeRO-Offload (Ren et al., arXiv 2101.06840, USENIX ATC 2021) sec. 6.2.4
+# 'Table 4: Adam latency (s) for PyTorch (PT) and CPU-Adam', column CPU-Adam: (parameters, seconds a step), one
+# process on one DGX-2 node's 2 x 24 Xeon Platinum 8168 cores (its Table 2). Its fastest row, 1 G parameters in
+# 0.22 s (4.55 G parameters a second a node), is the floor of `cpu_optimizer_s_per_gparam`: a stack's offloaded
+# optimizer path runs the kernel and more, so a node never updates its parameters faster than the kernel did
+# (benchmarks/cpu_adam_rate.py prints the table).
+ZERO_OFFLOAD_CPU_ADAM_S = ((1e9, 0.22), (2e9, 0.51), (4e9, 1.03), (8e9, 2.41), (10e9, 2.57))
+CPU_ADAM_KERNEL_S_PER_GPARAM = min(s / (p / 1e9) for p, s in ZERO_OFFLOAD_CPU_ADAM_S)
+
 
 class Overheads(BaseModel):
     """Named end-to-end overheads beyond kernels and exposed links (cost/overheads.py), fitted once
@@ -71,6 +80,27 @@ class Overheads(BaseModel):
         "fp8 quantize launches per local expert, cost/overheads.py), exposed behind the dispatcher's "
         "device-to-host sync, µs (at most 50)",
     )
+    cpu_optimizer_s_per_gparam: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="under optimizer offload, seconds of a host's optimizer step per 1e9 parameters of the "
+        "optimizer shards of its ranks together (cost/offload.py `cpu_optimizer_s`): the stack's CPU optimizer "
+        "path as it runs, its ranks sharing the host's cores (at least the CPU Adam kernel's measured "
+        f"{CPU_ADAM_KERNEL_S_PER_GPARAM:g} s, at most 10); 0: not stated, the step streams at the host memory's "
+        "bandwidth",
+    )
+
+    @model_validator(mode="after")
+    def _cpu_optimizer_not_faster_than_its_kernel(self):
+        s = self.cpu_optimizer_s_per_gparam
+        if 0 < s < CPU_ADAM_KERNEL_S_PER_GPARAM:
+            raise ValueError(
+                f"cpu_optimizer_s_per_gparam={s:g} is faster than the CPU Adam kernel alone was measured "
+                f"({CPU_ADAM_KERNEL_S_PER_GPARAM:g} s per 1e9 parameters a node, ZeRO-Offload Table 4): "
+                "state 0 (the host memory's bandwidth) or at least that"
+            )
+        return self
 
 
 class StackKernels(BaseModel):

@@ -44,6 +44,7 @@ STEPS = {
     "straggler_per_doubling": 0.01,
     "kernel_launch_us": 10.0,
     "unit_sync_us": 100.0,
+    "cpu_optimizer_s_per_gparam": 1.0,
 }
 GRID = {
     "layer_launch_us": np.arange(0.0, 801.0, 20.0),
