@@ -49,9 +49,9 @@ class _Limit:
     """One collector's k-th kept step per group, over the rows of one call: the collector's kept
     rows and the rows timed since (its own rows are not changed)."""
 
-    def __init__(self, collector: Collector, cols: dict, seed: dict | None = None):
+    def __init__(self, collector: Collector, cols: dict, seed: dict | None = None, groups: dict | None = None):
         self.k = collector.k
-        first, self.group = unique_rows(*(np.asarray(cols[g]) for g in collector.group_by))
+        first, self.group = _groups(cols, collector.group_by, {} if groups is None else groups)
         self.keeps = np.zeros(len(self.group), dtype=bool)
         self.keeps[where_mask(cols, collector.where)] = True  # KeyError: `where` reads the time model
         kept, seed = collector.kept_steps(), seed or {}
@@ -79,6 +79,16 @@ class _Limit:
             self.steps[g] = merged
             if len(merged) >= self.k:
                 self.kth[g] = merged[self.k - 1]
+
+
+def _groups(cols: dict, names, known: dict) -> tuple[np.ndarray, np.ndarray]:
+    """`unique_rows` of the columns `names` of `cols` (one row per group, group of each row), from
+    `known` ({names: result}, of the same `cols`) when it holds them: the collectors group by the
+    same columns (the run and the GPU count), and one call's rows are grouped once."""
+    key = tuple(names)
+    if key not in known:
+        known[key] = unique_rows(*(np.asarray(cols[g]) for g in key))
+    return known[key]
 
 
 def _batch(candidates: np.ndarray, lb: np.ndarray, group: np.ndarray, size: int) -> np.ndarray:
@@ -111,12 +121,13 @@ def time_in_reach(
     of the driver's collectors, for a worker's spawned copies): they tighten the limits as rows the
     copy itself kept would. The collectors are not changed."""
     n = len(cols["_run"])
+    groups: dict = {}  # the rows' groups by the columns the collectors (and the batches) group by
     try:
-        limits = [_Limit(c, cols, s) for c, s in zip(collectors, seeds or [{}] * len(collectors))]
+        limits = [_Limit(c, cols, s, groups) for c, s in zip(collectors, seeds or [{}] * len(collectors))]
     except KeyError:  # a `where` that reads the time model's columns: every row is timed
         rows = np.arange(n)
         return rows, time_rows(rows)
-    group: np.ndarray | None = None  # batches are taken per GPU count
+    group: np.ndarray | None = None  # batches are taken per GPU count (one run: `_run` is the same on every row)
     lb: np.ndarray | None = None
     candidates: np.ndarray | None = None  # every row, at first
     timed: list[tuple[np.ndarray, dict]] = []
@@ -140,7 +151,7 @@ def time_in_reach(
             rows = candidates
         else:
             if group is None:
-                group = unique_rows(np.asarray(cols["ngpus"]))[1]
+                group = _groups(cols, ("_run", "ngpus"), groups)[1]
             rows = _batch(candidates, lb, group, size)
         out = time_rows(rows)
         timed.append((rows, out))
