@@ -187,13 +187,12 @@ def group_link(hw, size, stride, kind: str = "ring"):
     size = np.asarray(size, dtype=np.float64)
     stride = np.asarray(stride, dtype=np.float64)
     eff = hw.efficiency
-    up_lat = hw.scale_up.latency_us
     domain = hw.scale_up.domain_size
     inside = size * stride <= domain
     up_bw = scale_up_group_gbps(hw, np.broadcast_to(size, inside.shape))  # all members in one domain
     if hw.scale_out is None:
         # No scale-out tier: the grid drops such layouts; keep the scale-up link for safety.
-        return up_bw, np.full(inside.shape, up_lat)
+        return up_bw, group_latency_us(hw, size, stride)
     out_bw = hw.scale_out.bandwidth_gbps * eff.scale_out
     k = np.clip(np.floor(domain / stride), 1.0, np.maximum(size, 1.0))
     up_k = scale_up_group_gbps(hw, k)  # the k members of each domain
@@ -202,8 +201,16 @@ def group_link(hw, size, stride, kind: str = "ring"):
     else:
         spans = np.minimum(up_k, k * out_bw)
     bw = np.where(inside, up_bw, spans)
-    lat = np.where(inside, up_lat, hw.scale_out.latency_us)
-    return bw, lat
+    return bw, group_latency_us(hw, size, stride)
+
+
+def group_latency_us(hw, size, stride):
+    """The latency per step of `group_link`: scale_up.latency_us inside the domain (size·stride <=
+    domain_size), scale_out.latency_us spanning domains (and scale-up alone without a scale-out tier)."""
+    inside = np.asarray(size, dtype=np.float64) * np.asarray(stride, dtype=np.float64) <= hw.scale_up.domain_size
+    if hw.scale_out is None:
+        return np.full(inside.shape, hw.scale_up.latency_us)
+    return np.where(inside, hw.scale_up.latency_us, hw.scale_out.latency_us)
 
 
 def collective_time_s(
@@ -247,20 +254,25 @@ def collective_time_s(
         ring = collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "ring", launch_us=launch_us)
         return np.minimum(ring, collective_time_s(kind, S, n, bandwidth_gbps, latency_us, "tree", launch_us=launch_us))
     frac = (n - 1) / np.maximum(n, 1.0)
-    log2n = np.log2(np.maximum(n, 1.0))
     if kind == "all_reduce":
-        t = (2 * log2n * alpha + 2 * S / beta) if algorithm == "tree" else 2 * (n - 1) * alpha + 2 * frac * S / beta
+        t = (2 * _log2(n) * alpha + 2 * S / beta) if algorithm == "tree" else 2 * (n - 1) * alpha + 2 * frac * S / beta
     elif kind in ("all_gather", "reduce_scatter") and algorithm == "pat":
-        t = np.ceil(log2n) * alpha + frac * S / beta
+        t = np.ceil(_log2(n)) * alpha + frac * S / beta
     elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
         t = (n - 1) * alpha + frac * S / beta
     elif kind in ("broadcast", "reduce"):
-        t = log2n * (alpha + S / beta) if algorithm == "tree" else S / beta + (n - 1) * alpha
+        t = _log2(n) * (alpha + S / beta) if algorithm == "tree" else S / beta + (n - 1) * alpha
     elif kind == "send_recv":
         t = alpha + S / beta + 0.0 * n
     else:  # parameter_server
         t = 2 * alpha + 2 * n * S / beta
     return np.where(n > 1, t + np.asarray(launch_us, dtype=np.float64) * US, 0.0)
+
+
+def _log2(n):
+    """log2(n) of a group of n ranks (n >= 1), the steps of a tree or PAT: computed only in their
+    branches of `collective_time_s`, not for the ring's n - 1 steps."""
+    return np.log2(np.maximum(n, 1.0))
 
 
 def hierarchical_all_reduce_time_s(
@@ -431,7 +443,8 @@ def group_collective_time_s(hw, kind: str, nbytes, size, stride, algorithm: str 
         return collective_time_s(kind, nbytes, size, bw, lat, algorithm, launch_us=launch)
     spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
     if kind in PROTOCOL_KINDS and hw.scale_up.protocols is not None and hw.scale_out is not None and np.any(spans):
-        inside = _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical)
+        # the rows inside the domain (none: every row is `across`'s)
+        inside = 0.0 if np.all(spans) else _inside_time_s(hw, kind, nbytes, size, bw, lat)
         across = np.minimum.reduce(
             np.broadcast_arrays(
                 *(
@@ -488,8 +501,7 @@ def _spanning_time_s(hw, kind, nbytes, size, stride, bw, hierarchical):
     n = np.asarray(size, dtype=np.float64)
     k = np.clip(np.floor(hw.scale_up.domain_size / np.asarray(stride, dtype=np.float64)), 1.0, np.maximum(n, 1.0))
     domains = n / k
-    _, lat = group_link(hw, size, stride)
-    return _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains)
+    return _spanning_best(hw, kind, nbytes, size, stride, bw, group_latency_us(hw, size, stride), hierarchical, domains)
 
 
 def _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domains=None):
@@ -509,24 +521,31 @@ def _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical, domain
     best = np.minimum(ring, collective_time_s(kind, nbytes, size, bw, lat, "tree", launch_us=launch))
     if kind in ("all_gather", "reduce_scatter"):
         one_per_domain = np.asarray(stride, dtype=np.float64) >= hw.scale_up.domain_size
-        pat = collective_time_s(kind, nbytes, size, bw, lat, "pat", launch_us=launch)
-        best = np.where(one_per_domain, np.minimum(best, pat), best)
+        if np.any(one_per_domain):  # PAT is a candidate only there
+            pat = collective_time_s(kind, nbytes, size, bw, lat, "pat", launch_us=launch)
+            best = np.where(one_per_domain, np.minimum(best, pat), best)
     if kind == "all_reduce" and hierarchical and hw.scale_out is not None and np.any(spans):
         best = np.minimum(best, cross_domain_all_reduce_time_s(hw, nbytes, size, stride))
     return best
 
 
 def _spanning_or_inside(hw, kind, nbytes, size, stride, bw, lat, hierarchical):
-    """`group_collective_time_s` on one (bandwidth, latency) link: rows inside the domain in its protocols and
-    NVLS (all-to-all: `all_to_all_time_s`), rows spanning domains `_spanning_best`."""
+    """`group_collective_time_s` on one (bandwidth, latency) link: rows inside the domain `_inside_time_s`,
+    rows spanning domains `_spanning_best`."""
     spans = np.asarray(size) * np.asarray(stride) > hw.scale_up.domain_size
     best = _spanning_best(hw, kind, nbytes, size, stride, bw, lat, hierarchical)
+    return np.where(spans, best, _inside_time_s(hw, kind, nbytes, size, bw, lat))
+
+
+def _inside_time_s(hw, kind, nbytes, size, bw, lat):
+    """Every row priced as a group inside the scale-up domain on one (bandwidth, latency) link: a ring in
+    the fastest of its protocols and NVLS (all-to-all: `all_to_all_time_s`)."""
     if kind == "all_to_all":
-        return np.where(spans, best, all_to_all_time_s(hw, nbytes, size, bw, lat))
+        return all_to_all_time_s(hw, nbytes, size, bw, lat)
     inside = protocol_ring_time_s(hw, kind, nbytes, size, bw)
     if kind == "all_reduce" and hw.scale_up.nvls is not None:
         inside = np.minimum(inside, nvls_all_reduce_time_s(hw, nbytes, size, bw))
-    return np.where(spans, best, inside)
+    return inside
 
 
 # A serving engine's own all-reduce kernel for tensor parallelism (vLLM's and SGLang's
