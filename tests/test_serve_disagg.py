@@ -78,7 +78,7 @@ def test_plan_serve_compares_disaggregated_with_colocated(tmp_path):
 @pytest.mark.parametrize(
     "args,text",
     [
-        (["prefill_gpus=1", "decode_gpus=16"], "prefill pool of 1 GPUs holds no serving layout"),
+        (["prefill_gpus=1", "decode_gpus=16"], "prefill pool of 1 GPU holds no serving layout"),
         (
             ["workload.weight_dtype=fp8", "workload.precision=fp8", "prefill_gpus=8", "decode_gpus=2"],
             "decode pool of 2 GPUs cannot serve 20 requests/s",

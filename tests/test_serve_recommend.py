@@ -23,7 +23,7 @@ DIS = Deployment(
     DISAGGREGATED,
     20,
     "4 prefill + 16 decode GPUs",
-    "prefill pool: TTFT 1000 ms binds at 4 x 1 GPUs; decode pool: the request rate (50 requests/s) binds at 4 x 4 GPUs",
+    "prefill pool: TTFT 1000 ms binds at 4 x 1 GPU; decode pool: the request rate (50 requests/s) binds at 4 x 4 GPUs",
     (("TTFT", 0.4), ("ITL", 0.2)),
 )
 
@@ -33,7 +33,7 @@ def test_fewer_gpus_wins_and_the_line_names_it_its_gpus_and_what_binds():
     assert rec.pick is DIS
     assert rec.line == (
         "Recommended: disaggregated prefill/decode on 20 GPUs (4 prefill + 16 decode GPUs); prefill pool: "
-        "TTFT 1000 ms binds at 4 x 1 GPUs; decode pool: the request rate (50 requests/s) binds at 4 x 4 GPUs; "
+        "TTFT 1000 ms binds at 4 x 1 GPU; decode pool: the request rate (50 requests/s) binds at 4 x 4 GPUs; "
         "20 fewer GPUs than colocated (40)."
     )
     assert "\n" not in rec.line
@@ -90,9 +90,9 @@ def test_disaggregated_deployment_from_the_pools():
     p = pd.Series({"pool_gpus": 2, "pool_rps": 20.0})
     d = pd.Series({"pool_gpus": 1, "pool_rps": 32.0})
     dis = {"prefill": p, "decode": d, "total_gpus": 3, "ttft_ms": 300.0, "itl_ms": 10.0}
-    got = disaggregated_deployment(dis, ("TTFT 500 ms binds at 2 x 1 GPUs", "rate"), plan, 16.0)
+    got = disaggregated_deployment(dis, ("TTFT 500 ms binds at 2 x 1 GPU", "rate"), plan, 16.0)
     assert got.gpus == 3 and got.pools == "2 prefill + 1 decode GPUs"
-    assert got.binding == "prefill pool: TTFT 500 ms binds at 2 x 1 GPUs; decode pool: rate"
+    assert got.binding == "prefill pool: TTFT 500 ms binds at 2 x 1 GPU; decode pool: rate"
     # the smaller pool capacity (prefill, 20 prompts/s) at 80 % busy serves 16/s: headroom 0
     assert dict(got.headroom) == pytest.approx({"rate": 0.0, "TTFT": 0.4, "ITL": 1 / 6})
     missing = disaggregated_deployment({"prefill": None, "decode": d}, ("", ""), plan, 16.0)

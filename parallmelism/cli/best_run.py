@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ..schema import LAYOUT_AXES
+from ..words import counted, plural
 
 TABLE_COLUMNS = [
     "ngpus",
@@ -63,7 +64,7 @@ def best(
             where = ""
             if len(runs) == 1:  # one model and accelerator: say it once, in the title
                 where = f" of {runs[0].model.name} on {runs[0].hardware.name}"
-            title = f"fastest layouts that fit{where} ({evaluated:,} layouts evaluated)"
+            title = f"fastest layouts that fit{where} ({counted(evaluated, 'layout')} evaluated)"
             print_best(to, table, title, run_columns(runs), wide)
         write_frame(table, out, to)
         say_full_output(full_output, evaluated, to)
@@ -100,11 +101,11 @@ def print_best(to, table, title: str, lead: list[str], wide: bool = False) -> No
         for r in [r for r in rows if r["rank"] == 1]:
             who = " ".join(str(r[c]) for c in lead)
             layout = " ".join(f"{c}={r[c]}" for c in axes)
-            to.print(Text(f"winner at {r['ngpus']} GPUs{' of ' + who if who else ''}: {layout}"))
+            to.print(Text(f"winner at {r['ngpus']} {plural(r['ngpus'], 'GPU')}{' of ' + who if who else ''}: {layout}"))
     to.print(Text("why, row by row:"))
     note = ""
     for r in rows:
-        who = " ".join([str(r[c]) for c in lead] + [f"{r['ngpus']} GPUs"])
+        who = " ".join([str(r[c]) for c in lead] + [f"{r['ngpus']} {plural(r['ngpus'], 'GPU')}"])
         label = f"#{r['rank']}" if r["rank"] else "near miss"
         why = str(r["why"])
         m = re.search(r"; (near misses within .* are listed)\)$", why)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from ..words import counted
 
 
 def compare(
@@ -62,7 +63,9 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
             "max |rel change|": [_pct(r.max_abs_rel_change) for r in summ.itertuples(index=False)],
         }
         kinds = {"column": "value", "rows moved": "number", "max |rel change|": "number"}
-        title = f"columns that moved ({len(comp.moved):,} values in {comp.rows_compared:,} rows compared)"
+        title = (
+            f"columns that moved ({counted(len(comp.moved), 'value')} in {counted(comp.rows_compared, 'row')} compared)"
+        )
         console.print(fit_table(list(cells), cells, kinds, width, title=title, keep=("column",), hint=""), crop=False)
         moved = comp.moved.assign(_abs=comp.moved["rel_change"].astype(float).abs().fillna(math.inf))
         moved = moved.sort_values("_abs", ascending=False, kind="stable").head(max_rows)
@@ -110,7 +113,7 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         console.print(f"note: the tolerance for {names} matches no compared column (is it spelt right?)")
     verdict = "within tolerance" if comp.ok else "DIFFERENT"
     console.print(
-        f"{verdict}: {comp.rows_compared:,} rows x {comp.columns_compared} columns compared on key "
+        f"{verdict}: {counted(comp.rows_compared, 'row')} x {counted(comp.columns_compared, 'column')} compared on key "
         f"({', '.join(comp.key)})"
     )
 

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from .options import CONFIG_DIR, a_path
+from ..words import counted
 
 
 def export(
@@ -123,7 +124,10 @@ def _pools(module, words: list[str], rank, case, where, config_dir) -> tuple[str
     replicas = {pool: n for pool, (_, n) in pools.items()}
     text = module.render_pools(planned, replicas, row)
     gpus = sum(replicas[k] * planned[k].ngpus for k in planned)
-    return text, f"{replicas['prefill']} prefill + {replicas['decode']} decode workers, {gpus:,} GPUs"
+    return (
+        text,
+        f"{replicas['prefill']} prefill + {counted(replicas['decode'], 'decode worker')}, {counted(gpus, 'GPU')}",
+    )
 
 
 def _planned(overrides: list[str], config_dir):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from ..words import counted
 
 
 def _task(cfg) -> None:
@@ -35,7 +36,7 @@ def _task(cfg) -> None:
         res = stream_runs([run], [sink], workers=1, derive=False)
         if res.evaluated == 0:
             raise UserError(res.explain_empty())
-        print(f"wrote {res.kept[0]:,} rows to {path}")
+        print(f"wrote {counted(res.kept[0], 'row')} to {path}")
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2)
@@ -56,7 +57,7 @@ def _best_task(cfg, top: int) -> None:
         path = Path(HydraConfig.get().runtime.output_dir) / "part.csv"
         table, evaluated = search_best([run], top, lambda rs, cs: stream_runs(rs, cs, workers=1))
         write_table(table, path)
-        print(f"wrote {len(table):,} rows ({evaluated:,} layouts evaluated) to {path}")
+        print(f"wrote {counted(len(table), 'row')} ({counted(evaluated, 'layout')} evaluated) to {path}")
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2)

@@ -9,6 +9,7 @@ import typer
 
 from .options import QUIET, a_path
 from .outputs import check_out
+from ..words import counted
 
 
 def merge(
@@ -49,13 +50,15 @@ def merge(
             study, part = (files[0], "data") if is_study(files[0]) else (files[0].parent, "rows")
             rows, merged, missing = merge_study(study, out, allow_partial, part)
             left = f", {missing:,} missing (--allow-partial)" if missing else ""
-            console(stderr=quiet).print(f"wrote {rows:,} rows from {merged:,} points{left} to {out}", markup=False)
+            console(stderr=quiet).print(
+                f"wrote {counted(rows, 'row')} from {counted(merged, 'point')}{left} to {out}", markup=False
+            )
             return
         if allow_partial:
             raise UserError("--allow-partial applies to a study folder (one with a manifest.json)")
         merged = merge_tables(files)
         if len(merged) == 0:
             raise UserError(f"the {len(files)} part(s) hold no rows; nothing was written")
-        write_frame(merged, out, console(stderr=quiet), f"rows from {len(files)} parts")
+        write_frame(merged, out, console(stderr=quiet), tail=f" from {counted(len(files), 'part')}")
     except UserError as exc:
         fail(str(exc))

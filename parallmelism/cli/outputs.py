@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from .console import fail
+from ..words import counted
 
 
 def _checked_when_read(check, value: Optional[Path]) -> Optional[Path]:
@@ -140,13 +141,14 @@ def check_distinct_outputs(out: Optional[Path], full_output: Optional[Path]) -> 
         raise UserError(f"--out and --full-output both name {str(out)!r}; give the table and the dataset two paths")
 
 
-def write_frame(df, out: Optional[Path], to, what: str = "rows") -> None:
+def write_frame(df, out: Optional[Path], to, tail: str = "") -> None:
+    """The table at --out, then "wrote N rows{tail} to OUT"."""
     if out is None:
         return
     from ..report.writer import write_table
 
     write_table(df, out)
-    to.print(f"wrote {len(df):,} {what.removesuffix('s') if len(df) == 1 else what} to {out}")
+    to.print(f"wrote {counted(len(df), 'row')}{tail} to {out}")
 
 
 def say_full_output(full_output: Optional[Path], evaluated: int, to) -> None:

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from .options import CHUNK, CONFIG_DIR, FULL, OUT, OVERRIDES, QUIET, WIDE, WORKERS
+from ..words import counted
 
 
 def pareto(
@@ -93,7 +94,7 @@ def pareto(
                     width=None if wide else to.width,
                     answers=[c for c, _ in objectives],
                     lead=run_columns(runs),
-                    title=f"Pareto front {front}{where} ({len(df):,} of {res.evaluated:,} layouts)",
+                    title=f"Pareto front {front}{where} ({len(df):,} of {counted(res.evaluated, 'layout')})",
                 ),
                 wide,
             )

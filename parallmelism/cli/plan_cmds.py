@@ -34,6 +34,7 @@ def plan_train(
     from ..schema import LAYOUT_AXES
     from ..search import TopKCollector, frame_of_kept
     from ..search.plan import train_plan_failure, train_plan_table
+    from ..words import plural
     from .common import console, fail, load_runs, stream
     from .outputs import out_of
 
@@ -73,7 +74,7 @@ def plan_train(
             else (
                 res.explain_empty()
                 if res.evaluated == 0
-                else f"no layout fits in memory at {', '.join(map(str, run.grid.ngpus))} GPUs; add counts with plan.ngpus=[...]"
+                else f"no layout fits in memory at {', '.join(map(str, run.grid.ngpus))} {plural(run.grid.ngpus[-1], 'GPU')}; add counts with plan.ngpus=[...]"
             )
         )
         to = console()

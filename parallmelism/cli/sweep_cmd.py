@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from .options import CFG, CHUNK, CONFIG_DIR, INFO, OVERRIDES, RESOLVE, WIDE, WORKERS, a_path
+from ..words import counted
 
 
 def _default_output(runs, fmt: str, folder: str) -> Path:
@@ -89,7 +90,7 @@ def run_sweep(
         else:
             out.print(table, crop=False)
     if path is not None:
-        out.print(f"wrote {res.kept[2]:,} row{'' if res.kept[2] == 1 else 's'} to {path}")
+        out.print(f"wrote {counted(res.kept[2], 'row')} to {path}")
     return path
 
 

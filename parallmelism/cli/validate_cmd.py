@@ -9,6 +9,7 @@ import typer
 
 from .options import CONFIG_DIR, OVERRIDES, a_path
 from .outputs import check_out
+from ..words import plural
 
 
 def validate(
@@ -54,7 +55,7 @@ def validate(
         for line in engine_lines(table):  # per serving engine (issue 33), independent vs aiconfigurator rows
             to.print(line, markup=False)
         if out is not None and not failed:
-            to.print(f"wrote {len(table)} row{'' if len(table) == 1 else 's'} to {out}")
+            to.print(f"wrote {len(table)} {plural(len(table), 'row')} to {out}")
         if failed:
             err = console(stderr=True)
             for f in failed:

@@ -20,6 +20,7 @@ from ..errors import UserError
 from . import vllm
 from .layout import Planned, header_fields
 from .serving import request_shape_comment
+from ..words import plural
 
 SOURCE = (
     "ai-dynamo/dynamo examples/backends/vllm/deploy/disagg.yaml (DynamoGraphDeployment nvidia.com/v1alpha1) "
@@ -97,11 +98,14 @@ def render_pools(pools: dict[str, Planned], replicas: dict[str, int], row: dict)
             f"    {SERVICES[pool]}:",
             "      componentType: worker",
             f"      subComponentType: {pool}",
-            f"      replicas: {replicas[pool]}  # {replicas[pool]} x {p.ngpus} = {replicas[pool] * p.ngpus} GPUs; "
+            f"      replicas: {replicas[pool]}  # {replicas[pool]} x {p.ngpus} = {replicas[pool] * p.ngpus} {plural(replicas[pool] * p.ngpus, 'GPU')}; "
             + p.note("throughput_tokens_per_s"),
         ]
         if per_pod < p.ngpus:
-            lines += ["      multinode:", f"        nodeCount: {p.ngpus // per_pod}  # {per_pod} GPUs per node"]
+            lines += [
+                "      multinode:",
+                f"        nodeCount: {p.ngpus // per_pod}  # {per_pod} {plural(per_pod, 'GPU')} per node",
+            ]
         lines += [
             "      resources:",
             "        limits:",

@@ -31,6 +31,7 @@ from .shell import as_int, flags_of, script
 from ..errors import UserError
 from .serving import QUANTIZATION_FLAG, check, domains_spanned, request_shape_comment, scheme_comment
 from .serving import served_workload
+from ..words import plural
 
 SOURCE = "sgl-project/sglang python/sglang/srt/server_args.py (ServerArgs) @ 001067ff"
 KIND = "inference"
@@ -159,7 +160,9 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     pinned = pinned_overrides(KIND, None, None, world, axes, workload)
     nodes = as_int(fl, "--nnodes")
     if nodes < 1 or world % nodes:
-        raise UserError(f"--nnodes {nodes} does not divide the server's {world} GPUs (tp*pp*dp) into equal nodes")
+        raise UserError(
+            f"--nnodes {nodes} does not divide the server's {world} {plural(world, 'GPU')} (tp*pp*dp) into equal nodes"
+        )
     if tp > world // nodes:  # the TP group spans nodes: show prices it only when asked
         pinned["grid.cross_node_tp"] = True
     return pinned

@@ -68,7 +68,8 @@ class LayoutGrid:
         if not top:
             return "no layout to evaluate"
         parts = ", ".join(f"{DROP_REASONS[r]} ({n:,})" for n, r in top)
-        return f"all {self.considered:,} layouts were dropped: {parts}"
+        every = f"all {self.considered:,} layouts were" if self.considered != 1 else "the one layout was"
+        return f"{every} dropped: {parts}"
 
 
 class _Columns:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
+from ..words import plural
 
 
 def summary_path(out: Path) -> Path:
@@ -42,7 +43,7 @@ def train_summary(table, run, plan) -> str:
     if len(chosen):
         c = chosen.iloc[0]
         goal = (
-            f"exactly {plan.gpus} GPUs"
+            f"exactly {plan.gpus} {plural(plan.gpus, 'GPU')}"
             if plan.gpus
             else f"finish within {plan.days:g} days"
             if plan.days
@@ -123,7 +124,7 @@ def serve_summary(table, run, plan, binding: str = "", recommended: str = "") ->
             f"Limits: {limits}.",
             *([binding] if binding else []),
             "",
-            f"- replicas: {int(c['replicas']):,} x {int(c['replica_gpus'])} GPUs ({layout}, batch {int(c['batch'])})",
+            f"- replicas: {int(c['replicas']):,} x {int(c['replica_gpus'])} {plural(c['replica_gpus'], 'GPU')} ({layout}, batch {int(c['batch'])})",
             f"- total GPUs: {int(c['total_gpus']):,}",
             f"- latency: TTFT {c['ttft_ms']:.1f} ms, TPOT {c['tpot_ms']:.2f} ms, request {c['request_latency_s']:.2f} s",
             f"- cost: ${c['usd_per_hour']:,.2f} per hour, ${c['usd_per_million_output_tokens']:.3f} per million output "

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
+from ..words import plural
 
 COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
 
@@ -130,7 +131,12 @@ def plot_memory(run, out: Path, top: int) -> Path:
     ax.axhline(hbm, color="black", linestyle="--", linewidth=1)
     ax.text(len(rows) - 0.5, hbm, f" usable HBM {hbm:.1f} GiB", va="bottom", ha="right", fontsize=8)
     ax.set_xticks(
-        x, [f"{int(r['ngpus'])} GPUs\n" + _label(r).replace(" dp", "\ndp") for _, r in rows.iterrows()], fontsize=7
+        x,
+        [
+            f"{int(r['ngpus'])} {plural(r['ngpus'], 'GPU')}\n" + _label(r).replace(" dp", "\ndp")
+            for _, r in rows.iterrows()
+        ],
+        fontsize=7,
     )
     ax.set_ylabel("GiB per GPU (most-loaded stage)")
     ax.set_title(_title(run, f"memory of the {len(rows)} best layouts"), fontsize=10)
@@ -184,7 +190,7 @@ def plot_scaling(run, out: Path, top: int) -> Path:
     tps = (best["global_batch"] * best["seq_len"] / best["time_step_s"]).to_numpy(float)
     fig, ax = plt.subplots(figsize=(7, 5))
     ax.plot(n, tps, "o-", color=COLORS[0], label="fastest layout that fits")
-    ax.plot(n, tps[0] * n / n[0], "--", color="gray", label=f"linear from {int(n[0])} GPUs")
+    ax.plot(n, tps[0] * n / n[0], "--", color="gray", label=f"linear from {int(n[0])} {plural(n[0], 'GPU')}")
     for (_, r), xi, yi in zip(best.iterrows(), n, tps):
         eff = yi / (tps[0] * xi / n[0])
         ax.annotate(
@@ -213,7 +219,12 @@ def plot_step_time(run, out: Path, top: int) -> Path:
         bottom += vals
     ax.plot(x, rows["time_step_s"].to_numpy(float), "k_", markersize=30, label="time_step_s")
     ax.set_xticks(
-        x, [f"{int(r['ngpus'])} GPUs\n" + _label(r).replace(" dp", "\ndp") for _, r in rows.iterrows()], fontsize=7
+        x,
+        [
+            f"{int(r['ngpus'])} {plural(r['ngpus'], 'GPU')}\n" + _label(r).replace(" dp", "\ndp")
+            for _, r in rows.iterrows()
+        ],
+        fontsize=7,
     )
     ax.set_ylabel("seconds per step")
     ax.set_title(_title(run, "step-time breakdown of the best layouts"), fontsize=10)

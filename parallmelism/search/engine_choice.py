@@ -9,6 +9,8 @@ layouts meet no limit has no plan and is named as such.
 
 from __future__ import annotations
 
+from ..words import counted
+
 
 def engine_verdict(plans: list[tuple[str, object]], prefer: str | None = None) -> tuple[str | None, list[str]]:
     """(the cheapest engine's name or None when no engine has a plan, lines saying each engine's
@@ -23,7 +25,7 @@ def engine_verdict(plans: list[tuple[str, object]], prefer: str | None = None) -
         row = table.iloc[0]  # type: ignore[attr-defined]
         answers.append((name, row))
         lines.append(
-            f"  {name}: {int(row['total_gpus']):,} GPUs ({int(row['replicas']):,} x tp{int(row['tp'])} "
+            f"  {name}: {counted(int(row['total_gpus']), 'GPU')} ({int(row['replicas']):,} x tp{int(row['tp'])} "
             f"pp{int(row['pp'])} batch {int(row['batch'])}), TTFT {row['ttft_ms']:.1f} ms, TPOT "
             f"{row['tpot_ms']:.2f} ms, ${row['usd_per_million_output_tokens']:.3g} per million output tokens"
         )

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..schema import LAYOUT_AXES
+from ..words import counted
 
 _MB = LAYOUT_AXES.index("micro_batch") + 1
 TRAIN_LAYOUT = [*LAYOUT_AXES[:_MB], "num_micro_batches", *LAYOUT_AXES[_MB:]]
@@ -142,17 +143,17 @@ def train_plan_failure(table, plan) -> str | None:
     cheapest = table.loc[table["cost_usd"].idxmin()]
     if plan.gpus is not None:
         return (
-            f"plan.gpus={plan.gpus}: no layout fits on {plan.gpus} GPUs (or that count was not considered); "
+            f"plan.gpus={plan.gpus}: no layout fits on {counted(plan.gpus, 'GPU')} (or that count was not considered); "
             f"counts with a fitting layout: {', '.join(map(str, table['ngpus']))}"
         )
     if plan.days is not None:
         return (
             f"plan.days={plan.days:g}: no GPU count considered finishes in time; the fastest takes "
-            f"{_days(fastest['days'])} days on {int(fastest['ngpus'])} GPUs (add counts with plan.ngpus=[...])"
+            f"{_days(fastest['days'])} days on {counted(int(fastest['ngpus']), 'GPU')} (add counts with plan.ngpus=[...])"
         )
     return (
         f"plan.budget_usd={plan.budget_usd:,.0f}: every plan costs more; the cheapest is "
-        f"${cheapest['cost_usd']:,.0f} on {int(cheapest['ngpus'])} GPUs"
+        f"${cheapest['cost_usd']:,.0f} on {counted(int(cheapest['ngpus']), 'GPU')}"
     )
 
 
@@ -247,12 +248,12 @@ def serve_binding(rows, wl, hw, plan, counts: dict | None = None) -> str:
     if both == free:
         return (
             f"Binding constraint: the request rate ({rate}); the latency limits cost nothing extra "
-            f"(the cheapest fitting layout already meets them, {both} GPUs)."
+            f"(the cheapest fitting layout already meets them, {counted(both, 'GPU')})."
         )
     named = [n for n, g in (("TTFT", only_ttft), ("TPOT/ITL", only_tpot)) if g == both and g != free]
     which = " and ".join(named) if named else "TTFT and TPOT/ITL together"
     return (
-        f"Binding constraint: {which}; without the latency limits {free} GPUs would serve {rate} "
+        f"Binding constraint: {which}; without the latency limits {counted(free, 'GPU')} would serve {rate} "
         f"(with TTFT only: {only_ttft}, with TPOT only: {only_tpot}, with both: {both})."
     )
 
@@ -282,6 +283,6 @@ def serve_plan_failure(rows, model_name, hw_name, plan) -> str:
     layout = ", ".join(f"{k} {int(c[k])}" for k in ("tp", "pp", "sp", "ep", "batch") if k in c)
     return (
         f"no serving layout of {model_name} on {hw_name} meets {limits}: the closest ({layout} on "
-        f"{int(c['ngpus'] // c['dp'])} GPUs per replica) reaches TTFT {c['ttft_ms']:.1f} ms and TPOT "
+        f"{counted(int(c['ngpus'] // c['dp']), 'GPU')} per replica) reaches TTFT {c['ttft_ms']:.1f} ms and TPOT "
         f"{c['tpot_ms']:.2f} ms, {float(ratio.min()):.2f}x the limit it misses most; relax a limit or add GPUs (grid.ngpus)"
     )

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..cost.inference_memory import kv_cache_bytes_per_sequence
 from .plan import ep_across_replicas
+from ..words import counted, plural
 
 
 def kv_transfer_ms(model, hw, wl, tp, pp, sp):
@@ -118,8 +119,8 @@ def pool_bindings(rows, model, hw, wl, engine, plan, qps: float, dis: dict) -> t
     that limit has fewer GPUs, else the request rate; a fixed split (prefill_gpus=, decode_gpus=)
     is set by the user."""
     p, d = dis["prefill"], dis["decode"]
-    at_p = f"{int(p['replicas']):,} x {int(p['replica_gpus'])} GPUs"
-    at_d = f"{int(d['replicas']):,} x {int(d['replica_gpus'])} GPUs"
+    at_p = f"{int(p['replicas']):,} x {counted(int(p['replica_gpus']), 'GPU')}"
+    at_d = f"{int(d['replicas']):,} x {counted(int(d['replica_gpus']), 'GPU')}"
     if plan.prefill_gpus and plan.decode_gpus:
         return (
             f"prefill_gpus={plan.prefill_gpus} fixes it at {at_p}",
@@ -157,9 +158,9 @@ def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
 
     p, d = dis["prefill"], dis["decode"]
     lines = [
-        f"- disaggregated prefill/decode: {int(p['replicas'])} x {int(p['replica_gpus'])} prefill GPUs "
-        f"({lay(p)}) + {int(d['replicas'])} x {int(d['replica_gpus'])} decode GPUs ({lay(d)}, batch "
-        f"{int(d['batch'])}) = {dis['total_gpus']:,} GPUs, P:D = {int(p['pool_gpus'])}:{int(d['pool_gpus'])}; "
+        f"- disaggregated prefill/decode: {int(p['replicas'])} x {counted(int(p['replica_gpus']), 'prefill GPU')} "
+        f"({lay(p)}) + {int(d['replicas'])} x {counted(int(d['replica_gpus']), 'decode GPU')} ({lay(d)}, batch "
+        f"{int(d['batch'])}) = {counted(dis['total_gpus'], 'GPU')}, P:D = {int(p['pool_gpus'])}:{int(d['pool_gpus'])}; "
         f"TTFT {dis['ttft_ms']:.1f} ms (KV transfer {p['kv_transfer_ms']:.2f} ms), ITL {dis['itl_ms']:.2f} ms, "
         f"${dis['usd_per_million_output_tokens']:.3f} per million output tokens"
     ]
@@ -167,7 +168,7 @@ def disaggregated_lines(dis, colocated_gpus: int | None, plan) -> list[str]:
         diff = dis["total_gpus"] - colocated_gpus
         verdict = "fewer" if diff < 0 else "more" if diff > 0 else "as many"
         lines.append(
-            f"- disaggregated vs colocated: {abs(diff):,} {verdict} GPUs than the colocated plan's {colocated_gpus:,}"
+            f"- disaggregated vs colocated: {abs(diff):,} {verdict} {plural(abs(diff), 'GPU')} than the colocated plan's {colocated_gpus:,}"
             if diff
             else f"- disaggregated vs colocated: as many GPUs ({colocated_gpus:,})."
         )
@@ -187,10 +188,10 @@ def fixed_split_plan(rows, model, hw, wl, engine, plan, qps: float) -> dict:
         if len(units) == 0 or not (n % units == 0).any():
             smallest = int(units.min()) if len(units) else None
             raise UserError(
-                f"the {name} pool of {n} GPUs holds no serving layout of {model.name} that fits in "
+                f"the {name} pool of {counted(n, 'GPU')} holds no serving layout of {model.name} that fits in "
                 f"memory"
                 + (
-                    f" (the smallest fitting unit has {smallest} GPUs)"
+                    f" (the smallest fitting unit has {counted(smallest, 'GPU')})"
                     if smallest
                     else " (none fits at these GPU counts)"
                 )
@@ -203,7 +204,7 @@ def fixed_split_plan(rows, model, hw, wl, engine, plan, qps: float) -> dict:
         limit = "TTFT" if missing == "prefill" else "ITL"
         n = plan.prefill_gpus if missing == "prefill" else plan.decode_gpus
         raise UserError(
-            f"the {missing} pool of {n} GPUs cannot serve {qps:g} requests/s within the {limit} limit "
+            f"the {missing} pool of {counted(n, 'GPU')} cannot serve {qps:g} requests/s within the {limit} limit "
             f"with any layout; give it more GPUs"
         )
     return dis

@@ -16,6 +16,7 @@ reported with the reason. `recommend` is pure over `Deployment`s; `colocated_dep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..words import counted
 
 COLOCATED, DISAGGREGATED = "colocated", "disaggregated"
 
@@ -62,7 +63,7 @@ def recommend(colocated: Deployment | None, disaggregated: Deployment | None) ->
     elif other.gpus is None:
         why = f"; the only deployment meeting every target ({_name(other)}: {other.binding})"
     elif other.gpus > gpus:
-        why = f"; {other.gpus - gpus:,} fewer GPUs than {_name(other)} ({other.gpus:,})"
+        why = f"; {counted(other.gpus - gpus, 'fewer GPU', 'fewer GPUs')} than {_name(other)} ({other.gpus:,})"
     else:
         mine, theirs = pick.tightest(), other.tightest()
         if mine[1] != theirs[1]:
@@ -72,7 +73,9 @@ def recommend(colocated: Deployment | None, disaggregated: Deployment | None) ->
             )
         else:
             why = f"; as many GPUs and as much headroom as {_name(other)}: colocated is one pool to run"
-    return Recommendation(pick, f"Recommended: {_name(pick)} on {gpus:,} GPUs ({pick.pools}); {pick.binding}{why}.")
+    return Recommendation(
+        pick, f"Recommended: {_name(pick)} on {counted(gpus, 'GPU')} ({pick.pools}); {pick.binding}{why}."
+    )
 
 
 def limit_text(target: str, plan) -> str:
@@ -89,7 +92,7 @@ def colocated_deployment(c, counts: dict | None, plan, qps: float) -> Deployment
         limits = [limit_text(n, plan) for n, v in (("TTFT", plan.ttft_ms), ("ITL", plan.tpot_ms)) if v is not None]
         return Deployment(COLOCATED, None, binding=f"no layout meets {' and '.join(limits) or 'the targets'}")
     replicas, unit = int(c["replicas"]), int(c["replica_gpus"])
-    at = f"{replicas:,} replicas x {unit} GPUs"
+    at = f"{counted(replicas, 'replica')} x {counted(unit, 'GPU')}"
     both = counts["both"] if counts else None
     if counts is None or both == counts["free"]:
         binding = f"the request rate ({qps:g} requests/s) binds at {at}"
