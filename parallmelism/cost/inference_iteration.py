@@ -15,7 +15,9 @@ rest of the budget with a prefill chunk (chunked prefill). Two kinds of iteratio
 Stage times are the ops' kernel times (`cost.inference.stage_terms`: the kernel model's forward
 kernels, summed, plus the layer collectives). The weights are read once per iteration for all its
 tokens. t_iter = engine.iteration_overhead_ms (scheduler, sampling, launches, host sync) +
-engine.moe_layer_overhead_us per MoE layer (routing, token permutation, grouped-GEMM launches): named
+engine.moe_layer_overhead_us per MoE layer whose gate or shared expert runs outside the engine's fused-MoE op
+(DeepSeek-V3's sigmoid gate with bias and group-limited top-k, a shared expert's stream fork/join: specs/model.py
+MoESpec.gate_outside_fused_moe; a softmax top-k router runs inside the op): named
 constants per serving engine (specs/engine.py) fitted on serving ITL (benchmarks/fit_serving_overhead.py). Each
 chunk is the prompt's MEAN chunk (later chunks attend to more keys; the sum over chunks is exact).
 
@@ -62,8 +64,9 @@ BISECTION_STEPS = 40  # halvings of λ's bracket: it ends 2^-40 (~1e-12) of its 
 
 def iteration_overhead_s(model, engine) -> float:
     """Fixed seconds of one serving iteration: the engine's iteration_overhead_ms + its
-    moe_layer_overhead_us per MoE layer of the model (all stages: the iteration passes every layer once)."""
-    return engine.iteration_overhead_ms * MS + engine.moe_layer_overhead_us * US * model.num_moe_layers
+    moe_layer_overhead_us per MoE layer whose gate or shared expert runs outside the fused-MoE op (all stages:
+    the iteration passes every layer once; model.num_moe_layers_gate_outside)."""
+    return engine.iteration_overhead_ms * MS + engine.moe_layer_overhead_us * US * model.num_moe_layers_gate_outside
 
 
 def prefill_chunk_plan(wl, batch):

@@ -8,7 +8,8 @@ For one layout (the first row of `lay`) and d = 0..max_batch decode tokens, k pr
                  (`pipeline.mixed_iteration_s`); the chunk is k tokens of prompts of workload.input_len,
                  i.e. the prompt cut into n_p = S·(1 − hit)/k chunks (n_p < 1: k/S whole prompts)
   d = 0, k > 0   a prompt-only pass: pp·(prefill stage of the chunk + hop) + t_iter
-t_iter = the engine's iteration_overhead_ms + MoE layers · moe_layer_overhead_us (`iteration_overhead_s`).
+t_iter = the engine's iteration_overhead_ms + MoE layers with a gate outside the fused op · moe_layer_overhead_us
+(`iteration_overhead_s`).
 Decode attention reads the mean context S + output_len/2, as the closed-loop model does. The prompt
 tokens are sampled at 0 and on a geometric grid up to the token budget (linear in between: the
 iteration's time is close to linear in its tokens between the samples); every decode count is

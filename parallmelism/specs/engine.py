@@ -38,10 +38,16 @@ class EngineSpec(BaseModel):
     iteration_overhead_ms: float = Field(
         ..., ge=0, le=1000, description="fixed time per serving iteration, ms (at most 1 s)"
     )
-    # Host-bound work per MoE layer per iteration that the kernels' times miss (routing top-k,
-    # token permute/unpermute, launches).
+    # Work per MoE layer per iteration that the measured fused-MoE op leaves out: a gate or shared expert
+    # outside the op (DeepSeek-V3's sigmoid gate with bias and group-limited top-k, the shared expert's
+    # stream fork/join; specs/model.py MoESpec.gate_outside_fused_moe). Layers with a softmax top-k router
+    # (Mixtral, Qwen3-MoE) route inside the op and do not pay it.
     moe_layer_overhead_us: float = Field(
-        ..., ge=0, le=5000, description="fixed time per MoE layer per serving iteration, us (at most 5 ms)"
+        ...,
+        ge=0,
+        le=5000,
+        description="fixed time per serving iteration per MoE layer whose gate or shared expert runs outside "
+        "the fused-MoE op, us (at most 5 ms)",
     )
     # The TP all-reduce of a serving pass (cost/collective_ops.engine_tp_all_reduce_ops): "nccl", or
     # "custom", the engine's own one-shot / two-shot kernel over NVLink P2P for messages up to

@@ -41,6 +41,16 @@ class MoESpec(BaseModel):
         return self
 
     @property
+    def gate_outside_fused_moe(self) -> bool:
+        """Whether the layer runs kernels an engine's fused-MoE op does not: a shared expert (its side
+        stream's fork/join and the add of its output) or DeepSeek-V3's gate (fp32 router logits, sigmoid,
+        the score-correction bias, group-limited top-k: router_bias or max_nodes_per_token). A plain
+        softmax top-k router (Mixtral, Qwen3-MoE) runs inside the op (aiconfigurator's fused-MoE
+        collectors route so: benchmarks/moe_layer_decomposition.py). Serving's moe_layer_overhead_us is
+        paid on these layers only (cost/inference_iteration.py)."""
+        return self.num_shared_experts > 0 or self.router_bias or self.max_nodes_per_token is not None
+
+    @property
     def shared_expert_ffn(self) -> int:
         """FFN size of one shared expert: shared_ffn_hidden, else the routed experts' size."""
         return self.shared_ffn_hidden or self.ffn_hidden
@@ -179,6 +189,11 @@ class ModelSpec(BaseModel):
     @property
     def num_moe_layers(self) -> int:
         return 0 if self.moe is None else moe_layers_in_range(self, 0, self.layers)
+
+    @property
+    def num_moe_layers_gate_outside(self) -> int:
+        """MoE layers whose gate or shared expert runs outside the fused-MoE op (MoESpec.gate_outside_fused_moe)."""
+        return self.num_moe_layers if self.moe is not None and self.moe.gate_outside_fused_moe else 0
 
     @property
     def is_moe(self) -> bool:
