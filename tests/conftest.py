@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -66,6 +69,41 @@ def invoke(*args):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# The stop signals whose disposition a child inherits (an ignored one stays ignored across exec, a
+# blocked one stays blocked) or that a test may leave handled: a CLI command run in-process
+# (cli/app.py main) installs its SIGTERM and SIGHUP handlers in the pytest process and leaves them.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextmanager
+def signals_kept():
+    """The stop signals' dispositions and this thread's signal mask as they were before, whatever the
+    code inside set."""
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        for s, handler in handlers.items():
+            if handler is not None and signal.getsignal(s) is not handler:  # None: set outside Python, kept
+                signal.signal(s, handler)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_dispositions():
+    """Every test leaves the stop signals' dispositions and the signal mask as it found them
+    (`signals_kept`), so no test changes what a later test's processes inherit. (A suite started as a
+    background job of a script, `pytest &` without job control, runs with SIGINT ignored from the
+    start, POSIX's rule for such jobs: tests/test_signals.py starts its runs with it at the default.)"""
+    if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to set
+        yield
+        return
+    with signals_kept():
+        yield
 
 
 def shared_reference(name: str) -> Path:

@@ -37,8 +37,11 @@ BEST_FULL = ["best", "-q", *GRID]
 # The run starts as from an interactive shell: the stop signals at their default action and unblocked.
 # A child inherits an ignored disposition and the signal mask across fork and exec, and Python installs
 # its Ctrl-C handler only where SIGINT is not ignored at start-up; in a fresh clone's full suite the
-# xdist worker that ran this test had SIGINT ignored or blocked by then (the sweep ran to its end and
-# exited 0, twice), which is the shell's business for a background job, not what this test asks.
+# xdist worker that ran this test had SIGINT ignored (the sweep ran to its end and exited 0, twice). No
+# test leaves it so (conftest's keep_signal_dispositions restores every test's): a suite started as a
+# background job of a script (`pytest ... &` in `bash -c` or a script, no job control) has SIGINT
+# ignored from the start, POSIX's rule for such jobs (measured: the xdist workers' getsignal(SIGINT)
+# is SIG_IGN), which is the shell's business, not what this test asks.
 _AS_FROM_A_SHELL = (
     "import os, signal, sys\n"
     "stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}\n"
@@ -361,3 +364,28 @@ def test_a_stop_after_the_command_finished_keeps_its_exit_code(tmp_path, sig):
     assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
     assert r.stdout.splitlines()[-2:] == ["wrote 13 plan rows to plan.csv", "wrote the summary to plan.summary.md"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.csv", "plan.summary.md"]
+
+
+def test_no_test_leaves_the_stop_signals_changed(request):
+    """conftest's autouse keep_signal_dispositions restores the stop signals' dispositions and the
+    signal mask after every test: a CLI command run in-process left its SIGTERM/SIGHUP handlers in the
+    pytest worker (found by probing every test's before and after on test_signals and
+    test_study_interrupt), and an ignored or blocked SIGINT would reach every later run it starts."""
+    from conftest import signals_kept
+
+    assert "keep_signal_dispositions" in request.fixturenames
+    stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = {s: signal.getsignal(s) for s in stops}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with signals_kept():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    assert {s: signal.getsignal(s) for s in stops} == before
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
+    from parallmelism.cli import app as app_module
+
+    with signals_kept():
+        app_module._raise_on_termination()  # what every in-process main() does
+        assert signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]
+    assert signal.getsignal(signal.SIGTERM) is before[signal.SIGTERM]
