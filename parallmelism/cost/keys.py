@@ -28,14 +28,14 @@ def _rank_codes(a: np.ndarray) -> tuple[np.ndarray, int] | None:
         return a, hi + 1
     present = np.bincount(a, minlength=hi + 1) > 0
     lut = np.cumsum(present) - 1
-    return lut[a], int(lut[-1]) + 1
+    return gather(lut, a), int(lut[-1]) + 1
 
 
 def _compress(key: np.ndarray, space: int) -> tuple[np.ndarray, int]:
     """Keys renumbered 0..k-1 in ascending order (k keys present), and k."""
     present = np.bincount(key, minlength=space) > 0
     rank = np.cumsum(present) - 1
-    return rank[key], int(rank[-1]) + 1
+    return gather(rank, key), int(rank[-1]) + 1
 
 
 def unique_rows(*arrays) -> tuple[np.ndarray, np.ndarray]:

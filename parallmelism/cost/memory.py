@@ -301,7 +301,12 @@ class MemoryColumns(Mapping):
 
     def at(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The columns at `rows` (indices), in order."""
-        out = {k: gather(table, gather(at, rows)) for k, (table, at) in self.tables.items()}
+        entries: dict[int, np.ndarray] = {}  # the tables share two entry arrays (states', activations')
+        out = {}
+        for k, (table, at) in self.tables.items():
+            if id(at) not in entries:
+                entries[id(at)] = gather(at, rows)
+            out[k] = gather(table, entries[id(at)])
         out.update({k: gather(v, rows) for k, v in self.rows.items()})
         return out
 
