@@ -525,7 +525,7 @@ def test_cli_import_run_show(answers, tmp_path):
         (["--to", "deepspeed"], "DeepSpeed's ds_config cannot run this layout"),  # 405B needs tp 8
         (["--to", "vllm"], "is for serving and this is a training layout"),
         (["--to", "nemo2"], "is not a target"),
-        (["--to", "megatron", "--rank", "7"], "0 rows match"),
+        (["--to", "megatron", "--rank", "7"], "--rank 7: no row has that rank; this file's ranks are 1 to"),
         (["--to", "dynamo"], "has no deployment column"),  # a best table is not a serve plan
     ],
 )
@@ -726,3 +726,26 @@ def test_torchtitan_rowwise_fp8_recipe_round_trips_and_megatron_refuses_it():
     assert target_module("torchtitan").parse(text, None, planned.layers)["workload.fp8_scaling"] == "rowwise"
     with pytest.raises(UserError, match="rowwise fp8 recipe"):
         target_module("megatron").render(planned)
+
+
+def test_a_selector_that_leaves_no_row_or_a_summary_given_as_the_source_says_so(tmp_path):
+    """--rank 99 on a best table said "0 rows match; choose one with --rank N, ...", as if no --rank
+    had been given; a plan's NAME.summary.md given as the row source was read as a CSV ("is truncated:
+    line 20 has 1 of the header's 3 fields")."""
+    import pandas as pd
+
+    from parallmelism.errors import UserError
+
+    best = pd.DataFrame({"rank": [1, 2, 0], "ngpus": [8, 8, 8]})
+    with pytest.raises(
+        UserError, match=r"^--rank 99: no row has that rank; this file's ranks are 1 to 2 \(0: the near"
+    ):
+        select_row(best, rank=99)
+    with pytest.raises(UserError, match=r"^no row matches --rank 2 and --where 'ngpus == 16'$"):
+        select_row(best, rank=2, where="ngpus == 16")
+    with pytest.raises(UserError, match=r"^3 rows match --where 'ngpus == 8'; choose one with"):
+        select_row(best, where="ngpus == 8")
+    (tmp_path / "plan.csv").write_text("a,b,c\n1,2,3\n")
+    (tmp_path / "plan.summary.md").write_text("# Training plan\n\n- GPUs: 8\n")
+    with pytest.raises(UserError, match=r"is neither \.csv nor \.parquet.*'.*plan\.csv' is this plan summary's table"):
+        read_rows(tmp_path / "plan.summary.md")

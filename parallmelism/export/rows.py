@@ -13,6 +13,19 @@ def read_rows(path: str | Path):
     import pandas as pd
 
     p = require_file(path, "row source")
+    if p.suffix.lower() not in (".csv", ".parquet", ".pq"):  # was read as a CSV: "truncated: line 20 ..."
+        table = p.name.endswith(".summary.md") and next(
+            (
+                t
+                for t in (p.with_name(p.name.removesuffix(".summary.md") + x) for x in (".csv", ".parquet"))
+                if t.is_file()
+            ),
+            None,
+        )
+        raise UserError(
+            f"row source {str(p)!r} is neither .csv nor .parquet; give the table a command wrote"
+            + (f" ({str(table)!r} is this plan summary's table)" if table else "")
+        )
     if p.suffix.lower() not in (".parquet", ".pq"):
         from ..report.writer import check_csv_complete
 
@@ -75,10 +88,28 @@ def select_row(df, rank: int | None = None, case: str | None = None, where: str 
         elif "chosen" in picked.columns:
             picked = picked[_is_true(picked["chosen"])]
     if len(picked) != 1:
-        raise UserError(
-            f"{len(picked)} rows match; choose one with --rank N, --case NAME or --where EXPR (e.g. --where 'ngpus == 512')"
-        )
+        raise UserError(_not_one_row(df, len(picked), rank, case, where))
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in picked.iloc[0].to_dict().items()}
+
+
+def _not_one_row(df, n: int, rank, case, where) -> str:
+    """Why the selectors left no row or several: a rank the file does not hold names those it does."""
+    if rank is not None and not (df["rank"] == rank).any():
+        ranks = sorted({int(r) for r in df["rank"].dropna()})
+        held = [r for r in ranks if r > 0]
+        return (
+            f"--rank {rank}: no row has that rank; "
+            + (f"this file's ranks are {held[0]} to {held[-1]}" if held else "this file ranks no row")
+            + (" (0: the near misses, which do not fit)" if 0 in ranks else "")
+        )
+    given = [f"--rank {rank}" * (rank is not None), f"--case {case!r}" * (case is not None)]
+    chosen = " and ".join(g for g in [*given, f"--where {where!r}" * (where is not None)] if g)
+    if n == 0:
+        return f"no row matches {chosen}"
+    return (
+        f"{n} rows match{' ' + chosen if chosen else ''}; choose one with --rank N, --case NAME or --where EXPR "
+        "(e.g. --where 'ngpus == 512')"
+    )
 
 
 def _pool_sizes(row: dict) -> str:
