@@ -745,6 +745,10 @@ def test_a_selector_that_leaves_no_row_or_a_summary_given_as_the_source_says_so(
         select_row(best, rank=2, where="ngpus == 16")
     with pytest.raises(UserError, match=r"^3 rows match --where 'ngpus == 8'; choose one with"):
         select_row(best, where="ngpus == 8")
+    with pytest.raises(UserError, match=r"^the row source holds no row$"):
+        select_row(best.head(0))
+    with pytest.raises(UserError, match=r"^no row is the file's answer \(rank 1 or chosen\); choose one with"):
+        select_row(pd.DataFrame({"chosen": [False, False], "ngpus": [8, 16]}))
     (tmp_path / "plan.csv").write_text("a,b,c\n1,2,3\n")
     (tmp_path / "plan.summary.md").write_text("# Training plan\n\n- GPUs: 8\n")
     with pytest.raises(UserError, match=r"is neither \.csv nor \.parquet.*'.*plan\.csv' is this plan summary's table"):

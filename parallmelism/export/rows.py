@@ -104,6 +104,10 @@ def _not_one_row(df, n: int, rank, case, where) -> str:
         )
     given = [f"--rank {rank}" * (rank is not None), f"--case {case!r}" * (case is not None)]
     chosen = " and ".join(g for g in [*given, f"--where {where!r}" * (where is not None)] if g)
+    if n == 0 and not chosen:  # no selector: the file's own answer (rank 1, chosen) is missing
+        if len(df) == 0:
+            return "the row source holds no row"
+        return "no row is the file's answer (rank 1 or chosen); choose one with --rank N, --case NAME or --where EXPR"
     if n == 0:
         return f"no row matches {chosen}"
     return (
