@@ -67,6 +67,33 @@ def test_the_table_takes_every_long_attention_measurement_once():
     assert sorted(t.measured_s) == sorted(list(kept.fwd_s) + list(kept.bwd_s))
 
 
+def test_grid_causal_kernels_fill_the_other_files_gaps():
+    """The attention grid's causal kernels (hardware/kernels/h100-sxm-80gb-profiled.attention-grid.csv,
+    benchmarks/gpu_cp_attention.py --grid) are table rows where they fill a gap of the other files: a length
+    no other file timed for that backend, between two they did. That is FlashAttention-2 at 16k tokens (the
+    short table stops at 8k, the long one starts at 32k), not its 1k and 2k (below every other file's) nor
+    any cuDNN kernel (the curves time 1k-128k). The model returns them: at 16k it had interpolated
+    FlashAttention-2 6 % slower forward and 17 % backward at 16 heads."""
+    grid = pd.read_csv(REPO / "hardware" / "kernels" / "h100-sxm-80gb-profiled.attention-grid.csv", comment="#")
+    causal = grid[grid.causal.astype(str).str.lower() == "true"]
+    others = TABLE[(TABLE.family == "attention") & TABLE.part.isin(["fwd", "bwd"])]
+    others = others[others.source != "h100-sxm-80gb-profiled.attention-grid.csv"]
+    lengths = {b: set(g.seq) for b, g in others.groupby("backend")}
+
+    def fills(r) -> bool:
+        timed = lengths.get(r.backend, set())
+        return r.q_len not in timed and min(timed) < r.q_len < max(timed)
+
+    taken = causal[causal.apply(fills, axis=1)]
+    assert set(taken.backend) == {"flash2"} and set(taken.q_len) == {16384}
+    rows = TABLE[(TABLE.source == "h100-sxm-80gb-profiled.attention-grid.csv") & TABLE.part.isin(["fwd", "bwd"])]
+    assert sorted(rows.measured_s) == sorted(list(taken.fwd_s) + list(taken.bwd_s))
+    for r in taken.itertuples():
+        for bwd, measured in ((False, r.fwd_s), (True, r.bwd_s)):
+            fl = causal_attention_flops(r.q_len, r.heads, 128, bwd)
+            assert float(KM.attention_s(fl, r.q_len, r.heads, bwd, "flash2")) == pytest.approx(measured, rel=1e-6)
+
+
 # ---- the context-parallel variants' kernels around the measured ones --------------------------
 
 

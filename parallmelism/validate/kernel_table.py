@@ -14,7 +14,7 @@ One row per measured kernel, in one format for every family (cost.kernels reads 
                cudnn | flash2 (cuDNN SDPA as Transformer Engine runs it on Hopper; FlashAttention-2)
   part         fwd_block | bwd_block (attention): a NON-causal block, seq query rows against
                kv_seq keys (a context-parallel ring step); read from benchmarks/gpu_cp_attention.py
-               --grid files (rows_from_attention_grid; their causal rows are not taken)
+               --grid files (rows_from_attention_grid; their causal rows only in the other files' gaps)
   bytes        hbm rows: bytes read + written
   measured_s   median kernel time, seconds
   cast_input_s fp8 GEMM rows of the curves: unfused amax + scale + cast of A (upper bound on TE's fused cast)
@@ -144,23 +144,53 @@ def rows_from_aiconfigurator(path: Path):
 
 def rows_from_attention_grid(df, src: str):
     """Rows of a benchmarks/gpu_cp_attention.py file: its non-causal blocks, forward and backward
-    (parts fwd_block, bwd_block); its causal kernels are left to the causal rows of other files."""
+    (parts fwd_block, bwd_block), and its causal kernels (parts fwd, bwd) at a length that falls in a
+    gap of the other files (build's `_gap_only`): no other file timed that backend's causal kernel at
+    that length, and they timed it both shorter and longer. The table's causal rows stay the runs the
+    rest of it was measured with; what the grid adds is where those leave an interpolation between
+    files: FlashAttention-2 at 16k tokens, which the short table measures to 8k and the long one from
+    32k (the residuals between came out 6 % slower forward and 17 % backward than the grid's kernel at
+    16 heads). Its lengths outside the others' range (1k, 2k) are not taken: the residuals interpolate
+    in log2 of the shape over every row, so a short kernel's would reach the extrapolation to 1M+
+    tokens (4 % on FlashAttention-2's backward at 1.1M tokens and 4 heads)."""
     out = []
-    for r in df[~df.causal.astype(str).str.lower().eq("true")].to_dict("records"):
+    for r in df.to_dict("records"):
+        causal = str(r["causal"]).lower() == "true"
         common = {c: None for c in COLUMNS} | dict(
             family="attention",
             dtype="bf16",
             seq=r["q_len"],
-            kv_seq=r["kv_len"],
+            kv_seq=None if causal else r["kv_len"],
             heads=r["heads"],
             kv_heads=r["kv_heads"],
             head_dim=128,
             backend=BACKENDS[r["backend"]],
             source=src,
         )
-        out.append({**common, "part": "fwd_block", "measured_s": r["fwd_s"]})
-        out.append({**common, "part": "bwd_block", "measured_s": r["bwd_s"]})
+        if causal and r["q_len"] != r["kv_len"]:
+            raise ValueError(f"{src}: a causal kernel of {r['q_len']} queries against {r['kv_len']} keys")
+        fwd, bwd = ("fwd", "bwd") if causal else ("fwd_block", "bwd_block")
+        gap = {"_gap_only": causal}
+        out.append({**common, **gap, "part": fwd, "measured_s": r["fwd_s"]})
+        out.append({**common, **gap, "part": bwd, "measured_s": r["bwd_s"]})
     return out
+
+
+def _causal_lengths(rows) -> dict[str, set[float]]:
+    """Lengths at which the rows time each backend's causal attention kernel (parts fwd, bwd), the
+    `_gap_only` rows left out."""
+    out: dict[str, set[float]] = {}
+    for r in rows:
+        if r["family"] == "attention" and r["part"] in ("fwd", "bwd") and not r.get("_gap_only"):
+            out.setdefault(r["backend"], set()).add(float(r["seq"]))
+    return out
+
+
+def _fills_gap(r, lengths: dict[str, set[float]]) -> bool:
+    """A `_gap_only` row's length is one no other file timed for its backend, between two they did."""
+    timed = lengths.get(r["backend"], set())
+    seq = float(r["seq"])
+    return seq not in timed and any(t < seq for t in timed) and any(t > seq for t in timed)
 
 
 def rows_from_attention_long(df, src: str):
@@ -352,19 +382,22 @@ def build(sources: list[Path], out: Path, notes: list[str] | None = None) -> int
     lines.append(",".join(COLUMNS))
     n = 0
     seen: set[tuple] = set()
-    for p in sources:
-        for r in rows_from(p):
-            if r["family"] == "attention":
-                if r.get("_only_if_new") and _attention_key(r) in seen:
-                    continue
-                seen.add(_attention_key(r))
-            lines.append(
-                ",".join(
-                    _num(r.get(c)) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
-                    for c in COLUMNS
-                )
+    rows = [r for p in sources for r in rows_from(p)]
+    lengths = _causal_lengths(rows)
+    for r in rows:
+        if r.get("_gap_only") and not _fills_gap(r, lengths):
+            continue
+        if r["family"] == "attention":
+            if r.get("_only_if_new") and _attention_key(r) in seen:
+                continue
+            seen.add(_attention_key(r))
+        lines.append(
+            ",".join(
+                _num(r.get(c)) if c not in ("family", "dtype", "part", "backend", "source") else (r[c] or "")
+                for c in COLUMNS
             )
-            n += 1
+        )
+        n += 1
     tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tmp.replace(out)
