@@ -139,6 +139,18 @@ def test_plan_train_errors_are_one_sentence_and_write_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_an_empty_plan_list_is_one_sentence(tmp_path):
+    """plan.serve_batch=[] was a ZeroDivisionError traceback (the grid crossed an empty batch axis),
+    plan.default_ngpus=[] "no layout to evaluate" and plan.ngpus=[] quietly the default counts: as
+    grid.ngpus=[] is, each is refused in one sentence naming the key."""
+    for key in ("ngpus", "default_ngpus", "serve_batch"):
+        with pytest.raises(ValueError, match=f"{key}\n.*an empty list selects nothing; give at least one value"):
+            PlanSpec(**{key: []})
+    r = run_app("plan", "serve", "model=llama3.1-8b", "qps=5", "plan.serve_batch=[]", "-q", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "error: plan.serve_batch=[]: an empty list selects nothing; give at least one value"
+
+
 def test_best_equals_pandas_on_the_full_table(small_table, tmp_path):
     out = tmp_path / "best.csv"
     code, text = invoke("best", *SMALL, "--top", "3", "-q", "--out", out)

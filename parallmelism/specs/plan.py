@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, field_validator
 
 
 class PlanSpec(BaseModel):
@@ -65,3 +65,13 @@ class PlanSpec(BaseModel):
         "cost/serving_load.py, workload.load_requests and load_seed) and print p50/p90/p99 TTFT and ITL and "
         "the goodput within ttft_ms/tpot_ms; the plan CSV gains those columns (ms, requests/s)",
     )
+
+    @field_validator("ngpus", "default_ngpus", "serve_batch")
+    @classmethod
+    def _non_empty(cls, value, info: ValidationInfo):
+        # plan.serve_batch=[] was a ZeroDivisionError traceback in the grid; plan.default_ngpus=[] "no
+        # layout to evaluate"; plan.ngpus=[] silently meant the default counts
+        if value is not None and len(value) == 0:
+            default = " (null: plan.default_ngpus, or grid.ngpus if set)" if info.field_name == "ngpus" else ""
+            raise ValueError(f"an empty list selects nothing; give at least one value{default}")
+        return value
