@@ -199,7 +199,9 @@ def test_plan_serve_engine_auto_names_every_engine():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--engine", "vllm"], "--engine takes auto"),
+        (["--engine", "vllm"], "--engine takes auto (every engine); for one engine give engine=vllm instead"),
+        # not an engine: was "give engine=best instead", itself an unknown engine
+        (["--engine", "best"], "--engine takes auto (every engine); for one engine give engine=NAME (nim, sglang, "),
         (["--engine", "auto", "engine=vllm"], "--engine auto compares every engine"),
     ],
 )

@@ -14,8 +14,10 @@ def auto_engine(choice: str, overrides: list[str], run, config_dir, workers):
     from ..search.plan import serve_plan_table
     from .common import stream
 
-    if choice != "auto":
-        raise UserError(f"--engine takes auto (every engine); for one engine give engine={choice} instead")
+    if choice != "auto":  # `--engine vllm` meant engine=vllm; `--engine best` names no engine at all
+        names = sorted(option_files("engine", user_config_dirs(config_dir)))
+        one = f"engine={choice} instead" if choice in names else f"engine=NAME ({', '.join(names)})"
+        raise UserError(f"--engine takes auto (every engine); for one engine give {one}")
     named = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "engine"]
     if named:
         raise UserError(f"--engine auto compares every engine as its file says; drop {named[0]!r}")
