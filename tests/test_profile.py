@@ -93,6 +93,18 @@ def test_no_torch_is_one_sentence_and_exit_2(tmp_path, monkeypatch):
     assert code == 2 and "needs PyTorch" in text
 
 
+def test_profile_without_out_reads_its_default_folder(tmp_path, monkeypatch):
+    """profile's --out defaults to the current folder, and click hands that default (a Path) to the
+    option's parser, which called .strip() on it: every profile without --out was an AttributeError
+    traceback (exit 1) before any check ran."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # stops right after the options are read
+    monkeypatch.chdir(tmp_path)
+    code, text = invoke("profile", "--device", "cpu")
+    assert code == 2 and "needs PyTorch" in text and "Traceback" not in text, text
+    code, text = invoke("profile", "--name", "a/b")
+    assert code == 2 and "--name 'a/b': use letters, digits" in text, text
+
+
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 

@@ -12,10 +12,10 @@ import typer
 from .outputs import check_full_output, check_out
 
 
-def a_path(value: str) -> Path:
+def a_path(value: str | Path) -> Path:
     """A path option's text as a Path; an empty one ('' would read as '.', the current folder) is
-    the one-sentence usage error."""
-    if not value.strip():
+    the one-sentence usage error. An option's default (a Path: profile's --out .) comes through too."""
+    if not str(value).strip():
         raise typer.BadParameter("an empty path names no file or folder")
     return Path(value)
 
