@@ -289,3 +289,24 @@ def test_the_cli_gives_arrow_jemalloc_on_linux_and_keeps_a_users_choice(tmp_path
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert "POOL jemalloc" in out.stderr and "Unsupported" not in out.stderr, out.stderr
     assert (tmp_path / "s.parquet").exists()
+
+
+def test_every_help_text_prints_as_written():
+    """typer renders help texts as rich markup: a bracketed word list is a style tag and vanishes
+    (`plan train --help` printed "TOKENS (tokens=15e12 )." for "(tokens=15e12 [days=|gpus=|budget=])")."""
+    import typer
+    from rich.markup import render
+
+    from parallmelism.cli.app import build_app
+
+    def texts(command, path):
+        yield path, command.help or ""
+        for p in command.params:
+            yield f"{path} {p.name}", getattr(p, "help", None) or ""
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from texts(sub, f"{path} {name}")
+
+    eaten = [
+        (where, t) for where, t in texts(typer.main.get_command(build_app()), "parallmelism") if render(t).plain != t
+    ]
+    assert eaten == []

@@ -26,7 +26,7 @@ def plan_train(
     workers: Optional[int] = WORKERS,
     config_dir: Optional[List[str]] = CONFIG_DIR,
 ):
-    """GPUs, layout, step time, days, GPU-hours, energy and $ to train on TOKENS (tokens=15e12 [days=|gpus=|budget=])."""
+    """GPUs, layout, step time, days, GPU-hours, energy and $ to train on TOKENS (tokens=15e12; days=, gpus= or budget= picks the plan)."""
     from ..errors import UserError
     from ..report.table import frame_table, show_table
     from ..config.plan_shorthands import rewrite_plan_overrides
