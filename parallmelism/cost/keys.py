@@ -57,15 +57,18 @@ def _unique_of_codes(codes: list, arrays: Callable) -> tuple[np.ndarray, np.ndar
         return _unique_sorted(*arrays())
     n = len(codes[0][0])
     limit = max(4 * n, 1 << 16)
-    key = np.zeros(n, dtype=np.int64)
+    key = np.zeros(0, dtype=np.int64)
     space = 1
-    for code, k in codes:
+    for i, (code, k) in enumerate(codes):
         if space * k > limit and space > 1:
             key, space = _compress(key, space)
         if space * k > limit:
             return _unique_sorted(*arrays())
-        np.multiply(key, k, out=key)
-        np.add(key, code, out=key, casting="unsafe")  # codes are small non-negative integers
+        if i == 0:  # the first column's codes are the key so far (a copy: the others are added into it)
+            key = np.asarray(code).astype(np.int64)
+        else:
+            np.multiply(key, k, out=key)
+            np.add(key, code, out=key, casting="unsafe")  # codes are small non-negative integers
         space *= k
     if space > 1:
         key, space = _compress(key, space)

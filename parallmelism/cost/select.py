@@ -14,15 +14,24 @@ def argmax3(a, b, c) -> np.ndarray:
     """Index (int64, 0..2) of the largest of a, b, c per row (module docstring)."""
     first = (a >= b) & (a >= c)
     second = b >= c
-    if np.isnan(a).any() or np.isnan(b).any() or np.isnan(c).any():
+    if _has_nan(a) or _has_nan(b) or _has_nan(c):
         first |= np.isnan(a)
         second |= np.isnan(b)
     return np.where(first, 0, np.where(second, 1, 2))
 
 
+def _has_nan(x) -> bool:
+    """Whether x holds a NaN: its maximum is NaN exactly then (np.max propagates NaN), one reduction
+    without a boolean temporary."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f" or x.size == 0:
+        return bool(np.isnan(x).any())
+    return bool(np.isnan(x.max()))
+
+
 def argmax4(a, b, c, d) -> np.ndarray:
     """Index (int8, 0..3) of the largest of a, b, c, d per row, by a comparison tournament."""
-    if any(np.isnan(x).any() for x in (a, b, c, d)):
+    if any(_has_nan(x) for x in (a, b, c, d)):
         return np.argmax(np.stack([a, b, c, d]), axis=0).astype(np.int8)
     i01 = (b > a).astype(np.int8)
     i23 = np.where(d > c, np.int8(3), np.int8(2))

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..cost.keys import unique_rows
+from ..cost.keys import gather, unique_rows
 from .collectors import Collector, where_mask
 
 # Rows per GPU count in the first timed batch of a call (the smallest bounds), then FIRST_BATCH·GROWTH,
@@ -66,8 +66,8 @@ class _Limit:
         """The largest step the collector could keep on each of `rows` (None: every row; -inf where
         `where` does not keep it)."""
         if rows is None:
-            return np.where(self.keeps, self.kth[self.group], -np.inf)
-        return np.where(self.keeps[rows], self.kth[self.group[rows]], -np.inf)
+            return np.where(self.keeps, gather(self.kth, self.group), -np.inf)
+        return np.where(gather(self.keeps, rows), gather(self.kth, gather(self.group, rows)), -np.inf)
 
     def add(self, rows: np.ndarray, steps: np.ndarray) -> None:
         """Rows just timed, with their step times."""
@@ -167,7 +167,9 @@ def time_in_reach(
     if len(timed) == 1:
         return timed[0]
     joined = np.concatenate([r for r, _ in timed])
-    order = np.argsort(joined)  # the batches' rows (each timed once) laid end to end -> ascending
+    # the batches' rows (each timed once) laid end to end -> ascending; each batch is ascending, so a
+    # stable sort (timsort on integers) merges its runs in linear time
+    order = np.argsort(joined, kind="stable")
     out = {}
     for k, first in timed[0][1].items():  # each column in its first batch's dtype, as the rows'
         column = np.concatenate([o[k] for _, o in timed]).astype(np.asarray(first).dtype, copy=False)
