@@ -24,14 +24,17 @@ from .collectors import Collector, where_mask
 
 # Rows per GPU count in the first timed batch of a call (the smallest bounds), then FIRST_BATCH·GROWTH,
 # ...: small enough that a first batch costs little more than the step-time model's fixed cost per
-# call, large enough that its steps give a limit near the final k-th step (bench_sweep: GPT-3 175B
-# and the 405B multi-count grid time ~10-12 % of their rows).
+# call, large enough that its steps give a limit near the final k-th step. GROWTH 4, not 8: the
+# second batch of 8192 per GPU count was most of the rows still in reach after the first (405B grid:
+# 24,576 of 39,416), timed before its own steps could tighten the limits; at 4096 the rest is then
+# ruled out (bench_sweep, timed rows: 405B 46,080 -> 27,055, 70B fp8 43,042 -> 27,870, GPT-3 24,012 ->
+# 17,558 with BATCH_MIN_ROWS below).
 FIRST_BATCH = 1024
-GROWTH = 8
+GROWTH = 4
 # Candidates at most this many are timed in one call, not in batches: a batch pays for itself only
-# where the rows its limits rule out cost more than a call's fixed cost (~6-10 ms: ~15-25k rows of
-# the step-time model's per-row cost).
-BATCH_MIN_ROWS = 24576
+# where the rows its limits rule out cost more than a call's fixed cost (~5-7 ms, ~6-8k rows of the
+# step-time model at ~0.8 us a row; measured on the bench grids' timed calls).
+BATCH_MIN_ROWS = 12288
 # A call with no limit from the collectors yet computes the bound (to time its rows in batches) only
 # when it has more rows than this: in a smaller call (a worker's task of a few partitions, a small
 # question) the bound and a first batch cost more than the rows they rule out (measured: the 405B
