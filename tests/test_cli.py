@@ -310,3 +310,13 @@ def test_every_help_text_prints_as_written():
         (where, t) for where, t in texts(typer.main.get_command(build_app()), "parallmelism") if render(t).plain != t
     ]
     assert eaten == []
+
+
+def test_a_path_with_brackets_is_named_as_written(tmp_path):
+    """rich read '[v2]' in "wrote 7 rows to r[v2].csv" as a style tag: the line named r.csv, a file
+    that was not written (best, sweep, plan, plot, validate, merge and compare printed so)."""
+    out = tmp_path / "r[v2].csv"
+    code, text = invoke("best", "-q", "model=llama3.1-8b", "grid.ngpus=[8]", "--out", out)
+    assert code == 0 and text.strip() == f"wrote 7 rows to {out}", text
+    code, text = invoke("merge", out, "--out", tmp_path / "all[bold].csv")
+    assert code == 0 and text.strip() == f"wrote 7 rows from 1 part to {tmp_path / 'all[bold].csv'}", text

@@ -101,20 +101,21 @@ def print_comparison(comp, console, max_rows: int = 40) -> None:
         if len(frame):
             console.print(f"{label}: {len(frame):,}")
             for _, r in frame.head(10).iterrows():
-                console.print(f"  {row_label(r, shown)}")
+                console.print(f"  {row_label(r, shown)}", markup=False)
             if len(frame) > 10:
                 console.print(f"  ... and {len(frame) - 10:,} more")
     if comp.added_columns:
-        console.print(f"columns only in new (added): {', '.join(comp.added_columns)}")
+        console.print(f"columns only in new (added): {', '.join(comp.added_columns)}", markup=False)
     if comp.removed_columns:
-        console.print(f"columns only in baseline (removed): {', '.join(comp.removed_columns)}")
+        console.print(f"columns only in baseline (removed): {', '.join(comp.removed_columns)}", markup=False)
     if comp.unmatched_tolerances:
         names = ", ".join(repr(p) for p in comp.unmatched_tolerances)
-        console.print(f"note: the tolerance for {names} matches no compared column (is it spelt right?)")
+        console.print(f"note: the tolerance for {names} matches no compared column (is it spelt right?)", markup=False)
     verdict = "within tolerance" if comp.ok else "DIFFERENT"
     console.print(
         f"{verdict}: {counted(comp.rows_compared, 'row')} x {counted(comp.columns_compared, 'column')} compared on key "
-        f"({', '.join(comp.key)})"
+        f"({', '.join(comp.key)})",
+        markup=False,
     )
 
 

@@ -53,7 +53,8 @@ def import_hf(
         console().print(
             f"wrote {out} ({n:,} parameters); use it with `--config-dir {out.parent.parent} model={model_name}`"
             if out.parent.name == "models"
-            else f"wrote {out} ({n:,} parameters)"
+            else f"wrote {out} ({n:,} parameters)",
+            markup=False,
         )
     except UserError as exc:
         fail(str(exc))

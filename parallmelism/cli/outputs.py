@@ -148,13 +148,13 @@ def write_frame(df, out: Optional[Path], to, tail: str = "") -> None:
     from ..report.writer import write_table
 
     write_table(df, out)
-    to.print(f"wrote {counted(len(df), 'row')}{tail} to {out}")
+    to.print(f"wrote {counted(len(df), 'row')}{tail} to {out}", markup=False)
 
 
 def say_full_output(full_output: Optional[Path], evaluated: int, to) -> None:
     """Where --full-output put every evaluated row (the dataset folder), once the search is done."""
     if full_output is not None:
-        to.print(f"wrote all {evaluated:,} evaluated rows to {full_output} (Parquet dataset)")
+        to.print(f"wrote all {evaluated:,} evaluated rows to {full_output} (Parquet dataset)", markup=False)
 
 
 def with_full_output(collectors: list, runs, full_output: Optional[Path]) -> list:

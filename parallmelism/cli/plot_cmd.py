@@ -41,6 +41,6 @@ def plot(
         runs = load_runs(overrides, config_dir)
         check_one_output_path(out, {r.output.path for r in runs if r.output.path})  # a table's path: not here
         path = plots.draw(kind, runs, out, top=top)
-        console().print(f"wrote {path}")
+        console().print(f"wrote {path}", markup=False)
     except UserError as exc:
         fail(str(exc))

@@ -136,7 +136,7 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
             try:
                 rows += fn()
             except RuntimeError as exc:  # e.g. out of memory at the largest size: skip the point, say so
-                err.print(f"skipped {label}: {str(exc).splitlines()[0]}")
+                err.print(f"skipped {label}: {str(exc).splitlines()[0]}", markup=False)
             if bar is not None:
                 bar.update(task, advance=1, refresh=True)
         if points:
@@ -150,9 +150,9 @@ def _run(out, name, device, quick, base_name, quiet, console, ranks=None):
         if bar is not None:
             bar.stop()
     if skip_collectives:
-        err.print(f"note: {skip_collectives}", highlight=False)
+        err.print(f"note: {skip_collectives}", highlight=False, markup=False)
     for line in measured.skipped if measured else []:
-        err.print(f"skipped {line}", highlight=False)
+        err.print(f"skipped {line}", highlight=False, markup=False)
     rows = fastest_of_passes(rows)
     if not any(r["family"] == "gemm" for r in rows):
         raise UserError("no GEMM could be measured on this device")
@@ -254,5 +254,6 @@ def _summary(console, rows, written, out, name, measured=None, fit=None):
         console.print("\n".join(lines), highlight=False)
     console.print(
         "\n".join(f"wrote {p}" for p in written)
-        + f"\nuse it: parallmelism sweep --config-dir {out} hardware={name} ..."
+        + f"\nuse it: parallmelism sweep --config-dir {out} hardware={name} ...",
+        markup=False,
     )

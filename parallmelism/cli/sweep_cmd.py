@@ -90,7 +90,7 @@ def run_sweep(
         else:
             out.print(table, crop=False)
     if path is not None:
-        out.print(f"wrote {counted(res.kept[2], 'row')} to {path}")
+        out.print(f"wrote {counted(res.kept[2], 'row')} to {path}", markup=False)
     return path
 
 

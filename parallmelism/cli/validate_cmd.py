@@ -49,13 +49,13 @@ def validate(
             crop=False,
         )
         for line in summary(table):
-            to.print(line)
+            to.print(line, markup=False)
         from ..validate.engine_report import engine_lines
 
         for line in engine_lines(table):  # per serving engine (issue 33), independent vs aiconfigurator rows
             to.print(line, markup=False)
         if out is not None and not failed:
-            to.print(f"wrote {len(table)} {plural(len(table), 'row')} to {out}")
+            to.print(f"wrote {len(table)} {plural(len(table), 'row')} to {out}", markup=False)
         if failed:
             err = console(stderr=True)
             for f in failed:

@@ -32,8 +32,8 @@ def write_plan(table, out: Optional[Path], text: str, console) -> None:
 
     path = summary_path(out)
     write_table_and_text(table, out, text, path)
-    console.print(f"wrote {len(table):,} plan rows to {out}")
-    console.print(f"wrote the summary to {path}")
+    console.print(f"wrote {len(table):,} plan rows to {out}", markup=False)
+    console.print(f"wrote the summary to {path}", markup=False)
 
 
 def train_summary(table, run, plan) -> str:
