@@ -310,3 +310,18 @@ def test_partitions_sharing_their_replica_layouts_enumerate_the_same_rows():
                 for k, v in alone.columns.items():
                     assert np.array_equal(shared.columns[k], v), k
     assert len(alone) > 0
+
+
+def test_a_gpu_count_past_any_cluster_is_one_sentence():
+    """grid.ngpus=[8086598962041600] (41,472 divisors) was a numpy MemoryError traceback (a 519 TiB
+    mesh of divisor triples); grid.ngpus, plan.gpus and plan.ngpus stop at 2**20 GPUs."""
+    from conftest import invoke
+
+    from parallmelism.specs.plan import PlanSpec
+
+    assert GridSpec(ngpus=[8, 2**20]).ngpus == [8, 2**20]
+    for make in (lambda: GridSpec(ngpus=[8, 2**20 + 1]), lambda: PlanSpec(gpus=2**20 + 1)):
+        with pytest.raises(ValueError, match=r"1,048,577 GPUs is more than the 1,048,576 \(2\*\*20\) a layout may"):
+            make()
+    code, text = invoke("best", "-q", "model=llama3.1-8b", "grid.ngpus=[8086598962041600]")
+    assert code == 2 and text.startswith("error: grid.ngpus=[8086598962041600]: 8,086,598,962,041,600 GPUs is"), text

@@ -10,6 +10,8 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, field_validator
 
+from .grid import check_gpu_counts
+
 
 class PlanSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
@@ -75,3 +77,5 @@ class PlanSpec(BaseModel):
             default = " (null: plan.default_ngpus, or grid.ngpus if set)" if info.field_name == "ngpus" else ""
             raise ValueError(f"an empty list selects nothing; give at least one value{default}")
         return value
+
+    _gpu_counts = field_validator("gpus", "ngpus", "default_ngpus")(check_gpu_counts)
