@@ -41,6 +41,8 @@ def require_dir(path, what: str) -> Path:
 
 _UNION_MEMBERS = {"str", "int", "float", "bool"}  # how pydantic names a union's plain-type members
 _MODEL_NAME = r"(?:[A-Z][a-z0-9]+)+"  # a union's model member (CamelCase; no key a user types is)
+# ... or that member behind a model validator: "function-after[_check(), Overheads]"
+_MODEL_MEMBER = rf"{_MODEL_NAME}|function-(?:after|before|wrap|plain)\[.*\]"
 
 
 def format_validation_error(exc, prefix: str = "") -> str:
@@ -63,7 +65,9 @@ def format_validation_error(exc, prefix: str = "") -> str:
     for i, err in enumerate(errors):
         if i in branch:
             continue
-        parts_of_loc = [str(p) for p in err.get("loc", ()) if p != "__root__" and not re.fullmatch(_MODEL_NAME, str(p))]
+        parts_of_loc = [
+            str(p) for p in err.get("loc", ()) if p != "__root__" and not re.fullmatch(_MODEL_MEMBER, str(p))
+        ]
         # the workload union's tag (workload.train.seq_len) is not part of the name a user types
         parts_of_loc = [
             p
