@@ -271,6 +271,11 @@ DEEPSEEK_V2 = {**DEEPSEEK_V3, "model_type": "deepseek_v2"}  # MLA too, layout no
         ({"model_type": "gpt_neox", "hidden_size": 8}, "not supported"),
         ({"model_type": "llama", "hidden_size": 4096}, "is missing"),
         ({**CONFIGS["llama3.1-8b"], "num_attention_heads": 0}, "num_attention_heads=0"),
+        # was "key 'head_dim' is missing": hidden/heads is what head_dim defaults to
+        (
+            {**CONFIGS["llama3.1-8b"], "num_attention_heads": 30, "num_key_value_heads": 10},
+            "hidden_size=4096 is not a multiple of num_attention_heads=30 and the config gives no head_dim",
+        ),
         ({**CONFIGS["llama3.1-8b"], "num_key_value_heads": 7}, "kv_heads"),
         ({**CONFIGS["llama3.1-8b"], "hidden_act": "relu"}, "hidden_act='relu'"),
         ({**CONFIGS["qwen3-30b-a3b"], "mlp_only_layers": [3, 17]}, "mlp_only_layers"),

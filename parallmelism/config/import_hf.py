@@ -103,6 +103,11 @@ def model_from_hf_config(cfg: dict, name: str, path: str = "config.json") -> dic
         raise UserError(f"{path}: hidden_act={act!r} is not a gated MLP activation import-hf knows")
     hidden = _int(cfg, "hidden_size", path)
     heads = _int(cfg, "num_attention_heads", path)
+    if mtype not in MLA and cfg.get("head_dim") is None and hidden % heads:  # was "key 'head_dim' is missing"
+        raise UserError(
+            f"{path}: hidden_size={hidden} is not a multiple of num_attention_heads={heads} and the config "
+            "gives no head_dim"
+        )
     out: dict = {
         "name": name,
         "display_name": cfg.get("_name_or_path") or name,
