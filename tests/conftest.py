@@ -106,6 +106,17 @@ def keep_signal_dispositions():
         yield
 
 
+def benchmark_module(name: str):
+    """`benchmarks/NAME.py` imported as a module (the scripts are not a package): its functions and
+    constants, for a test that holds a script to its sources."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def shared_reference(name: str) -> Path:
     """`tests/data/reference/NAME`: the shipped copy of `../shared/reference/NAME` (a missing one is a
     failure, not a skip: a fresh clone must run every test)."""

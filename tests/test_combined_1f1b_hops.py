@@ -4,19 +4,14 @@ pipeline_parallel/schedules.py), not to its own output."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from conftest import REPO
+from conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def hops():
-    spec = importlib.util.spec_from_file_location("combined_1f1b_hops", REPO / "benchmarks" / "combined_1f1b_hops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("combined_1f1b_hops")
 
 
 def test_the_schedule_table_is_megatrons(hops):

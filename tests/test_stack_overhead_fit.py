@@ -7,11 +7,9 @@ torchtitan's layer_launch_us, pytorch-fsdp1's unit_sync_us and megatron-te's A10
 the collective model changed under them. The serving engines' counterpart is tests/test_serving_overhead_fit.py.
 """
 
-import importlib.util
-
 import pytest
 
-from conftest import REPO
+from conftest import REPO, benchmark_module
 
 STACKS = sorted(p.stem for p in (REPO / "conf" / "stack").glob("*.yaml"))
 CALIBRATED = "megatron-te"  # fitted per accelerator by validate/calibrate.py, not by the script
@@ -19,10 +17,7 @@ CALIBRATED = "megatron-te"  # fitted per accelerator by validate/calibrate.py, n
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("fit_stack_overheads", REPO / "benchmarks" / "fit_stack_overheads.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("fit_stack_overheads")
 
 
 @pytest.fixture(scope="module")
