@@ -169,12 +169,12 @@ def time_in_reach(
         return np.zeros(0, dtype=np.int64), {}
     if len(timed) == 1:
         return timed[0]
-    joined = np.concatenate([r for r, _ in timed])
-    # the batches' rows (each timed once) laid end to end -> ascending; each batch is ascending, so a
-    # stable sort (timsort on integers) merges its runs in linear time
-    order = np.argsort(joined, kind="stable")
+    rows = np.sort(np.concatenate([r for r, _ in timed]))
+    at = [np.searchsorted(rows, r) for r, _ in timed]  # each batch's places among the rows (both ascending)
     out = {}
-    for k, first in timed[0][1].items():  # each column in its first batch's dtype, as the rows'
-        column = np.concatenate([o[k] for _, o in timed]).astype(np.asarray(first).dtype, copy=False)
-        out[k] = np.take(column, order, axis=0, mode="clip")  # order: a permutation of its rows
-    return joined[order], out
+    for k, first in timed[0][1].items():
+        column = np.empty((len(rows),) + np.shape(first)[1:], dtype=np.asarray(first).dtype)
+        for places, (_, o) in zip(at, timed):
+            column[places] = o[k]
+        out[k] = column
+    return rows, out
