@@ -320,3 +320,17 @@ def test_a_path_with_brackets_is_named_as_written(tmp_path):
     assert code == 0 and text.strip() == f"wrote 7 rows to {out}", text
     code, text = invoke("merge", out, "--out", tmp_path / "all[bold].csv")
     assert code == 0 and text.strip() == f"wrote 7 rows from 1 part to {tmp_path / 'all[bold].csv'}", text
+
+
+def test_an_override_where_the_command_belongs_says_the_command_comes_first():
+    """`parallmelism plan model=... tokens=...` (no train or serve) said only "No such command
+    'model=llama3.1-8b'"."""
+    r = run_cli("plan", "model=llama3.1-8b", "tokens=1e12")
+    assert r.returncode == 2 and r.stderr.startswith(
+        "error: No such command 'model=llama3.1-8b'; a command comes before its overrides: "
+        "`python -m parallmelism plan train|serve model=llama3.1-8b ...`"
+    ), r.stderr
+    r = run_cli("model=llama3.1-8b")
+    assert r.returncode == 2 and "`python -m parallmelism COMMAND model=llama3.1-8b ...`" in r.stderr, r.stderr
+    r = run_cli("plan", "training")  # a mistyped command keeps click's own suggestion alone
+    assert r.returncode == 2 and "Did you mean 'train'?" in r.stderr and "before its overrides" not in r.stderr

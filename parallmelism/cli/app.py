@@ -167,10 +167,23 @@ def run_typer(asked: str | None) -> int:
         if type(exc).__name__ == "NoArgsIsHelpError":
             raise SystemExit(2) from None
         where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        print_error(f"{exc.format_message().rstrip('.')}{where}")
+        print_error(f"{exc.format_message().rstrip('.')}{_overrides_first(exc, ctx)}{where}")
         raise SystemExit(2) from None
     except typer.Abort:
         return 130
+
+
+def _overrides_first(exc, ctx) -> str:
+    """'; a command comes before its overrides: ...' when a group (the program, plan, study) was given an
+    override where its command belongs (`parallmelism plan model=llama3.1-405b tokens=15e12`)."""
+    import re
+
+    word = re.fullmatch(r"No such command '(.*)'\.?", exc.format_message())
+    commands = getattr(getattr(ctx, "command", None), "commands", None)
+    if word is None or "=" not in word.group(1) or not commands:
+        return ""
+    which = "|".join(commands) if len(commands) <= 3 else "COMMAND"
+    return f"; a command comes before its overrides: `{ctx.command_path} {which} {word.group(1)} ...`"
 
 
 def _choose_arrow_memory_pool(environ) -> None:
