@@ -675,8 +675,8 @@ def inference_breakdown(
     ms and the bound. Phases: `prefill` (one chunk of the prompt alone), `decode` (one decode
     iteration's micro-batch) and, with continuous batching and chunked prefill, `mixed` (the
     micro-batch carrying a prompt chunk with the other b−1 decode tokens); each iteration phase
-    ends with its fixed `iteration_overhead` (engine.iteration_overhead_ms + MoE layers ·
-    engine.moe_layer_overhead_us). Then the `ttft` phase, the row's ttft_ms in its parts
+    ends with its fixed `iteration_overhead` (engine.iteration_overhead_ms + engine.moe_layer_overhead_us
+    per MoE layer whose gate or shared expert runs outside the fused-MoE op: `iteration_overhead_s`). Then the `ttft` phase, the row's ttft_ms in its parts
     (ttft_records)."""
     model = physical_experts_model(model, wl.eplb_redundant_experts)
     one = lay.rows(1)
