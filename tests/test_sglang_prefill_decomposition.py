@@ -3,21 +3,13 @@ passes, stalls and TTFTs against hand-computed values."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import benchmark_module
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location(
-        "sglang_prefill_decomposition", REPO / "benchmarks" / "sglang_prefill_decomposition.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("sglang_prefill_decomposition")
 
 
 def test_wave_of_six_4000_token_prompts_in_8192_token_passes():
