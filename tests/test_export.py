@@ -369,6 +369,41 @@ def test_deepspeed_parser_installed_or_skipped():
     pytest.importorskip("deepspeed.runtime.config")
 
 
+@pytest.mark.parametrize("chunked", [True, False])
+def test_sglang_mixing_prefill_with_decodes_is_its_own_switch(chunked):
+    """SGLang chunks a prompt by --chunked-prefill-size and mixes the chunk into a decode batch only with
+    --enable-mixed-chunk (server_args.py of 0.5.9: enable_mixed_chunk: bool = False). The export wrote
+    --chunked-prefill-size -1 for workload.chunked_prefill false, which turns chunking off but leaves the
+    prefill passes apart either way, and wrote no --enable-mixed-chunk for true, so SGLang ran its default
+    (separate passes) under a layout priced as mixed. Now the budget is written either way and true adds
+    the switch; reading back, the switch is chunked_prefill and the size the budget."""
+    overrides = ["workload=inference", "model=llama3.1-8b", "hardware=h100-sxm-80gb", "grid.ngpus=[1]"]
+    overrides += ["grid.tp=[1]", "grid.pp=[1]", "grid.sp=[1]", "grid.batch=[8]", "workload.prefill_chunk_tokens=4096"]
+    overrides += [f"workload.chunked_prefill={str(chunked).lower()}"]
+    planned = _planned(overrides, None)[0]
+    sg = target_module("sglang")
+    text = sg.render(planned)
+    fl = flags_of(text, {f: m for f, (_, m) in sg.FIELDS.items()})
+    assert fl["--chunked-prefill-size"] == "4096"
+    assert fl.get("--enable-mixed-chunk", False) is chunked
+    back = sg.parse(text, None, planned.layers)
+    assert back["workload.chunked_prefill"] is chunked and back["workload.prefill_chunk_tokens"] == 4096
+    _round_trip("sglang", planned, text)
+
+
+def test_sglang_scripts_read_back_as_sglang_schedules_them():
+    """InferenceX's dsr1_fp8_h200.sh (--chunked-prefill-size 32768, no --enable-mixed-chunk): prefill passes of
+    their own with a 32768-token budget; -1 (no chunking) is separate passes, the budget left to the workload."""
+    sg = target_module("sglang")
+    base = "python -m sglang.launch_server --model-path M --tp-size 8 "
+    ix = sg.parse(base + "--chunked-prefill-size 32768 --max-prefill-tokens 32768")
+    assert ix["workload.chunked_prefill"] is False and ix["workload.prefill_chunk_tokens"] == 32768
+    mixed = sg.parse(base + "--chunked-prefill-size 2048 --enable-mixed-chunk")
+    assert mixed["workload.chunked_prefill"] is True and mixed["workload.prefill_chunk_tokens"] == 2048
+    off = sg.parse(base + "--chunked-prefill-size -1 --enable-mixed-chunk")
+    assert off["workload.chunked_prefill"] is False and "workload.prefill_chunk_tokens" not in off
+
+
 def test_sglang_dp_attention_for_ep_across_replicas():
     """DeepSeek-V3's experts over the 16 replicas of tp 1 (ep = dp = 16): SGLang runs it as one
     server of tp*dp ranks with DP attention; vLLM's expert parallelism spans tp*dp as well."""

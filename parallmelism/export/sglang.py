@@ -4,7 +4,8 @@ Field names and value rules: sgl-project/sglang python/sglang/srt/server_args.py
 flag is the field name, tp_size -> --tp-size; stored version at commit
 001067fffe33427bee0ed2f007fb7551a1d76b44): --tp-size, --pp-size, --dp-size, --ep-size,
 --enable-dp-attention (attention data-parallel over dp_size groups inside the tp_size ranks, the
-MoE layers over all of them), --chunked-prefill-size (-1 disables chunking),
+MoE layers over all of them), --chunked-prefill-size (the token budget of a prefill pass; -1
+disables chunking), --enable-mixed-chunk,
 --max-running-requests, --mem-fraction-static (fraction of GPU memory for weights and the KV
 pool), --kv-cache-dtype auto | fp8_e4m3 | fp8_e5m2, --context-length, --quantization (workload.quantization: fp8 | modelopt_fp4 | awq_marlin | gptq_marlin,
 export/serving.py; QUANTIZATION_CHOICES).
@@ -20,7 +21,17 @@ A replica (tp*pp, or with DP attention tp*dp*pp) wider than one scale-up domain 
 e.g. DeepSeek-R1 at tp 16 on two 8-GPU H100 nodes) is one server over several nodes: server_args.py
 fields nnodes, node_rank, dist_init_addr: `--nnodes` = the server's GPUs /
 the domain size, and `--node-rank` / `--dist-init-addr` (host:port of node rank 0) left to the user,
-the script stopping with a message until NODE_RANK and DIST_INIT_ADDR are set on each node."""
+the script stopping with a message until NODE_RANK and DIST_INIT_ADDR are set on each node.
+
+Chunking a prompt and mixing it with decodes are two settings in SGLang (server_args.py of 0.5.9,
+the pip wheel: chunked_prefill_size, set to 8192 on 80-160 GiB GPUs when not given;
+enable_mixed_chunk: bool = False, "--enable-mixed-chunk ... mixing prefill and decode in a batch
+when using chunked prefill"): without it a prefill batch runs as an iteration of its own and the
+running decodes wait for it, which is workload.chunked_prefill false. So the budget is always
+--chunked-prefill-size workload.prefill_chunk_tokens, and chunked_prefill true adds
+--enable-mixed-chunk (a prompt's chunk rides in a decode iteration). Reading a script back,
+--chunked-prefill-size -1 (no chunking: each prompt one pass of its own) is chunked_prefill false
+with the budget left to the workload default."""
 
 from __future__ import annotations
 
@@ -42,7 +53,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "--dp-size": ("dp", "value"),
     "--ep-size": ("ep", "value"),
     "--enable-dp-attention": ("ep = tp*dp, dp > 1", "switch"),
-    "--chunked-prefill-size": ("workload.prefill_chunk_tokens (-1: workload.chunked_prefill false)", "value"),
+    "--chunked-prefill-size": ("workload.prefill_chunk_tokens (-1 read back: chunked_prefill false)", "value"),
+    "--enable-mixed-chunk": ("workload.chunked_prefill (absent: prefill passes of their own)", "switch"),
     "--max-running-requests": ("batch (x dp with DP attention)", "value"),
     "--mem-fraction-static": ("(mem_weights_gib + mem_kv_cache_gib) / hbm_capacity_gib", "value"),
     "--kv-cache-dtype": ("workload.kv_dtype", "value"),
@@ -89,12 +101,10 @@ def render(p: Planned) -> str:
         ("--context-length", w["input_len"] + w["output_len"], p.note("mem_kv_cache_gib")),
         ("--mem-fraction-static", fraction, f"weights + KV {static:.1f} GiB of {p.hbm_capacity_gib:g} GiB"),
         ("--kv-cache-dtype", KV_DTYPE[w["kv_dtype"]], p.note("mem_kv_cache_gib")),
-        (
-            "--chunked-prefill-size",
-            w["prefill_chunk_tokens"] if w["chunked_prefill"] else -1,
-            p.note("prefill_ms", "ttft_ms"),
-        ),
+        ("--chunked-prefill-size", w["prefill_chunk_tokens"], p.note("prefill_ms", "ttft_ms")),
     ]
+    if w["chunked_prefill"]:
+        f.append(("--enable-mixed-chunk", True, "prompt chunks ride in decode iterations; " + p.note("tpot_ms")))
     scheme = w.get("quantization", "none")
     if scheme != "none":
         f.append(("--quantization", QUANTIZATION_FLAG[scheme], f"{scheme}; " + p.note("mem_weights_gib")))
@@ -153,11 +163,11 @@ def parse(text: str, ngpus: int | None = None, layers: int | None = None) -> dic
     if "--ep-num-redundant-experts" in fl:
         workload["eplb_redundant_experts"] = as_int(fl, "--ep-num-redundant-experts")
     chunk = as_int(fl, "--chunked-prefill-size", 0)
-    workload["chunked_prefill"] = chunk != -1
-    if chunk > 0:
-        workload["prefill_chunk_tokens"] = chunk
+    workload["chunked_prefill"] = chunk != -1 and bool(fl.get("--enable-mixed-chunk", False))
     world = (tp_all if dp_attention else tp * dp) * pp
     pinned = pinned_overrides(KIND, None, None, world, axes, workload)
+    if chunk > 0:  # the budget of a prefill pass, mixed or not (pinned_overrides drops it without mixing)
+        pinned["workload.prefill_chunk_tokens"] = chunk
     nodes = as_int(fl, "--nnodes")
     if nodes < 1 or world % nodes:
         raise UserError(
