@@ -104,7 +104,8 @@ def test_inferencex_deepseek_h200_rows_carry_their_servers_settings():
     servers (sources.md, section H): the TensorRT-LLM cfg83 rows (measured 2025-11-02) by
     benchmarks/dsr1_fp8_h200_trt_slurm.sh at e06929c70, EP_SIZE=$TP, --max_num_tokens
     $(( (CONC+ISL+64+63)/64*64 )), kv_cache_config dtype fp8, image 1.1.0rc2.post2, attention DP above 32 at 8k/1k;
-    the SGLang 0.5.9 rows by benchmarks/single_node/dsr1_fp8_h200.sh, --chunked-prefill-size 32768."""
+    the SGLang 0.5.9 rows by benchmarks/single_node/dsr1_fp8_h200.sh, --chunked-prefill-size 32768 without
+    --enable-mixed-chunk (chunked_prefill false: they were priced as mixed chunks)."""
     import pandas as pd
 
     survey = pd.read_csv(REPO / "benchmarks" / "surveys" / "engines" / "engine_cases.csv", dtype=str)
@@ -122,11 +123,15 @@ def test_inferencex_deepseek_h200_rows_carry_their_servers_settings():
     assert list(adp.index) == ["aic-trtllm-dsr1-h200-tp8-8192-1024-c64"] and adp["tp"].tolist() == ["1"]
     sgl = survey[survey["case"].str.startswith("aic-sglang0.5.9-dsr1-h200-tp8-")]
     assert len(sgl) == 15 and (sgl["prefill_chunk_tokens"] == "32768").all()
+    # no --enable-mixed-chunk in the script: SGLang 0.5.9 runs each prefill batch apart (enable_mixed_chunk False)
+    assert (sgl["chunked_prefill"] == "false").all()
     others = survey[~survey["case"].isin(set(trt.index) | set(sgl["case"]))]
     assert others["prefill_chunk_tokens"].isna().all()
     shipped = pd.read_csv(REPO / "parallmelism" / "cases" / "inference_engines.csv")
     light = shipped[shipped["case"].str.startswith(("aic-trtllm-dsr1-h200-tp8-", "aic-sglang0.5.9-dsr1-h200-tp8-"))]
     assert len(light) == 12 and light["prefill_chunk_tokens"].notna().all()
+    light_sgl = light[light["engine"] == "sglang"]
+    assert len(light_sgl) == 6 and (~light_sgl["chunked_prefill"].astype(bool)).all()
 
 
 def test_shipped_loaded_cases_are_the_builders_output(tmp_path, monkeypatch, capsys):
