@@ -13,7 +13,7 @@ constant held at the YAML files, in this order:
                          tp > 1 at concurrency <= LIGHT_LOAD (engines of ALL_REDUCE_FITTED only; the
                          all-reduce kernel's own times stay at the measurement the YAML cites)
   iteration_overhead_ms  0..5 ms, 0.05 ms steps, on the ITL of its dense-model rows
-  moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE-model rows
+  moe_layer_overhead_us  0..200 us, 2.5 us steps, on the ITL of its MoE rows whose gate or shared expert runs outside the fused-MoE op
   request_overhead_ms    0..40 ms, 0.25 ms steps, on its validated TTFT rows (concurrency 1, and the
                          closed-loop rows whose benchmark is stated: validate/inference_cases.py)
 Then, per constant fitted on rows of two or more sources, the leave-one-source-out error (refit
@@ -138,11 +138,13 @@ def fit_parts(engine_rows, models, engine_name=None):
     """(field, rows, grid, which) of each overhead, in fitting order, on one engine's rows:
     disaggregated rows are reported, not fitted; for an engine of ALL_REDUCE_FITTED the light-load
     ITL of its dense rows with tp > 1 sets tp_all_reduce_call_overhead_us (a TP all-reduce is all
-    such a row has that a tp 1 row lacks); dense-model ITL sets iteration_overhead_ms, MoE ITL
-    moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
+    such a row has that a tp 1 row lacks); dense-model ITL sets iteration_overhead_ms, the ITL of MoE rows whose gate runs outside
+    the fused-MoE op moe_layer_overhead_us, validated TTFT (concurrency 1) request_overhead_ms."""
     fit_rows = [r for r in engine_rows if str(get(r, "disaggregated", "false")).lower() != "true"]
     dense = [r for r in fit_rows if model_of(r, models).moe is None]
-    moe = [r for r in fit_rows if model_of(r, models).moe is not None]
+    # the rows the per-MoE-layer term moves: MoE layers whose gate or shared expert runs outside the fused-MoE op
+    # (cost/inference_iteration.iteration_overhead_s); a softmax top-k MoE row (Mixtral, Qwen3-MoE) does not pay it
+    moe = [r for r in fit_rows if model_of(r, models).num_moe_layers_gate_outside > 0]
     ttft_rows = [r for r in fit_rows if get(r, "measured_ttft_ms") is not None]
     tp_rows = [
         r
