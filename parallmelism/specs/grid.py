@@ -26,7 +26,7 @@ MAX_GPUS = 2**20
 
 def check_gpu_counts(value):
     """`value` (a GPU count or a list of them, None passes) when every count is at most MAX_GPUS."""
-    for n in value if isinstance(value, (list, tuple)) else [] if value is None else [value]:
+    for n in _as_list(value) or ():
         if isinstance(n, int) and n > MAX_GPUS:
             raise ValueError(
                 f"{n:,} GPUs is more than the {MAX_GPUS:,} (2**20) a layout may have, several times any cluster built"
